@@ -4,6 +4,7 @@ import gzip
 import itertools
 import json
 import os
+import random
 from collections import Counter
 from pathlib import Path
 
@@ -172,3 +173,15 @@ def test_merges_equal_hf_tokenizers_on_multi30k():
     assert len(known) > 150
     for text in known:
         assert ours.encode(text) == tok.encode(text).tokens
+
+
+def test_round_trip_random_strings():
+    """Seeded random strings over ASCII, whitespace, accents, emoji, CJK and a lone surrogate."""
+    rng = random.Random(0)
+    alphabet = (
+        list("ab cd\t\n  .,!?'\"-_0123456789") + list("éüßçØ€—“”🚀🙂变压器") + ["\ud800", MARK]
+    )
+    bpe = BPE.learn(CORPUS, num_merges=300)
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        assert BPE.decode(bpe.encode(text)) == text

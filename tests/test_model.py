@@ -208,3 +208,17 @@ def test_bad_inputs_raise_with_sizes():
     with pytest.raises(ValueError, match="cache has 1 layers"):
         memory = model.encode(src, src_mask)
         model.decode(memory, src_mask, tgt[:, :1], None, cache=DecoderCache(1))
+
+
+def test_left_padded_targets_stay_finite():
+    """With left padding the original make_std_mask leaves padded query 0 with no key at all
+    (softmax of nothing: NaN, refused by attention); ours lets padded queries see themselves."""
+    model = small_model()
+    src, _ = random_batch()
+    tgt = torch.tensor([[PAD, PAD, 3, 4, 5], [1, 2, 3, 4, 5], [PAD, 7, 8, 9, 10]])
+    src_mask = padding_mask(src, PAD)
+    out = model(src, tgt, src_mask, make_std_mask(tgt, PAD))
+    assert torch.isfinite(out).all()
+    original = (tgt != PAD).unsqueeze(-2) & subsequent_mask(tgt.size(1))
+    with pytest.raises(ValueError, match="no key it may attend to"):
+        model(src, tgt, src_mask, original)

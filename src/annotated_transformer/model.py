@@ -24,7 +24,7 @@ from annotated_transformer.layers import (
     EncoderLayer,
     PositionwiseFeedForward,
 )
-from annotated_transformer.masks import check_mask
+from annotated_transformer.masks import check_mask, check_tokens
 from annotated_transformer.positional import PositionalEncoding
 
 
@@ -45,11 +45,6 @@ class Generator(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.log_softmax(self.proj(x), dim=-1)
-
-
-def _check_tokens(tokens: Tensor, name: str) -> None:
-    if tokens.dim() != 2:
-        raise ValueError(f"{name} must be token ids (batch, len), got shape {tuple(tokens.shape)}")
 
 
 class EncoderDecoder(nn.Module):
@@ -81,7 +76,7 @@ class EncoderDecoder(nn.Module):
 
     def encode(self, src: Tensor, src_mask: Tensor | None) -> Tensor:
         """src (batch, src_len) -> memory (batch, src_len, d_model)."""
-        _check_tokens(src, "src")
+        check_tokens(src, "src")
         if src_mask is not None:
             check_mask(src_mask, src.size(0), 1, src.size(1), name="src_mask")
         return self.encoder(self.src_embed(src), src_mask)
@@ -102,7 +97,7 @@ class EncoderDecoder(nn.Module):
         values come from the cache (which this call extends), and tgt_mask is
         (batch or 1, new, cache.length + new) or None (a single new token may see everything).
         """
-        _check_tokens(tgt, "tgt")
+        check_tokens(tgt, "tgt")
         batch, src_len = memory.size(0), memory.size(1)
         if tgt.size(0) != batch:
             raise ValueError(f"tgt has batch size {tgt.size(0)} but memory has {batch}")
