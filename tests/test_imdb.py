@@ -102,3 +102,13 @@ def test_train_val_split_is_seeded_and_disjoint():
     assert imdb.train_val_split(texts, labels, 20, seed=2)[1][0] != val
     with pytest.raises(ValueError, match="val_size"):
         imdb.train_val_split(texts, labels, 100)
+
+
+def test_vocabulary_and_truncated_encoding():
+    train = [["great", "film", "!"], ["bad", "film"], ["film", "great"]]
+    vocab = imdb.build_vocab(train, max_size=6)  # 4 specials + the 2 most frequent
+    assert vocab.itos[4:] == ["film", "great"]
+    ids = imdb.encode([["great", "film", "bad", "film"]], vocab, max_len=3)
+    assert ids == [[vocab["great"], vocab["film"], vocab["<unk>"]]]
+    with pytest.raises(ValueError, match="max_len"):
+        imdb.encode(train, vocab, max_len=0)

@@ -75,3 +75,24 @@ def test_detokenize_restores_real_references(mirror):
     exact = sum(a == b for a, b in zip(originals, restored, strict=True)) / len(en)
     assert exact > 0.99
     assert sacrebleu.corpus_bleu(restored, [originals]).score > 99.5
+
+
+def test_vocabularies_come_from_train_with_min_freq_two():
+    train_de = [["ein", "Hund", "läuft"], ["ein", "Hund"], ["Katze"]]
+    train_en = [["a", "dog", "runs"], ["a", "dog"], ["cat"]]
+    src, tgt = multi30k.build_vocabs(train_de, train_en)
+    assert src.itos[4:] == ["Hund", "ein"] and tgt.itos[4:] == ["a", "dog"]  # seen twice
+    assert src.encode(["Katze", "Hund"]) == [src["<unk>"], src["Hund"]]
+    assert len(multi30k.build_vocabs(train_de, train_en, min_freq=1)[0]) == 4 + 4
+
+
+def test_tokenized_split(mirror):
+    de, en = multi30k.tokenized_split("mscoco2017", lower=True, mirror=mirror)
+    assert len(de) == len(en) == 461
+    assert all(t == t.lower() for sentence in en for t in sentence)
+    assert (
+        en[0]
+        == multi30k.tokenize(
+            multi30k.load_split("mscoco2017", mirror=mirror)[1][:1], "en", lower=True
+        )[0]
+    )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -23,6 +23,7 @@ import torch
 
 from annotated_transformer import settings
 from annotated_transformer.download import fetch
+from annotated_transformer.vocab import Vocab
 
 SPLITS = ("train", "test")
 _MEMBER = re.compile(r"(?:^|/)aclImdb/(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")
@@ -118,8 +119,13 @@ def train_val_split(
     )
 
 
-def truncate(ids: list[int], max_len: int) -> list[int]:
-    """Keep the first ``max_len`` token ids of a review (reviews average ~230 words)."""
+def build_vocab(train_tokens: Iterable[Sequence[str]], max_size: int = 20_000) -> Vocab:
+    """Vocabulary of the ``max_size`` most frequent TRAIN tokens (specials included)."""
+    return Vocab.build(train_tokens, max_size=max_size)
+
+
+def encode(tokens: Iterable[Sequence[str]], vocab: Vocab, max_len: int) -> list[list[int]]:
+    """Token ids of each review, cut to its first ``max_len`` tokens (reviews average ~235)."""
     if max_len < 1:
         raise ValueError(f"max_len={max_len} must be at least 1")
-    return ids[:max_len]
+    return [vocab.encode(review[:max_len]) for review in tokens]

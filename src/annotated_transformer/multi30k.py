@@ -26,6 +26,7 @@ from functools import cache
 from pathlib import Path
 
 from annotated_transformer.download import fetch
+from annotated_transformer.vocab import Vocab
 
 SPLITS = {
     "train": "train",
@@ -76,6 +77,24 @@ def tokenize(sentences: Iterable[str], lang: str, *, lower: bool = False) -> lis
     if lower:
         return [[t.text.lower() for t in doc if not t.is_space] for doc in docs]
     return [[t.text for t in doc if not t.is_space] for doc in docs]
+
+
+def tokenized_split(
+    split: str, *, lower: bool = False, mirror: str | Path | None = None
+) -> tuple[list[list[str]], list[list[str]]]:
+    """Token lists ``(german, english)`` of a split: ``load_split`` then ``tokenize``."""
+    de, en = load_split(split, mirror=mirror)
+    return tokenize(de, "de", lower=lower), tokenize(en, "en", lower=lower)
+
+
+def build_vocabs(
+    train_de: Iterable[Sequence[str]], train_en: Iterable[Sequence[str]], min_freq: int = 2
+) -> tuple[Vocab, Vocab]:
+    """Source and target vocabularies from the TRAIN token lists, tokens seen >= ``min_freq``.
+
+    Specials first (``<pad>``, ``<unk>``, ``<s>``, ``</s>``); unseen tokens map to ``<unk>``.
+    """
+    return Vocab.build(train_de, min_freq=min_freq), Vocab.build(train_en, min_freq=min_freq)
 
 
 _NO_SPACE_BEFORE = {".", ",", "!", "?", ";", ":", ")", "]", "}", "%", "...", "n't", "'"}
