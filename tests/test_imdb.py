@@ -13,6 +13,13 @@ from annotated_transformer import imdb
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def own_cache(request, tmp_path, monkeypatch):
+    """Synthetic archives keep their parsed JSON in a temporary cache, not the user's."""
+    if "mirror" not in request.fixturenames:
+        monkeypatch.setenv("AT_CACHE_DIR", str(tmp_path / "cache"))
+
+
 @pytest.fixture(scope="module")
 def mirror() -> Path:
     path = Path(os.environ.get("AT_DATA_MIRROR", SHARED)).resolve()
@@ -66,6 +73,28 @@ def test_archive_and_folder_agree(tmp_path, monkeypatch, canonical):
     (tmp_path / "mirror" / "imdb").mkdir(parents=True)
     (folder / "aclImdb").rename(tmp_path / "mirror" / "imdb" / "aclImdb")
     assert imdb.load_imdb("test", mirror=tmp_path / "mirror")[1] == [0, 0, 1, 1]
+
+
+def test_parsed_archive_is_cached_as_json(tmp_path, monkeypatch):
+    monkeypatch.setattr(imdb, "PER_CLASS", 2)
+    archive = tmp_path / "reviews.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(make_copy(tmp_path / "copy", False) / "aclImdb", arcname="aclImdb")
+    first = imdb.load_imdb("test", path=archive)
+    (parsed,) = (tmp_path / "cache" / "imdb").glob("parsed-*.json")
+    imdb._load_all.cache_clear()
+    read_reviews = imdb._read_reviews
+
+    def no_parsing(source):
+        raise AssertionError("the archive was parsed again")
+
+    monkeypatch.setattr(imdb, "_read_reviews", no_parsing)
+    assert imdb.load_imdb("test", path=archive) == first
+    imdb._load_all.cache_clear()
+    monkeypatch.setattr(imdb, "_read_reviews", read_reviews)
+    parsed.write_text('{"train": [')  # a damaged cache file is ignored and rewritten
+    assert imdb.load_imdb("test", path=archive) == first
+    assert parsed.read_text().startswith('{"train": [[')
 
 
 def test_incomplete_copy_is_rejected(tmp_path, monkeypatch):

@@ -181,6 +181,18 @@ def download(resource: Resource, target: Path, retries: int = 3, timeout: float 
     )
 
 
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file and a rename: never half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(name, path)
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
 def _stream(url: str, out, timeout: float) -> None:
     """Copy ``url`` into the open file ``out``; raise ``OSError`` if fewer bytes than announced."""
     request = urllib.request.Request(url, headers={"User-Agent": "annotated-transformer"})
