@@ -84,11 +84,13 @@ def files_in(folder: Path) -> list[str]:
 
 def test_download_verifies_and_caches(server, tmp_path):
     resource = Resource("demo/file.txt", SHA, url(server, "/good"))
-    path = fetch(resource, cache=tmp_path, mirror=tmp_path / "no-mirror")
+    mirror = tmp_path / "empty-mirror"
+    mirror.mkdir()
+    path = fetch(resource, cache=tmp_path, mirror=mirror)
     assert path == tmp_path / "demo" / "file.txt"
     assert hashlib.sha256(path.read_bytes()).hexdigest() == SHA
     assert files_in(tmp_path) == ["demo/file.txt"]  # no temporary leftovers
-    fetch(resource, cache=tmp_path, mirror=tmp_path / "no-mirror")
+    fetch(resource, cache=tmp_path, mirror=mirror)
     assert server.hits["/good"] == 1  # the second fetch came from the cache
 
 
@@ -164,6 +166,13 @@ def test_mirror_is_read_from_environment(tmp_path, monkeypatch):
 def test_mirror_only_file_that_is_absent_says_what_to_do(tmp_path):
     with pytest.raises(DownloadError, match="AT_DATA_MIRROR"):
         fetch(Resource("demo/file.txt", SHA), mirror=tmp_path, cache=tmp_path)
+    with pytest.raises(FileNotFoundError, match="--data-dir"):
+        fetch(Resource("demo/file.txt", SHA), mirror=tmp_path / "typo", cache=tmp_path)
+
+
+def test_atomic_write(tmp_path):
+    download.atomic_write(tmp_path / "a" / "b.json", b"{}")
+    assert files_in(tmp_path) == ["a/b.json"] and (tmp_path / "a" / "b.json").read_bytes() == b"{}"
 
 
 def test_alternatives_are_tried_in_order(tmp_path):

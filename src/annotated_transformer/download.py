@@ -119,6 +119,11 @@ def fetch(
     alternatives = _alternatives(name)
     mirror = Path(mirror).expanduser() if mirror is not None else settings.data_mirror()
     cache = Path(cache).expanduser() if cache is not None else settings.cache_dir()
+    if mirror is not None and not mirror.is_dir():
+        raise FileNotFoundError(
+            f"the data mirror {mirror} is not a folder: fix --data-dir or AT_DATA_MIRROR, "
+            "or unset it to download into the cache"
+        )
     if mirror is not None:
         for resource in alternatives:
             candidate = mirror / resource.path
