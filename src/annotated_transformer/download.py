@@ -92,13 +92,12 @@ def verify(path: Path, resource: Resource) -> None:
         # A truncated gzip/zip cannot even be decompressed: same verdict as a wrong hash.
         raise ChecksumError(
             f"{path} cannot be read as {resource.content!r} content ({error}); "
-            f"it is corrupted or truncated: delete it and fetch again. {HINT}"
+            "it is corrupted or truncated"
         ) from error
     if actual != resource.sha256:
         raise ChecksumError(
             f"{path} has sha256 {actual} but {resource.path} should have {resource.sha256} "
-            f"({resource.content} content); the file is corrupted, truncated or a different "
-            f"version: delete it and fetch again. {HINT}"
+            f"({resource.content} content): the file is corrupted, truncated or another version"
         )
 
 
@@ -128,7 +127,13 @@ def fetch(
         for resource in alternatives:
             candidate = mirror / resource.path
             if candidate.is_file():
-                verify(candidate, resource)  # a bad mirror file is an error, not a fallback
+                try:
+                    verify(candidate, resource)
+                except ChecksumError as error:  # a bad mirror file is an error, not a fallback
+                    raise ChecksumError(
+                        f"{error}. Replace it in the mirror with a good copy (see "
+                        "shared/data/README.md), or remove it to use the cache or download."
+                    ) from None
                 return candidate
     for resource in alternatives:
         cached = cache / resource.path
