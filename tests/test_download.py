@@ -26,6 +26,7 @@ from annotated_transformer.download import (
 PAYLOAD = b"Zwei junge Leute stehen vor einem Zaun.\n" * 2000
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+MIRROR = Path(os.environ.get("AT_DATA_MIRROR", SHARED)).resolve()  # read before fixtures unset it
 
 
 class Server(http.server.ThreadingHTTPServer):
@@ -70,8 +71,11 @@ def server():
 
 
 @pytest.fixture(autouse=True)
-def no_sleep(monkeypatch):
+def isolated(monkeypatch, tmp_path):
+    """No waiting between retries, no mirror unless a test names one, a throwaway cache."""
     monkeypatch.setattr(download.time, "sleep", lambda seconds: None)
+    monkeypatch.delenv("AT_DATA_MIRROR", raising=False)
+    monkeypatch.setenv("AT_CACHE_DIR", str(tmp_path / "default-cache"))
 
 
 def url(srv: Server, path: str) -> str:
@@ -203,14 +207,13 @@ def test_bad_arguments():
 
 
 def test_registry_entries_verify_against_the_shared_mirror():
-    mirror = Path(os.environ.get("AT_DATA_MIRROR", SHARED)).resolve()
-    if not (mirror / "multi30k").is_dir():
-        pytest.skip(f"no data mirror at {mirror}; set AT_DATA_MIRROR to shared/data")
+    if not (MIRROR / "multi30k").is_dir():
+        pytest.skip(f"no data mirror at {MIRROR}; set AT_DATA_MIRROR to shared/data")
     for name in REGISTRY:
         if name == "enwik8":
             continue  # only its 10^6-byte prefix is mirrored
-        path = fetch(name, mirror=mirror, cache=mirror / "no-cache-here")
-        assert path.is_relative_to(mirror), name
+        path = fetch(name, mirror=MIRROR, cache=MIRROR / "no-cache-here")
+        assert path.is_relative_to(MIRROR), name
 
 
 def test_interrupted_download_leaves_nothing(tmp_path, monkeypatch):
