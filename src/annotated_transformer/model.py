@@ -16,16 +16,17 @@ from torch import Tensor, nn
 
 from annotated_transformer.attention import MultiHeadedAttention
 from annotated_transformer.embeddings import Embeddings, TokenAndPosition
-from annotated_transformer.kv_cache import DecoderCache
+from annotated_transformer.kv_cache import DecoderCache, KVCache
 from annotated_transformer.layers import (
     Decoder,
     DecoderLayer,
     Encoder,
     EncoderLayer,
     PositionwiseFeedForward,
+    TransformerBlock,
 )
 from annotated_transformer.masks import check_mask, check_tokens
-from annotated_transformer.positional import PositionalEncoding
+from annotated_transformer.positional import PositionalEmbedding, PositionalEncoding
 
 
 class Generator(nn.Module):
@@ -186,3 +187,72 @@ def parameter_formula(
     counts["decoder.norm"] = norm
     counts["generator"] = d * tgt_vocab + tgt_vocab
     return counts
+
+
+class DecoderLM(nn.Module):
+    """A decoder-only (GPT-style) language model over bytes: predict each next byte.
+
+    logits = W · blocks(embed(x) + P[positions]) + b, with ``N`` causal post-norm
+    :class:`~annotated_transformer.layers.TransformerBlock` s (Bloem's ``former``; GPT without
+    the encoder or the source attention of the paper's decoder).
+
+    x: integer (batch, len), ids in [0, vocab); positions start at ``cache[0].length``
+    (0 without a cache) and must stay below ``max_len``, the longest context it was built for.
+    cache: from :meth:`new_cache`, one :class:`KVCache` per block; then x holds only the new
+    bytes and the cache is extended in place.
+    returns logits (batch, len, vocab): scores of the byte at each position's next position
+    """
+
+    def __init__(
+        self,
+        vocab: int = 256,
+        d_model: int = 128,
+        h: int = 4,
+        N: int = 4,
+        max_len: int = 256,
+        ff_mult: int = 4,
+        dropout: float = 0.1,
+    ) -> None:
+        super().__init__()
+        for name, value in (("vocab", vocab), ("N", N), ("max_len", max_len)):
+            if value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value}")
+        self.vocab, self.max_len = vocab, max_len
+        # Learned positions, unscaled token vectors: both start N(0, 1), on the same scale.
+        self.embed = TokenAndPosition(
+            nn.Embedding(vocab, d_model), PositionalEmbedding(d_model, max_len, dropout)
+        )
+        self.blocks = nn.ModuleList(
+            TransformerBlock(d_model, h, ff_mult, dropout, causal=True) for _ in range(N)
+        )
+        self.to_logits = nn.Linear(d_model, vocab)
+
+    def new_cache(self) -> list[KVCache]:
+        """An empty key/value cache: one growing :class:`KVCache` per block."""
+        return [KVCache() for _ in self.blocks]
+
+    def forward(self, x: Tensor, cache: list[KVCache] | None = None) -> Tensor:
+        check_tokens(x, "x")
+        past = 0 if cache is None else cache[0].length
+        if cache is not None and len(cache) != len(self.blocks):
+            raise ValueError(
+                f"the cache has {len(cache)} layers but the model has {len(self.blocks)} "
+                "blocks; build it with model.new_cache()"
+            )
+        if x.size(1) < 1:
+            raise ValueError("x has no positions: give at least one byte (batch, len >= 1)")
+        if past + x.size(1) > self.max_len:
+            raise ValueError(
+                f"{past} cached + {x.size(1)} new = {past + x.size(1)} positions exceed the "
+                f"model's context of max_len={self.max_len}; feed at most the last "
+                f"{self.max_len} bytes (sampling.sample crops the context for you)"
+            )
+        if x.numel() and (int(x.min()) < 0 or int(x.max()) >= self.vocab):
+            raise ValueError(
+                f"ids must lie in [0, {self.vocab}) (bytes are 0..255), got ids from "
+                f"{int(x.min())} to {int(x.max())}"
+            )
+        h = self.embed(x, past)  # (batch, len, d_model)
+        for i, block in enumerate(self.blocks):
+            h = block(h, cache=None if cache is None else cache[i])
+        return self.to_logits(h)  # (batch, len, vocab)
