@@ -108,7 +108,7 @@ print(probe.groupby(["length", "read from"])["accuracy"].mean().unstack().round(
 
 # %%
 (
-    alt.Chart(probe, title="How much of the sentence survives in the encoder's state")
+    alt.Chart(probe)
     .mark_line(point=True)
     .encode(
         x=alt.X("position:Q", title="position j of the word in the sentence"),
@@ -118,8 +118,10 @@ print(probe.groupby(["length", "read from"])["accuracy"].mean().unstack().round(
         color=alt.Color("read from:N", title="read from"),
         tooltip=["length", "position", "read from", "accuracy"],
     )
-    .properties(width=220, height=180)
+    .properties(width=200, height=160)
     .facet(facet=alt.Facet("length:O", title="sentence length n"), columns=2)
+    .resolve_scale(x="independent")
+    .properties(title="How much of the sentence survives in the encoder's state")
 )
 
 # %% [markdown]
@@ -310,8 +312,8 @@ Y = linear_o(torch.cat(outputs, dim=-1))  # Concat(head_1, ..., head_h) W^O: (n,
 print("each head", tuple(outputs[0].shape), "concatenated and mixed", tuple(Y.shape))
 
 with torch.no_grad():
-    package_Y = mha(X[None], X[None], X[None])[0]  # the package wants a batch axis
-torch.testing.assert_close(Y.detach(), package_Y)
+    from_package = mha(X[None], X[None], X[None])[0]  # the package wants a batch axis
+torch.testing.assert_close(Y.detach(), from_package)
 print("loop over heads == annotated_transformer.attention.MultiHeadedAttention")
 
 # %% [markdown]

@@ -176,7 +176,7 @@ y = torch.bmm(weights, values)  # (b, t, k)
 print("y", tuple(y.shape), "| symmetric weights?", torch.allclose(raw_weights, raw_weights.mT))
 
 # %% [markdown]
-# ## Why scale the dot product by $\sqrt{d_k}$
+# ## Why scale the dot product by √d_k
 #
 # The Transformer paper divides the raw weights by $\sqrt{d_k}$, the width of the queries and
 # keys, and explains: "We suspect that for large values of $d_k$, the dot products grow large
@@ -253,9 +253,9 @@ gradient = base.mark_line(point=True).encode(
     )
 )
 alt.hconcat(
-    largest.properties(title="Unscaled scores saturate the softmax", width=280, height=220),
-    gradient.properties(title="…and its gradient vanishes", width=280, height=220),
-)
+    largest.properties(title="Unscaled scores saturate the softmax", width=200, height=200),
+    gradient.properties(title="…and its gradient vanishes", width=200, height=200),
+).configure_legend(orient="bottom")
 
 # %% [markdown]
 # With raw dot products, by $d_k = 64$ (the paper's head width) the softmax already puts most of
@@ -402,23 +402,24 @@ print("explicit == fused; every future position has weight exactly 0")
 
 # %%
 positions = [f"t={i}" for i in range(t)]
-alt.hconcat(
-    *(
-        viz.heatmap(
-            mha.attn[0, head].round(decimals=3),
-            positions,
-            positions,
-            title=f"head {head}",
-            x_title="key position",
-            y_title="query position",
-            value_title="weight",
-            domain=(0, 1),
-            width=150,
-            height=150,
-        )
-        for head in range(h)
+maps = [
+    viz.heatmap(
+        mha.attn[0, head].round(decimals=3),
+        positions,
+        positions,
+        title=f"head {head}",
+        x_title="key position",
+        y_title="query position",
+        value_title="weight",
+        domain=(0, 1),
+        width=160,
+        height=160,
     )
-).properties(title="Causal self-attention weights kept in .attn (random weights, seeded)")
+    for head in range(h)
+]
+alt.vconcat(alt.hconcat(*maps[:2]), alt.hconcat(*maps[2:])).properties(
+    title="Causal self-attention weights kept in .attn (random weights, seeded)"
+)
 
 # %% [markdown]
 # ## Agreement with PyTorch
