@@ -277,9 +277,9 @@ print("bmm derivation with 1/√d_k == annotated_transformer.attention.attention
 # %% [markdown]
 # ## Multi-head attention
 #
-# One set of attention weights expresses one kind of relation at a time. In *Mary gave roses to
-# Susan*, the word *gave* relates to who gave, what was given and to whom; one weighted average
-# blurs these together. Multi-head attention runs $h$ self-attentions side by side, each with
+# One set of attention weights expresses one kind of relation at a time. In *the chef handed
+# the knife to the apprentice*, the word *handed* relates to who handed, what was handed and to
+# whom; one weighted average blurs these together. Multi-head attention runs $h$ self-attentions side by side, each with
 # its own $W_i^Q, W_i^K, W_i^V$, concatenates their outputs and mixes them with one more linear
 # map $W^O$ (Vaswani et al., §3.2.2):
 #
