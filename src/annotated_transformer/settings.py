@@ -40,6 +40,6 @@ def data_mirror() -> Path | None:
 
 
 def cache_dir() -> Path:
-    """The download cache folder from ``AT_CACHE_DIR`` (default ``~/.cache/annotated_transformer``)."""
+    """The download cache from ``AT_CACHE_DIR`` (default ``~/.cache/annotated_transformer``)."""
     default = Path.home() / ".cache" / "annotated_transformer"
     return Path(os.environ.get("AT_CACHE_DIR", default)).expanduser()

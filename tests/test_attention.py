@@ -1,0 +1,172 @@
+"""Attention against PyTorch's own implementations, gradients, masks and error messages."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from annotated_transformer.attention import MultiHeadedAttention, attention
+from annotated_transformer.kv_cache import KVCache
+
+B, H, Q, K, D = 2, 4, 5, 7, 8
+D_MODEL = H * D
+
+
+def qkv(q_len=Q, k_len=K, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (
+        torch.randn(B, H, q_len, D, generator=g, dtype=dtype),
+        torch.randn(B, H, k_len, D, generator=g, dtype=dtype),
+        torch.randn(B, H, k_len, D, generator=g, dtype=dtype),
+    )
+
+
+def padding(lengths, k_len=K):
+    """(batch, 1, 1, k_len) key-padding mask, True for real tokens."""
+    return (torch.arange(k_len)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]
+
+
+def causal(n):
+    return torch.ones(n, n, dtype=torch.bool).tril()
+
+
+@pytest.mark.parametrize(
+    "mask",
+    [None, padding([7, 3]), causal(K)[-Q:], padding([7, 3]) & causal(K)[-Q:]],
+    ids=["none", "padding", "causal", "both"],
+)
+def test_attention_matches_sdpa(mask):
+    q, k, v = qkv()
+    out, weights = attention(q, k, v, mask=mask)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    assert weights.shape == (B, H, Q, K)
+
+
+def test_weights_are_distributions_and_masked_keys_get_zero():
+    q, k, v = qkv()
+    mask = padding([7, 3]) & causal(K)[-Q:]
+    _, weights = attention(q, k, v, mask=mask)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, Q))
+    assert (weights.masked_select(~mask.expand_as(weights)) == 0).all()
+    assert (weights.masked_select(mask.expand_as(weights)) > 0).all()
+
+
+def test_attention_gradcheck_float64():
+    q, k, v = (t.requires_grad_() for t in qkv(q_len=3, k_len=4, dtype=torch.float64))
+    mask = padding([4, 2], k_len=4)
+    assert torch.autograd.gradcheck(lambda a, b, c: attention(a, b, c, mask)[0], (q, k, v))
+
+
+def mha_pair(seed=0):
+    """Our module and nn.MultiheadAttention holding the same weights."""
+    torch.manual_seed(seed)
+    ours = MultiHeadedAttention(H, D_MODEL, dropout=0.0).eval()
+    ref = nn.MultiheadAttention(D_MODEL, H, dropout=0.0, batch_first=True).eval()
+    with torch.no_grad():
+        wq, wk, wv, wo = ours.linears
+        ref.in_proj_weight.copy_(torch.cat([wq.weight, wk.weight, wv.weight]))
+        ref.in_proj_bias.copy_(torch.cat([wq.bias, wk.bias, wv.bias]))
+        ref.out_proj.weight.copy_(wo.weight)
+        ref.out_proj.bias.copy_(wo.bias)
+    return ours, ref
+
+
+@pytest.mark.parametrize("keep_attention", [False, True], ids=["fused", "explicit"])
+@pytest.mark.parametrize("masking", ["none", "padding", "causal"])
+def test_mha_matches_nn_multihead_attention(keep_attention, masking):
+    ours, ref = mha_pair()
+    ours.keep_attention = keep_attention
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(B, K, D_MODEL, generator=g)
+    lengths = torch.tensor([K, 4])
+    real = torch.arange(K)[None, :] < lengths[:, None]  # (batch, k_len)
+    if masking == "none":
+        mask, ref_kwargs = None, {}
+    elif masking == "padding":
+        mask, ref_kwargs = real[:, None, :], {"key_padding_mask": ~real}
+    else:
+        mask, ref_kwargs = causal(K)[None], {"attn_mask": ~causal(K)}  # nn: True = blocked
+    out = ours(x, x, x, mask=mask)
+    expected, ref_weights = ref(x, x, x, average_attn_weights=False, **ref_kwargs)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    if keep_attention:
+        torch.testing.assert_close(ours.attn, ref_weights, atol=1e-6, rtol=1e-5)
+    else:
+        assert ours.attn is None
+
+
+def test_mha_gradcheck_float64():
+    torch.manual_seed(0)
+    mha = MultiHeadedAttention(2, 4, dropout=0.0).double()
+    x = torch.randn(1, 3, 4, dtype=torch.float64, requires_grad=True)
+    mask = causal(3)[None]
+    assert torch.autograd.gradcheck(lambda t: mha(t, t, t, mask), (x,))
+
+
+def test_incremental_decoding_with_cache_equals_causal_attention():
+    ours, _ = mha_pair()
+    x = torch.randn(B, 6, D_MODEL)
+    full = ours(x, x, x, mask=causal(6)[None])
+    cache = KVCache()
+    steps = [ours(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], cache=cache) for t in range(6)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    assert cache.length == 6
+
+
+def test_static_cache_projects_memory_once():
+    ours, _ = mha_pair()
+    memory = torch.randn(B, K, D_MODEL)
+    y = torch.randn(B, 1, D_MODEL)
+    cache = KVCache(static=True)
+    first = ours(y, memory, memory, cache=cache)
+    # Later steps may pass anything as key/value: the cached projections are used.
+    again = ours(y, memory[:, :1], memory[:, :1], cache=cache)
+    torch.testing.assert_close(first, again)
+    torch.testing.assert_close(first, ours(y, memory, memory))
+
+
+def test_dropout_only_in_training_mode():
+    torch.manual_seed(0)
+    mha = MultiHeadedAttention(H, D_MODEL, dropout=0.5)
+    x = torch.randn(B, K, D_MODEL)
+    mha.eval()
+    torch.testing.assert_close(mha(x, x, x), mha(x, x, x))
+    mha.train()
+    assert not torch.allclose(mha(x, x, x), mha(x, x, x))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: MultiHeadedAttention(3, 512), "d_model=512 is not divisible by h=3"),
+        (lambda: attention(*qkv()[:1], torch.randn(B, H, K, D + 1), qkv()[2]), "d_k=8"),
+        (lambda: attention(*qkv()[:2], torch.randn(B, H, K + 1, D)), "7 positions but value"),
+        (lambda: attention(*qkv(), mask=torch.ones(B, H, Q, K)), "must be boolean"),
+        (
+            lambda: attention(*qkv(), mask=torch.ones(3, 1, 1, K, dtype=torch.bool)),
+            r"mask of shape \(3, 1, 1, 7\) cannot broadcast",
+        ),
+        (
+            lambda: attention(*qkv(), mask=torch.zeros(1, 1, 1, K, dtype=torch.bool)),
+            "no key it may attend to",
+        ),
+    ],
+    ids=["heads", "qk-width", "kv-length", "float-mask", "mask-shape", "empty-row"],
+)
+def test_bad_input_gets_a_clear_error(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_mha_rejects_inputs_that_do_not_fit():
+    mha = MultiHeadedAttention(H, D_MODEL)
+    x = torch.randn(B, K, D_MODEL)
+    with pytest.raises(ValueError, match=r"query must be \(batch, len, d_model=32\)"):
+        mha(torch.randn(B, K, 16), x, x)
+    with pytest.raises(ValueError, match="same batch size and number of positions"):
+        mha(x, x, x[:, :3])
+    with pytest.raises(ValueError, match=r"mask must be \(batch, 1, k_len\)"):
+        mha(x, x, x, mask=torch.ones(K, K, dtype=torch.bool))
+    with pytest.raises(ValueError, match="cannot broadcast"):
+        mha(x, x, x, mask=torch.ones(B, 1, K + 2, dtype=torch.bool))
