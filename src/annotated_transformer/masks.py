@@ -1,0 +1,95 @@
+"""Attention masks: which keys each query may look at (Vaswani et al. 2017, §3.2.3).
+
+All masks are boolean and ``True`` means *may attend* (the convention of
+``torch.nn.functional.scaled_dot_product_attention``). Shapes leave out the head axis;
+:class:`~annotated_transformer.attention.MultiHeadedAttention` adds it.
+
+- :func:`padding_mask` ``(batch, 1, len)``: hide padded keys from every query;
+- :func:`subsequent_mask` ``(1, len, len)``: hide the future (position i sees keys 0..i);
+- :func:`make_std_mask` (alias :func:`target_mask`) ``(batch, len, len)``: both, for the
+  decoder's self-attention, with padded query rows handled so that nothing becomes NaN.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def _check_tokens(tokens: Tensor, name: str) -> None:
+    if tokens.dim() != 2:
+        raise ValueError(
+            f"{name} must be token ids of shape (batch, len), got {tuple(tokens.shape)}"
+        )
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integer token ids, got dtype {tokens.dtype}")
+
+
+def subsequent_mask(size: int, offset: int = 0, device: torch.device | str | None = None) -> Tensor:
+    """Look-ahead mask: query position i may attend to key positions j ≤ i.
+
+    size: number of query positions; offset: positions already decoded before them (cached
+    decoding: the queries are positions offset..offset+size-1, the keys 0..offset+size-1)
+    returns bool (1, size, offset + size), lower-triangular (diagonal included) for offset=0
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"subsequent_mask needs a positive integer size, got {size!r}")
+    if offset < 0:
+        raise ValueError(f"subsequent_mask needs offset >= 0, got {offset}")
+    ones = torch.ones(size, offset + size, dtype=torch.bool, device=device)
+    return ones.tril(diagonal=offset).unsqueeze(0)
+
+
+def padding_mask(tokens: Tensor, pad: int) -> Tensor:
+    """Key-padding mask: every query may attend to every non-padding key.
+
+    tokens: integer (batch, len); pad: the padding token id
+    returns bool (batch, 1, len); the singleton axis broadcasts over query positions
+    """
+    _check_tokens(tokens, "tokens")
+    return (tokens != pad).unsqueeze(-2)
+
+
+def make_std_mask(tgt: Tensor, pad: int) -> Tensor:
+    """Decoder self-attention mask: no look-ahead and no padding (the original's name).
+
+    tgt: integer (batch, len), the decoder input; pad: the padding token id
+    returns bool (batch, len, len), ``mask[b, i, j]`` = may query i attend to key j
+
+    The original ``make_std_mask`` only hides padded *keys* (harvardnlp/annotated-transformer
+    #137): a query at a padded position still attends to the real tokens before it. Its
+    output is never used, but it is computed from real tokens, and with left padding a padded
+    query can end up with no key at all, so the softmax gives NaN. Here, "correct" means:
+
+    - a real query i attends to real keys j ≤ i, never to padded keys (as in the original);
+    - a padded query attends only to itself. Every row then has one allowed key (no NaN,
+      a fully masked row would be 0/0), padded positions get no information from the real
+      ones, and their outputs are ignored anyway because the loss skips padded targets.
+    """
+    _check_tokens(tgt, "tgt")
+    real = tgt != pad  # (batch, len)
+    mask = padding_mask(tgt, pad) & subsequent_mask(tgt.size(-1), device=tgt.device)
+    padded_query_row = ~real.unsqueeze(-1)  # (batch, len, 1)
+    eye = torch.eye(tgt.size(-1), dtype=torch.bool, device=tgt.device)  # (len, len)
+    return torch.where(padded_query_row, eye, mask)
+
+
+target_mask = make_std_mask
+"""A descriptive name for :func:`make_std_mask`."""
+
+
+def check_mask(mask: Tensor, batch: int, q_len: int, k_len: int, name: str = "mask") -> None:
+    """Raise a ValueError unless ``mask`` is bool ``(batch or 1, q_len or 1, k_len)``."""
+    if mask.dtype != torch.bool:
+        raise ValueError(f"{name} must be boolean (True = may attend), got dtype {mask.dtype}")
+    shape = tuple(mask.shape)
+    if (
+        mask.dim() != 3
+        or mask.size(0) not in (1, batch)
+        or mask.size(1) not in (1, q_len)
+        or mask.size(2) != k_len
+    ):
+        raise ValueError(
+            f"{name} has shape {shape} but must be (batch={batch} or 1, "
+            f"q_len={q_len} or 1, k_len={k_len}); build it with padding_mask / make_std_mask"
+        )
