@@ -27,17 +27,19 @@
 # thing it learned: to close the `[[links]]` it opens.
 
 # %%
+import warnings
+
+# tqdm.auto asks for Jupyter widgets; the chapter turns progress bars off anyway.
+warnings.filterwarnings("ignore", message="IProgress not found")
+
+# %%
 import math
 import tempfile
-import warnings
 import zlib
 
 import altair as alt
 import pandas as pd
 import torch
-
-# tqdm.auto asks for Jupyter widgets; the chapter turns progress bars off anyway.
-warnings.filterwarnings("ignore", message="IProgress not found")
 
 from annotated_transformer import viz
 from annotated_transformer.chars import load_splits
