@@ -222,7 +222,7 @@ print(f"zlib -9:                    {zlib_bpb:.3f} bits per byte")
 
 # %%
 preset = pick(ci="tiny", full="cpu")
-pd.DataFrame({name: vars(p) for name, p in PRESETS.items()})
+pd.DataFrame({name: pd.Series(vars(p), dtype=object) for name, p in PRESETS.items()})
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -313,16 +313,16 @@ for T in (0.5, 1.0):
 # NBVAL_IGNORE_OUTPUT
 bits = byte_bits(lm, val)  # bits[t - 1]: surprise of byte t given its context
 text = bytes(val.tolist())
-first_close, second_close, opens = [], [], []
-depth_open = -1
+opens, first_close, second_close = [], [], []  # positions t of those bytes
+link_open = False
 for t in range(1, len(text) - 1):
     if text[t : t + 2] == b"[[":
-        depth_open = t
         opens.append(t)
-    elif text[t : t + 2] == b"]]" and depth_open >= 0:
+        link_open = True
+    elif text[t : t + 2] == b"]]" and link_open:
         first_close.append(t)
         second_close.append(t + 1)
-        depth_open = -1
+        link_open = False
 table = pd.DataFrame([
     {"bytes": name, "count": len(where),
      "model (bits)": bits[torch.tensor(where) - 1].mean().item(),
@@ -331,7 +331,7 @@ table = pd.DataFrame([
                         ("second ] of ]]", second_close))
 ] + [{"bytes": "all bytes", "count": len(bits), "model (bits)": bits.mean().item(),
       "order-0 (bits)": order0}])  # fmt: skip
-table.round(3)
+table.set_index("bytes").round(3)
 
 # %% [markdown]
 # How to read it: the second `]` is the easy one (inside a link, `]` is followed by `]`), so
