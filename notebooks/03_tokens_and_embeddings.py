@@ -176,7 +176,7 @@ for lang in ("en", "de"):
 pd.DataFrame(rows)
 
 # %% [markdown]
-# One or two percent of the tokens sounds small, but they land in a large share of the
+# One to five percent of the tokens sounds small, but they land in a large share of the
 # sentences, and they are the informative words: the name, the rare animal, the compound. A
 # word-level model sees them all as the same `<unk>` and can only copy `<unk>` into its
 # translation.
@@ -317,7 +317,7 @@ for text in [
 ]:
     tokens = bpe.encode(text)
     assert BPE.decode(tokens) == text
-    print(len(tokens), "tokens:", tokens)
+    print(f"{len(tokens)} tokens:", " ".join(tokens))
 
 # %% [markdown]
 # How long are the sequences now? Between words and characters, and much closer to words:
@@ -399,9 +399,9 @@ def hf_subwords(kind: str) -> Tokenizer:
 alphabet_2k = {ch for line in train["en"][:2000] for ch in line if ch != " "}
 small_bpe = BPE.learn(train["en"][:2000], num_merges=1200 - len(alphabet_2k) - 1)
 text = "A skateboarder performs a kickflip over the barricade."
-print("BPE      ", small_bpe.encode(text))
+print("BPE      ", " ".join(small_bpe.encode(text)))
 for kind in ("WordPiece", "Unigram"):
-    print(f"{kind:9}", hf_subwords(kind).encode(text).tokens)
+    print(f"{kind:9}", " ".join(hf_subwords(kind).encode(text).tokens))
 
 # %% [markdown]
 # ## From tokens to ids: the vocabulary
@@ -482,9 +482,9 @@ for d in (64, 128, 256, 512, 1024):
     rows_norm = table.norm(dim=1).mean().item()
     position_norm = sinusoids(100, d).norm(dim=1).mean().item()
     norms += [
-        {"d_model": d, "vector": "token row (Xavier init)", "mean norm": rows_norm},
-        {"d_model": d, "vector": "token row × √d_model", "mean norm": rows_norm * math.sqrt(d)},
-        {"d_model": d, "vector": "sinusoidal position", "mean norm": position_norm},
+        {"d_model": d, "vector": "token (Xavier)", "mean norm": rows_norm},
+        {"d_model": d, "vector": "token × √d", "mean norm": rows_norm * math.sqrt(d)},
+        {"d_model": d, "vector": "position", "mean norm": position_norm},
     ]
 norm_frame = pd.DataFrame(norms)
 print(norm_frame[norm_frame.d_model == 512].round(2).to_string(index=False))
@@ -494,6 +494,7 @@ viz.line_chart(
     "mean norm",
     color="vector",
     log_y=True,
+    width=400,
     title=f"Token vs position vector norms (vocabulary of {len(vocab)} words)",
     x_title="d_model",
     y_title="mean vector norm (log scale)",
@@ -539,7 +540,7 @@ print(
 )
 
 # %% [markdown]
-# On the left the image, on the right the same pixels as a sequence: each row is one patch,
+# Above the image, below the same pixels as a sequence: each row is one patch,
 # read left to right and top to bottom, flattened into 256 numbers. (ViT-Base does this on
 # 224×224 colour images: 196 patches of 16·16·3 = 768 numbers each, and it adds learned
 # position vectors, the subject of the next chapter, since the order of the rows is all that
@@ -567,7 +568,7 @@ sequence = viz.heatmap(
     width=380,
     height=260,
 )
-(picture | sequence).configure_axis(**axis_config)
+(picture & sequence).configure_axis(**axis_config)
 
 # %% [markdown]
 # Sound works the same way. A short-time Fourier transform cuts a signal into overlapping

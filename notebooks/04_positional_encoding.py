@@ -209,7 +209,8 @@ viz.line_chart(
 
 # %% [markdown]
 # The whole table as a heatmap, for $d_{\text{model}} = 64$: on the left the fast pairs change
-# from row to row, on the right the slow pairs barely move over 64 positions. It is the
+# from row to row, on the right the slow pairs barely move over 64 positions (they stay near
+# sin = 0, cos = 1: the stripes). It is the
 # binary picture of attempt 3, made smooth.
 
 # %%
@@ -337,7 +338,7 @@ show_source(PositionalEmbedding)
 # Side by side before training: the sinusoidal table has structure and no parameters; the
 # learned one starts as noise ($\mathcal N(0, 1)$, PyTorch's default) and costs
 # $\text{max\_len} \times d_{\text{model}}$ parameters. Training shapes it into whatever the
-# task needs; in trained BERT and GPT-2 the rows turn out smooth and wave-like.
+# task needs (in GPT-2, for example, the trained rows come out as smooth, wave-like curves).
 
 # %%
 torch.manual_seed(0)
@@ -353,8 +354,8 @@ left = viz.heatmap(
     value_title="value",
     scheme="redblue",
     domain=(-2, 2),
-    width=260,
-    height=260,
+    width=210,
+    height=210,
 )
 right = viz.heatmap(
     learned_rows,
@@ -364,8 +365,8 @@ right = viz.heatmap(
     value_title="value",
     scheme="redblue",
     domain=(-2, 2),
-    width=260,
-    height=260,
+    width=210,
+    height=210,
 )
 (left | right).configure_axis(labelOverlap=True)
 
