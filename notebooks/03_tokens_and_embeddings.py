@@ -26,20 +26,18 @@
 # (ids → vectors), and end with images and sounds cut into tokens the same way.
 
 # %%
-import gzip
 import itertools
 import json
 import math
 from collections import Counter
 
 import pandas as pd
-import spacy
 import torch
 import torch.nn.functional as F
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
 from torch import nn
 
-from annotated_transformer import viz
+from annotated_transformer import multi30k, viz
 from annotated_transformer.bpe import (
     BPE,
     MARK,
@@ -51,7 +49,7 @@ from annotated_transformer.bpe import (
 )
 from annotated_transformer.embeddings import Embeddings
 from annotated_transformer.positional import sinusoids
-from annotated_transformer.settings import data_mirror, pick
+from annotated_transformer.settings import pick
 from annotated_transformer.source import show_source
 from annotated_transformer.vocab import SPECIALS, Vocab
 
@@ -61,26 +59,16 @@ _ = torch.manual_seed(0)
 # ## The data: Multi30k
 #
 # Multi30k (Elliott et al. 2016) is the translation task of Part IV: 29,000 training pairs of
-# short English and German image descriptions. The files are gzip'd text, one raw sentence per
-# line. The book reads them from a local mirror, the folder named by the environment variable
-# `AT_DATA_MIRROR` (laid out like `multi30k/train.en.gz`). Without one, download the six
-# `train`/`val` files from `https://github.com/multi30k/dataset/raw/master/data/task1/raw/`
-# into a folder `multi30k/` and point `AT_DATA_MIRROR` at its parent; chapter 10 introduces
-# the package's loader, which also checks the files' checksums.
-
+# short English and German image descriptions, one raw sentence per line. The package's
+# `multi30k.load_split` returns a split as two parallel lists of sentences, German and English.
+# It fetches the files from their canonical address once, checks their sha256, and keeps them
+# in a cache; a local copy named by the environment variable `AT_DATA_MIRROR` is used instead
+# when there is one (chapter 10 looks at the data layer in detail).
 
 # %%
-def read_multi30k(split: str, language: str) -> list[str]:
-    """The raw sentences of one Multi30k file, e.g. ("train", "en")."""
-    mirror = data_mirror()
-    if mirror is None:
-        raise RuntimeError("set AT_DATA_MIRROR to the folder that holds multi30k/train.en.gz")
-    with gzip.open(mirror / "multi30k" / f"{split}.{language}.gz", "rt", encoding="utf-8") as f:
-        return f.read().rstrip("\n").split("\n")
-
-
-train = {lang: read_multi30k("train", lang) for lang in ("en", "de")}
-val = {lang: read_multi30k("val", lang) for lang in ("en", "de")}
+train, val = {}, {}
+train["de"], train["en"] = multi30k.load_split("train")
+val["de"], val["en"] = multi30k.load_split("val")
 print({lang: len(lines) for lang, lines in train.items()}, "training sentences")
 print(train["en"][0])
 print(train["de"][0])
@@ -89,19 +77,12 @@ print(train["de"][0])
 # ## Words
 #
 # The obvious unit is the word. Splitting on spaces is not quite enough (`"windows."` should
-# be `windows` and `.`), so we use spaCy's rule-based tokenizers, which need no model
-# download; chapter 10 tokenizes the same way.
+# be `windows` and `.`), so `multi30k.tokenize` uses spaCy's rule-based tokenizers, which need
+# no model download; chapter 10 tokenizes the same way.
 
 # %%
-tokenizers_ = {lang: spacy.blank(lang).tokenizer for lang in ("en", "de")}
-
-
-def words(lines: list[str], lang: str) -> list[list[str]]:
-    return [[t.text for t in doc] for doc in tokenizers_[lang].pipe(lines, batch_size=1000)]
-
-
-train_words = {lang: words(train[lang], lang) for lang in ("en", "de")}
-val_words = {lang: words(val[lang], lang) for lang in ("en", "de")}
+train_words = {lang: multi30k.tokenize(train[lang], lang) for lang in ("en", "de")}
+val_words = {lang: multi30k.tokenize(val[lang], lang) for lang in ("en", "de")}
 print(train_words["en"][0])
 print(train_words["de"][0])
 
