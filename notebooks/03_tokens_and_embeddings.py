@@ -301,14 +301,18 @@ for text in [
     print(f"{len(tokens)} tokens:", " ".join(tokens))
 
 # %% [markdown]
-# How long are the sequences now? Between words and characters, and much closer to words:
+# How long are the sequences now, on the held-out validation text? Between words and
+# characters, and much closer to words:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-n_bpe = sum(len(bpe.encode(line)) for line in train["en"]) / len(train["en"])
-n_words = sum(map(len, train_words["en"])) / len(train["en"])
-n_chars = sum(map(len, train["en"])) / len(train["en"])
-print(f"average English sentence: {n_words:.1f} words, {n_bpe:.1f} BPE tokens, {n_chars:.1f} chars")
+n_bpe = sum(len(bpe.encode(line)) for line in val["en"]) / len(val["en"])
+n_words = sum(map(len, val_words["en"])) / len(val["en"])
+n_chars = sum(map(len, val["en"])) / len(val["en"])
+print(
+    f"average English validation sentence: {n_words:.1f} words, {n_bpe:.1f} BPE tokens, "
+    f"{n_chars:.1f} characters"
+)
 unknown = sum(t.startswith("<0x") for line in val["en"] for t in bpe.encode(line))
 print(f"byte-fallback tokens in the validation text: {unknown}")
 
