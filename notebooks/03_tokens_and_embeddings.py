@@ -525,7 +525,7 @@ print(
 )
 
 # %% [markdown]
-# Above the image, below the same pixels as a sequence: each row is one patch,
+# Above the image (darker = larger value), below the same pixels as a sequence: each row is one patch,
 # read left to right and top to bottom, flattened into 256 numbers. (ViT-Base does this on
 # 224×224 colour images: 196 patches of 16·16·3 = 768 numbers each, and it adds learned
 # position vectors, the subject of the next chapter, since the order of the rows is all that
@@ -538,7 +538,7 @@ picture = viz.heatmap(
     title="A 64×64 image (16×16 patches)",
     x_title="pixel column",
     y_title="pixel row",
-    value_title="brightness",
+    value_title="pixel value",
     scheme="greys",
     width=260,
     height=260,
@@ -548,7 +548,7 @@ sequence = viz.heatmap(
     title="The image as 16 patch tokens",
     x_title="pixel inside the patch (row-major, 256)",
     y_title="patch token (row-major)",
-    value_title="brightness",
+    value_title="pixel value",
     scheme="greys",
     width=380,
     height=260,
