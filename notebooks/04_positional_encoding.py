@@ -338,7 +338,8 @@ show_source(PositionalEmbedding)
 # Side by side before training: the sinusoidal table has structure and no parameters; the
 # learned one starts as noise ($\mathcal N(0, 1)$, PyTorch's default) and costs
 # $\text{max\_len} \times d_{\text{model}}$ parameters. Training shapes it into whatever the
-# task needs (in GPT-2, for example, the trained rows come out as smooth, wave-like curves).
+# task needs (plots of GPT-2's trained table, published by others, show smooth, wave-like
+# curves; this book does not reproduce that).
 
 # %%
 torch.manual_seed(0)
