@@ -56,8 +56,9 @@ _ = torch.manual_seed(0)
 # standardises it with statistics computed from that vector alone:
 #
 # $$\mu = \frac{1}{d}\sum_{i=1}^{d} x_i, \qquad
-# \sigma^2 = \frac{1}{d}\sum_{i=1}^{d} (x_i - \mu)^2, \qquad
-# \mathrm{LN}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \varepsilon}} + \beta .$$
+# \sigma^2 = \frac{1}{d}\sum_{i=1}^{d} (x_i - \mu)^2,$$
+#
+# $$\mathrm{LN}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \varepsilon}} + \beta .$$
 #
 # After the division the features have mean 0 and variance 1 (up to ε). The learned gain
 # $\gamma$ and bias $\beta$ (one per feature, starting at 1 and 0) let the model undo the
@@ -188,7 +189,12 @@ grid = pd.concat(
     )
     .properties(width=80, height=110)
     .facet(
-        row=alt.Row("norm:N", title=None, sort=list(statistic_set)),
+        row=alt.Row(
+            "norm:N",
+            title=None,
+            sort=list(statistic_set),
+            header=alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold"),
+        ),
         column=alt.Column("example:O", title="example in the batch"),
     )
     .properties(title="Which elements share one mean and variance (same colour = same statistics)")
@@ -301,17 +307,18 @@ viz.line_chart(
     title="Gradient norm per layer in a 48-layer tanh stack at initialisation",
     x_title="layer (1 = next to the input)",
     y_title="‖∂loss/∂W‖ (log scale)",
+    width=380,
 )
 
 # %%
 summary = residual_frame.pivot(index="layer", columns="stack", values="gradient norm")
 print(summary.loc[[1, 24, 48]].map(lambda v: f"{v:.2e}"))
 plain = summary["plain"]
-assert plain[1] < 1e-6 * plain[depth]  # vanished by more than a factor of a million
+assert plain[1] < 1e-9 * plain[depth]  # vanished by more than a factor of a billion
 assert summary["with residuals"].min() > 0.1 * summary["with residuals"].max()
 
 # %% [markdown]
-# In the plain stack the first layer's gradient is more than a million times smaller than the
+# In the plain stack the first layer's gradient is more than a billion times smaller than the
 # last layer's: after a few dozen layers the early ones receive practically no learning signal.
 # With residual connections every layer gets a gradient of about the same size. This is what
 # lets the Transformer stack 6, 12 or 96 layers.
@@ -416,6 +423,7 @@ viz.line_chart(
     title="Gradient norm per layer at initialisation, 24-layer stacks",
     x_title="layer (1 = next to the input)",
     y_title="‖∂loss/∂θ_layer‖ (log scale)",
+    width=380,
 )
 
 # %% [markdown]
@@ -443,6 +451,7 @@ viz.line_chart(
     title="Gradient norm of the top layer against depth, at initialisation",
     x_title="number of layers",
     y_title="‖∂loss/∂θ_top‖ (log scale)",
+    width=380,
 ).mark_line(point=True)
 
 # %%

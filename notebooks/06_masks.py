@@ -167,8 +167,8 @@ labels = ["<s>", "w1", "w2", "w3", "pad", "pad", "pad"]
         y_title="query",
         value_title="may attend",
         domain=(0, 1),
-        width=220,
-        height=220,
+        width=180,
+        height=180,
     )
     | viz.heatmap(
         ours[1].int(),
@@ -179,8 +179,8 @@ labels = ["<s>", "w1", "w2", "w3", "pad", "pad", "pad"]
         y_title="query",
         value_title="may attend",
         domain=(0, 1),
-        width=220,
-        height=220,
+        width=180,
+        height=180,
     )
 )
 

@@ -68,9 +68,10 @@ PAD = 0
 # is nearly linear in the values. Each layer therefore also has a small two-layer MLP that
 # transforms every position *separately*, with the same weights at every position (§3.3):
 #
-# $$\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2, \qquad
-# W_1 \in \mathbb{R}^{d_\text{model}\times d_\text{ff}},\; W_2 \in \mathbb{R}^{d_\text{ff}\times
-# d_\text{model}}.$$
+# $$\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2,$$
+#
+# with $W_1 \in \mathbb{R}^{d_\text{model}\times d_\text{ff}}$ and
+# $W_2 \in \mathbb{R}^{d_\text{ff}\times d_\text{model}}$.
 #
 # The inner width $d_\text{ff} = 2048$ is four times $d_\text{model} = 512$: two thirds of an
 # encoder layer's parameters live here. Dropout sits on the hidden activations, as in the
