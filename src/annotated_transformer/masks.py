@@ -16,7 +16,8 @@ import torch
 from torch import Tensor
 
 
-def _check_tokens(tokens: Tensor, name: str) -> None:
+def check_tokens(tokens: Tensor, name: str = "tokens") -> None:
+    """Raise a ValueError unless ``tokens`` is an integer (batch, len) tensor."""
     if tokens.dim() != 2:
         raise ValueError(
             f"{name} must be token ids of shape (batch, len), got {tuple(tokens.shape)}"
@@ -46,7 +47,7 @@ def padding_mask(tokens: Tensor, pad: int) -> Tensor:
     tokens: integer (batch, len); pad: the padding token id
     returns bool (batch, 1, len); the singleton axis broadcasts over query positions
     """
-    _check_tokens(tokens, "tokens")
+    check_tokens(tokens, "tokens")
     return (tokens != pad).unsqueeze(-2)
 
 
@@ -66,7 +67,7 @@ def make_std_mask(tgt: Tensor, pad: int) -> Tensor:
       a fully masked row would be 0/0), padded positions get no information from the real
       ones, and their outputs are ignored anyway because the loss skips padded targets.
     """
-    _check_tokens(tgt, "tgt")
+    check_tokens(tgt, "tgt")
     real = tgt != pad  # (batch, len)
     mask = padding_mask(tgt, pad) & subsequent_mask(tgt.size(-1), device=tgt.device)
     padded_query_row = ~real.unsqueeze(-1)  # (batch, len, 1)

@@ -1,0 +1,100 @@
+"""Open the built site in headless Chromium and check what a reader would see.
+
+For every chapter page: the math is typeset by the bundled MathJax, every Altair chart is drawn
+by the bundled Vega (no error box), and no request leaves the machine (every URL the page asks
+for is a local file). Run after ``jupyter-book build book``:
+
+    python tests/site_check.py book/_build/html [--screenshot PAGE_STEM OUT.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def check_page(page, path: Path) -> tuple[list[str], int, int]:
+    """Load one page; return (problems found, charts, typeset math elements)."""
+    outside: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith(LOCAL_SCHEMES) else outside.append(r.url))
+    page.goto(path.as_uri(), wait_until="load")
+    problems = []
+    charts = page.locator("div[id^='altair-viz-']").count()
+    if charts:
+        try:
+            page.wait_for_function(
+                "n => document.querySelectorAll("
+                "\"div[id^='altair-viz-'] svg, div[id^='altair-viz-'] canvas\").length >= n",
+                arg=charts,
+                timeout=20_000,
+            )
+        except Exception:
+            drawn = page.locator(
+                "div[id^='altair-viz-'] svg, div[id^='altair-viz-'] canvas"
+            ).count()
+            problems.append(f"{path.name}: only {drawn} of {charts} Altair charts were drawn")
+        errors = page.locator("div[id^='altair-viz-'] .error").all_inner_texts()
+        problems += [f"{path.name}: chart error: {text[:200]}" for text in errors]
+    has_math = "$" in page.content() or page.locator(".math").count() > 0
+    if has_math:
+        try:
+            page.wait_for_selector("article mjx-container", state="attached", timeout=20_000)
+        except Exception:
+            problems.append(f"{path.name}: math is not typeset (no mjx-container)")
+    problems += [f"{path.name}: request left the machine: {url}" for url in sorted(set(outside))]
+    return problems, charts, page.locator("mjx-container").count()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("site", type=Path, help="the built site, e.g. book/_build/html")
+    parser.add_argument("--screenshot", nargs=2, metavar=("PAGE_STEM", "PNG"))
+    parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    args = parser.parse_args()
+
+    pages = sorted((args.site.resolve() / "notebooks").glob("*.html"))
+    if not pages:
+        print(f"site check: no chapter pages under {args.site / 'notebooks'}; build the site first")
+        return 1
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(
+            profile,
+            executable_path=args.chromium,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1200, "height": 1600},
+        )
+        for path in pages:
+            page = browser.new_page()
+            found, charts, math = check_page(page, path)
+            problems += found
+            print(f"  {path.name}: {charts} charts, {math} math elements, {len(found)} problems")
+            if args.screenshot and path.stem == args.screenshot[0]:
+                page.screenshot(path=args.screenshot[1], full_page=False)
+            page.close()
+        browser.close()
+    for problem in problems:
+        print("PROBLEM", problem)
+    print(f"site check: {len(pages)} pages, {len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

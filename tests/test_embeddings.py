@@ -1,0 +1,36 @@
+"""Embeddings: a table lookup scaled by √d_model, with clear errors for bad ids."""
+
+import math
+
+import pytest
+import torch
+
+from annotated_transformer.embeddings import Embeddings, TokenAndPosition
+from annotated_transformer.positional import PositionalEncoding
+
+
+def test_lookup_times_sqrt_d_model():
+    torch.manual_seed(0)
+    emb = Embeddings(d_model=16, vocab=10)
+    ids = torch.tensor([[1, 2, 9], [0, 0, 3]])
+    expected = torch.stack([torch.stack([emb.lut.weight[int(i)] for i in row]) for row in ids])
+    torch.testing.assert_close(emb(ids), expected * math.sqrt(16))
+
+
+@pytest.mark.parametrize("bad", [10, 57, -1])
+def test_out_of_range_ids_raise_with_sizes(bad):
+    emb = Embeddings(d_model=4, vocab=10)
+    with pytest.raises(ValueError, match=r"\[0, 10\).*size 10"):
+        emb(torch.tensor([[1, bad]]))
+
+
+def test_float_ids_raise():
+    with pytest.raises(ValueError, match="integer"):
+        Embeddings(4, 10)(torch.tensor([[1.0, 2.0]]))
+
+
+def test_token_and_position_passes_the_offset():
+    torch.manual_seed(0)
+    embed = TokenAndPosition(Embeddings(8, 20), PositionalEncoding(8, 0.0, max_len=30))
+    ids = torch.randint(0, 20, (2, 7))
+    torch.testing.assert_close(embed(ids[:, 3:], 3), embed(ids)[:, 3:])
