@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,13 @@ import pandas as pd
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+from tqdm import TqdmWarning
+
+with warnings.catch_warnings():
+    # In a Jupyter kernel without ipywidgets, tqdm.auto falls back to the text bar; its
+    # "IProgress not found" warning would otherwise land in every training chapter.
+    warnings.simplefilter("ignore", TqdmWarning)
+    from tqdm.auto import tqdm
 
 from annotated_transformer.checkpoint import load_checkpoint, save_checkpoint, unwrap
 from annotated_transformer.loss import smoothed_cross_entropy
@@ -48,13 +55,15 @@ LossFn = Callable[[nn.Module, Any], tuple[Tensor, Tensor | int]]
 class Batch:
     """A batch of sentence pairs for teacher forcing, with its masks.
 
-    src: (batch, src_len) ids; tgt: (batch, tgt_len) ids starting with <s>, or None; pad: id.
+    src: (batch, src_len) ids; tgt: (batch, tgt_len) ids starting with <s>, or None; pad: the
+    padding id (0, ``<pad>`` in :data:`~annotated_transformer.vocab.SPECIALS`; the original
+    Annotated Transformer used 2).
     The decoder reads ``tgt`` = tgt[:, :-1] and must predict ``tgt_y`` = tgt[:, 1:]:
     src_mask (batch, 1, src_len); tgt, tgt_y (batch, tgt_len - 1);
     tgt_mask (batch, tgt_len - 1, tgt_len - 1); ntokens = number of non-padding ``tgt_y``.
     """
 
-    def __init__(self, src: Tensor, tgt: Tensor | None = None, pad: int = 2) -> None:
+    def __init__(self, src: Tensor, tgt: Tensor | None = None, pad: int = 0) -> None:
         self.src = src
         self.src_mask = padding_mask(src, pad)
         self.tgt = self.tgt_y = self.tgt_mask = None
