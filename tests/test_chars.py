@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import os
 import zipfile
 from pathlib import Path
 
@@ -15,15 +14,10 @@ import torch
 from annotated_transformer import chars
 from annotated_transformer.download import REGISTRY, Resource
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-
 
 @pytest.fixture(scope="module")
-def mirror() -> Path:
-    path = Path(os.environ.get("AT_DATA_MIRROR", SHARED)).resolve()
-    if not (path / "chars").is_dir():
-        pytest.skip(f"no chars/ in data mirror {path}; set AT_DATA_MIRROR to shared/data")
-    return path
+def mirror(chars_mirror: Path) -> Path:
+    return chars_mirror
 
 
 def test_tiny_shakespeare(mirror):

@@ -19,15 +19,11 @@ from annotated_transformer.model import EncoderClassifier
 from annotated_transformer.vocab import Vocab
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT / ".." / "shared" / "data"
 
 
 @pytest.fixture(scope="module")
-def mirror() -> Path:
-    path = Path(os.environ.get("AT_DATA_MIRROR", SHARED)).resolve()
-    if not (path / "imdb").is_dir():
-        pytest.skip(f"no IMDb in data mirror {path}; set AT_DATA_MIRROR to shared/data")
-    return path
+def mirror(imdb_mirror: Path) -> Path:
+    return imdb_mirror
 
 
 def small_model(cls: bool = False, **kwargs) -> EncoderClassifier:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import tarfile
 from pathlib import Path
 
 import pytest
 
 from annotated_transformer import imdb
-
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
 
 @pytest.fixture(autouse=True)
@@ -21,11 +18,8 @@ def own_cache(request, tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def mirror() -> Path:
-    path = Path(os.environ.get("AT_DATA_MIRROR", SHARED)).resolve()
-    if not (path / "imdb").is_dir():
-        pytest.skip(f"no IMDb in data mirror {path}; set AT_DATA_MIRROR to shared/data")
-    return path
+def mirror(imdb_mirror: Path) -> Path:
+    return imdb_mirror
 
 
 def test_real_splits_are_complete_and_balanced(mirror):

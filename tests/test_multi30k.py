@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -10,15 +9,10 @@ import sacrebleu
 
 from annotated_transformer import multi30k
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-
 
 @pytest.fixture(scope="module")
-def mirror() -> Path:
-    path = Path(os.environ.get("AT_DATA_MIRROR", SHARED)).resolve()
-    if not (path / "multi30k").is_dir():
-        pytest.skip(f"no Multi30k in data mirror {path}; set AT_DATA_MIRROR to shared/data")
-    return path
+def mirror(multi30k_mirror: Path) -> Path:
+    return multi30k_mirror
 
 
 @pytest.mark.parametrize(
