@@ -25,18 +25,20 @@
 # Chapter 09 then puts it all to work on a small task.
 
 # %%
+# tqdm.auto asks for Jupyter widgets; the chapter turns progress bars off anyway.
+import warnings
+
+warnings.filterwarnings("ignore", message="IProgress not found")
+
+# %%
 import math
 import tempfile
-import warnings
 from pathlib import Path
 
 import altair as alt
 import numpy as np
 import pandas as pd
 import torch
-
-# tqdm.auto asks for Jupyter widgets; the chapter turns progress bars off anyway.
-warnings.filterwarnings("ignore", message="IProgress not found")
 
 from annotated_transformer import viz
 from annotated_transformer.loss import LabelSmoothing, smoothed_cross_entropy
@@ -541,7 +543,7 @@ base_scores = torch.randn(5, 6)
 rows = []
 for case, target_ids, pad, exclude in edge_cases:
     target = torch.tensor(target_ids)
-    row = {"case": case, "padding id": str(pad), "KL loss": None, "CE loss": "—", "tokens": "—"}
+    row = {"case": case, "padding id": str(pad), "CE loss": "—", "tokens": "—"}
     x = base_scores.clone().requires_grad_(True)
     log_p = x.log_softmax(-1)
     if exclude:  # a model that rules out the padding class completely
