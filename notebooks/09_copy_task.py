@@ -128,6 +128,7 @@ print("target tokens in this batch:", example.ntokens)
 # are clipped to norm 1, a cheap guard for a tiny model at the peak learning rate.
 
 # %%
+# NBVAL_IGNORE_OUTPUT
 D_MODEL = pick(ci=32, full=64)
 HEADS = pick(ci=2, full=4)
 STEPS = pick(ci=400, full=1200)
@@ -497,11 +498,11 @@ for model_name, m in [("partly trained", early_model), ("trained", model)]:
                 "mean log P(Y|X)": round(sequence_log_prob(m, compare_src, out).mean().item(), 3),
             }
         )
-true_length = (compare_src != PAD).sum(dim=1) - 1
-print(f"{len(compare_src)} fresh sequences, true mean length {true_length.float().mean():.2f}")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+true_length = (compare_src != PAD).sum(dim=1) - 1
+print(f"{len(compare_src)} fresh sequences, true mean length {true_length.float().mean():.2f}")
 pd.DataFrame(rows)
 
 # %% [markdown]
