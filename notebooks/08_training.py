@@ -183,7 +183,7 @@ viz.line_chart(
     title="Gradient accumulation over 4 micro-batches: where the scheduler steps matters",
     x_title="optimiser step (update of the weights)",
     y_title="learning rate (d_model 512, warm-up 4000)",
-)
+).configure_legend(orient="bottom")
 
 # %% [markdown]
 # Now the claim about the update, tested. A tiny model (one layer, $d_{model} = 16$, no dropout)
@@ -395,7 +395,7 @@ show_source(LabelSmoothing)
 targets = torch.tensor([2, 1, 0, 3, 3])
 log_p = torch.full((5, 5), 0.2).log()  # any log-probabilities: only q is drawn
 pictures = []
-for exclude, title in [(False, "PyTorch convention (package)"), (True, "the original's")]:
+for exclude, title in [(False, "package (PyTorch)"), (True, "the original's")]:
     criterion = LabelSmoothing(5, padding_idx=0, smoothing=0.4, exclude_pad_class=exclude)
     criterion(log_p, targets)
     print(title, "\n", criterion.true_dist)
@@ -404,13 +404,13 @@ for exclude, title in [(False, "PyTorch convention (package)"), (True, "the orig
             criterion.true_dist,
             x_labels=[str(c) for c in range(5)],
             y_labels=[f"target {t}" for t in targets.tolist()],
-            title=f"Smoothed targets q, ε = 0.4: {title}",
+            title=f"Smoothed targets q, ε = 0.4, {title}",
             x_title="class c",
             y_title="position (its target id)",
             value_title="q(c)",
             domain=(0, 1),
-            width=220,
-            height=220,
+            width=180,
+            height=180,
         )
     )
 alt.hconcat(*pictures).resolve_scale(color="shared")

@@ -188,9 +188,7 @@ losses = pd.concat(
         .assign(data="validation"),
     ]
 )
-loss_chart = alt.Chart(losses, title="Copy task: loss per target token").mark_line(
-    point=alt.OverlayMarkDef(size=20)
-).encode(
+loss_chart = alt.Chart(losses, title="Copy task: loss per target token").mark_line().encode(
     x=alt.X("step:Q", title="optimiser step"),
     y=alt.Y("loss:Q", title="loss per token (label-smoothed cross-entropy)"),
     color=alt.Color("data:N", title="data"),
@@ -206,7 +204,9 @@ lr_chart = viz.line_chart(
     y_title="learning rate",
     height=160,
 )
-alt.vconcat(loss_chart.properties(width=500, height=240), lr_chart)
+alt.vconcat(loss_chart.properties(width=500, height=240), lr_chart).configure_legend(
+    orient="bottom"
+)
 
 # %% [markdown]
 # ## Greedy decoding
@@ -350,7 +350,7 @@ viz.line_chart(
     x_title="tokens decoded per sequence",
     y_title="sequences per second (best of 3)",
     log_y=True,
-)
+).configure_legend(orient="bottom")
 
 # %% [markdown]
 # The gap grows with the length, as $O(n)$ against $O(n^2)$ says it should; at the lengths of
