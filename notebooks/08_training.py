@@ -25,12 +25,6 @@
 # Chapter 09 then puts it all to work on a small task.
 
 # %%
-# tqdm.auto asks for Jupyter widgets; the chapter turns progress bars off anyway.
-import warnings
-
-warnings.filterwarnings("ignore", message="IProgress not found")
-
-# %%
 import math
 import tempfile
 from pathlib import Path

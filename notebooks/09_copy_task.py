@@ -25,12 +25,6 @@
 # search with GNMT's length penalty.
 
 # %%
-# tqdm.auto asks for Jupyter widgets; the chapter turns progress bars off anyway.
-import warnings
-
-warnings.filterwarnings("ignore", message="IProgress not found")
-
-# %%
 import copy
 import time
 

@@ -30,7 +30,7 @@ class Source:
     def _describe(obj: Any) -> tuple[str, str]:
         try:
             path = Path(inspect.getsourcefile(obj) or "").resolve()
-            code, start = inspect.getsourcelines(obj)
+            code, _ = inspect.getsourcelines(obj)
         except TypeError as error:
             raise ValueError(f"{obj!r} has no Python source to show") from error
         try:
@@ -38,7 +38,8 @@ class Source:
         except ValueError:
             where = path.name
         name = getattr(obj, "__qualname__", getattr(obj, "__name__", "module"))
-        heading = f"`{name}` in `{where}`, line {start}"
+        # No line number: it would change with every edit above ``obj`` in its file.
+        heading = f"`{name}` in `{where}`"
         return heading, "".join(code).rstrip()
 
     def _repr_markdown_(self) -> str:
