@@ -1,0 +1,180 @@
+"""Checkpoints that survive a crash and cannot run code when loaded.
+
+A checkpoint is one ``torch.save`` file holding plain data only: the model's, optimiser's and
+scheduler's state dicts, every random number generator's state (Python, NumPy, torch CPU and
+CUDA), the step, the run's config and any extra plain data (e.g. the data position and the loss
+history). That is everything needed for a resumed run to continue exactly where it stopped.
+
+- Written atomically: to a temporary file in the same folder, flushed to disk (fsync), then
+  renamed over the old one with ``os.replace``, so a kill mid-write leaves the previous checkpoint
+  intact, never a half-written file.
+- Loaded with ``torch.load(weights_only=True)``: only tensors and plain Python data are
+  unpickled, so a tampered file cannot execute code.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+FORMAT = "annotated_transformer.checkpoint"
+VERSION = 1
+PLAIN = (str, int, float, bool, type(None), torch.Tensor)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read or does not fit the model it is loaded into."""
+
+
+def _check_plain(value: Any, where: str) -> None:
+    """Refuse values that ``torch.load(weights_only=True)`` would not load back."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_plain(key, where)
+            _check_plain(item, f"{where}[{key!r}]")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _check_plain(item, f"{where}[{i}]")
+    elif not isinstance(value, PLAIN):
+        raise ValueError(
+            f"{where} is a {type(value).__name__}; checkpoints hold only plain data (str, int, "
+            "float, bool, None, tensors, lists, tuples, dicts): convert it (e.g. str(path))"
+        )
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The model inside a ``DistributedDataParallel`` (or similar ``.module``) wrapper."""
+    return model.module if isinstance(getattr(model, "module", None), nn.Module) else model
+
+
+def rng_state() -> dict[str, Any]:
+    """The state of every global generator, as plain data (NumPy's array as a tensor)."""
+    name, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
+    return {
+        "python": random.getstate(),
+        "numpy": (name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore the generators saved by ``rng_state``."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(
+    path: str | os.PathLike,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+    *,
+    step: int = 0,
+    config: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write a checkpoint atomically and return its path.
+
+    config: the run's settings (plain data: enough to rebuild the model); extra: any other
+    plain data to restore (data position, history). Folders are created as needed.
+    """
+    path = Path(path)
+    state = {
+        "format": FORMAT,
+        "version": VERSION,
+        "step": step,
+        "config": config or {},
+        "extra": extra or {},
+        "rng": rng_state(),
+        "model": unwrap(model).state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+    }
+    _check_plain(state["config"], "config")
+    _check_plain(state["extra"], "extra")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # atomic on POSIX and Windows: readers see old or new, never half
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return path
+
+
+def read_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
+    """Load a checkpoint's contents (plain data and tensors only) without applying them."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}: check the path, or train from scratch")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:
+        raise CheckpointError(
+            f"{path} is not a readable checkpoint ({type(err).__name__}: {str(err)[:200]}). "
+            "It is truncated or corrupt (an interrupted copy, a full disk) or not a checkpoint "
+            "at all: delete it and resume from an earlier checkpoint, or train from scratch."
+        ) from err
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{path} is a torch file but not a checkpoint written by save_checkpoint "
+            "(no 'format' marker): pass a file that save_checkpoint wrote"
+        )
+    return state
+
+
+def load_checkpoint(
+    path: str | os.PathLike,
+    model: nn.Module | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+    *,
+    restore_rng: bool = True,
+    map_location: Any = "cpu",
+) -> dict[str, Any]:
+    """Load a checkpoint into the given objects and return its contents (step, config, extra).
+
+    The model's tensors are copied into ``model`` (moved to its device by ``load_state_dict``);
+    restore_rng=True also restores every random generator, so a resumed run draws the same
+    dropout masks as an uninterrupted one.
+    """
+    state = read_checkpoint(path, map_location)
+    if model is not None:
+        try:
+            unwrap(model).load_state_dict(state["model"])
+        except RuntimeError as err:
+            raise CheckpointError(
+                f"{path} holds weights for a different model (its config: {state['config']}); "
+                f"build the model with that config. Details: {str(err)[:300]}"
+            ) from err
+    for obj, key in ((optimizer, "optimizer"), (scheduler, "scheduler")):
+        if obj is not None:
+            if state[key] is None:
+                raise CheckpointError(f"{path} was saved without a {key} state")
+            obj.load_state_dict(state[key])
+    if restore_rng:
+        set_rng_state(state["rng"])
+    return state

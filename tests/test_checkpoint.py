@@ -1,0 +1,127 @@
+import builtins
+import random
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from annotated_transformer import checkpoint as ckpt
+from annotated_transformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from annotated_transformer.schedule import noam_scheduler
+
+
+def trained_objects(seed: int = 0) -> tuple[nn.Module, torch.optim.Optimizer, object]:
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    sched = noam_scheduler(opt, model_size=8, warmup=3)
+    for _ in range(3):
+        model(torch.randn(5, 4)).pow(2).sum().backward()
+        opt.step()
+        sched.step()
+    return model, opt, sched
+
+
+def draws() -> tuple:
+    return random.random(), float(np.random.rand()), torch.rand(3)
+
+
+def test_round_trip_restores_weights_optimiser_scheduler_and_generators(tmp_path: Path) -> None:
+    model, opt, sched = trained_objects(0)
+    path = save_checkpoint(
+        tmp_path / "run" / "last.pt", model, opt, sched,
+        step=3, config={"d_model": 8, "name": "toy", "sizes": (4, 8, 3)}, extra={"epoch": 1},
+    )  # fmt: skip
+    expected = draws()
+    assert [p.name for p in path.parent.iterdir()] == ["last.pt"]  # no temporary left behind
+
+    other, opt2, sched2 = trained_objects(1)  # different weights, states and generator positions
+    state = load_checkpoint(path, other, opt2, sched2)
+    assert state["step"] == 3 and state["extra"] == {"epoch": 1}
+    assert state["config"]["sizes"] == (4, 8, 3)
+    for a, b in zip(model.state_dict().values(), other.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert sched2.state_dict() == sched.state_dict()
+    assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
+    for s1, s2 in zip(opt.state.values(), opt2.state.values(), strict=True):
+        torch.testing.assert_close(s1["exp_avg_sq"], s2["exp_avg_sq"], rtol=0, atol=0)
+    got = draws()
+    assert got[:2] == expected[:2]
+    torch.testing.assert_close(got[2], expected[2], rtol=0, atol=0)
+
+
+def test_a_failed_write_leaves_the_previous_checkpoint_intact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, opt, sched = trained_objects()
+    path = save_checkpoint(tmp_path / "last.pt", model, opt, sched, step=1)
+
+    def crash_half_way(obj: object, f: BinaryIO) -> None:
+        f.write(b"PK\x03\x04 half a zip file")
+        raise KeyboardInterrupt  # e.g. the run is killed while writing
+
+    monkeypatch.setattr(ckpt.torch, "save", crash_half_way)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, model, opt, sched, step=2)
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+    assert load_checkpoint(path, model)["step"] == 1
+
+
+def test_truncated_or_garbage_files_give_a_clear_error(tmp_path: Path) -> None:
+    model, opt, sched = trained_objects()
+    path = save_checkpoint(tmp_path / "last.pt", model, opt, sched)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match=r"last\.pt is not a readable checkpoint.*delete it"):
+        load_checkpoint(path, model)
+    path.write_bytes(bytes(range(256)) * 10)
+    with pytest.raises(CheckpointError, match="truncated or corrupt"):
+        load_checkpoint(path, model)
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        load_checkpoint(tmp_path / "missing.pt", model)
+
+
+class Payload:
+    def __reduce__(self) -> tuple:
+        return (exec, ("import builtins; builtins.checkpoint_payload_ran = True",))
+
+
+def test_loading_never_runs_code_from_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "evil.pt"
+    torch.save({"format": ckpt.FORMAT, "model": Payload()}, path)
+    with pytest.raises(CheckpointError, match=r"evil\.pt"):
+        load_checkpoint(path)
+    assert not hasattr(builtins, "checkpoint_payload_ran")
+
+
+def test_other_torch_files_and_other_models_are_refused(tmp_path: Path) -> None:
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "plain.pt")
+    with pytest.raises(CheckpointError, match="not a checkpoint written by save_checkpoint"):
+        load_checkpoint(tmp_path / "plain.pt")
+    model, _, _ = trained_objects()
+    path = save_checkpoint(tmp_path / "a.pt", model, config={"hidden": 8})
+    with pytest.raises(CheckpointError, match=r"different model.*'hidden': 8"):
+        load_checkpoint(path, nn.Linear(4, 3))
+
+
+def test_config_must_be_plain_data(tmp_path: Path) -> None:
+    model, _, _ = trained_objects()
+    with pytest.raises(ValueError, match=r"config\['data'\] is a PosixPath"):
+        save_checkpoint(tmp_path / "a.pt", model, config={"data": Path("/tmp")})
+
+
+def test_wrapped_models_are_saved_unwrapped(tmp_path: Path) -> None:
+    class Wrapper(nn.Module):  # stands in for DistributedDataParallel's .module
+        def __init__(self, module: nn.Module) -> None:
+            super().__init__()
+            self.module = module
+
+    model, _, _ = trained_objects()
+    path = save_checkpoint(tmp_path / "a.pt", Wrapper(model))
+    bare = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    load_checkpoint(path, bare)
+    torch.testing.assert_close(bare[0].weight, model[0].weight)
