@@ -1,0 +1,337 @@
+"""Training: batches with masks, the optimiser of the paper, and one loop for every task.
+
+The loop knows nothing about translation. A task gives it
+
+- ``batches(epoch) -> iterable of batches``: the training data of one epoch, the *same* batches
+  in the same order every time it is called with the same epoch (seed a ``torch.Generator``
+  from the epoch; never draw from the global generators), so that a resumed run skips to the
+  exact batch where it stopped;
+- ``loss_fn(model, batch) -> (loss_sum, n_tokens)``: the loss *summed* over the batch's
+  tokens (or examples) and their count. Sums let the loop divide by the tokens of the whole
+  optimiser step, so 4 micro-batches of b sentences give the same update as one batch of 4b.
+
+What one optimiser step does (``Trainer.train_step``):
+
+1. for each of ``accumulate`` micro-batches: forward (under bf16 autocast if asked; weights stay
+   fp32 and the loss is computed from fp32 logits), stop if the loss is not finite, backward;
+2. divide the summed gradients by the step's token count, clip their norm (optional);
+3. one Adam update, one scheduler step (per optimiser step, not per micro-batch).
+
+``Trainer.fit`` repeats it, evaluates under ``torch.inference_mode``, writes checkpoints, shows
+a progress bar (loss, learning rate, tokens/s) and keeps the history as a pandas DataFrame.
+A ``DistributedDataParallel`` model passes through: micro-batches before the last skip the
+gradient all-reduce (``no_sync``), and only rank 0 shows progress and writes checkpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from annotated_transformer.checkpoint import load_checkpoint, save_checkpoint, unwrap
+from annotated_transformer.loss import smoothed_cross_entropy
+from annotated_transformer.masks import make_std_mask, padding_mask
+
+LossFn = Callable[[nn.Module, Any], tuple[Tensor, Tensor | int]]
+
+
+class Batch:
+    """A batch of sentence pairs for teacher forcing, with its masks.
+
+    src: (batch, src_len) ids; tgt: (batch, tgt_len) ids starting with <s>, or None; pad: id.
+    The decoder reads ``tgt`` = tgt[:, :-1] and must predict ``tgt_y`` = tgt[:, 1:]:
+    src_mask (batch, 1, src_len); tgt, tgt_y (batch, tgt_len - 1);
+    tgt_mask (batch, tgt_len - 1, tgt_len - 1); ntokens = number of non-padding ``tgt_y``.
+    """
+
+    def __init__(self, src: Tensor, tgt: Tensor | None = None, pad: int = 2) -> None:
+        self.src = src
+        self.src_mask = padding_mask(src, pad)
+        self.tgt = self.tgt_y = self.tgt_mask = None
+        self.ntokens = 0
+        if tgt is not None:
+            if tgt.dim() != 2 or tgt.size(1) < 2 or tgt.size(0) != src.size(0):
+                raise ValueError(
+                    f"tgt must be (batch={src.size(0)}, tgt_len >= 2) ids (<s> then at least "
+                    f"one token to predict), got {tuple(tgt.shape)}"
+                )
+            self.tgt = tgt[:, :-1]
+            self.tgt_y = tgt[:, 1:]
+            self.tgt_mask = make_std_mask(self.tgt, pad)
+            self.ntokens = int((self.tgt_y != pad).sum())
+
+    def to(self, device: torch.device | str) -> Batch:
+        """Move every tensor to ``device`` (in place; returns self)."""
+        for name in ("src", "src_mask", "tgt", "tgt_y", "tgt_mask"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, value.to(device, non_blocking=True))
+        return self
+
+    def __len__(self) -> int:
+        return self.src.size(0)
+
+
+def seq2seq_loss(padding_idx: int, smoothing: float = 0.1) -> LossFn:
+    """The translation loss: label-smoothed cross-entropy of an ``EncoderDecoder`` on a ``Batch``.
+
+    Returns ``loss_fn(model, batch) -> (loss_sum, n_tokens)`` for ``Trainer``. The logits come
+    from ``generator.logits`` so that ``F.cross_entropy`` does the fused log-softmax in fp32.
+    """
+
+    def loss_fn(model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
+        hidden = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)  # (b, len, d)
+        logits = unwrap(model).generator.logits(hidden)  # (b, len, vocab)
+        return smoothed_cross_entropy(logits, batch.tgt_y, padding_idx, smoothing)
+
+    return loss_fn
+
+
+def make_optimizer(model: nn.Module, lr: float = 1.0) -> torch.optim.Adam:
+    """Adam with the paper's β₁=0.9, β₂=0.98, ε=1e-9 (section 5.3).
+
+    lr=1.0 suits ``schedule.noam_scheduler``, whose factor then *is* the learning rate.
+    """
+    return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+
+
+def copy_task_batches(
+    vocab: int, batch_size: int, n_batches: int, seq_len: int = 10, *, seed: int = 0
+) -> Iterator[Batch]:
+    """The copy task (Annotated Transformer): random sequences whose target is the source.
+
+    Ids are drawn from 2..vocab-1 after a start symbol 1; 0 is padding (never drawn). Seeded,
+    so ``lambda epoch: copy_task_batches(..., seed=epoch)`` is a resumable data source.
+    """
+    if vocab < 3 or seq_len < 2:
+        raise ValueError(f"the copy task needs vocab >= 3 and seq_len >= 2, got {vocab}, {seq_len}")
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(n_batches):
+        data = torch.randint(2, vocab, (batch_size, seq_len), generator=gen)
+        data[:, 0] = 1
+        yield Batch(data, data.clone(), pad=0)
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss or the gradient norm became inf/NaN; the weights were not updated."""
+
+
+def _every(step: int, period: int) -> bool:
+    return period > 0 and step % period == 0
+
+
+def _rank() -> int:
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+class Trainer:
+    """Runs optimiser steps of ``loss_fn`` on ``model`` and keeps the state needed to resume.
+
+    accumulate: micro-batches per optimiser step; clip_norm: max gradient norm (None: no
+    clipping, as in the paper); precision: "fp32" or "bf16" (autocast; weights stay fp32);
+    checkpoint_path: where ``save``/``fit`` write; config: plain data saved with it.
+    State: ``step`` (optimiser steps done), ``epoch`` and ``batch_in_epoch`` (data position),
+    ``history`` (a DataFrame, one row per step: loss, lr, tokens, tokens_per_s, grad_norm, ...).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        loss_fn: LossFn,
+        scheduler: Any = None,
+        *,
+        accumulate: int = 1,
+        clip_norm: float | None = None,
+        precision: str = "fp32",
+        checkpoint_path: str | Path | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        if accumulate < 1:
+            raise ValueError(f"accumulate={accumulate} must be >= 1 micro-batches per step")
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision={precision!r} must be 'fp32' or 'bf16'")
+        self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+        self.scheduler = scheduler
+        self.accumulate, self.clip_norm, self.precision = accumulate, clip_norm, precision
+        self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
+        self.config = config or {}
+        self.device = next(model.parameters()).device
+        self.step = self.epoch = self.batch_in_epoch = 0
+        self.saved_step: int | None = None
+        self.rows: list[dict[str, float]] = []
+
+    @property
+    def history(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows)
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """bf16 autocast on the model's device when precision="bf16", else nothing."""
+        return torch.autocast(
+            self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"
+        )
+
+    def _forward(self, batch: Any) -> tuple[Tensor, int]:
+        if hasattr(batch, "to"):
+            batch = batch.to(self.device)
+        with self.autocast():
+            loss_sum, n_tokens = self.loss_fn(self.model, batch)
+        if not torch.isfinite(loss_sum):
+            raise NonFiniteLossError(self._stop_message(f"the loss is {loss_sum.item()}"))
+        return loss_sum, int(n_tokens)
+
+    def _stop_message(self, what: str) -> str:
+        where = f"{what} at step {self.step + 1} (epoch {self.epoch}, batch {self.batch_in_epoch})"
+        if self.saved_step is None:
+            kept = "No checkpoint was written in this run."
+        else:
+            kept = f"The last good checkpoint, {self.checkpoint_path} (step {self.saved_step}), "
+            kept += "is intact: resume from it."
+        return (
+            f"{where}; stopped before updating the weights. {kept} Try a lower learning rate, "
+            "gradient clipping (clip_norm) or fp32, and check the batch for bad values."
+        )
+
+    def train_step(self, micro_batches: Sequence[Any]) -> dict[str, float]:
+        """One optimiser step over ``micro_batches``; returns the step's loss per token etc."""
+        start = time.perf_counter()
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        total_loss, total_tokens = 0.0, 0
+        for i, batch in enumerate(micro_batches):
+            last = i == len(micro_batches) - 1
+            # DDP: all-reduce the gradients once, after the last micro-batch's backward.
+            no_sync = getattr(self.model, "no_sync", None)
+            with contextlib.nullcontext() if last or no_sync is None else no_sync():
+                loss_sum, n_tokens = self._forward(batch)
+                loss_sum.backward()  # sums: gradients add up over micro-batches
+            total_loss += loss_sum.item()
+            total_tokens += n_tokens
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        for p in params:  # the gradient of the mean loss over the step's tokens
+            p.grad.div_(max(total_tokens, 1))
+        grad_norm = float(nn.utils.clip_grad_norm_(params, self.clip_norm or math.inf))
+        if not math.isfinite(grad_norm):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise NonFiniteLossError(self._stop_message(f"the gradient norm is {grad_norm}"))
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        self.step += 1
+        seconds = time.perf_counter() - start
+        row = {
+            "step": self.step,
+            "epoch": self.epoch,
+            "loss": total_loss / max(total_tokens, 1),
+            "lr": lr,
+            "tokens": total_tokens,
+            "tokens_per_s": total_tokens / seconds,
+            "grad_norm": grad_norm,
+        }
+        self.rows.append(row)
+        return row
+
+    def evaluate(self, batches: Iterable[Any]) -> float:
+        """Loss per token over ``batches``, in eval mode (no dropout) without autograd."""
+        was_training = self.model.training
+        self.model.eval()
+        total_loss, total_tokens = 0.0, 0
+        with torch.inference_mode():
+            for batch in batches:
+                loss_sum, n_tokens = self._forward(batch)
+                total_loss += loss_sum.item()
+                total_tokens += n_tokens
+        self.model.train(was_training)
+        return total_loss / max(total_tokens, 1)
+
+    def _stream(self, batches: Callable[[int], Iterable[Any]]) -> Iterator[Any]:
+        """Micro-batches from the saved position on, epoch after epoch."""
+        while True:
+            seen = 0
+            for i, batch in enumerate(batches(self.epoch)):
+                seen += 1
+                if i < self.batch_in_epoch:
+                    continue  # consumed before the checkpoint this run resumed from
+                self.batch_in_epoch = i + 1
+                yield batch
+            if seen == 0:
+                raise ValueError(f"batches({self.epoch}) yielded no batches; give it data")
+            self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+
+    def fit(
+        self,
+        batches: Callable[[int], Iterable[Any]],
+        max_steps: int,
+        *,
+        eval_batches: Callable[[], Iterable[Any]] | None = None,
+        eval_every: int = 0,
+        checkpoint_every: int = 0,
+        progress: bool = True,
+    ) -> pd.DataFrame:
+        """Train until ``step == max_steps`` (counting steps of earlier, resumed runs).
+
+        batches: epoch -> that epoch's batches (deterministic, see the module docstring);
+        eval_batches: () -> validation batches, evaluated every ``eval_every`` steps and at the
+        end (column ``eval_loss``); checkpoint_every: save every so many steps and at the end
+        (needs ``checkpoint_path``). Returns ``history``.
+        """
+        if checkpoint_every and self.checkpoint_path is None:
+            raise ValueError("checkpoint_every needs a Trainer(checkpoint_path=...)")
+        main = _rank() == 0
+        stream = self._stream(batches)
+        bar = tqdm(
+            total=max_steps, initial=self.step, desc="train", disable=not (progress and main)
+        )
+        with bar:
+            while self.step < max_steps:
+                row = self.train_step([next(stream) for _ in range(self.accumulate)])
+                bar.update(1)
+                bar.set_postfix(
+                    loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}",
+                    tok_s=f"{row['tokens_per_s']:.0f}", refresh=False,
+                )  # fmt: skip
+                done = self.step == max_steps
+                if eval_batches is not None and (done or _every(self.step, eval_every)):
+                    row["eval_loss"] = self.evaluate(eval_batches())
+                if self.checkpoint_path and (done or _every(self.step, checkpoint_every)):
+                    self.save()
+        return self.history
+
+    def save(self, path: str | Path | None = None) -> Path | None:
+        """Write a checkpoint (rank 0 only) with everything ``resume`` needs."""
+        path = Path(path) if path else self.checkpoint_path
+        if path is None:
+            raise ValueError("no checkpoint path: pass one or set Trainer(checkpoint_path=...)")
+        if _rank() != 0:
+            return None
+        extra = {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch, "history": self.rows}
+        save_checkpoint(
+            path, self.model, self.optimizer, self.scheduler,
+            step=self.step, config=self.config, extra=extra,
+        )  # fmt: skip
+        self.saved_step = self.step
+        return path
+
+    def resume(self, path: str | Path | None = None) -> dict[str, Any]:
+        """Restore model, optimiser, scheduler, random generators, data position and history."""
+        path = Path(path) if path else self.checkpoint_path
+        if path is None:
+            raise ValueError("no checkpoint path: pass one or set Trainer(checkpoint_path=...)")
+        state = load_checkpoint(path, self.model, self.optimizer, self.scheduler)
+        extra = state["extra"]
+        self.step, self.saved_step = state["step"], state["step"]
+        self.epoch, self.batch_in_epoch = extra["epoch"], extra["batch_in_epoch"]
+        self.rows = list(extra["history"])
+        self.config = state["config"] or self.config
+        return state
