@@ -54,7 +54,7 @@ def check_page(page, path: Path) -> tuple[list[str], int, int]:
     has_math = "$" in page.content() or page.locator(".math").count() > 0
     if has_math:
         try:
-            page.wait_for_selector("mjx-container", timeout=20_000)
+            page.wait_for_selector("article mjx-container", state="attached", timeout=20_000)
         except Exception:
             problems.append(f"{path.name}: math is not typeset (no mjx-container)")
     problems += [f"{path.name}: request left the machine: {url}" for url in sorted(set(outside))]
