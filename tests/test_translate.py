@@ -81,15 +81,14 @@ def test_train_writes_checkpoints_logs_and_metrics(run):
 
 def test_evaluate_prints_scores_that_sacrebleu_reproduces(run, mirror):
     result = ok(cli(mirror, "evaluate", "--checkpoint", str(run / "final.pt"), "--split", "val",
-                    "--limit", "30", "--device", "cpu"))  # fmt: skip
+                    "--limit", "30", "--beam", "2", "--device", "cpu"))  # fmt: skip
     scores = json.loads(result.stdout)
     assert scores["split"] == "val" and scores["sentences"] == 30
     assert {"bleu_signature", "tokenized_bleu", "chrf"} <= scores.keys()
     # independent check: translate the same sentences, score them with sacreBLEU directly
     de, en = load_split("val", mirror=mirror)
-    out = ok(
-        cli(mirror, "translate", "--checkpoint", str(run / "final.pt"), stdin="\n".join(de[:30]))
-    )
+    out = ok(cli(mirror, "translate", "--checkpoint", str(run / "final.pt"), "--beam", "2",
+                 stdin="\n".join(de[:30])))  # fmt: skip
     hyps = out.stdout.splitlines()
     assert len(hyps) == 30
     assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [en[:30]]).score, abs=0.01)

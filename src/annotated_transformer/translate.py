@@ -398,6 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
         p.add_argument("--data-dir", help="a data mirror folder (default: $AT_DATA_MIRROR)")
+        p.add_argument("--threads", type=int, help="CPU threads for torch (default: all cores)")
 
     train = commands.add_parser("train", help="train a model (resumable)")
     train.add_argument("--preset", help=f"one of {', '.join(PRESETS)}")
@@ -433,6 +434,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.threads is not None:
+            if args.threads < 1:
+                raise ValueError(f"--threads {args.threads} must be >= 1")
+            torch.set_num_threads(args.threads)
         return args.func(args)
     except (ValueError, OSError, NonFiniteLossError) as err:  # CheckpointError is a ValueError
         message = " ".join(str(err).split())
