@@ -91,13 +91,13 @@ def cleanup() -> None:
 def wrap(model: nn.Module, device: torch.device) -> nn.Module:
     """The model in ``DistributedDataParallel`` when there are several ranks, else as it is.
 
-    broadcast_buffers=False: the only buffers are the fixed sinusoids, identical everywhere,
-    so there is nothing to re-broadcast before every forward pass.
+    forward_sync_buffers=False: the only buffers are the fixed sinusoids, identical
+    everywhere, so there is nothing to re-broadcast before every forward pass.
     """
     if world_size() == 1:
         return model
     device_ids = [device.index] if device.type == "cuda" else None
-    return DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
+    return DistributedDataParallel(model, device_ids=device_ids, forward_sync_buffers=False)
 
 
 def global_token_loss(loss_fn: LossFn) -> LossFn:
