@@ -27,6 +27,15 @@ PAD = 0
 V = 11
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models on a shared 2-core machine: extra threads only wait for each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def ragged_batch(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """n source/target pairs of different lengths, padded with PAD (so token counts differ)."""
     gen = torch.Generator().manual_seed(seed)
@@ -210,6 +219,8 @@ def resume_data(epoch: int) -> Iterator[Batch]:
 
 RESUME_SCRIPT = """
 import json, sys
+import torch
+torch.set_num_threads(1)  # as in the test process: same reduction order, same floats
 sys.path.insert(0, {tests!r})
 from test_training import resume_data, resume_setup
 trainer = resume_setup({path!r})
@@ -231,7 +242,7 @@ def test_a_run_resumed_in_a_fresh_process_continues_exactly(tmp_path: Path) -> N
     src_dir = str(Path(annotated_transformer.__file__).parents[1])
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-        env={"PYTHONPATH": src_dir, "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": src_dir, "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     resumed = json.loads(result.stdout.strip().splitlines()[-1])
