@@ -1,31 +1,35 @@
-"""The encoder-decoder Transformer (Vaswani et al. 2017, Figure 1) and its parameter count.
+"""The Transformer models: encoder-decoder (Vaswani et al. 2017), decoder-only, encoder-only.
 
 - :class:`EncoderDecoder`: encode the source once, decode the target (all at once in
   training, a few new positions at a time with a cache when generating);
 - :class:`Generator`: the final linear layer and softmax over the target vocabulary;
 - :func:`make_model`: build the whole model from hyper-parameters, Glorot-initialised;
 - :func:`parameter_counts` (measured per block) and :func:`parameter_formula` (closed form).
+- :class:`DecoderLM`: decoder-only (GPT-style) next-byte model (Part V, generation);
+- :class:`EncoderClassifier`: encoder-only classifier with mean or [CLS] pooling (Part V).
 """
 
 from __future__ import annotations
 
 import copy
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from annotated_transformer.attention import MultiHeadedAttention
 from annotated_transformer.embeddings import Embeddings, TokenAndPosition
-from annotated_transformer.kv_cache import DecoderCache
+from annotated_transformer.kv_cache import DecoderCache, KVCache
 from annotated_transformer.layers import (
     Decoder,
     DecoderLayer,
     Encoder,
     EncoderLayer,
     PositionwiseFeedForward,
+    TransformerBlock,
 )
 from annotated_transformer.masks import check_mask, check_tokens
-from annotated_transformer.positional import PositionalEncoding
+from annotated_transformer.positional import PositionalEmbedding, PositionalEncoding
 
 
 class Generator(nn.Module):
@@ -186,3 +190,154 @@ def parameter_formula(
     counts["decoder.norm"] = norm
     counts["generator"] = d * tgt_vocab + tgt_vocab
     return counts
+
+
+class DecoderLM(nn.Module):
+    """A decoder-only (GPT-style) language model over bytes: predict each next byte.
+
+    logits = W · blocks(embed(x) + P[positions]) + b, with ``N`` causal post-norm
+    :class:`~annotated_transformer.layers.TransformerBlock` s (Bloem's ``former``; GPT without
+    the encoder or the source attention of the paper's decoder).
+
+    x: integer (batch, len), ids in [0, vocab); positions start at ``cache[0].length``
+    (0 without a cache) and must stay below ``max_len``, the longest context it was built for.
+    cache: from :meth:`new_cache`, one :class:`KVCache` per block; then x holds only the new
+    bytes and the cache is extended in place.
+    returns logits (batch, len, vocab): scores of the byte at each position's next position
+    """
+
+    def __init__(
+        self,
+        vocab: int = 256,
+        d_model: int = 128,
+        h: int = 4,
+        N: int = 4,
+        max_len: int = 256,
+        ff_mult: int = 4,
+        dropout: float = 0.1,
+    ) -> None:
+        super().__init__()
+        for name, value in (("vocab", vocab), ("N", N), ("max_len", max_len)):
+            if value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value}")
+        self.vocab, self.max_len = vocab, max_len
+        # Learned positions, unscaled token vectors: both start N(0, 1), on the same scale.
+        self.embed = TokenAndPosition(
+            nn.Embedding(vocab, d_model), PositionalEmbedding(d_model, max_len, dropout)
+        )
+        self.blocks = nn.ModuleList(
+            TransformerBlock(d_model, h, ff_mult, dropout, causal=True) for _ in range(N)
+        )
+        self.to_logits = nn.Linear(d_model, vocab)
+
+    def new_cache(self) -> list[KVCache]:
+        """An empty key/value cache: one growing :class:`KVCache` per block."""
+        return [KVCache() for _ in self.blocks]
+
+    def forward(self, x: Tensor, cache: list[KVCache] | None = None) -> Tensor:
+        check_tokens(x, "x")
+        past = 0 if cache is None else cache[0].length
+        if cache is not None and len(cache) != len(self.blocks):
+            raise ValueError(
+                f"the cache has {len(cache)} layers but the model has {len(self.blocks)} "
+                "blocks; build it with model.new_cache()"
+            )
+        if x.size(1) < 1:
+            raise ValueError("x has no positions: give at least one byte (batch, len >= 1)")
+        if past + x.size(1) > self.max_len:
+            raise ValueError(
+                f"{past} cached + {x.size(1)} new = {past + x.size(1)} positions exceed the "
+                f"model's context of max_len={self.max_len}; feed at most the last "
+                f"{self.max_len} bytes (sampling.sample crops the context for you)"
+            )
+        if x.numel() and (int(x.min()) < 0 or int(x.max()) >= self.vocab):
+            raise ValueError(
+                f"ids must lie in [0, {self.vocab}) (bytes are 0..255), got ids from "
+                f"{int(x.min())} to {int(x.max())}"
+            )
+        h = self.embed(x, past)  # (batch, len, d_model)
+        for i, block in enumerate(self.blocks):
+            h = block(h, cache=None if cache is None else cache[i])
+        return self.to_logits(h)  # (batch, len, vocab)
+
+
+class EncoderClassifier(nn.Module):
+    """An encoder-only classifier (Bloem's ``former``): embed, N blocks, pool, one linear layer.
+
+    tokens (batch, len) -> x = Embeddings(tokens) + P[positions]   (batch, len, d_model)
+    -> depth × TransformerBlock (post-norm self-attention over the real tokens only)
+    -> pool: the mean over the real tokens (padding excluded), or with ``cls=True`` the output
+       at a learned [CLS] vector put in front of every sequence (BERT's choice)
+    -> logits = pooled W + b   (batch, n_classes); softmax gives the class probabilities.
+
+    pad: the padding id (ignored by attention and pooling); max_len: the longest token sequence
+    accepted (the learned position table has max_len, +1 for [CLS], rows); attn_dropout: dropout
+    on the attention weights, separate from ``dropout`` elsewhere because any value > 0 takes
+    ``scaled_dot_product_attention`` off its fast kernel (see the ``classify`` presets).
+    """
+
+    def __init__(
+        self,
+        vocab: int,
+        n_classes: int = 2,
+        *,
+        d_model: int = 128,
+        h: int = 8,
+        depth: int = 6,
+        max_len: int = 512,
+        ff_mult: int = 4,
+        dropout: float = 0.1,
+        attn_dropout: float = 0.0,
+        pad: int = 0,
+        cls: bool = False,
+    ) -> None:
+        super().__init__()
+        for name, value in (("vocab", vocab), ("n_classes", n_classes), ("depth", depth),
+                            ("max_len", max_len)):  # fmt: skip
+            if value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value}")
+        if not 0 <= pad < vocab:
+            raise ValueError(f"pad={pad} is not an id of the vocabulary [0, {vocab})")
+        self.pad, self.max_len = pad, max_len
+        self.embed = Embeddings(d_model, vocab)
+        # Embeddings multiplies by √d_model: rows of std 1/√d_model put every token vector on
+        # the scale of a learned position vector (std 1, nn.Embedding's default).
+        nn.init.normal_(self.embed.lut.weight, std=d_model**-0.5)
+        self.cls = nn.Parameter(torch.randn(1, 1, d_model) / d_model**0.5) if cls else None
+        self.position = PositionalEmbedding(d_model, max_len + int(cls), dropout)
+        self.blocks = nn.ModuleList(
+            TransformerBlock(d_model, h, ff_mult, dropout) for _ in range(depth)
+        )
+        for block in self.blocks:
+            block.attention.dropout.p = attn_dropout
+        self.to_classes = nn.Linear(d_model, n_classes)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        """tokens: integer (batch, len), padded with ``pad`` -> logits (batch, n_classes)."""
+        check_tokens(tokens)
+        batch, length = tokens.shape
+        if length > self.max_len:
+            raise ValueError(
+                f"sequences of {length} tokens are longer than max_len={self.max_len}: "
+                "truncate them (imdb.encode does) or build the model with a larger max_len"
+            )
+        real = tokens != self.pad  # (batch, len)
+        if not bool(real.any(dim=1).all()):
+            raise ValueError(
+                f"a sequence in the batch is all padding (pad={self.pad}): every review needs "
+                "at least one token (map unknown words to <unk>, do not drop them)"
+            )
+        x = self.embed(tokens)  # (batch, len, d_model)
+        if self.cls is not None:
+            x = torch.cat([self.cls.expand(batch, 1, -1).to(x.dtype), x], dim=1)
+            real = torch.cat([real.new_ones(batch, 1), real], dim=1)  # [CLS] is never padding
+        x = self.position(x)
+        mask = real.unsqueeze(1)  # (batch, 1, len): every query sees the real keys
+        for block in self.blocks:
+            x = block(x, mask)
+        if self.cls is not None:
+            pooled = x[:, 0]  # (batch, d_model): the [CLS] position gathers the sequence
+        else:
+            weights = real.unsqueeze(-1).to(x.dtype)  # (batch, len, 1): 1 real, 0 padding
+            pooled = (x * weights).sum(dim=1) / weights.sum(dim=1)  # masked mean (batch, d)
+        return self.to_classes(pooled)

@@ -1,0 +1,304 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -all
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+# ---
+
+# %% [markdown]
+# # 06 · Masks
+#
+# Attention, as chapter 02 built it, lets every query look at every key. Two situations need
+# less than that:
+#
+# - **padding**: sentences in a batch have different lengths, so the short ones are filled up
+#   with a padding token. Those filler positions are not words; no query should read them.
+# - **the future**: in training, the decoder sees the whole (shifted) target sentence at once
+#   and predicts every next word in parallel. Position $i$ must not look at positions after
+#   $i$ — otherwise it could copy the word it is supposed to predict. The paper (§3.2.3):
+#
+# > We need to prevent leftward information flow in the decoder to preserve the auto-regressive
+# > property. We implement this inside of scaled dot-product attention by masking out (setting
+# > to −∞) all values in the input of the softmax which correspond to illegal connections.
+#
+# A mask is a boolean tensor next to the attention scores. In this book **True means "may
+# attend"** (the convention of PyTorch's `scaled_dot_product_attention`); a masked score is set
+# to −∞, so its softmax weight is exactly 0. The shapes leave out the head axis, which
+# `MultiHeadedAttention` adds: a padding mask is `(batch, 1, k_len)`, a look-ahead mask
+# `(1, q_len, k_len)`, and the decoder's combined mask `(batch, q_len, k_len)`.
+
+# %%
+import pandas as pd
+import torch
+
+from annotated_transformer import viz
+from annotated_transformer.attention import attention
+from annotated_transformer.masks import make_std_mask, padding_mask, subsequent_mask
+from annotated_transformer.model import make_model
+from annotated_transformer.source import show_source
+
+_ = torch.manual_seed(0)
+PAD = 0  # the padding token's id in this chapter's toy vocabulary
+
+# %% [markdown]
+# ## Padding
+#
+# Four source sentences of lengths 7, 4, 3 and 5, padded to 7 tokens with id 0:
+
+# %%
+src = torch.tensor(
+    [
+        [5, 9, 3, 7, 2, 8, 4],
+        [6, 3, 8, 2, PAD, PAD, PAD],
+        [7, 4, 9, PAD, PAD, PAD, PAD],
+        [3, 5, 2, 6, 9, PAD, PAD],
+    ]
+)  # (batch, len)
+show_source(padding_mask)
+
+# %% [markdown]
+# The mask compares every token with the padding id and inserts a singleton query axis, so the
+# same row of allowed keys broadcasts to every query position:
+
+# %%
+src_mask = padding_mask(src, PAD)
+print("tokens:", tuple(src.shape), " padding mask:", tuple(src_mask.shape), src_mask.dtype)
+viz.heatmap(
+    src_mask[:, 0].int(),
+    x_labels=[str(i) for i in range(src.size(1))],
+    y_labels=[f"sentence {b}" for b in range(src.size(0))],
+    title="Padding mask of a padded batch (1 = real token, may be attended to)",
+    x_title="key position",
+    y_title="sentence in the batch",
+    value_title="may attend",
+    domain=(0, 1),
+    height=140,
+)
+
+# %% [markdown]
+# Inside attention the `(batch, 1, len)` mask broadcasts against the `(batch, len, len)`
+# scores: each sentence hides its own padded keys from all of its queries, and the softmax
+# gives them weight exactly zero.
+
+# %%
+x = torch.randn(4, 7, 16)  # (batch, len, d_k): stand-ins for the projected tokens
+_, weights = attention(x, x, x, mask=src_mask)  # weights: (batch, q_len, k_len)
+hidden = ~src_mask.expand_as(weights)
+assert (weights[hidden] == 0).all()
+torch.testing.assert_close(weights.sum(-1), torch.ones(4, 7))
+print("weights on padded keys:", weights[hidden].abs().max().item(), "; rows still sum to 1")
+
+# %% [markdown]
+# ## Hiding the future
+#
+# The look-ahead (subsequent) mask is a lower-triangular matrix: query $i$ may see keys
+# $0, \dots, i$. The diagonal is included because the decoder's input is shifted right: the
+# token at position $i$ is the word *before* the one predicted there, so seeing it is fair.
+
+# %%
+show_source(subsequent_mask)
+
+# %% [markdown]
+# The Annotated Transformer draws it for 20 positions:
+
+# %%
+viz.heatmap(
+    subsequent_mask(20)[0].int(),
+    title="Subsequent mask, 20 positions (1 = may attend)",
+    x_title="key position (earlier → later)",
+    y_title="query position",
+    value_title="may attend",
+    domain=(0, 1),
+)
+
+# %% [markdown]
+# ## The target mask: both at once, and the padded rows
+#
+# The decoder's self-attention needs both: no future keys and no padded keys. The
+# Annotated Transformer builds it in `Batch.make_std_mask` as the AND of the two masks. Written
+# in this book's convention (True = may attend), the original is:
+
+
+# %%
+def original_make_std_mask(tgt: torch.Tensor, pad: int) -> torch.Tensor:
+    """The Annotated Transformer's target mask: hide padded keys and the future."""
+    return (tgt != pad).unsqueeze(-2) & subsequent_mask(tgt.size(-1))
+
+
+tgt = torch.tensor(
+    [
+        [1, 4, 7, 3, 9, 2, 6],
+        [1, 8, 5, 2, PAD, PAD, PAD],
+    ]
+)  # (batch, len): a begin-of-sentence token 1, then words; the second sentence is padded
+original = original_make_std_mask(tgt, PAD)
+print(tuple(original.shape))
+
+# %% [markdown]
+# Look at the padded sentence. Its real queries (rows 0–3) are fine. But the mask only hides
+# padded *keys*: the padded *queries* (rows 4–6) still attend to the real tokens 0–3. This is
+# harvardnlp/annotated-transformer issue #137, "padded target rows unmasked". With right padding
+# it is harmless for training — those rows' outputs are thrown away by the loss, which skips
+# padded targets — but it means padded positions do computation on real information, and the
+# mask does not say what it means. Worse, with *left* padding (common for decoder-only
+# batches), a padded query at position 0 has no key left at all: every score in its row is
+# −∞, the softmax computes 0/0 and returns NaN.
+#
+# The package's `make_std_mask` (alias `target_mask`) keeps what the original does for real
+# queries and gives each padded query exactly one key, itself:
+
+# %%
+show_source(make_std_mask)
+
+# %%
+ours = make_std_mask(tgt, PAD)
+labels = ["<s>", "w1", "w2", "w3", "pad", "pad", "pad"]
+(
+    viz.heatmap(
+        original[1].int(),
+        labels,
+        labels,
+        title="Original make_std_mask",
+        x_title="key",
+        y_title="query",
+        value_title="may attend",
+        domain=(0, 1),
+        width=180,
+        height=180,
+    )
+    | viz.heatmap(
+        ours[1].int(),
+        labels,
+        labels,
+        title="Package make_std_mask",
+        x_title="key",
+        y_title="query",
+        value_title="may attend",
+        domain=(0, 1),
+        width=180,
+        height=180,
+    )
+)
+
+# %% [markdown]
+# For the real rows the two masks agree exactly; they differ only in the padded rows:
+
+# %%
+real = tgt != PAD  # (batch, len)
+assert torch.equal(ours[real], original[real])
+assert torch.equal(ours[0], subsequent_mask(7)[0])  # an unpadded sentence: plain look-ahead
+assert ours.any(-1).all()  # every query row has at least one key
+print("real query rows identical; padded rows attend only to themselves")
+
+# %% [markdown]
+# ### No NaN, even with left padding
+#
+# Take left-padded targets. Written out by hand, the softmax over a fully masked row is NaN;
+# the package's `attention` refuses such a mask with a message instead of returning NaN.
+
+# %%
+left = torch.tensor([[PAD, PAD, 1, 4, 7], [1, 8, 5, 2, 6]])  # (batch, len)
+scores = torch.randn(2, 5, 5)  # (batch, q_len, k_len)
+by_hand = scores.masked_fill(~original_make_std_mask(left, PAD), float("-inf")).softmax(-1)
+print("original mask, NaN rows per sentence:", by_hand.isnan().all(-1).sum(-1).tolist())
+try:
+    attention(scores, scores, scores, mask=original_make_std_mask(left, PAD))
+except ValueError as error:
+    print("package attention:", str(error).split(";")[0])
+fixed = scores.masked_fill(~make_std_mask(left, PAD), float("-inf")).softmax(-1)
+assert torch.isfinite(fixed).all()
+print("package mask, NaN rows per sentence:", fixed.isnan().all(-1).sum(-1).tolist())
+
+# %% [markdown]
+# In the first sentence, queries 0 and 1 are padding, and the only keys the look-ahead lets
+# them see (0 and 1) are padding too: two empty rows, two NaN rows. A NaN does not stay put —
+# in the next layer, padded slots are masked keys with weight 0, but 0 × NaN is still NaN, so
+# the matrix product spreads it to every real position of the sentence; one NaN in the loss
+# then spoils the whole update. The package's mask leaves no row empty.
+#
+# ### Padded positions do not influence real ones
+#
+# Through a whole model, the question that matters is whether anything in a padded slot can
+# reach a real position. Two checks with a small untrained model (dropout off in `eval` mode):
+#
+# 1. keep the masks, but put random tokens into the padded slots: the real positions' outputs
+#    must not change;
+# 2. append extra padding to the target: the real positions' outputs must not change.
+
+# %%
+torch.manual_seed(0)
+model = make_model(11, 11, N=2, d_model=32, d_ff=64, h=4).eval()
+src_mask = padding_mask(src[:2], PAD)
+tgt_mask = make_std_mask(tgt, PAD)
+with torch.no_grad():
+    out = model(src[:2], tgt, src_mask, tgt_mask)  # (batch, len, d_model)
+
+    scrambled = tgt.clone()
+    scrambled[~real] = torch.randint(1, 11, (int((~real).sum()),))
+    out_scrambled = model(src[:2], scrambled, src_mask, tgt_mask)  # same masks
+
+    longer = torch.cat([tgt, torch.full((2, 3), PAD)], dim=1)
+    out_longer = model(src[:2], longer, src_mask, make_std_mask(longer, PAD))
+
+assert torch.isfinite(out).all()
+torch.testing.assert_close(out_scrambled[real], out[real])
+torch.testing.assert_close(out_longer[:, :7][real], out[real], atol=1e-5, rtol=1e-5)
+print("outputs finite:", tuple(out.shape))
+print("random tokens in padded slots: real outputs unchanged")
+print("three more padding positions:  real outputs unchanged")
+
+# %% [markdown]
+# ## The leak check
+#
+# The look-ahead mask is only correct if *no* path through the decoder — self-attention in
+# every layer, feed-forward, layer norms — carries information backwards. The direct test:
+# change the target tokens from position $k$ on and check that the decoder outputs at
+# positions $0, \dots, k-1$ do not move, for every $k$. As a control, the same experiment
+# with only the padding mask (no look-ahead) must show a leak.
+
+
+# %%
+def max_change_before(mask_fn, k: int) -> float:
+    """Largest change of the outputs before position k when the targets from k on change."""
+    g = torch.Generator().manual_seed(k)
+    changed = tgt_full.clone()
+    changed[:, k:] = torch.randint(1, 11, changed[:, k:].shape, generator=g)
+    with torch.no_grad():
+        before = model(src[:2], tgt_full, src_mask, mask_fn(tgt_full))
+        after = model(src[:2], changed, src_mask, mask_fn(changed))
+    return (after[:, :k] - before[:, :k]).abs().max().item()
+
+
+def padding_only(t: torch.Tensor) -> torch.Tensor:
+    return padding_mask(t, PAD).expand(-1, t.size(1), -1)  # (batch, len, len), no look-ahead
+
+
+tgt_full = torch.tensor([[1, 4, 7, 3, 9, 2, 6], [1, 8, 5, 2, 10, 3, 7]])  # (batch, len)
+leak = pd.DataFrame(
+    [
+        {
+            "k (first changed position)": k,
+            "max |Δ| before k, target mask": max_change_before(lambda t: make_std_mask(t, PAD), k),
+            "max |Δ| before k, padding mask only": max_change_before(padding_only, k),
+        }
+        for k in range(1, tgt_full.size(1))
+    ]
+)
+assert (leak["max |Δ| before k, target mask"] == 0).all()
+assert (leak["max |Δ| before k, padding mask only"] > 1e-3).all()
+shown = leak.copy()
+for column in leak.columns[1:]:
+    shown[column] = leak[column].map("{:.1e}".format)
+shown
+
+# %% [markdown]
+# With the target mask, the earlier outputs are *bit-for-bit* unchanged for every $k$: no
+# information flows from the future. Without the look-ahead part, every earlier position
+# moves — the decoder would be trained to read the answer off the input. The package's test
+# suite runs the same check (`tests/test_model.py`), together with cached decoding, which
+# relies on exactly this property: an earlier position's output never has to be recomputed
+# when a new token arrives.

@@ -1,0 +1,430 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -all
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+# ---
+
+# %% [markdown]
+# # 07 · The full model
+#
+# The previous chapters built the parts: multi-head attention (02), token embeddings (03),
+# positional encodings (04), layer norm and residual connections (05) and masks (06). This
+# chapter assembles them into the model of the paper's Figure 1:
+#
+# > The encoder maps an input sequence of symbol representations $(x_1, \dots, x_n)$ to a
+# > sequence of continuous representations $z = (z_1, \dots, z_n)$. Given $z$, the decoder then
+# > generates an output sequence $(y_1, \dots, y_m)$ of symbols one element at a time. At each
+# > step the model is auto-regressive, consuming the previously generated symbols as
+# > additional input when generating the next.
+#
+# Bottom-up: the position-wise feed-forward network, the encoder and decoder layers and their
+# stacks, the embeddings with positions, the generator, and `make_model`, which wires them
+# together. Then we count the base model's parameters two ways, let an untrained model
+# "translate", check the whole thing against `torch.nn.Transformer` with the same weights, and
+# meet the post-norm block used by the encoder-only and decoder-only models of Part V.
+
+# %%
+import warnings
+
+import altair as alt
+import pandas as pd
+import torch
+from torch import nn
+
+from annotated_transformer.attention import MultiHeadedAttention
+from annotated_transformer.embeddings import Embeddings, TokenAndPosition
+from annotated_transformer.layers import (
+    Decoder,
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+    PositionwiseFeedForward,
+    TransformerBlock,
+    clones,
+)
+from annotated_transformer.masks import make_std_mask, padding_mask, subsequent_mask
+from annotated_transformer.model import (
+    EncoderDecoder,
+    Generator,
+    make_model,
+    parameter_counts,
+    parameter_formula,
+)
+from annotated_transformer.positional import PositionalEncoding
+from annotated_transformer.source import show_source
+
+_ = torch.manual_seed(0)
+PAD = 0
+
+# %% [markdown]
+# ## Position-wise feed-forward network
+#
+# Attention mixes information *between* positions; it is a weighted average, so on its own it
+# is nearly linear in the values. Each layer therefore also has a small two-layer MLP that
+# transforms every position *separately*, with the same weights at every position (§3.3):
+#
+# $$\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2,$$
+#
+# with $W_1 \in \mathbb{R}^{d_\text{model}\times d_\text{ff}}$ and
+# $W_2 \in \mathbb{R}^{d_\text{ff}\times d_\text{model}}$.
+#
+# The inner width $d_\text{ff} = 2048$ is four times $d_\text{model} = 512$: two thirds of an
+# encoder layer's parameters live here. Dropout sits on the hidden activations, as in the
+# original code.
+
+# %%
+show_source(PositionwiseFeedForward)
+
+# %% [markdown]
+# The formula, written out with the module's own weights (`nn.Linear` stores $W^\top$), and
+# the "position-wise" claim — running positions one at a time gives the same result:
+
+# %%
+ffn = PositionwiseFeedForward(d_model=16, d_ff=64, dropout=0.1).eval()
+x = torch.randn(2, 5, 16)  # (batch, len, d_model)
+w1, b1, w2, b2 = ffn.w_1.weight.T, ffn.w_1.bias, ffn.w_2.weight.T, ffn.w_2.bias
+by_formula = torch.clamp(x @ w1 + b1, min=0) @ w2 + b2
+torch.testing.assert_close(ffn(x), by_formula)
+one_at_a_time = torch.stack([ffn(x[:, i]) for i in range(5)], dim=1)
+torch.testing.assert_close(ffn(x), one_at_a_time)
+print("FFN == max(0, xW₁+b₁)W₂+b₂, position by position:", tuple(ffn(x).shape))
+
+# %% [markdown]
+# ## Encoder layer and encoder
+#
+# An encoder layer is two sublayers — self-attention, then the feed-forward network — each
+# wrapped in the pre-norm residual connection of chapter 05, `x + dropout(sublayer(norm(x)))`.
+# `clones` makes the N identical layers (and the two wrappers) as independent deep copies:
+# same shapes, separately trained weights.
+
+# %%
+show_source(clones, EncoderLayer, Encoder)
+
+# %% [markdown]
+# The encoder ends with one more `LayerNorm`: with pre-norm, the residual stream that leaves
+# the last layer has never been normalised. The `lambda` in `EncoderLayer.forward` is how the
+# original passes "self-attention with this mask" as a one-argument sublayer.
+
+
+# %%
+D, H = 32, 4  # a small model to look at shapes
+encoder = Encoder(
+    EncoderLayer(D, MultiHeadedAttention(H, D, 0.1), PositionwiseFeedForward(D, 4 * D), 0.1), N=2
+).eval()
+src = torch.tensor([[5, 9, 3, 7, 2], [6, 3, 8, PAD, PAD]])  # (batch, src_len)
+src_mask = padding_mask(src, PAD)  # (batch, 1, src_len)
+memory = encoder(torch.randn(2, 5, D), src_mask)
+print("memory:", tuple(memory.shape), "= (batch, src_len, d_model)")
+first, second = encoder.layers[0], encoder.layers[1]
+assert first.feed_forward.w_1.weight.data_ptr() != second.feed_forward.w_1.weight.data_ptr()
+print("layers share no storage:", len(encoder.layers), "independent copies")
+
+# %% [markdown]
+# ## Decoder layer and decoder
+#
+# A decoder layer has a third sublayer between the two: **source attention** (the paper's
+# "encoder-decoder attention"), where the queries come from the decoder and the keys and values
+# from the encoder's output `memory` — this is where the translation looks at the source
+# sentence. Its self-attention uses the target mask of chapter 06, so position $i$ sees only
+# target positions up to $i$; source attention uses the source padding mask.
+
+# %%
+show_source(DecoderLayer, Decoder)
+
+# %% [markdown]
+# The `cache` argument is for generation, where the decoder is fed one new token at a time and
+# keeps the keys and values of earlier positions (Part III). In training it is `None` and the
+# whole shifted target goes through at once:
+
+# %%
+decoder = Decoder(
+    DecoderLayer(
+        D,
+        MultiHeadedAttention(H, D, 0.1),
+        MultiHeadedAttention(H, D, 0.1),
+        PositionwiseFeedForward(D, 4 * D),
+        0.1,
+    ),
+    N=2,
+).eval()
+tgt = torch.tensor([[1, 4, 7, 3], [1, 8, 5, PAD]])  # (batch, tgt_len)
+hidden = decoder(torch.randn(2, 4, D), memory, src_mask, make_std_mask(tgt, PAD))
+print("decoder output:", tuple(hidden.shape), "= (batch, tgt_len, d_model)")
+
+# %% [markdown]
+# ## Embeddings, positions and the generator
+#
+# Chapters 03 and 04 derive these; here is how they plug in. Token ids become learned vectors
+# scaled by $\sqrt{d_\text{model}}$, then the sinusoidal position of each token is added (with
+# dropout). `TokenAndPosition` chains the two and passes the position `offset` that cached
+# decoding needs.
+
+# %%
+show_source(Embeddings, PositionalEncoding, TokenAndPosition)
+
+# %% [markdown]
+# At the top of the decoder, the generator turns each position's $d_\text{model}$-vector into
+# a distribution over the target vocabulary: one linear layer and a log-softmax (§3.4). Its
+# `logits` method skips the softmax, for the fused cross-entropy of Part III.
+
+# %%
+show_source(Generator)
+
+# %% [markdown]
+# ## The encoder-decoder and `make_model`
+#
+# `EncoderDecoder` holds the five parts. `encode` embeds and encodes the source once; `decode`
+# embeds the target prefix and runs the decoder over the memory. The methods validate their
+# inputs, so a wrong mask shape fails with a sentence, not a broadcasting error deep inside
+# attention.
+
+# %%
+show_source(EncoderDecoder)
+
+# %% [markdown]
+# `make_model` builds a model from the hyper-parameters. Every layer is a deep copy of one
+# prototype (`c = copy.deepcopy`), and then every matrix is re-initialised with Glorot
+# (Xavier) uniform, as in the original: $W \sim U(-a, a)$ with
+# $a = \sqrt{6/(\text{fan}_\text{in} + \text{fan}_\text{out})}$, which keeps the variance of
+# activations and gradients about constant from layer to layer.
+
+# %%
+show_source(make_model)
+
+# %% [markdown]
+# The base model of the paper: $N = 6$, $d_\text{model} = 512$, $d_\text{ff} = 2048$, $h = 8$,
+# dropout 0.1. The paper's English–German vocabulary is a shared byte-pair vocabulary of about
+# 37,000 tokens, so we use that size for both sides.
+
+# %%
+VOCAB = 37000
+torch.manual_seed(0)
+base = make_model(VOCAB, VOCAB, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1)
+w = base.encoder.layers[0].feed_forward.w_1.weight  # (d_ff, d_model) = (fan_out, fan_in)
+bound = (6 / (w.size(0) + w.size(1))) ** 0.5
+print(f"w_1 of encoder layer 0: {tuple(w.shape)}, Glorot bound a = {bound:.4f}")
+print(
+    f"  max |w| = {w.abs().max():.4f}, std = {w.std():.4f} (uniform: a/√3 = {bound / 3**0.5:.4f})"
+)
+assert w.abs().max() <= bound and abs(w.std() - bound / 3**0.5) < 1e-3
+
+# %% [markdown]
+# ## Counting the parameters
+#
+# Where do the parameters sit? `parameter_counts` sums the tensors of each block;
+# `parameter_formula` computes the same numbers in closed form from the sizes alone:
+#
+# - attention: four $d \times d$ projections with biases, $4(d^2 + d)$ — the number of heads
+#   does not appear, since heads split $d$ rather than add to it;
+# - feed-forward: $d\,d_\text{ff} + d_\text{ff} + d_\text{ff}\,d + d$;
+# - layer norm: $2d$ (gain and bias);
+# - encoder layer: attention + FFN + 2 norms; decoder layer: 2 attentions + FFN + 3 norms;
+# - embeddings: $V d$ (the sinusoids are fixed, not trained); generator: $d\,V + V$.
+
+# %%
+counts = parameter_counts(base)
+formula = parameter_formula(VOCAB, VOCAB, N=6, d_model=512, d_ff=2048)
+assert counts == formula
+assert sum(counts.values()) == sum(p.numel() for p in base.parameters())
+
+
+BLOCKS = {
+    "src_embed": "source embedding",
+    "tgt_embed": "target embedding",
+    "encoder.layers": "encoder layer",
+    "encoder.norm": "encoder final norm",
+    "decoder.layers": "decoder layer",
+    "decoder.norm": "decoder final norm",
+    "generator": "generator",
+}
+table = pd.DataFrame(
+    {
+        "block": [BLOCKS[n.rsplit(".", 1)[0] if ".layers." in n else n] for n in counts],
+        "each, counted": counts.values(),
+        "each, formula": formula.values(),
+    }
+)
+table = table.groupby("block", sort=False).agg(
+    copies=("each, counted", "size"),
+    **{"each, counted": ("each, counted", "first"), "each, formula": ("each, formula", "first")},
+    total=("each, counted", "sum"),
+)
+table["share"] = (table["total"] / table["total"].sum()).map("{:.1%}".format)
+print(f"total: {table['total'].sum():,} parameters")
+table
+
+# %%
+bars = table.reset_index()
+bars["millions"] = bars["total"] / 1e6
+(
+    alt.Chart(bars, title="Parameters of the base model by block (vocabulary 37,000 per side)")
+    .mark_bar()
+    .encode(
+        x=alt.X("millions:Q", title="parameters (millions)"),
+        y=alt.Y("block:N", sort=list(bars["block"]), title="block"),
+        tooltip=["block", "copies", "each, counted", "total"],
+    )
+    .properties(width=450, height=200)
+)
+
+# %% [markdown]
+# The embeddings and the generator — three $37{,}000 \times 512$ matrices — hold more than half
+# of the 101 million parameters; the twelve layers share the rest, a decoder layer a third more
+# than an encoder layer because of its source attention. The paper shares one matrix between
+# both embeddings and the generator's weights (§3.4, chapter 12); counting that matrix once
+# gives its size of "65 million" (Table 3) to within a few percent:
+
+# %%
+total = sum(counts.values())
+tied = total - counts["src_embed"] - counts["tgt_embed"]  # one shared 37000 × 512 matrix
+print(f"untied: {total / 1e6:.1f}M parameters; with tied embeddings: {tied / 1e6:.1f}M")
+del base  # 400 MB we no longer need
+
+# %% [markdown]
+# ## An untrained model "translates"
+#
+# The Annotated Transformer ends its model section with a sanity check: an untrained small
+# model greedily decoding the source $1, 2, \dots, 10$. Greedy decoding encodes the source once,
+# then repeatedly decodes the prefix generated so far and appends the most probable next token.
+# Part III writes the batched version with a key/value cache; six lines suffice here.
+
+
+# %%
+def untrained_translation(seed: int, length: int = 10) -> list[int]:
+    torch.manual_seed(seed)
+    model = make_model(11, 11, N=2).eval()  # vocabulary of 11 symbols, two layers
+    src = torch.arange(1, 11).unsqueeze(0)  # (1, 10): the source 1..10
+    src_mask = torch.ones(1, 1, 10, dtype=torch.bool)
+    memory = model.encode(src, src_mask)
+    ys = torch.zeros(1, 1, dtype=torch.long)  # start symbol 0
+    for _ in range(length - 1):
+        out = model.decode(memory, src_mask, ys, subsequent_mask(ys.size(1)))
+        next_word = model.generator(out[:, -1]).argmax(-1, keepdim=True)  # (1, 1)
+        ys = torch.cat([ys, next_word], dim=1)
+    return ys[0].tolist()
+
+
+with torch.no_grad():
+    for seed in range(5):
+        print(f"seed {seed}: {untrained_translation(seed)}")
+
+# %% [markdown]
+# Random weights give fixed but meaningless sequences, unrelated to the source: the model runs
+# end to end, shapes and masks fit, and there is nothing yet to learn from. Chapter 09 trains
+# this same small model to copy its input.
+#
+# ## The same function as `torch.nn.Transformer`
+#
+# PyTorch ships the encoder-decoder as `nn.Transformer`. With `norm_first=True` it is the
+# pre-norm variant, like ours, and with the same weights it must compute the same function.
+# The names differ, so a short mapping is needed: PyTorch stacks the query, key and value
+# projections into one `in_proj` matrix, calls source attention `multihead_attn`, the
+# feed-forward layers `linear1`/`linear2`, and the sublayer norms `norm1`–`norm3`. It has no
+# embeddings or generator, so we feed it our embedded inputs. `load_state_dict` is strict: it
+# fails if any name is missing or left over.
+
+# %%
+RENAME = {
+    "attention.": "self_attn.",  # TransformerBlock's name for its self-attention
+    "src_attn.": "multihead_attn.",
+    "linears.3.": "out_proj.",
+    "feed_forward.w_1.": "linear1.",
+    "feed_forward.w_2.": "linear2.",
+    "sublayer.0.norm.": "norm1.",
+    "sublayer.1.norm.": "norm2.",
+    "sublayer.2.norm.": "norm3.",
+}
+
+
+def to_torch_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Our state dict -> PyTorch's transformer names; q, k, v stacked into in_proj."""
+    theirs = {}
+    for name, tensor in state.items():
+        if ".linears." in name and ".linears.3." not in name:
+            if ".linears.0." in name:  # gather q, k, v once, at the query projection
+                prefix, kind = name.split(".linears.0.")
+                qkv = [state[f"{prefix}.linears.{i}.{kind}"] for i in range(3)]
+                name, tensor = f"{prefix}.in_proj_{kind}", torch.cat(qkv)
+            else:
+                continue
+        for ours, pytorch in RENAME.items():
+            name = name.replace(ours, pytorch)
+        theirs[name] = tensor
+    return theirs
+
+
+torch.manual_seed(0)
+model = make_model(11, 13, N=2, d_model=32, d_ff=64, h=4).eval()
+with torch.no_grad():
+    for p in model.parameters():  # move norms and biases off their initial values too
+        p.normal_(std=0.2)
+with warnings.catch_warnings():  # norm_first disables a fast path; PyTorch says so
+    warnings.simplefilter("ignore")
+    reference = nn.Transformer(
+        d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=64,
+        batch_first=True, norm_first=True,
+    ).eval()  # fmt: skip
+stacks = {k: v for k, v in model.state_dict().items() if k.startswith(("encoder", "decoder"))}
+reference.load_state_dict(to_torch_names(stacks))
+
+src = torch.tensor([[5, 9, 3, 7, 2, 8], [6, 3, 8, 2, PAD, PAD]])  # (batch, src_len)
+tgt = torch.tensor([[1, 4, 7, 3, 9], [1, 8, 12, PAD, PAD]])  # (batch, tgt_len)
+with torch.no_grad():
+    ours = model(src, tgt, padding_mask(src, PAD), make_std_mask(tgt, PAD))
+    theirs = reference(
+        model.src_embed(src),
+        model.tgt_embed(tgt),
+        tgt_mask=~subsequent_mask(tgt.size(1))[0],  # PyTorch's masks: True = may NOT attend
+        src_key_padding_mask=src == PAD,
+        tgt_key_padding_mask=tgt == PAD,
+        memory_key_padding_mask=src == PAD,
+    )
+real = tgt != PAD  # padded target rows differ by design (chapter 06) and feed no loss
+torch.testing.assert_close(ours[real], theirs[real], atol=1e-5, rtol=1e-5)
+print(f"{len(stacks)} tensors mapped; outputs at real positions equal nn.Transformer's")
+
+# %% [markdown]
+# ## Bloem's block: the encoder-only variant
+#
+# Parts of this book also need models with only one stack: a sentiment classifier reads a
+# review with an encoder (chapter 13), a character-level language model generates text with a
+# causal "decoder-only" stack (chapter 14). For those the package follows Peter Bloem's
+# `former`: one self-contained block, **post-norm** as the paper's text writes it, with the
+# feed-forward network $4\times$ wider than $d_\text{model}$. `causal=True` adds the look-ahead
+# mask inside the block.
+
+# %%
+show_source(TransformerBlock)
+
+# %% [markdown]
+# This block is PyTorch's `nn.TransformerEncoderLayer` with `norm_first=False`; the same
+# renaming carries the weights over (`attention` → `self_attn`, `norm1`/`norm2` keep their
+# names):
+
+# %%
+torch.manual_seed(0)
+block_ = TransformerBlock(d_model=32, h=4, ff_mult=4, dropout=0.1).eval()
+with torch.no_grad():
+    for p in block_.parameters():
+        p.normal_(std=0.2)
+torch_block = nn.TransformerEncoderLayer(
+    d_model=32, nhead=4, dim_feedforward=128, batch_first=True, norm_first=False
+).eval()
+torch_block.load_state_dict(to_torch_names(block_.state_dict()))
+
+x = torch.randn(2, 6, 32)  # (batch, len, d_model), e.g. embedded review tokens
+with torch.no_grad():
+    ours = block_(x, padding_mask(src, PAD))
+    theirs = torch_block(x, src_key_padding_mask=src == PAD)
+torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+print("TransformerBlock == nn.TransformerEncoderLayer(norm_first=False):", tuple(ours.shape))
+
+# %% [markdown]
+# A classifier stacks a few of these blocks over embedded tokens, pools the outputs and
+# applies a linear layer; a language model stacks causal ones and ends with a generator. Both
+# reuse everything in this chapter except the source attention.

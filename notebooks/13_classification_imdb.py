@@ -1,0 +1,307 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -all
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+# ---
+
+# %% [markdown]
+# # 13 · Sentiment classification on IMDb
+#
+# The blocks of Parts I–III were built for translation, but nothing in a Transformer block is
+# specific to it. A block maps a sequence of vectors to a sequence of vectors of the same
+# shape; what a task adds is how the sequence goes in and what is read out at the end. This
+# chapter builds the simplest such task, the one Peter Bloem uses in *Transformers from
+# scratch* (2019): read a movie review and say whether it is positive or negative.
+#
+# The model is an **encoder only**: embed the words, add learned position vectors, run a
+# stack of self-attention blocks with no look-ahead mask (every word may look at every other
+# word), average the output vectors into one vector for the whole review, and map that vector
+# to two class scores with one linear layer. The data is the IMDb Large Movie Review Dataset
+# (Maas et al., 2011): 25,000 training and 25,000 test reviews, half positive, half negative.
+#
+# Everything here runs through `annotated_transformer.classify`, the module behind the
+# command line
+#
+# ```
+# python -m annotated_transformer.classify train --preset cpu --out runs/imdb
+# python -m annotated_transformer.classify evaluate --checkpoint runs/imdb/checkpoint.pt
+# python -m annotated_transformer.classify predict --checkpoint runs/imdb/checkpoint.pt "..."
+# ```
+#
+# so the numbers below are the ones the command line gets.
+
+# %%
+import tempfile
+import warnings
+
+# tqdm.auto asks for Jupyter widgets; this chapter turns progress bars off anyway.
+warnings.filterwarnings("ignore", message="IProgress not found")
+
+import altair as alt
+import pandas as pd
+import torch
+
+from annotated_transformer import classify, imdb, viz
+from annotated_transformer.model import EncoderClassifier
+from annotated_transformer.settings import pick
+from annotated_transformer.source import show_source
+
+torch.manual_seed(0)
+torch.set_printoptions(precision=3, sci_mode=False)
+
+# %% [markdown]
+# A run is described by one `ClassifierConfig`, and the command line's presets are named
+# configs. The book trains the `cpu` preset (about half an hour on two CPU cores); a
+# continuous-integration run of this chapter trains the `tiny` one through the same code.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+preset = pick(ci="tiny", full="cpu")
+config = classify.PRESETS[preset]
+print(preset, config)
+
+# %% [markdown]
+# ## The data
+#
+# `load_data` reads both splits, carves a validation set out of the training reviews (a
+# seeded draw, so it is the same every run), builds the vocabulary from the remaining
+# training reviews only — a word that occurs only in validation or test reviews must be
+# `<unk>`, as it would be for a new review — and turns every review into token ids, cut to
+# the first `max_len` tokens.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+vocab, data = classify.load_data(config)
+for name, split in data.items():
+    print(f"{name:>5}: {len(split):6,} reviews, {sum(split.labels) / len(split):.0%} positive")
+print(f"vocabulary: {len(vocab):,} tokens, the first ones {vocab.itos[:12]}")
+
+# %% [markdown]
+# Tokens are lower-cased words and the marks `!` and `?`. The reviews were scraped from HTML
+# pages and keep its line breaks, `<br />`, which the tokenizer removes first:
+
+# %%
+show_source(imdb.tokenize)
+
+# %%
+example = "A <i>great</i> cast.<br /><br />But the plot? Don't bother!!"
+print(imdb.tokenize(example))
+
+# %% [markdown]
+# The `<i>` survives as the "words" `i`: the tokenizer only knows about line breaks. Such
+# leftovers are rare and harmless for a bag of words, and keeping the tokenizer this simple
+# keeps it easy to check.
+#
+# How long are the reviews? Attention costs grow with the square of the length, so this
+# decides `max_len`. The histogram counts tokens per training review before truncation:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+lengths = pd.Series([len(imdb.tokenize(text)) for text in data["train"].texts])
+print(
+    f"tokens per review: mean {lengths.mean():.0f}, median {lengths.median():.0f}, "
+    f"90th percentile {lengths.quantile(0.9):.0f}, longest {lengths.max()}; "
+    f"{(lengths > config.max_len).mean():.0%} are cut at max_len={config.max_len}"
+)
+bins = (lengths.clip(upper=1000) // 25 * 25).value_counts().sort_index()
+histogram = pd.DataFrame({"tokens": bins.index, "reviews": bins.values})
+(
+    alt.Chart(histogram, title="Length of the training reviews (1000+ in the last bar)")
+    .mark_bar()
+    .encode(
+        x=alt.X("tokens:Q", bin=alt.Bin(step=25), title="tokens per review"),
+        y=alt.Y("reviews:Q", title="number of reviews"),
+        tooltip=["tokens", "reviews"],
+    )
+    .properties(width=500, height=220)
+    + alt.Chart(pd.DataFrame({"max_len": [config.max_len]}))
+    .mark_rule(color="firebrick")
+    .encode(x="max_len:Q")
+)
+
+# %% [markdown]
+# Most reviews are between 100 and 300 tokens, with a long tail: the red line is where the
+# preset cuts them. Cutting loses the end of the longest reviews, which often holds the
+# verdict; a longer `max_len` buys a little accuracy at a quadratic price in attention.
+#
+# ## The model
+#
+# `EncoderClassifier` assembles pieces the book has already built: `Embeddings` (chapter 03),
+# the learned `PositionalEmbedding` (chapter 04) and Bloem's post-norm `TransformerBlock`
+# (chapter 05). Only the last two steps are new: the pooling and the linear layer.
+
+# %%
+show_source(EncoderClassifier)
+
+# %% [markdown]
+# A small instance shows the shapes: two reviews of 5 and 3 tokens, the shorter one padded
+# with `<pad>` (id 0) to the length of the longer.
+
+# %%
+model = EncoderClassifier(100, 2, d_model=16, h=2, depth=2, max_len=8).eval()
+tokens = torch.tensor([[5, 17, 42, 8, 9], [23, 61, 7, 0, 0]])  # (batch=2, len=5)
+x = model.position(model.embed(tokens))
+print("embedded + positions ", tuple(x.shape))
+mask = (tokens != 0).unsqueeze(1)  # (batch, 1, len): True = a real token, may be attended
+for block in model.blocks:
+    x = block(x, mask)
+print("after the blocks     ", tuple(x.shape))
+print("logits               ", tuple(model(tokens).shape))
+
+# %% [markdown]
+# ### Pooling: an average that ignores padding
+#
+# A review's vector is the mean of its output vectors. A plain `x.mean(dim=1)` would average
+# in the padding positions, so the prediction for a review would depend on how long the
+# *other* reviews in its batch are. The model weights each position by 1 for a real token
+# and 0 for padding, and divides by the number of real tokens. By hand:
+
+# %%
+real = (tokens != 0).unsqueeze(-1).float()  # (batch, len, 1)
+pooled = (x * real).sum(dim=1) / real.sum(dim=1)  # (batch, d_model)
+torch.testing.assert_close(model.to_classes(pooled), model(tokens))
+alone = model(tokens[1:, :3])  # the second review without its padding
+torch.testing.assert_close(model(tokens)[1], alone[0])
+print("masked mean pooling = the model's logits; padding changes nothing")
+
+# %% [markdown]
+# Attention needs the same care: the mask keeps every query from attending to padded keys.
+# With `cls=True` the model instead puts a learned vector in front of every review, as BERT
+# does with its `[CLS]` token, and reads the review's class off that position's output:
+# attention learns what to gather there. Averaging is the simpler choice and trains faster
+# from scratch, so the presets use it.
+#
+# ## Training
+#
+# The loop is the book's `Trainer` (chapter 08); the task supplies batches and a loss. Batches
+# group reviews of similar length (`batching.bucket_batches`) under a token budget, so little
+# compute is spent on padding. The loss is the cross-entropy summed over the batch's reviews,
+# returned with their count, which is the contract `Trainer` expects:
+
+# %%
+show_source(classify.classification_loss, classify.warmup_then_decay)
+
+# %% [markdown]
+# The optimiser is AdamW with a short linear warm-up and a linear decay to zero at the last
+# step: with a fixed budget of steps, ending at a learning rate of zero settles the weights.
+#
+# The presets keep dropout (0.1) on the embeddings, the residual branches and the
+# feed-forward layers, but not on the attention weights. That is a speed decision, measured
+# on this book's CPU: with dropout on the attention weights, `scaled_dot_product_attention`
+# cannot use its fused kernel and a training step at length 256 took about 2.9 times as long
+# (at the ~30 tokens of a translation sentence the difference was only ~3%).
+#
+# `classify.train` is what `python -m annotated_transformer.classify train` runs: it checkpoints
+# and scores the validation set every `eval_every` steps, and the test set at the end.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+out = tempfile.mkdtemp(prefix="imdb-")
+result = classify.train(config, out, progress=False)
+model = result.model
+
+# %% [markdown]
+# The history has one row per optimiser step. The training loss is noisy from batch to batch,
+# so the chart shows its running mean next to the validation loss:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+history = result.history
+evaluated = history.dropna(subset=["val_loss"])  # the rows where validation was scored
+window = max(1, len(history) // 20)
+curves = pd.concat(
+    [
+        pd.DataFrame(
+            {
+                "step": history["step"],
+                "loss": history["loss"].rolling(window, min_periods=1).mean(),
+                "curve": "training (running mean)",
+            }
+        ),
+        pd.DataFrame(
+            {"step": evaluated["step"], "loss": evaluated["val_loss"], "curve": "validation"}
+        ),
+    ]
+)
+viz.line_chart(
+    curves, "step", "loss", "curve",
+    title="Cross-entropy during training", x_title="optimiser step",
+    y_title="cross-entropy (nats per review)",
+)  # fmt: skip
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print(evaluated[["step", "val_loss", "val_accuracy"]].to_string(index=False))
+metrics = result.metrics
+print(
+    f"\ntest accuracy {metrics['test_accuracy']:.2%} on {metrics['test_reviews']:,} reviews "
+    f"after {metrics['steps']:,} steps ({metrics['epochs']} epochs), "
+    f"{metrics['parameters']:,} parameters"
+)
+
+# %% [markdown]
+# ## Where it goes wrong
+#
+# The reviews the model gets most confidently wrong are instructive: irony, a long plot summary
+# followed by a short verdict, a verdict in the part that was cut off, or a mixed review whose
+# rating sits just on one side of the line.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+probs = classify.predict_proba(model, data["test"])  # (reviews, 2)
+labels = torch.tensor(data["test"].labels)
+wrong = (probs.argmax(-1) != labels).nonzero().squeeze(1)
+confidence = probs[wrong].max(dim=-1).values
+for i in wrong[confidence.argsort(descending=True)[:4]].tolist():
+    text = " ".join(data["test"].texts[i].replace("<br />", " ").split())
+    print(
+        f"true {classify.LABELS[labels[i]]}, predicted {classify.LABELS[1 - labels[i]]} "
+        f"with p = {probs[i].max():.2f}:\n  {text[:400]}{' ...' if len(text) > 400 else ''}\n"
+    )
+
+# %% [markdown]
+# ## What the last block attends to
+#
+# Setting `keep_attention = True` on a block's attention makes it run the explicit
+# matmul-softmax-matmul and keep the weights (chapter 02). For a short review, the map below
+# is the last block's attention averaged over its heads: row $i$ shows where the word in
+# row $i$ takes its information from. In a trained model a few sentiment-bearing words
+# ("great", "waste", "boring", ...) tend to draw weight from many positions.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+test_ids = data["test"].ids  # a review of about 32 tokens, the most confidently scored one
+short = min(range(len(test_ids)), key=lambda i: (abs(len(test_ids[i]) - 32), -probs[i].max()))
+ids = test_ids[short]
+words = vocab.decode(ids)
+last = model.blocks[-1].attention
+last.keep_attention = True
+with torch.inference_mode():
+    p = model.eval()(torch.tensor([ids])).softmax(-1)[0]
+last.keep_attention = False
+weights = last.attn[0].mean(dim=0)  # (len, len), averaged over the heads
+print(f"true {classify.LABELS[labels[short]]}, predicted {classify.LABELS[p.argmax()]}: p = {p}")
+viz.heatmap(
+    weights, words, words, title="Last block's attention, mean over heads",
+    x_title="attended word (key)", y_title="word (query)", value_title="weight",
+    width=520, height=520,
+)  # fmt: skip
+
+# %% [markdown]
+# ## Summary
+#
+# - The same `TransformerBlock` that a language model uses, without a look-ahead mask, is a
+#   sentence encoder; a masked mean over its outputs and one linear layer make it a classifier.
+# - Padding must be hidden twice: from attention (the mask) and from the pooling (the weights).
+# - Vocabulary from the training split only; the validation set is carved out of the training
+#   split, and the test set is scored once, at the end.
+# - Speed on a CPU comes from a narrow, shallow model, batches without much padding and the
+#   fused attention kernel, which attention dropout would switch off.
+#
+# The `gpu` preset is Bloem's depth-6 model at full length (512 tokens); he reports about 85%
+# test accuracy for his depth-6 classifier.

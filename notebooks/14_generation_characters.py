@@ -1,0 +1,385 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -all
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+# ---
+
+# %% [markdown]
+# # 14 · Character-level generation
+#
+# The translation model of Part IV has two stacks: an encoder reads the source, a decoder
+# writes the target one token at a time while looking back at what it wrote and across at the
+# source. Drop the encoder and the source attention, and what is left is a **decoder-only**
+# model: a stack of self-attention blocks that reads a text and predicts, at every position,
+# the next token. That is a language model, the shape of GPT. Trained on enough text it can
+# also write: feed it a prompt, draw the next token from its prediction, append it, repeat.
+#
+# This chapter builds the smallest honest version of that, with the blocks the book already
+# has (Bloem's post-norm `TransformerBlock` with a causal mask), over **bytes**: the vocabulary
+# is the 256 byte values, so there is no tokenizer at all and any text can be read and
+# written. We train it on the start of enwik8, a dump of English Wikipedia in its XML and wiki
+# markup, measure it in **bits per byte**, sample from it at two temperatures, and check one
+# thing it learned: to close the `[[links]]` it opens.
+
+# %%
+import warnings
+
+# tqdm.auto asks for Jupyter widgets; the chapter turns progress bars off anyway.
+warnings.filterwarnings("ignore", message="IProgress not found")
+
+# %%
+import math
+import tempfile
+import zlib
+
+import altair as alt
+import pandas as pd
+import torch
+
+from annotated_transformer import viz
+from annotated_transformer.chars import load_splits
+from annotated_transformer.generate import (
+    PRESETS,
+    byte_bits,
+    evaluate_bits_per_byte,
+    load_model,
+    train,
+    window_plan,
+)
+from annotated_transformer.layers import TransformerBlock
+from annotated_transformer.masks import subsequent_mask
+from annotated_transformer.model import DecoderLM
+from annotated_transformer.sampling import decode, encode, next_byte_distribution, sample
+from annotated_transformer.settings import pick
+from annotated_transformer.source import show_source
+
+torch.manual_seed(0)
+torch.set_printoptions(precision=3, sci_mode=False)
+
+# %% [markdown]
+# ## The data: bytes of Wikipedia
+#
+# enwik8 is the first $10^8$ bytes of a 2006 English Wikipedia dump, the text of the Hutter
+# Prize for compression; the usual split is 90M bytes for training, 5M for validation and 5M
+# for testing. Here we use only its first $10^6$ bytes (`enwik8_prefix`, sometimes called
+# enwik6), split 90/5/5 in the same way, so that a CPU can train on it in minutes. **Scores on
+# this prefix are not comparable with published enwik8 results**: the model sees 100 times
+# less text and is tested on different bytes.
+#
+# Each split is one long `uint8` tensor.
+
+# %%
+splits = load_splits("enwik8_prefix")
+for name, data in splits.items():
+    print(f"{name:5s} {len(data):>9,} bytes")
+print()
+print(decode(splits["train"][1_500:1_900]))
+
+# %% [markdown]
+# Between the XML tags it is wiki markup: `[[target|text]]` makes a link, `''` italics,
+# `{{...}}` a template, `&quot;` an escaped quote. A good model of this text must learn
+# English words and also this little grammar of brackets.
+
+# %% [markdown]
+# ## The causal mask, again
+#
+# To predict byte $t+1$ the model may read bytes $1..t$ and nothing later: at training time
+# the whole window is fed at once, and without a mask position $t$ could simply look at the
+# answer. The look-ahead mask of chapter 06 hides the future: query position $i$ may attend to
+# key positions $j \le i$ only. For the twelve bytes of `[[Anarchism]`:
+
+# %%
+snippet = "[[Anarchism]"
+mask = subsequent_mask(len(snippet))[0]  # (12, 12), True = may attend
+labels = list(snippet)
+viz.heatmap(
+    mask.float(), labels, labels, title="Look-ahead mask: who may attend to whom",
+    x_title="key: byte attended to", y_title="query: byte predicting the next one",
+    value_title="may attend", domain=(0, 1), width=280, height=280,
+)  # fmt: skip
+
+# %% [markdown]
+# In a decoder-only model every block applies it: `TransformerBlock(causal=True)` builds this
+# mask itself, shifted by the number of positions already in the key/value cache when
+# generating (then the new queries sit at the bottom rows and see every cached key).
+
+# %%
+show_source(TransformerBlock)
+
+# %% [markdown]
+# ## The model
+#
+# A byte embedding plus a learned position vector, $N$ causal blocks, and a linear layer to
+# 256 scores, one per possible next byte. The positions are learned, as in Bloem's `former`
+# and GPT, so the model cannot read more than `max_len` bytes at once: its *context*.
+
+# %%
+show_source(DecoderLM)
+
+# %% [markdown]
+# The property everything rests on: the scores at position $t$ depend on bytes $1..t$ only.
+# Change the bytes after position 8 and the first 8 positions' logits do not move.
+
+# %%
+model = DecoderLM(d_model=32, h=4, N=2, max_len=32).eval()
+x = encode("[[Anarchism]] is a political")  # (1, 28)
+changed = x.clone()
+changed[0, 8:] = encode("XXXXXXXXXXXXXXXXXXXX")[0]
+logits, logits_changed = model(x), model(changed)
+torch.testing.assert_close(logits[:, :8], logits_changed[:, :8])
+print("logits", tuple(logits.shape))
+print("first 8 positions unchanged:", torch.equal(logits[:, :8], logits_changed[:, :8]))
+print("positions 8.. changed:      ", not torch.allclose(logits[:, 8:], logits_changed[:, 8:]))
+
+# %% [markdown]
+# ## Bits per byte
+#
+# A language model assigns the text $x_1 \dots x_n$ the probability
+# $\prod_t p(x_t \mid x_{<t})$. Its quality is the average surprise per byte, in bits:
+#
+# $$\text{bits per byte} = -\frac{1}{n-1}\sum_{t=2}^{n} \log_2 p(x_t \mid x_{<t}).$$
+#
+# It is also a compression rate: an arithmetic coder driven by the model would store the text
+# in about that many bits per byte. A model that knows nothing, uniform over 256 values, pays
+# $\log_2 256 = 8$ bits. It is the *mean*: Bloem's `former` printed the total bits of a batch
+# and called it bits per byte (its issue #38).
+#
+# The model reads at most `context` bytes, so a long text is scored in overlapping windows of
+# `context` bytes that advance by `stride`. Each window scores only the bytes no earlier
+# window scored, so **every byte after the first is scored exactly once**, and each with at
+# least `context − stride + 1` bytes of context (the bytes near the start have fewer, because
+# fewer exist). The plan for a 40-byte text, a context of 16 and a stride of 8:
+
+# %%
+show_source(window_plan)
+
+# %%
+n, context, stride = 40, 16, 8
+rows = []
+for w, (start, first) in enumerate(window_plan(n, context, stride)):
+    for t in range(start + 1, start + context + 1):
+        rows.append({"window": w, "byte": t, "role": "scored" if t >= first else "context only"})
+plan = pd.DataFrame(rows)
+assert sorted(plan.query("role == 'scored'")["byte"]) == list(range(1, n))
+alt.Chart(plan, title="Sliding windows: each byte is scored once").mark_rect().encode(
+    x=alt.X("byte:O", title="position of the predicted byte"),
+    y=alt.Y("window:O", title="window"),
+    color=alt.Color("role:N", title="in this window"),
+).properties(width=520, height=120)
+
+# %% [markdown]
+# `evaluate_bits_per_byte` runs those windows in batches and averages with the package's
+# `BitsPerByte` meter. Two checks that do not depend on training: a model with constant
+# logits scores exactly 8 bits, and a stride of 1 reproduces scoring each byte by hand from
+# its own forward pass.
+
+# %%
+uniform = DecoderLM(d_model=32, h=4, N=2, max_len=16).eval()
+torch.nn.init.zeros_(uniform.to_logits.weight)  # the same scores for every byte:
+torch.nn.init.zeros_(uniform.to_logits.bias)  # p = 1/256 whatever the context
+text = splits["val"][:200]
+bpb, scored = evaluate_bits_per_byte(uniform, text, context=16, stride=8)
+print(f"uniform model: {bpb:.12f} bits per byte over {scored} bytes")
+
+by_hand = []
+with torch.no_grad():
+    for t in range(1, 60):
+        prefix = text[max(0, t - 16) : t].long()[None]  # its last 16 bytes, as the windows give
+        log_p = model(prefix)[0, -1].log_softmax(-1)[int(text[t])]
+        by_hand.append(-log_p.item() / math.log(2))
+windowed, _ = evaluate_bits_per_byte(model, text[:60], context=16, stride=1)
+assert abs(windowed - sum(by_hand) / len(by_hand)) < 1e-5
+print(f"untrained model: {windowed:.4f} bits per byte, by hand {sum(by_hand) / len(by_hand):.4f}")
+
+# %% [markdown]
+# Two simple yardsticks for the validation text: an order-0 model that knows only how often
+# each byte occurs in the training text (its cross-entropy on validation), and zlib's
+# general-purpose compressor at its highest level.
+
+# %%
+train_counts = torch.bincount(splits["train"].long(), minlength=256).double() + 1  # add-one
+unigram_bits = -(train_counts / train_counts.sum()).log2()  # bits of each byte value
+val = splits["val"]
+order0 = unigram_bits[val[1:].long()].mean().item()
+zlib_bpb = 8 * len(zlib.compress(bytes(val.tolist()), 9)) / len(val)
+print(f"order-0 (byte frequencies): {order0:.3f} bits per byte")
+print(f"zlib -9:                    {zlib_bpb:.3f} bits per byte")
+
+# %% [markdown]
+# ## Training
+#
+# The model is trained to predict every next byte of random windows of the training text:
+# the loss is the cross-entropy summed over the window's positions, and the loop is the
+# book's `Trainer` (Adam, the warm-up-then-decay schedule of the paper, checkpoints, bf16 if
+# asked). This is exactly what `python -m annotated_transformer.generate train` runs; here
+# with the `tiny` preset in CI and the `cpu` preset (about 15–20 minutes on two cores) for
+# the stored outputs.
+
+# %%
+preset = pick(ci="tiny", full="cpu")
+pd.DataFrame({name: pd.Series(vars(p), dtype=object) for name, p in PRESETS.items()})
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+run_dir = tempfile.mkdtemp(prefix="chapter14-")
+history, metrics = train(preset, "enwik8_prefix", run_dir, device="cpu", progress=False)
+lm, _ = load_model(f"{run_dir}/checkpoint.pt")  # the trained model, in eval mode
+print(f"preset {preset}: {metrics['parameters']:,} parameters, {metrics['steps']} steps")
+print(f"validation: {metrics['val_bits_per_byte']:.3f} bits per byte "
+      f"over all {metrics['val_bytes_scored']:,} bytes")  # fmt: skip
+
+# %% [markdown]
+# The learning curves, in bits per byte: the training loss (averaged over 50 steps; each step
+# sees new random windows) and the validation loss on the first bytes of the validation
+# split, measured every few hundred steps.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+curves = pd.concat([
+    pd.DataFrame({"step": history["step"], "bits per byte": history["train_bpb"]
+                  .rolling(50, min_periods=1).mean(), "curve": "train (50-step mean)"}),
+    history.dropna(subset=["val_bpb"]).assign(curve="validation")
+    .rename(columns={"val_bpb": "bits per byte"})[["step", "bits per byte", "curve"]],
+])  # fmt: skip
+viz.line_chart(
+    curves, "step", "bits per byte", "curve", title="Learning curves on enwik8_prefix",
+    x_title="optimiser step", y_title="bits per byte",
+)  # fmt: skip
+
+# %% [markdown]
+# And the number that counts, the whole validation split scored once more (the same function
+# `generate evaluate` calls), next to the yardsticks:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+val_bpb, _ = evaluate_bits_per_byte(lm, val)
+print(f"uniform 8.000 | order-0 {order0:.3f} | zlib {zlib_bpb:.3f} | model {val_bpb:.3f}")
+
+# %% [markdown]
+# ## Sampling
+#
+# To write, the model scores the next byte given the prompt, we draw a byte from that
+# distribution, append it and go on. Two knobs shape the distribution. The **temperature**
+# $T$ divides the logits before the softmax, $p(x) \propto \exp(\text{logit}(x)/T)$: below 1
+# it sharpens the distribution towards the likeliest bytes, above 1 it flattens it. **Top-k**
+# keeps only the $k$ likeliest bytes: each of the 200-odd unlikely bytes is rare, but together
+# they are drawn often enough to derail a long sample.
+
+# %%
+show_source(next_byte_distribution)
+
+# %%
+scores = torch.tensor([[3.0, 2.0, 1.0, 0.0, -1.0]])
+for T, k in ((1.0, None), (0.5, None), (2.0, None), (1.0, 2)):
+    probs = next_byte_distribution(scores, temperature=T, top_k=k)
+    print(f"T={T}, top_k={k}: {probs[0].numpy().round(3)}")
+
+# %% [markdown]
+# Generation reuses the key/value cache of chapter 09: the prompt is run once, and each later
+# step feeds only the newest byte, whose keys and values join those of the earlier positions
+# (the tests check that this gives the same bytes as re-running the whole context). When the
+# text outgrows the model's context, the context is cut to its last half and the cache rebuilt.
+
+# %%
+show_source(sample)
+
+# %% [markdown]
+# Samples from the trained model, seeded, at $T=0.5$ and $T=1.0$:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+prompt = "'''Anarchism''' is "
+for T in (0.5, 1.0):
+    out = sample(lm, encode(prompt), 400, temperature=T, generator=torch.Generator().manual_seed(0))
+    print(f"--- temperature {T} ---")
+    print(decode(out[0]))
+    print()
+
+# %% [markdown]
+# ## What it learned: closing brackets
+#
+# Wiki links open with `[[` and close with `]]`, usually a few words later. Closing a link
+# needs memory: the model must know that a `[[` is open somewhere in its context. Two
+# measurements. First, in the validation text: how surprised is the model by each byte of
+# `]]` when it closes a link, compared with the order-0 model, which knows only how common `]`
+# is?
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+bits = byte_bits(lm, val)  # bits[t - 1]: surprise of byte t given its context
+text = bytes(val.tolist())
+opens, first_close, second_close = [], [], []  # positions t of those bytes
+link_open = False
+for t in range(1, len(text) - 1):
+    if text[t : t + 2] == b"[[":
+        opens.append(t)
+        link_open = True
+    elif text[t : t + 2] == b"]]" and link_open:
+        first_close.append(t)
+        second_close.append(t + 1)
+        link_open = False
+table = pd.DataFrame([
+    {"bytes": name, "count": len(where),
+     "model (bits)": bits[torch.tensor(where) - 1].mean().item(),
+     "order-0 (bits)": unigram_bits[val[torch.tensor(where)].long()].mean().item()}
+    for name, where in (("first [ of [[", opens), ("first ] of ]]", first_close),
+                        ("second ] of ]]", second_close))
+] + [{"bytes": "all bytes", "count": len(bits), "model (bits)": bits.mean().item(),
+      "order-0 (bits)": order0}])  # fmt: skip
+table.set_index("bytes").round(3)
+
+# %% [markdown]
+# How to read it: the second `]` is the easy one (inside a link, `]` is followed by `]`), so
+# a model that learned anything pays far less than the order-0 column for it. The first `]`
+# is the real test: to expect it, the model must know that a link is open and that its text
+# is about to end; the further its cost falls below the order-0 cost, the better it tracks
+# open brackets. (A tiny model in CI pays about as much as its rarity; compare the stored
+# outputs, from the `cpu` preset.)
+#
+# Second, in the model's own writing: sample long texts and count how often a `[[` it opens is
+# closed by `]]` before the next `[[`, a line break or the end of the sample, compared with the
+# same count in the validation text.
+
+
+# %%
+def closed_links(text: str) -> tuple[int, int]:
+    """(links opened, links closed by ]] before the next [[ or line break)."""
+    opened = closed = 0
+    for piece in text.split("[[")[1:]:
+        opened += 1
+        closed += "]]" in piece.split("\n")[0]
+    return opened, closed
+
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+prompts = torch.stack([val[i : i + 32] for i in range(0, 16 * 1_000, 1_000)]).long()  # (16, 32)
+samples = sample(lm, prompts, pick(ci=256, full=1_024), temperature=1.0,
+                 generator=torch.Generator().manual_seed(1))  # fmt: skip
+generated = [decode(row[32:]) for row in samples]
+opened, closed = map(sum, zip(*(closed_links(g) for g in generated), strict=True))
+val_opened, val_closed = closed_links(text.decode("utf-8", errors="replace"))
+print(f"model's samples: {closed}/{opened} links closed ({closed / max(opened, 1):.0%})")
+print(f"validation text: {val_closed}/{val_opened} links closed ({val_closed / val_opened:.0%})")
+
+# %% [markdown]
+# ## Running it yourself
+#
+# ```bash
+# # Tiny Shakespeare or enwik8_prefix, on a laptop (about 15–20 minutes on 2 cores)
+# python -m annotated_transformer.generate train --preset cpu --dataset tinyshakespeare --out runs/ts
+# python -m annotated_transformer.generate evaluate --checkpoint runs/ts/checkpoint.pt
+# python -m annotated_transformer.generate sample --checkpoint runs/ts/checkpoint.pt \
+#     --prompt "ROMEO:" --temperature 0.8 --top-k 40 --length 500 --seed 0
+# # The full enwik8 on one GPU (bf16), scored on its 5M-byte test split
+# python -m annotated_transformer.generate train --preset gpu --dataset enwik8 --bf16 --out runs/e8
+# python -m annotated_transformer.generate evaluate --checkpoint runs/e8/checkpoint.pt --split test
+# ```
+#
+# Training stops and resumes (`--resume`) from an atomic checkpoint; `history.csv` holds the
+# learning curve and `metrics.json` the validation bits per byte.
