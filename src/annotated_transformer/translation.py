@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +141,24 @@ def validation_loss(
             total, tokens = total + loss_sum.item(), tokens + int(n)
     model.train(was_training)
     return total / max(tokens, 1)
+
+
+def bf16_is_fast(device: torch.device) -> bool:
+    """Does bf16 autocast pay off here? On CUDA: bf16 support. On a CPU: a quick race of a
+    (256 × 512) @ (512 × 512) matmul in bf16 against fp32 (CPUs without AVX-512-BF16/AMX
+    emulate bf16 matmuls, tens of times slower than fp32)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    a, b = torch.randn(256, 512), torch.randn(512, 512)
+    times = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        x, y = a.to(dtype), b.to(dtype)
+        x @ y  # warm-up
+        start = time.perf_counter()
+        for _ in range(3):
+            x @ y
+        times[dtype] = time.perf_counter() - start
+    return times[torch.bfloat16] < times[torch.float32]
 
 
 def _autocast(device: torch.device, precision: str) -> torch.autocast:
