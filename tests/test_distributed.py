@@ -1,0 +1,107 @@
+"""Data-parallel training (2 CPU processes, Gloo) equals one process on the same global batches."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from annotated_transformer import distributed
+from annotated_transformer.model import make_model
+from annotated_transformer.training import Trainer, seq2seq_loss
+from annotated_transformer.translation import EpochBatches
+from annotated_transformer.vocab import SPECIALS, Vocab
+
+WORLD = 2
+STEPS = 3
+VOCAB = Vocab([*SPECIALS, *"abcdefghijklmnop"])
+
+
+def _pairs() -> list[tuple[list[int], list[int]]]:
+    """Sentence pairs of very different lengths, so the ranks' token counts differ."""
+    gen = torch.Generator().manual_seed(0)
+    pairs = []
+    for _ in range(64):
+        n, m = torch.randint(1, 14, (2,), generator=gen).tolist()
+        src = torch.randint(4, len(VOCAB), (n,), generator=gen).tolist()
+        tgt = torch.randint(4, len(VOCAB), (m,), generator=gen).tolist()
+        pairs.append((src, tgt))
+    return pairs
+
+
+def _train(rank: int, world: int, accumulate: int, global_tokens: bool):
+    """STEPS optimiser steps of a tiny model; returns (weights, per-step losses)."""
+    torch.manual_seed(0)
+    model = make_model(len(VOCAB), len(VOCAB), N=1, d_model=16, d_ff=32, h=2, dropout=0.0)
+    loss_fn = seq2seq_loss(VOCAB.stoi["<pad>"], smoothing=0.1)
+    if global_tokens:
+        loss_fn = distributed.global_token_loss(loss_fn)
+    # Plain SGD: Adam's per-parameter normalisation would hide a wrongly scaled gradient.
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    wrapped = distributed.wrap(model, torch.device("cpu"))
+    trainer = Trainer(wrapped, optimizer, loss_fn, accumulate=accumulate)
+    batches = EpochBatches(_pairs(), VOCAB, 80, seed=1, rank=rank, world_size=world,
+                           multiple=accumulate)  # fmt: skip
+    history = trainer.fit(batches, STEPS, progress=False)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}, list(history["loss"])
+
+
+def _worker(rank: int, port: int, out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD))  # fmt: skip
+    torch.set_num_threads(1)
+    distributed.init_distributed("cpu")
+    try:
+        results = {mode: _train(rank, WORLD, 1, mode == "global") for mode in ("global", "naive")}
+        if distributed.is_main():
+            torch.save(results, Path(out) / "ddp.pt")
+    finally:
+        distributed.cleanup()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ddp_results(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("ddp")
+    mp.spawn(_worker, args=(_free_port(), str(out)), nprocs=WORLD, join=True)
+    return torch.load(out / "ddp.pt")
+
+
+def test_two_ranks_equal_one_process_on_the_same_global_batches(ddp_results):
+    # one process, accumulating the two batches the two ranks see at each step
+    weights, losses = _train(0, 1, accumulate=WORLD, global_tokens=False)
+    ddp_weights, ddp_losses = ddp_results["global"]
+    for name, value in weights.items():
+        torch.testing.assert_close(ddp_weights[name], value, atol=1e-6, rtol=1e-5)
+    # the logged loss is the global loss per token, not rank 0's share
+    assert ddp_losses == pytest.approx(losses, rel=1e-6)
+
+
+def test_the_test_can_fail_averaging_per_rank_losses_differs(ddp_results):
+    """Plain DDP (each rank normalised by its own tokens) is a different update."""
+    weights, _ = _train(0, 1, accumulate=WORLD, global_tokens=False)
+    naive, _ = ddp_results["naive"]
+    largest = max((naive[k] - v).abs().max().item() for k, v in weights.items())
+    assert largest > 1e-4
+
+
+def test_without_torchrun_everything_is_single_process():
+    assert (distributed.rank(), distributed.world_size(), distributed.is_main()) == (0, 1, True)
+    model = torch.nn.Linear(2, 2)
+    assert distributed.wrap(model, torch.device("cpu")) is model
+    loss_fn = seq2seq_loss(0)
+    assert distributed.global_token_loss(loss_fn) is loss_fn
+
+
+def test_bad_device_is_a_clear_error():
+    with pytest.raises(ValueError, match="must be 'auto', 'cpu' or 'cuda'"):
+        distributed.init_distributed("tpu")
