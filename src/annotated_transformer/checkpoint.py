@@ -133,8 +133,11 @@ def read_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:
+        # Only the first sentence of torch's message: the rest suggests weights_only=False,
+        # which would let a malicious file run code.
+        reason = str(err).split(". ")[0].splitlines()[0][:160] if str(err) else ""
         raise CheckpointError(
-            f"{path} is not a readable checkpoint ({type(err).__name__}: {str(err)[:200]}). "
+            f"{path} is not a readable checkpoint ({type(err).__name__}: {reason}). "
             "It is truncated or corrupt (an interrupted copy, a full disk) or not a checkpoint "
             "at all: delete it and resume from an earlier checkpoint, or train from scratch."
         ) from err
