@@ -139,11 +139,11 @@ counts = pd.concat(
         for language, side in (("German (source)", train_src), ("English (target)", train_tgt))
     ]
 )
-alt.Chart(counts, title="Sentence lengths in the Multi30k training set").mark_bar(
-    opacity=0.6
+alt.Chart(counts, title="Sentence lengths in the Multi30k training set").mark_line(
+    point=True
 ).encode(
-    x=alt.X("tokens:Q", title="length (spaCy tokens)", bin=alt.Bin(step=1)),
-    y=alt.Y("sentences:Q", title="sentences", stack=None),
+    x=alt.X("tokens:Q", title="length (spaCy tokens)"),
+    y=alt.Y("sentences:Q", title="sentences"),
     color=alt.Color("language:N", title=None, legend=alt.Legend(orient="bottom")),
     tooltip=["language:N", "tokens:Q", "sentences:Q"],
 ).properties(width=520, height=260)
@@ -332,20 +332,20 @@ every = max(1, len(steps) // 1000)  # at most ~1,000 points per chart
 thin = steps.iloc[::every]
 loss_chart = viz.line_chart(thin, "step", "loss", title="Training loss",
                             x_title="optimiser step", y_title="loss per token",
-                            width=300, height=220)  # fmt: skip
+                            width=230, height=200)  # fmt: skip
 lr_chart = viz.line_chart(thin, "step", "lr", title="Learning rate (warm-up, cosine decay)",
                           x_title="optimiser step", y_title="learning rate",
-                          width=300, height=220)  # fmt: skip
+                          width=230, height=200)  # fmt: skip
 loss_chart | lr_chart
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 val_loss = viz.line_chart(history, "epoch", "val_loss", title="Validation loss",
                           x_title="epoch", y_title="loss per token",
-                          width=300, height=220).mark_line(point=True)  # fmt: skip
+                          width=230, height=200).mark_line(point=True)  # fmt: skip
 val_bleu = viz.line_chart(history, "epoch", "val_bleu", title="Validation BLEU (greedy)",
                           x_title="epoch", y_title="BLEU (tokenized, lower-cased)",
-                          width=300, height=220).mark_line(point=True)  # fmt: skip
+                          width=230, height=200).mark_line(point=True)  # fmt: skip
 val_loss | val_bleu
 
 # %% [markdown]
