@@ -346,7 +346,8 @@ val_loss = viz.line_chart(history, "epoch", "val_loss", title="Validation loss",
 val_bleu = viz.line_chart(history, "epoch", "val_bleu", title="Validation BLEU (greedy)",
                           x_title="epoch", y_title="BLEU (tokenized, lower-cased)",
                           width=230, height=200).mark_line(point=True)  # fmt: skip
-val_loss | val_bleu
+epoch_axis = alt.X("epoch:O", title="epoch", axis=alt.Axis(labelAngle=0))  # whole epochs
+val_loss.encode(x=epoch_axis) | val_bleu.encode(x=epoch_axis)
 
 # %% [markdown]
 # ## BLEU on test2016
