@@ -1,0 +1,293 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -all
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+# ---
+
+# %% [markdown]
+# # 11 · Attention maps of a trained model
+#
+# ```{note}
+# **This is a draft: the maps on this page come from the tiny CI model.** The stored outputs
+# were produced with the `tiny` preset (one layer, four heads, two epochs on 1,000 pairs),
+# which has learned next to nothing, so its attention is close to uniform and its translation
+# is nonsense. The real maps will come from the `cpu`-preset model of chapter 10, trained
+# once from the repository root with
+#
+#     python -m annotated_transformer.translate train \
+#         --preset cpu --out runs/translate-cpu
+#
+# after which `make book EXECUTE=1` re-executes this chapter with that model.
+# ```
+#
+# A Transformer translates with three kinds of attention, and every layer has its own heads
+# of each kind:
+#
+# - **encoder self-attention**: each German token looks at the German sentence;
+# - **decoder self-attention**: each English token looks at the English tokens *before* it
+#   (the look-ahead mask of chapter 06 hides the rest);
+# - **decoder-source attention**: each English token looks at the encoder's output, the
+#   German sentence. This is the one that can resemble a word alignment.
+#
+# The Annotated Transformer ends by drawing all of them for one sentence. Here we do the same
+# with the model that chapter 10 trained, with one correction: the original drew its maps
+# with the model still in training mode, so *dropout was on*, and the weights it drew had
+# random entries zeroed and the rest scaled up by 1 / (1 − p). A trained model translates in
+# evaluation mode, and that is what we draw.
+
+# %%
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+# tqdm.auto asks for Jupyter widgets; training runs in a subprocess here.
+warnings.filterwarnings("ignore", message="IProgress not found")
+
+import altair as alt
+import pandas as pd
+import torch
+
+from annotated_transformer import viz
+from annotated_transformer.attention import MultiHeadedAttention, attention
+from annotated_transformer.batching import collate
+from annotated_transformer.decoding import greedy_decode
+from annotated_transformer.masks import padding_mask, subsequent_mask
+from annotated_transformer.settings import pick
+from annotated_transformer.source import show_source
+from annotated_transformer.translation import load_parallel, load_translator
+
+torch.manual_seed(0)
+torch.set_printoptions(precision=3, sci_mode=False)
+
+# %% [markdown]
+# ## The model
+#
+# The run folder of chapter 10, `runs/translate-<preset>`, is reused when it holds a finished
+# run; otherwise the same command line trains it (in CI the tiny preset, afresh). The
+# checkpoint `final.pt` carries the preset and both vocabularies, so `load_translator`
+# rebuilds the model, loads the weights and puts it in evaluation mode.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+PRESET = pick(ci="tiny", full="cpu")
+ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
+RUN = ROOT / "runs" / f"translate-{PRESET}"
+if PRESET == "tiny":
+    shutil.rmtree(RUN, ignore_errors=True)  # CI: always the same fresh run
+if not (RUN / "metrics.json").exists():
+    resume = ["--resume"] if (RUN / "last.pt").exists() else ["--preset", PRESET]
+    command = ["-m", "annotated_transformer.translate", "train", "--out", str(RUN), *resume]
+    done = subprocess.run([sys.executable, *command], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+translator = load_translator([RUN / "final.pt"])
+model, src_vocab, tgt_vocab = translator.model, translator.src_vocab, translator.tgt_vocab
+print(f"{PRESET} model from runs/{RUN.name}/final.pt; training mode: {model.training}")
+
+# %% [markdown]
+# ## Keeping the weights
+#
+# `MultiHeadedAttention` normally runs PyTorch's fused `scaled_dot_product_attention`, which
+# never materialises the attention weights. Setting `keep_attention = True` switches a module
+# to the explicit `attention` function of chapter 02 and keeps its weights in `.attn`,
+# shaped `(batch, heads, queries, keys)`:
+
+# %%
+show_source(MultiHeadedAttention.forward, attention)
+
+# %% [markdown]
+# The model has one `MultiHeadedAttention` per attention sublayer: one in every encoder
+# layer, two in every decoder layer. We name them and switch them all:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+modules = {}
+for i, layer in enumerate(model.encoder.layers, 1):
+    modules[("encoder self-attention", i)] = layer.self_attn
+for i, layer in enumerate(model.decoder.layers, 1):
+    modules[("decoder self-attention", i)] = layer.self_attn
+    modules[("decoder-source attention", i)] = layer.src_attn
+n_layers, heads = len(model.encoder.layers), model.encoder.layers[0].self_attn.h
+print(f"{len(modules)} attention modules ({n_layers} layer(s) × 3 kinds), {heads} heads each")
+
+# %% [markdown]
+# ## One sentence
+#
+# A short test2016 sentence keeps the maps readable. The model translates it greedily; then
+# one teacher-forced pass feeds the model its own translation, the same computation as the
+# last step of decoding, and collects every module's weights. (At most a few more tokens
+# than the source are decoded, which only matters for a model that does not stop.)
+
+# %%
+test = load_parallel("test2016")
+index = next(i for i, s in enumerate(test.src) if len(s) <= 8)
+src_tokens = test.src[index]
+pad, bos, eos = (src_vocab.stoi[t] for t in ("<pad>", "<s>", "</s>"))
+src = collate([src_vocab.encode(src_tokens)], pad, bos, eos)  # (1, src_len)
+src_mask = padding_mask(src, pad)  # (1, 1, src_len)
+print("German:   ", " ".join(src_tokens))
+print("reference:", test.tgt_raw[index])
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+ys = greedy_decode(model, src, src_mask, max_len=src.size(1) + 4, start_symbol=bos,
+                   end_symbol=eos)  # fmt: skip
+tgt_in = ys[:, :-1] if ys[0, -1] == eos else ys  # what the decoder reads: <s> + translation
+src_labels = src_vocab.decode(src[0].tolist())
+tgt_labels = tgt_vocab.decode(tgt_in[0].tolist())
+print("model:    ", " ".join(tgt_labels[1:]))
+
+
+# %%
+def forward(tgt: torch.Tensor) -> torch.Tensor:
+    """One teacher-forced pass: decoder states (1, tgt_len, d_model)."""
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        return model.decode(memory, src_mask, tgt, subsequent_mask(tgt.size(1)))
+
+
+fused = forward(tgt_in)
+for module in modules.values():
+    module.keep_attention = True
+explicit = forward(tgt_in)
+torch.testing.assert_close(explicit, fused)
+print("explicit path with kept weights == fused path: the maps show what the model computes")
+
+# %%
+maps = {key: module.attn[0] for key, module in modules.items()}  # (heads, queries, keys)
+for weights in maps.values():
+    torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+print("every row of every map sums to 1 (eval mode: no dropout on the weights)")
+
+# %% [markdown]
+# What the original drew instead: the same pass in training mode. Dropout (p = 0.1) zeroes
+# about one weight in ten and multiplies the others by 1 / 0.9, so rows no longer sum to 1
+# and the picture changes from run to run:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+model.train()
+torch.manual_seed(0)
+forward(tgt_in)
+noisy = modules[("encoder self-attention", 1)].attn[0]
+model.eval()
+sums = noisy.sum(-1)
+print(f"training mode: {(noisy == 0).float().mean():.0%} of the weights are zero; "
+      f"row sums range from {sums.min():.2f} to {sums.max():.2f}")  # fmt: skip
+
+# %% [markdown]
+# ## The maps
+#
+# One chart per kind of attention and layer, one heatmap per head. Rows are queries (the
+# token doing the looking), columns are keys (the tokens looked at); colour is the weight,
+# on the same 0–1 scale everywhere. Hover over a cell for its tokens and value.
+
+
+# %%
+def head_grid(kind: str, layer: int, per_row: int = 3) -> alt.VConcatChart:
+    """Heatmaps of every head of one attention module, ``per_row`` to a row."""
+    weights = maps[(kind, layer)]
+    queries = src_labels if kind == "encoder self-attention" else tgt_labels
+    keys = tgt_labels if kind == "decoder self-attention" else src_labels
+    charts = []
+    for h in range(weights.size(0)):
+        chart = viz.heatmap(
+            weights[h], keys, queries, title=f"head {h + 1}", x_title="key", y_title="query",
+            value_title="weight", domain=(0, 1), width=13 * len(keys), height=13 * len(queries),
+        )  # fmt: skip
+        axis = chart.encoding.x.to_dict()["axis"] | {"labelAngle": -90}  # labels would overlap
+        charts.append(chart.encode(x=alt.X("column:O", axis=alt.Axis(**axis))))
+    rows = [alt.hconcat(*charts[i : i + per_row]) for i in range(0, len(charts), per_row)]
+    return alt.vconcat(*rows, title=f"{kind}, layer {layer}").resolve_scale(color="shared")
+
+
+# %% [markdown]
+# ### Encoder self-attention
+#
+# In a trained model some heads look mostly at the token itself or its neighbours (a head
+# that learned relative position), others spread over the whole sentence or fix on the
+# final punctuation and `</s>`, a common "nothing to do here" spot.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+alt.vconcat(*(head_grid("encoder self-attention", layer) for layer in range(1, n_layers + 1)))
+
+# %% [markdown]
+# ### Decoder self-attention
+#
+# The look-ahead mask leaves only the lower triangle: token $i$ can look at tokens $1 … i$.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+alt.vconcat(*(head_grid("decoder self-attention", layer) for layer in range(1, n_layers + 1)))
+
+# %% [markdown]
+# ### Decoder-source attention
+#
+# Each English token (row) against the German sentence (columns). Where a head has learned
+# to align, the bright cells run along the German words that the next English word
+# translates.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+alt.vconcat(*(head_grid("decoder-source attention", layer) for layer in range(1, n_layers + 1)))
+
+# %% [markdown]
+# ## How focused is each head?
+#
+# The maps are many; one number per head summarises them: the entropy of its attention
+# rows, $-\sum_j p_j \log_2 p_j$ bits, averaged over the queries. A head that puts all its
+# weight on one token has entropy 0; one that spreads evenly over $n$ tokens has
+# $\log_2 n$ bits (drawn as a rule for the source sentence's length).
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+rows = []
+for (kind, layer), weights in maps.items():
+    entropy = -(weights * torch.log2(weights.clamp_min(1e-12))).sum(-1)  # (heads, queries)
+    if kind == "decoder self-attention":  # row i has i keys: rescale to compare
+        entropy = entropy[:, 1:] / torch.log2(torch.arange(2, weights.size(1) + 1.0))
+        entropy = entropy * torch.log2(torch.tensor(float(len(src_labels))))
+    for h, value in enumerate(entropy.mean(-1).tolist(), 1):
+        rows.append({"kind": kind, "layer": layer, "head": h, "entropy": value})
+entropies = pd.DataFrame(rows)
+uniform = float(torch.log2(torch.tensor(float(len(src_labels)))))
+
+
+def entropy_bars(kind: str) -> alt.LayerChart:
+    bars = (
+        alt.Chart(entropies[entropies["kind"] == kind], title=kind)
+        .mark_bar()
+        .encode(
+            x=alt.X("head:O", title="head", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("entropy:Q", title="mean entropy (bits)", scale=alt.Scale(domain=[0, uniform])),
+            color=alt.Color("layer:O", title="layer", legend=alt.Legend(orient="bottom")),
+            xOffset="layer:O",
+            tooltip=["kind:N", "layer:O", "head:O", alt.Tooltip("entropy:Q", format=".2f")],
+        )
+    )
+    rule = alt.Chart(pd.DataFrame({"bits": [uniform]})).mark_rule(strokeDash=[4, 4])
+    return (bars + rule.encode(y="bits:Q")).properties(width=150, height=200)
+
+
+alt.hconcat(*(entropy_bars(kind) for kind in entropies["kind"].unique())).properties(
+    title="Attention entropy per head (dashed: uniform over the source sentence)"
+)
+
+
+# %% [markdown]
+# (Decoder self-attention rows see different numbers of tokens, so each row's entropy is
+# rescaled to the source length's maximum before averaging.) Lower bars are sharper heads.
+# In a well-trained model the decoder-source heads of the upper layers are usually the most
+# focused: they do the aligning.
+
+# %%
+for module in modules.values():  # back to the fused kernel
+    module.keep_attention = False

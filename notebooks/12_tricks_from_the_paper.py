@@ -1,0 +1,384 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -all
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+# ---
+
+# %% [markdown]
+# # 12 · Tricks from the paper
+#
+# ```{note}
+# **This is a draft: the measurements on this page come from the tiny CI model.** The stored
+# outputs were produced with the `tiny` preset (one layer, d_model 64, 1,000 training pairs,
+# two epochs). At that size every BLEU score is near zero and every difference between them is
+# noise; none of them is this book's result. The real outputs will come from the `cpu` preset
+# (chapter 10's model, trained once from the repository root with
+# `python -m annotated_transformer.translate train --preset cpu --out runs/translate-cpu`,
+# plus two shorter trainings in this chapter) when `make book EXECUTE=1` re-executes it.
+# ```
+#
+# The paper's base model owes part of its score to details that are easy to overlook. This
+# chapter takes three of them, shows how each is done with the package, and measures what
+# each changes on Multi30k:
+#
+# 1. **a shared source/target vocabulary with tied weights**: "we share the same weight
+#    matrix between the two embedding layers and the pre-softmax linear transformation"
+#    (section 3.4), which needs one byte-pair vocabulary for both languages (section 5.1);
+# 2. **beam search**: "we used beam search with a beam size of 4 and length penalty
+#    α = 0.6" (section 6.1);
+# 3. **checkpoint averaging**: "we used a single model obtained by averaging the last 5
+#    checkpoints" (section 6.1).
+#
+# The last section shows how the same training runs on several GPUs.
+
+# %%
+import json
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+# tqdm.auto asks for Jupyter widgets; progress bars are off here.
+warnings.filterwarnings("ignore", message="IProgress not found")
+
+import altair as alt
+import pandas as pd
+import torch
+
+from annotated_transformer import multi30k
+from annotated_transformer.batching import shard_batches
+from annotated_transformer.bpe import BPE
+from annotated_transformer.checkpoint import read_checkpoint
+from annotated_transformer.decoding import beam_search, gnmt_length_penalty
+from annotated_transformer.embeddings import Embeddings
+from annotated_transformer.model import Generator, parameter_counts
+from annotated_transformer.settings import pick
+from annotated_transformer.source import show_source
+from annotated_transformer.training import Trainer, make_optimizer, seq2seq_loss
+from annotated_transformer.translate import PRESETS
+from annotated_transformer.translation import (
+    EpochBatches,
+    Translator,
+    average_checkpoints,
+    build_model,
+    encode_pairs,
+    load_parallel,
+    load_translator,
+    score,
+    warmup_cosine,
+)
+from annotated_transformer.vocab import SPECIALS, Vocab
+
+torch.manual_seed(0)
+torch.set_printoptions(precision=4, sci_mode=False)
+
+# %% [markdown]
+# Chapter 10's run is the starting point: its folder is reused when it holds a finished run,
+# otherwise the command line trains it (in CI the tiny preset, afresh).
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+PRESET = pick(ci="tiny", full="cpu")
+ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
+RUN = ROOT / "runs" / f"translate-{PRESET}"
+if PRESET == "tiny":
+    shutil.rmtree(RUN, ignore_errors=True)  # CI: always the same fresh run
+if not (RUN / "metrics.json").exists():
+    resume = ["--resume"] if (RUN / "last.pt").exists() else ["--preset", PRESET]
+    command = ["-m", "annotated_transformer.translate", "train", "--out", str(RUN), *resume]
+    done = subprocess.run([sys.executable, *command], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+preset = vars(PRESETS[PRESET])
+print(f"the {PRESET} run in runs/{RUN.name}")
+
+# %% [markdown]
+# ## 1 · One vocabulary, one matrix
+#
+# A translation model has three matrices of shape (vocabulary × d_model): the source
+# embeddings, the target embeddings and the generator's projection to the output
+# vocabulary. The generator's matrix and the target embeddings do related jobs: the
+# embedding turns a token into a vector, the projection scores a vector against every token
+# by a dot product with that token's row. Tying them (Press & Wolf 2017) makes a token's
+# input and output representations one and the same vector, saves parameters, and gives
+# rare tokens, which are seldom a target, the updates they get as inputs.
+#
+# The source embeddings can join only if both languages use the same vocabulary. Word
+# vocabularies of German and English differ, but a byte-pair encoding learned on both
+# languages together gives one set of sub-word tokens for both, and German and English
+# share much: names, numbers, punctuation, and many word pieces. The package's byte-pair
+# encoding is chapter 03's:
+
+# %%
+show_source(BPE.learn, BPE.encode)
+
+# %% [markdown]
+# Learned on the German *and* English training sentences (the paper used 37,000 tokens for
+# 4.5 million sentence pairs; Multi30k is 150 times smaller, so far fewer merges):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+train_limit = preset["train_limit"]
+train_de, train_en = (side[:train_limit] for side in multi30k.load_split("train"))
+merges = pick(ci=1000, full=8000)
+bpe = BPE.learn(train_de + train_en, num_merges=merges)
+shared = Vocab([*SPECIALS, *bpe.tokens])  # every token encode can output: no <unk> ever
+print(f"{len(bpe.merges):,} merges; shared vocabulary of {len(shared):,} tokens")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+for sentence in (train_de[0], train_en[0]):
+    print(bpe.encode(sentence))
+
+# %% [markdown]
+# Common words stay whole, rarer ones split into pieces (`▁` marks a space before a piece);
+# `decode` joins them back exactly:
+
+# %%
+assert all(BPE.decode(bpe.encode(s)) == s for s in train_de[:100] + train_en[:100])
+print("decode(encode(s)) == s for the first 100 German and English training sentences")
+
+# %% [markdown]
+# Tying is assignment: the model's modules keep their own classes, and after the assignment
+# two (or three) of them hold the *same* `Parameter` object. The embedding is a lookup table
+# multiplied by √d_model (section 3.4), the generator a linear layer:
+
+# %%
+show_source(Embeddings, Generator)
+
+
+# %%
+def tie_weights(model: torch.nn.Module, share_source: bool) -> torch.nn.Module:
+    """Share the target embedding matrix with the generator and, when source and target use
+    one vocabulary (``share_source``), with the source embeddings too (Vaswani et al. 2017,
+    section 3.4)."""
+    table = model.tgt_embed.embed.lut.weight  # (vocab, d_model)
+    model.generator.proj.weight = table  # logits = x @ tableᵀ + bias
+    if share_source:
+        model.src_embed.embed.lut.weight = table
+    return model
+
+
+# %% [markdown]
+# How many parameters does that save? `model.parameters()` yields a shared parameter once,
+# so counting it before and after gives the saving, which must be two matrices of
+# vocabulary × d_model. The sizes here are those of the preset; the identity holds for any.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+V, d = len(shared), preset["d_model"]
+untied = build_model(preset, V, V)
+tied = tie_weights(build_model(preset, V, V), share_source=True)
+count = {name: sum(p.numel() for p in m.parameters()) for name, m in (("untied", untied),
+                                                                      ("tied", tied))}  # fmt: skip
+assert count["untied"] - count["tied"] == 2 * V * d
+assert tied.generator.proj.weight is tied.src_embed.embed.lut.weight
+print(f"untied: {count['untied']:,} parameters; tied: {count['tied']:,}; "
+      f"saved 2 × {V:,} × {d} = {2 * V * d:,} ({1 - count['tied'] / count['untied']:.0%})")  # fmt: skip
+
+# %% [markdown]
+# Per block, from the package's `parameter_counts` (which counts each block's tensors, so
+# the shared table appears in all three blocks of the tied model):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+blocks = pd.DataFrame({"untied": parameter_counts(untied), "tied": parameter_counts(tied)})
+blocks.loc[["src_embed", "tgt_embed", "generator"]]
+
+# %% [markdown]
+# ### Measured: word vocabularies against a tied byte-pair vocabulary
+#
+# To compare fairly, both variants are trained here with the same short recipe: the
+# preset's architecture and learning rate, a few epochs, the same token budget per batch.
+# One uses chapter 10's separate word vocabularies (untied), the other the shared
+# byte-pair vocabulary with all three matrices tied. The training code is the package's,
+# the same pieces the command line uses; only the vocabularies differ.
+
+# %%
+EPOCHS = pick(ci=2, full=4)
+
+
+def train_variant(pairs: list, src_vocab: Vocab, tgt_vocab: Vocab, tie: bool) -> Translator:
+    """Train ``build_model(preset)`` for EPOCHS epochs on ``pairs``; a greedy-ready Translator."""
+    torch.manual_seed(preset["seed"])
+    model = build_model(preset, len(src_vocab), len(tgt_vocab))
+    model = tie_weights(model, share_source=True) if tie else model
+    batches = EpochBatches(pairs, src_vocab, preset["max_tokens"], seed=preset["seed"])
+    total = len(batches) * EPOCHS
+    optimizer = make_optimizer(model, lr=preset["lr"])
+    scheduler = warmup_cosine(optimizer, min(preset["warmup"], total - 1), total)
+    loss = seq2seq_loss(tgt_vocab.stoi["<pad>"], preset["label_smoothing"])
+    Trainer(model, optimizer, loss, scheduler).fit(batches, total, progress=False)
+    return Translator(model.eval(), src_vocab, tgt_vocab, max_positions=preset["max_positions"])
+
+
+train = load_parallel("train", limit=train_limit)
+test = load_parallel("test2016", limit=preset["eval_limit"])
+word_src, word_tgt = multi30k.build_vocabs(train.src, train.tgt, preset["min_freq"])
+word_pairs = encode_pairs(train, word_src, word_tgt)
+bpe_pairs = [(shared.encode(bpe.encode(de)), shared.encode(bpe.encode(en)))
+             for de, en in zip(train_de, train_en, strict=True)]  # fmt: skip
+word_model = train_variant(word_pairs, word_src, word_tgt, tie=False)
+bpe_model = train_variant(bpe_pairs, shared, shared, tie=True)
+print(f"two models trained for {EPOCHS} epochs each")
+
+# %% [markdown]
+# The byte-pair model outputs pieces; joined with `BPE.decode` and tokenized like the
+# references, they are scored exactly as chapter 10 scores words:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+test_de = multi30k.load_split("test2016")[0][: preset["eval_limit"]]
+bpe_out = bpe_model.translate_tokens([bpe.encode(s) for s in test_de])
+bpe_words = multi30k.tokenize([BPE.decode(pieces) for pieces in bpe_out], "en")
+vocab_scores = pd.DataFrame(
+    {
+        "words, separate vocabularies, untied": score(word_model.translate_tokens(test.src), test),
+        "shared byte pairs, tied": score(bpe_words, test),
+    }
+).T
+vocab_scores["parameters"] = [
+    sum(p.numel() for p in t.model.parameters()) for t in (word_model, bpe_model)
+]
+vocab_scores[["sentences", "parameters", "bleu", "tokenized_bleu", "chrf"]]
+
+# %% [markdown]
+# Greedy decoding on test2016 for both. With fewer parameters the tied model has no
+# unknown words at all: every German word, seen or not, is spelled in pieces.
+#
+# ## 2 · Beam search
+#
+# Greedy decoding commits to the most probable next token at every step. Beam search keeps
+# the `beam` most probable partial translations instead, and lets the finished ones
+# compete with a length penalty, GNMT's ((5 + length) / 6)^α, so that short outputs are not
+# favoured just for having fewer probabilities multiplied (chapter 09 derives it):
+
+# %%
+show_source(gnmt_length_penalty)
+
+# %% [markdown]
+# The package's `beam_search` is chapter 09's; here it runs on chapter 10's model
+# (`final.pt`) for beam sizes 1 (greedy) to 8 on test2016:
+
+# %%
+show_source(beam_search)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+translator = load_translator([RUN / "final.pt"])
+beams = [1, 2, 4, 8]
+beam_scores = pd.DataFrame(
+    [{"beam": b, **score(translator.translate_tokens(test.src, beam=b), test)} for b in beams]
+)
+beam_scores[["beam", "sentences", "bleu", "tokenized_bleu", "chrf"]]
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+alt.Chart(beam_scores, title="test2016 BLEU against beam size").mark_line(point=True).encode(
+    x=alt.X("beam:O", title="beam size (1 = greedy)", axis=alt.Axis(labelAngle=0)),
+    y=alt.Y("bleu:Q", title="sacreBLEU", scale=alt.Scale(zero=False)),
+    tooltip=["beam:O", "bleu:Q", "tokenized_bleu:Q", "chrf:Q"],
+).properties(width=400, height=220)
+
+# %% [markdown]
+# For a trained model, the gain from greedy to a small beam is usually around one BLEU
+# point, and larger beams add little or even lose a little: the model's most probable
+# translation is not always its best one.
+#
+# ## 3 · Averaging checkpoints
+#
+# The weights after each of the last few epochs lie close together in parameter space,
+# spread around a region of low loss by the noise of the last updates. Their average tends
+# to sit nearer the middle of that region than any of them (the same idea as Polyak
+# averaging, or the exponential moving averages many models keep today). The run of
+# chapter 10 keeps the weights of its last epochs (`epochNNN.pt`); the package averages
+# them element by element:
+
+# %%
+show_source(average_checkpoints)
+
+# %% [markdown]
+# Derived by hand for two checkpoints, and compared with the package:
+
+# %%
+epoch_paths = sorted(RUN.glob("epoch[0-9][0-9][0-9].pt"))
+a, b = (read_checkpoint(p)["model"] for p in epoch_paths[-2:])
+_, averaged = average_checkpoints(epoch_paths[-2:])
+for name in a:
+    torch.testing.assert_close(averaged[name], (a[name] + b[name]) / 2)
+print(f"average_checkpoints == (a + b) / 2 for all {len(a)} weight tensors")
+
+# %% [markdown]
+# Each kept epoch alone, and the average of the last $k$ of them, scored on test2016
+# (greedy decoding, so that only the weights differ):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+rows = []
+for path in epoch_paths:
+    rows.append({"weights": path.stem, "kind": "single epoch",
+                 **score(load_translator([path]).translate_tokens(test.src), test)})  # fmt: skip
+for k in range(2, len(epoch_paths) + 1):
+    mean = load_translator(epoch_paths[-k:])
+    rows.append({"weights": f"mean of the last {k}", "kind": "average",
+                 **score(mean.translate_tokens(test.src), test)})  # fmt: skip
+averages = pd.DataFrame(rows)
+averages[["weights", "sentences", "bleu", "tokenized_bleu", "chrf"]]
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+averages["order"] = range(len(averages))
+alt.Chart(
+    averages, title="test2016 BLEU of single epochs and of averaged weights"
+).mark_bar().encode(
+    x=alt.X("bleu:Q", title="sacreBLEU (greedy)"),
+    y=alt.Y("weights:N", title=None, sort=alt.SortField("order")),
+    color=alt.Color("kind:N", title=None, legend=alt.Legend(orient="bottom")),
+    tooltip=["weights:N", "bleu:Q", "tokenized_bleu:Q", "chrf:Q"],
+).properties(width=400, height=20 * len(averages))
+
+# %% [markdown]
+# The command line does this at the end of every run: it averages the kept epochs, compares
+# the average with the best single epoch on the validation set, and keeps the better one as
+# `final.pt` (chapter 10's `metrics.json` records which).
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+run_metrics = json.loads((RUN / "metrics.json").read_text())
+print(f"final.pt = {run_metrics['final']}; validation BLEU: best single epoch "
+      f"{run_metrics['best']['val_bleu']:.2f} (epoch {run_metrics['best']['epoch']}), "
+      f"average of {', '.join(run_metrics['averaged']['epochs'])} "
+      f"{run_metrics['averaged']['val_bleu']:.2f}")  # fmt: skip
+
+# %% [markdown]
+# ## 4 · Several GPUs
+#
+# The paper trained on 8 GPUs. The command line does the same with PyTorch's
+# `DistributedDataParallel`, started by `torchrun`:
+#
+#     torchrun --nproc_per_node=4 -m annotated_transformer.translate train \
+#         --preset base --out runs/translate-base
+#
+# Each process trains a full copy of the model on its share of every epoch's batches;
+# after each backward pass the processes average their gradients, so every copy takes the
+# same step. The share is a slice of the same seeded list of batches, which every process
+# computes identically, and the list is cut so that every process runs the same number of
+# steps (a process with one batch more would wait forever for the others):
+
+# %%
+show_source(shard_batches)
+
+# %%
+batches = [[i] for i in range(10)]
+print({rank: shard_batches(batches, rank, 4) for rank in range(4)})
+
+# %% [markdown]
+# The loss is also averaged over all processes' *tokens*, not per process, so that four
+# processes with batches of different sizes take the same step as one process with all four
+# batches would.
