@@ -40,15 +40,8 @@
 
 # %%
 import json
-import shutil
-import subprocess
-import sys
-import warnings
 from collections import Counter
 from pathlib import Path
-
-# tqdm.auto asks for Jupyter widgets; training runs in a subprocess here.
-warnings.filterwarnings("ignore", message="IProgress not found")
 
 import altair as alt
 import pandas as pd
@@ -59,7 +52,7 @@ from annotated_transformer.batching import bucket_batches, fixed_batches, paddin
 from annotated_transformer.multi30k import SPLITS, build_vocabs, detokenize, load_split, tokenize
 from annotated_transformer.settings import pick
 from annotated_transformer.source import show_source
-from annotated_transformer.translate import PRESETS, Preset
+from annotated_transformer.translate import PRESETS, Preset, ensure_run
 from annotated_transformer.translation import (
     EpochBatches,
     encode_pairs,
@@ -289,25 +282,9 @@ pd.DataFrame({name: vars(PRESETS[name]) for name in ("tiny", "cpu", "base")}).re
 # NBVAL_IGNORE_OUTPUT
 PRESET = pick(ci="tiny", full="cpu")
 ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
-RUN = ROOT / "runs" / f"translate-{PRESET}"
-
-
-def train_command(run: Path, preset: str) -> list[str]:
-    """The CLI call that trains (or resumes, or reuses) the run in ``run``."""
-    command = [sys.executable, "-m", "annotated_transformer.translate", "train", "--out", str(run)]
-    return command + (["--resume"] if (run / "last.pt").exists() else ["--preset", preset])
-
-
-if PRESET == "tiny":
-    shutil.rmtree(RUN, ignore_errors=True)  # CI: always the same fresh run
-if (RUN / "metrics.json").exists():
-    print(f"reusing the finished run in runs/{RUN.name}")
-else:
-    shown = ["python", *train_command(RUN, PRESET)[1:]]
-    print("running:", " ".join(shown).replace(str(ROOT) + "/", ""))
-    done = subprocess.run(train_command(RUN, PRESET), capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr[-3000:])
+print(f"python -m annotated_transformer.translate train --preset {PRESET} "
+      f"--out runs/translate-{PRESET}")  # fmt: skip
+RUN = ensure_run(PRESET, ROOT / "runs" / f"translate-{PRESET}", fresh=PRESET == "tiny")
 
 # %% [markdown]
 # The command's log: one line per epoch with the validation loss and greedy BLEU, then the

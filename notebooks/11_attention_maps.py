@@ -41,14 +41,7 @@
 # evaluation mode, and that is what we draw.
 
 # %%
-import shutil
-import subprocess
-import sys
-import warnings
 from pathlib import Path
-
-# tqdm.auto asks for Jupyter widgets; training runs in a subprocess here.
-warnings.filterwarnings("ignore", message="IProgress not found")
 
 import altair as alt
 import pandas as pd
@@ -61,6 +54,7 @@ from annotated_transformer.decoding import greedy_decode
 from annotated_transformer.masks import padding_mask, subsequent_mask
 from annotated_transformer.settings import pick
 from annotated_transformer.source import show_source
+from annotated_transformer.translate import ensure_run
 from annotated_transformer.translation import load_parallel, load_translator
 
 torch.manual_seed(0)
@@ -78,15 +72,7 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # NBVAL_IGNORE_OUTPUT
 PRESET = pick(ci="tiny", full="cpu")
 ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
-RUN = ROOT / "runs" / f"translate-{PRESET}"
-if PRESET == "tiny":
-    shutil.rmtree(RUN, ignore_errors=True)  # CI: always the same fresh run
-if not (RUN / "metrics.json").exists():
-    resume = ["--resume"] if (RUN / "last.pt").exists() else ["--preset", PRESET]
-    command = ["-m", "annotated_transformer.translate", "train", "--out", str(RUN), *resume]
-    done = subprocess.run([sys.executable, *command], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr[-3000:])
+RUN = ensure_run(PRESET, ROOT / "runs" / f"translate-{PRESET}", fresh=PRESET == "tiny")
 translator = load_translator([RUN / "final.pt"])
 model, src_vocab, tgt_vocab = translator.model, translator.src_vocab, translator.tgt_vocab
 print(f"{PRESET} model from runs/{RUN.name}/final.pt; training mode: {model.training}")

@@ -38,14 +38,7 @@
 
 # %%
 import json
-import shutil
-import subprocess
-import sys
-import warnings
 from pathlib import Path
-
-# tqdm.auto asks for Jupyter widgets; progress bars are off here.
-warnings.filterwarnings("ignore", message="IProgress not found")
 
 import altair as alt
 import pandas as pd
@@ -57,11 +50,11 @@ from annotated_transformer.bpe import BPE
 from annotated_transformer.checkpoint import read_checkpoint
 from annotated_transformer.decoding import beam_search, gnmt_length_penalty
 from annotated_transformer.embeddings import Embeddings
-from annotated_transformer.model import Generator, parameter_counts
+from annotated_transformer.model import Generator, parameter_counts, tie_weights
 from annotated_transformer.settings import pick
 from annotated_transformer.source import show_source
 from annotated_transformer.training import Trainer, make_optimizer, seq2seq_loss
-from annotated_transformer.translate import PRESETS
+from annotated_transformer.translate import PRESETS, ensure_run
 from annotated_transformer.translation import (
     EpochBatches,
     Translator,
@@ -86,15 +79,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # NBVAL_IGNORE_OUTPUT
 PRESET = pick(ci="tiny", full="cpu")
 ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
-RUN = ROOT / "runs" / f"translate-{PRESET}"
-if PRESET == "tiny":
-    shutil.rmtree(RUN, ignore_errors=True)  # CI: always the same fresh run
-if not (RUN / "metrics.json").exists():
-    resume = ["--resume"] if (RUN / "last.pt").exists() else ["--preset", PRESET]
-    command = ["-m", "annotated_transformer.translate", "train", "--out", str(RUN), *resume]
-    done = subprocess.run([sys.executable, *command], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr[-3000:])
+RUN = ensure_run(PRESET, ROOT / "runs" / f"translate-{PRESET}", fresh=PRESET == "tiny")
 preset = vars(PRESETS[PRESET])
 print(f"the {PRESET} run in runs/{RUN.name}")
 
@@ -152,17 +137,11 @@ print("decode(encode(s)) == s for the first 100 German and English training sent
 # %%
 show_source(Embeddings, Generator)
 
+# %% [markdown]
+# The package's `tie_weights` makes the assignment, after checking that the shapes agree:
 
 # %%
-def tie_weights(model: torch.nn.Module, share_source: bool) -> torch.nn.Module:
-    """Share the target embedding matrix with the generator and, when source and target use
-    one vocabulary (``share_source``), with the source embeddings too (Vaswani et al. 2017,
-    section 3.4)."""
-    table = model.tgt_embed.embed.lut.weight  # (vocab, d_model)
-    model.generator.proj.weight = table  # logits = x @ tableᵀ + bias
-    if share_source:
-        model.src_embed.embed.lut.weight = table
-    return model
+show_source(tie_weights)
 
 
 # %% [markdown]

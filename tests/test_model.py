@@ -15,6 +15,7 @@ from annotated_transformer.model import (
     make_model,
     parameter_counts,
     parameter_formula,
+    tie_weights,
 )
 
 PAD = 0
@@ -222,3 +223,21 @@ def test_left_padded_targets_stay_finite():
     original = (tgt != PAD).unsqueeze(-2) & subsequent_mask(tgt.size(1))
     with pytest.raises(ValueError, match="no key it may attend to"):
         model(src, tgt, src_mask, original)
+
+
+def test_tie_weights_shares_one_table_and_saves_its_parameters():
+    V, d = 37, 16
+    untied = make_model(V, V, N=1, d_model=d, d_ff=32, h=2)
+    tied = tie_weights(make_model(V, V, N=1, d_model=d, d_ff=32, h=2), share_source=True)
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(untied) - count(tied) == 2 * V * d  # generator and source table gone
+    table = tied.tgt_embed.embed.lut.weight
+    assert tied.generator.proj.weight is table and tied.src_embed.embed.lut.weight is table
+    # The generator's logits are now x · Eᵀ + b with the embedding table E.
+    x = torch.randn(2, 3, d)
+    torch.testing.assert_close(tied.generator.logits(x), x @ table.T + tied.generator.proj.bias)
+
+
+def test_tie_weights_refuses_different_vocabularies():
+    with pytest.raises(ValueError, match="share_source needs one vocabulary"):
+        tie_weights(make_model(11, 13, N=1, d_model=16, d_ff=32, h=2), share_source=True)

@@ -207,3 +207,17 @@ def test_resume_mistakes(run, capsys, tmp_path):
     fails(
         capsys, ["train", "--out", str(run), "--resume", "--epochs", "7"], "resume without --epochs"
     )
+
+
+def test_ensure_run_reuses_a_finished_run_and_reports_a_failed_one(tmp_path):
+    finished = tmp_path / "finished"
+    finished.mkdir()
+    (finished / "metrics.json").write_text("{}")
+    # A finished run is returned as it is: nothing is trained (an unknown preset would fail).
+    assert translate.ensure_run("no-such-preset", finished) == finished
+    with pytest.raises(RuntimeError, match="unknown preset 'no-such-preset'"):
+        translate.ensure_run("no-such-preset", tmp_path / "new")
+    # fresh=True throws the old run away first, so the failing training is attempted.
+    with pytest.raises(RuntimeError, match="translate train` failed"):
+        translate.ensure_run("no-such-preset", finished, fresh=True)
+    assert not finished.exists()

@@ -41,13 +41,13 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from annotated_transformer.chars import DATASETS, load_splits, random_windows
 from annotated_transformer.checkpoint import CheckpointError, read_checkpoint
 from annotated_transformer.download import atomic_write
 from annotated_transformer.metrics import BitsPerByte
 from annotated_transformer.model import DecoderLM
+from annotated_transformer.progress import tqdm
 from annotated_transformer.sampling import check_sampling, decode, encode, sample
 from annotated_transformer.schedule import noam_scheduler
 from annotated_transformer.training import NonFiniteLossError, Trainer, make_optimizer

@@ -4,6 +4,7 @@
   training, a few new positions at a time with a cache when generating);
 - :class:`Generator`: the final linear layer and softmax over the target vocabulary;
 - :func:`make_model`: build the whole model from hyper-parameters, Glorot-initialised;
+- :func:`tie_weights`: share the target embeddings with the generator (and the source);
 - :func:`parameter_counts` (measured per block) and :func:`parameter_formula` (closed form).
 - :class:`DecoderLM`: decoder-only (GPT-style) next-byte model (Part V, generation);
 - :class:`EncoderClassifier`: encoder-only classifier with mean or [CLS] pooling (Part V).
@@ -149,6 +150,30 @@ def make_model(
     for p in model.parameters():
         if p.dim() > 1:
             nn.init.xavier_uniform_(p)
+    return model
+
+
+def tie_weights(model: EncoderDecoder, share_source: bool = False) -> EncoderDecoder:
+    """Share the target embedding matrix with the generator (Vaswani et al. 2017, §3.4).
+
+    The generator's logits become x · Eᵀ + b with E the (tgt_vocab, d_model) embedding table,
+    saving tgt_vocab × d_model parameters. With ``share_source`` (one vocabulary for source
+    and target, e.g. a joint BPE) the source embeddings use the same table too.
+    """
+    table = model.tgt_embed.embed.lut.weight  # (vocab, d_model)
+    if model.generator.proj.weight.shape != table.shape:
+        raise ValueError(
+            f"the generator {tuple(model.generator.proj.weight.shape)} and the target "
+            f"embeddings {tuple(table.shape)} must have the same shape to share weights"
+        )
+    model.generator.proj.weight = table
+    if share_source:
+        if model.src_embed.embed.lut.weight.shape != table.shape:
+            raise ValueError(
+                f"source embeddings {tuple(model.src_embed.embed.lut.weight.shape)} differ "
+                f"from the target's {tuple(table.shape)}: share_source needs one vocabulary"
+            )
+        model.src_embed.embed.lut.weight = table
     return model
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,17 +36,11 @@ import pandas as pd
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
-from tqdm import TqdmWarning
-
-with warnings.catch_warnings():
-    # In a Jupyter kernel without ipywidgets, tqdm.auto falls back to the text bar; its
-    # "IProgress not found" warning would otherwise land in every training chapter.
-    warnings.simplefilter("ignore", TqdmWarning)
-    from tqdm.auto import tqdm
 
 from annotated_transformer.checkpoint import load_checkpoint, save_checkpoint, unwrap
 from annotated_transformer.loss import smoothed_cross_entropy
 from annotated_transformer.masks import make_std_mask, padding_mask
+from annotated_transformer.progress import tqdm
 
 LossFn = Callable[[nn.Module, Any], tuple[Tensor, Tensor | int]]
 

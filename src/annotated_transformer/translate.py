@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import json
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -28,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from annotated_transformer import distributed as dist
 from annotated_transformer.checkpoint import read_checkpoint, save_checkpoint
 from annotated_transformer.multi30k import SPLITS, build_vocabs, detokenize
+from annotated_transformer.progress import tqdm
 from annotated_transformer.schedule import noam_scheduler
 from annotated_transformer.training import (
     NonFiniteLossError,
@@ -335,6 +336,28 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     finally:
         dist.cleanup()
+
+
+def ensure_run(preset: str, out: str | Path, *, fresh: bool = False) -> Path:
+    """A finished ``translate train`` run of ``preset`` in ``out``: reused, resumed or trained.
+
+    What the chapters call. A finished run (``metrics.json`` present, e.g. trained beforehand
+    from the command line on all cores) is reused; an interrupted one is resumed; otherwise
+    training starts. Training runs the command line in a child process, so its progress bars
+    and logs stay out of the notebook. ``fresh`` deletes ``out`` first (CI: the same run every
+    time). Returns ``out``.
+    """
+    out = Path(out)
+    if fresh:
+        shutil.rmtree(out, ignore_errors=True)
+    if (out / "metrics.json").is_file():
+        return out
+    resume = ["--resume"] if (out / "last.pt").is_file() else ["--preset", preset]
+    command = [sys.executable, "-m", "annotated_transformer.translate", "train", "--out", str(out)]
+    done = subprocess.run([*command, *resume], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"`translate train` failed for {out}:\n{done.stderr[-3000:]}")
+    return out
 
 
 # ----------------------------------------------------------------------- evaluate and translate
