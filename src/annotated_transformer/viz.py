@@ -28,11 +28,21 @@ def _as_array(matrix: torch.Tensor | np.ndarray | Sequence[Sequence[float]]) -> 
     return array
 
 
+def _vega_string(text: str) -> str:
+    """``text`` as a string literal of Vega's expression language.
+
+    Vega compiles ``if(...)`` by name and rejects the literal "if" itself ("Unrecognized signal
+    name"), so that one word is written as the sum of two strings.
+    """
+    return '"i"+"f"' if text == "if" else json.dumps(text)
+
+
 def _label_axis(title: str, labels: Sequence[str] | None) -> alt.Axis:
     """An axis over integer positions that prints ``labels[position]`` (labels may repeat)."""
     if labels is None:
         return alt.Axis(title=title)
-    return alt.Axis(title=title, labelExpr=f"{json.dumps(list(labels))}[datum.value]", labelAngle=0)
+    array = "[" + ", ".join(_vega_string(str(label)) for label in labels) + "]"
+    return alt.Axis(title=title, labelExpr=f"{array}[datum.value]", labelAngle=0)
 
 
 def heatmap(
