@@ -129,6 +129,11 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per configuration")
     parser.add_argument(
+        "--precisions",
+        default="fp32,bf16",
+        help="comma-separated; e.g. fp32 alone on a CPU without fast bf16 (AVX2-only x86)",
+    )
+    parser.add_argument(
         "--one", nargs=3, metavar=("IMPL", "SIZE", "PRECISION"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
@@ -144,7 +149,7 @@ def main() -> None:
     print(f"{'size':6} {'precision':9} {'package tok/s':>14} {'torch tok/s':>12} {'ratio':>6} "
           f"{'package MB':>11} {'torch MB':>9}")  # fmt: skip
     for size in ["small"] if args.quick else SIZES:
-        for precision in ("fp32", "bf16"):
+        for precision in args.precisions.split(","):
             res = {}
             for impl in ("package", "torch"):
                 cmd = [sys.executable, __file__, "--one", impl, size, precision,
