@@ -37,12 +37,12 @@ def _vega_string(text: str) -> str:
     return '"i"+"f"' if text == "if" else json.dumps(text)
 
 
-def _label_axis(title: str, labels: Sequence[str] | None) -> alt.Axis:
+def _label_axis(title: str, labels: Sequence[str] | None, angle: int = 0) -> alt.Axis:
     """An axis over integer positions that prints ``labels[position]`` (labels may repeat)."""
     if labels is None:
         return alt.Axis(title=title)
     array = "[" + ", ".join(_vega_string(str(label)) for label in labels) + "]"
-    return alt.Axis(title=title, labelExpr=f"{array}[datum.value]", labelAngle=0)
+    return alt.Axis(title=title, labelExpr=f"{array}[datum.value]", labelAngle=angle)
 
 
 def heatmap(
@@ -85,7 +85,8 @@ def heatmap(
         alt.Chart(frame, title=title)
         .mark_rect()
         .encode(
-            x=alt.X("column:O", axis=_label_axis(x_title, x_labels)),
+            # More than a dozen words side by side only fit standing up.
+            x=alt.X("column:O", axis=_label_axis(x_title, x_labels, -90 if cols > 12 else 0)),
             y=alt.Y("row:O", axis=_label_axis(y_title, y_labels)),
             color=alt.Color(f"{value_title}:Q", scale=scale, title=value_title),
             tooltip=tooltip,
