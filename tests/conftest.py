@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -33,3 +34,12 @@ def imdb_mirror() -> Path:
 @pytest.fixture(scope="session")
 def chars_mirror() -> Path:
     return _mirror("chars")
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models: a second intra-op thread gains nothing, and on a busy machine it waits."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

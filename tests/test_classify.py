@@ -85,15 +85,6 @@ def test_kept_attention_matches_the_fused_path_and_skips_padding():
     assert weights[..., 5:].abs().max() == 0  # padded keys get no weight
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny matmuls gain nothing from a second thread, and on a busy machine they wait for it."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_it_learns_a_keyword_task(one_thread):
     """Label = does token 7 occur. 100 steps of a small model must get it (nearly) right."""
     torch.manual_seed(1)

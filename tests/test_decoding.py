@@ -12,13 +12,7 @@ from annotated_transformer.training import Trainer, copy_task_batches, make_opti
 PAD, START, END = 0, 1, 2
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models on a shared 2-core machine: extra threads only wait for each other."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models (see conftest.py)
 
 
 def random_model(vocab: int, seed: int) -> torch.nn.Module:

@@ -27,13 +27,7 @@ PAD = 0
 V = 11
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models on a shared 2-core machine: extra threads only wait for each other."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models (see conftest.py)
 
 
 def ragged_batch(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
