@@ -46,6 +46,7 @@ from annotated_transformer.training import (
     copy_task_batches,
     make_optimizer,
     seq2seq_loss,
+    variable_copy_batch,
 )
 
 torch.manual_seed(0)
@@ -67,7 +68,11 @@ show_source(copy_task_batches)
 # to 10 symbols drawn from 10 symbols (ids 3–12), closed by an end symbol `</s>` and padded.
 # The decoder must now decide *when* to stop, which is what makes beam search's length
 # penalty matter later on. The target is `<s>` followed by the source, so the decoder reads
-# `<s> a b c` and predicts `a b c </s>`; `Batch` does the shifting and the masks.
+# `<s> a b c` and predicts `a b c </s>`; `Batch` does the shifting and the masks. The package
+# draws these batches with `copy_task_batches(..., variable=True)`:
+
+# %%
+show_source(variable_copy_batch)
 
 # %%
 PAD, START, END = 0, 1, 2
@@ -75,24 +80,9 @@ V, MAX_SYMBOLS = 13, 10
 names = {PAD: "·", START: "<s>", END: "</s>"} | {i: chr(ord("a") + i - 3) for i in range(3, V)}
 
 
-def random_sequences(n: int, generator: torch.Generator) -> torch.Tensor:
-    """n sources (n, MAX_SYMBOLS + 1): 1..MAX_SYMBOLS random symbols, then </s>, then padding."""
-    lengths = torch.randint(1, MAX_SYMBOLS + 1, (n,), generator=generator)
-    symbols = torch.randint(3, V, (n, MAX_SYMBOLS + 1), generator=generator)
-    src = symbols.masked_fill(torch.arange(MAX_SYMBOLS + 1) >= lengths.unsqueeze(1), PAD)
-    src[torch.arange(n), lengths] = END
-    return src
-
-
 def copy_batches(epoch: int, batch_size: int = 64, n_batches: int = 20) -> list[Batch]:
     """The batches of one epoch, the same ones whenever the epoch is asked for again."""
-    generator = torch.Generator().manual_seed(epoch)
-    batches = []
-    for _ in range(n_batches):
-        src = random_sequences(batch_size, generator)
-        tgt = torch.cat([torch.full((batch_size, 1), START), src], dim=1)
-        batches.append(Batch(src, tgt, pad=PAD))
-    return batches
+    return list(copy_task_batches(V, batch_size, n_batches, MAX_SYMBOLS, seed=epoch, variable=True))
 
 
 def show(row: torch.Tensor, output: bool = False) -> str:
@@ -228,7 +218,7 @@ show_source(_Stepper)
 # %%
 # NBVAL_IGNORE_OUTPUT
 test_generator = torch.Generator().manual_seed(12345)  # training used seeds 0, 1, 2, ...
-src = random_sequences(5, test_generator)
+src = variable_copy_batch(V, 5, MAX_SYMBOLS, test_generator).src
 src_mask = padding_mask(src, PAD)  # (batch, 1, src_len)
 out = greedy_decode(model, src, src_mask, max_len=src.size(1) + 1, start_symbol=START,
                     end_symbol=END)  # fmt: skip
@@ -258,7 +248,7 @@ def exact_copies(output: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
 
 
 N_TEST = pick(ci=500, full=2000)
-test_src = random_sequences(N_TEST, test_generator)
+test_src = variable_copy_batch(V, N_TEST, MAX_SYMBOLS, test_generator).src
 test_mask = padding_mask(test_src, PAD)
 decoded = {}
 for name, m in [(f"partly trained (step {EARLY})", early_model), ("trained", model)]:
@@ -289,7 +279,7 @@ for name, value in accuracy.items():
 # certain choices would expose a difference sooner):
 
 # %%
-bench_src = random_sequences(64, torch.Generator().manual_seed(777))
+bench_src = variable_copy_batch(V, 64, MAX_SYMBOLS, torch.Generator().manual_seed(777)).src
 bench_mask = padding_mask(bench_src, PAD)
 for m in (early_model, model):
     cached = greedy_decode(m, bench_src, bench_mask, 12, START, END, use_cache=True)

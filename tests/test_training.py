@@ -243,3 +243,24 @@ def test_a_run_resumed_in_a_fresh_process_continues_exactly(tmp_path: Path) -> N
     assert len(resumed) == k + m  # the history came back with the checkpoint
     assert resumed[:k] == pytest.approx(uninterrupted[:k], abs=0)
     assert resumed[k:] == pytest.approx(uninterrupted[k:], rel=1e-6, abs=1e-7)
+
+
+def test_variable_copy_batches_follow_their_spec():
+    """1..seq_len symbols from 3..vocab-1, then </s> (2), then padding; tgt = <s> (1) + src."""
+    batches = list(copy_task_batches(9, 50, 3, 6, seed=4, variable=True))
+    again = list(copy_task_batches(9, 50, 3, 6, seed=4, variable=True))
+    lengths = set()
+    for batch, same in zip(batches, again, strict=True):
+        torch.testing.assert_close(batch.src, same.src)  # seeded: the same epoch again
+        assert batch.src.shape == (50, 7)
+        for row in batch.src.tolist():
+            k = row.index(2)
+            lengths.add(k)
+            assert 1 <= k <= 6 and all(3 <= t < 9 for t in row[:k]) and set(row[k + 1 :]) <= {0}
+        # Batch shifts the target: the decoder reads <s> + src[:-1] and predicts src.
+        torch.testing.assert_close(batch.tgt[:, 0], torch.ones(50, dtype=torch.long))
+        torch.testing.assert_close(batch.tgt[:, 1:], batch.src[:, :-1])
+        torch.testing.assert_close(batch.tgt_y, batch.src)
+    assert lengths == set(range(1, 7))
+    with pytest.raises(ValueError, match="vocab >= 4"):
+        next(copy_task_batches(3, 2, 1, variable=True))
