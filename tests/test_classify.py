@@ -14,7 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer import classify
+from annotated_transformer import classify, imdb
+from annotated_transformer.bpe import BPE
 from annotated_transformer.model import EncoderClassifier
 from annotated_transformer.vocab import Vocab
 
@@ -151,10 +152,11 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
-def test_cli_train_evaluate_predict(mirror, tmp_path):
+@pytest.mark.parametrize("tokenizer", ["word", "bpe"])
+def test_cli_train_evaluate_predict(mirror, tmp_path, tokenizer):
     out = tmp_path / "run"
     trained = run_cli("train", "--preset", "tiny", "--out", str(out), "--data-dir", str(mirror),
-                      "--steps", "10", "--no-progress")  # fmt: skip
+                      "--steps", "10", "--tokenizer", tokenizer, "--no-progress")  # fmt: skip
     assert trained.returncode == 0, trained.stderr
     metrics = json.loads((out / "metrics.json").read_text())
     history = (out / "history.csv").read_text().splitlines()
@@ -176,6 +178,41 @@ def test_cli_train_evaluate_predict(mirror, tmp_path):
     for line in lines:
         label, probability = line.split("\t")
         assert label in ("positive", "negative") and 0.5 <= float(probability) <= 1.0
+
+
+def test_ensure_run_reuses_a_finished_run_and_refuses_another_config(mirror, tmp_path):
+    tiny = classify.PRESETS["tiny"]
+    first = classify.ensure_run(tiny, tmp_path / "run", data_dir=mirror)
+    checkpoint = tmp_path / "run" / classify.CHECKPOINT
+    written = checkpoint.stat().st_mtime_ns
+    again = classify.ensure_run(tiny, tmp_path / "run", data_dir=mirror)
+    assert checkpoint.stat().st_mtime_ns == written  # loaded, not trained again
+    for (name, a), b in zip(first.model.state_dict().items(), again.model.state_dict().values(),
+                            strict=True):  # fmt: skip
+        torch.testing.assert_close(a, b, msg=name)
+    assert again.metrics == first.metrics and len(again.history) == len(first.history)
+    # The loaded weights are the final ones: they score the test set as the run reported.
+    accuracy = classify.evaluate(again.model, again.corpus.splits["test"])["accuracy"]
+    assert accuracy == pytest.approx(first.metrics["test_accuracy"])
+
+    other = dataclasses.replace(tiny, steps=2, eval_every=2, test_subset=20)
+    classify.train(other, tmp_path / "other", data_dir=mirror, progress=False, log=lambda _: None)
+    with pytest.raises(ValueError, match="holds a run of another configuration"):
+        classify.ensure_run(tiny, tmp_path / "other", data_dir=mirror)
+
+
+def test_bpe_tokenizer_spells_the_same_words_and_survives_a_checkpoint():
+    texts = ["A great, great film!<br /><br />Greatly acted.", "Not great: a dull film?"] * 5
+    tokenizer = classify.ReviewTokenizer.learn("bpe", texts, vocab_size=30)
+    rebuilt = classify.ReviewTokenizer.from_dict(tokenizer.to_dict())
+    for text in [*texts[:2], "Unseen wörds, ungreat!"]:
+        tokens = tokenizer(text)
+        assert BPE.decode(tokens) == " ".join(imdb.tokenize(text))  # the words, in pieces
+        assert rebuilt(text) == tokens
+    assert "▁great" in tokenizer(texts[1])  # a frequent word became one token
+    assert classify.ReviewTokenizer.learn("word", texts, 30)(texts[1]) == imdb.tokenize(texts[1])
+    with pytest.raises(ValueError, match="unknown tokenizer 'chars'"):
+        classify.ReviewTokenizer.learn("chars", texts, 30)
 
 
 class StopTrainingError(Exception):

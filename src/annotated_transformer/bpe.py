@@ -234,12 +234,18 @@ class BPE:
         merged = (a + b for a, b in self.merges)
         return list(dict.fromkeys([*sorted(self.alphabet), *merged, *BYTE_TOKENS]))
 
+    def to_dict(self) -> dict[str, list]:
+        """The alphabet and the ordered merges as plain lists (JSON, checkpoint configs)."""
+        return {"alphabet": sorted(self.alphabet), "merges": [list(p) for p in self.merges]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, list]) -> BPE:
+        return cls([tuple(p) for p in data["merges"]], data["alphabet"])
+
     def save(self, path: str | Path) -> None:
-        """Write the alphabet and the ordered merges as JSON."""
-        data = {"alphabet": sorted(self.alphabet), "merges": [list(p) for p in self.merges]}
-        Path(path).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+        """Write :meth:`to_dict` as JSON."""
+        Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False), encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path) -> BPE:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return cls([tuple(p) for p in data["merges"]], data["alphabet"])
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))

@@ -13,10 +13,15 @@ of them), trains an :class:`~annotated_transformer.model.EncoderClassifier` with
 interrupted run exactly where its last checkpoint stopped.
 
 Presets are :class:`ClassifierConfig` values in :data:`PRESETS`: ``tiny`` (CI, a minute),
-``cpu`` (about 30 minutes on 2 cores) and ``gpu``. All of them set ``attn_dropout=0``: with
+``cpu`` (minutes on a laptop's CPU) and ``gpu``. All of them set ``attn_dropout=0``: with
 dropout on the attention weights, ``scaled_dot_product_attention`` leaves its fused CPU
 kernel and a training step at length 256 is about 2.9× slower; dropout stays on everywhere
 else (embeddings, residual branches, feed-forward).
+
+Tokens are lower-cased words (``imdb.tokenize``), or, with ``tokenizer="bpe"``, byte pairs
+learned from those words (chapter 06's :class:`~annotated_transformer.bpe.BPE`): a rare word
+is then spelled in pieces instead of becoming ``<unk>``. ``ensure_run`` is what chapter 13
+calls: it reuses a finished command-line run instead of training again.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import shutil
 import sys
 import tarfile
 import time
@@ -41,6 +47,7 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from annotated_transformer import imdb
 from annotated_transformer.batching import bucket_batches, collate
+from annotated_transformer.bpe import BPE
 from annotated_transformer.checkpoint import load_checkpoint, read_checkpoint
 from annotated_transformer.model import EncoderClassifier
 from annotated_transformer.training import Trainer
@@ -55,6 +62,7 @@ class ClassifierConfig:
     """Everything a run needs: data, model, optimisation. Saved in every checkpoint."""
 
     # data
+    tokenizer: str = "word"  # "word": lower-cased words; "bpe": byte pairs of those words
     vocab_size: int = 20_000  # most frequent training tokens, specials included
     max_len: int = 512  # reviews are cut to their first max_len tokens
     val_size: int = 2_500  # validation reviews carved out of the 25,000 training reviews
@@ -87,12 +95,14 @@ PRESETS: dict[str, ClassifierConfig] = {
         d_model=32, h=2, depth=1, steps=40, max_tokens=2_048, lr=5e-3, warmup=5,
         eval_every=20,
     ),
-    # 2 CPU cores, about 30 minutes: narrow and shallow so that it sees the training reviews
-    # ~4 times (an epoch is ~3.8M tokens at max_len 256). fp32: at d_model=64, bf16 autocast
-    # was slower here (its casts cost more than the small matmuls save).
+    # A laptop: 8.5 minutes of training on one thread. Narrow and shallow, whole reviews
+    # (max_len 512 cuts only the longest ~8%), about two epochs, then the learning rate is 0:
+    # at max_len 256 and four epochs the model memorised the training reviews (validation
+    # loss rose after epoch two). fp32: at d_model=64, bf16 autocast was slower here.
     "cpu": ClassifierConfig(
-        vocab_size=20_000, max_len=256, d_model=64, h=4, depth=2, steps=2_000,
-        max_tokens=8_192, lr=2e-3, warmup=200, eval_every=500, bf16=False,
+        vocab_size=20_000, max_len=512, d_model=64, h=4, depth=2, dropout=0.2,
+        steps=1_300, max_tokens=8_192, lr=2e-3, weight_decay=0.05, warmup=100,
+        eval_every=325, bf16=False,
     ),
     # One GPU: Bloem's depth-6 model at full length, ~10 epochs (an epoch is ~4.8M tokens).
     "gpu": ClassifierConfig(
@@ -155,19 +165,67 @@ def _imdb(split: str, data_dir: str | Path | None) -> imdb.Reviews:
     return imdb.load_imdb(split, path=data_dir)
 
 
-def encode_reviews(texts: list[str], labels: list[int], vocab: Vocab, max_len: int) -> Reviews:
-    """Tokenize and encode; a review with no words at all becomes a single <unk>."""
-    tokens = [imdb.tokenize(text) or ["<unk>"] for text in texts]
-    return Reviews(texts, imdb.encode(tokens, vocab, max_len), labels)
+class ReviewTokenizer:
+    """Review text -> tokens: lower-cased words (``imdb.tokenize``), or byte pairs of them.
+
+    Byte pairs are learned from the training reviews' words joined by single spaces, so both
+    tokenizers see the same text and differ only in their units.
+    """
+
+    def __init__(self, bpe: BPE | None = None) -> None:
+        self.bpe = bpe
+
+    @classmethod
+    def learn(cls, kind: str, train_texts: Sequence[str], vocab_size: int) -> ReviewTokenizer:
+        """``kind`` "word", or "bpe" with up to ``vocab_size`` merges (the vocabulary then keeps
+        the ``vocab_size`` most frequent tokens, as it does for words)."""
+        if kind == "word":
+            return cls()
+        if kind != "bpe":
+            raise ValueError(f"unknown tokenizer {kind!r}; use word or bpe")
+        words = (" ".join(imdb.tokenize(text)) for text in train_texts)
+        return cls(BPE.learn(words, num_merges=vocab_size))
+
+    def __call__(self, text: str) -> list[str]:
+        words = imdb.tokenize(text)
+        return self.bpe.encode(" ".join(words)) if self.bpe is not None and words else words
+
+    def to_dict(self) -> dict[str, list] | None:
+        """What a checkpoint stores to rebuild this tokenizer (None for words)."""
+        return None if self.bpe is None else self.bpe.to_dict()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, list] | None) -> ReviewTokenizer:
+        return cls(None if data is None else BPE.from_dict(data))
+
+
+def encode_reviews(
+    texts: list[str], labels: list[int], tokens: list[list[str]], vocab: Vocab, max_len: int
+) -> Reviews:
+    """Encode tokenized reviews; a review with no words at all becomes a single <unk>."""
+    return Reviews(texts, imdb.encode([t or ["<unk>"] for t in tokens], vocab, max_len), labels)
+
+
+@dataclass
+class Corpus:
+    """The encoded splits ("train", "val", "test") with the tokenizer and vocabulary."""
+
+    tokenizer: ReviewTokenizer
+    vocab: Vocab
+    splits: dict[str, Reviews]
 
 
 def load_data(
-    config: ClassifierConfig, data_dir: str | Path | None = None, vocab: Vocab | None = None
-) -> tuple[Vocab, dict[str, Reviews]]:
-    """The train/val/test splits, encoded, and the vocabulary (built from train if not given).
+    config: ClassifierConfig,
+    data_dir: str | Path | None = None,
+    vocab: Vocab | None = None,
+    tokenizer: ReviewTokenizer | None = None,
+) -> Corpus:
+    """The train/val/test splits, encoded; tokenizer and vocabulary learned from train if not
+    given (both or neither).
 
-    The validation set is a seeded draw from the training split; the vocabulary counts the
-    remaining training reviews only, so no word is known from validation or test data.
+    The validation set is a seeded draw from the training split; tokenizer and vocabulary see
+    the remaining training reviews only, so nothing is learned from validation or test data.
     """
     texts, labels = _imdb("train", data_dir)
     texts, labels = _subset(texts, labels, config.train_subset, config.seed)
@@ -175,15 +233,20 @@ def load_data(
         texts, labels, config.val_size, config.seed
     )
     test_x, test_y = _subset(*_imdb("test", data_dir), config.test_subset, config.seed)
-    if vocab is None:
-        train_tokens = (imdb.tokenize(text) for text in train_x)
-        vocab = imdb.build_vocab(train_tokens, max_size=config.vocab_size)
-    splits = {
-        name: encode_reviews(x, y, vocab, config.max_len)
-        for name, (x, y) in (("train", (train_x, train_y)), ("val", (val_x, val_y)),
-                             ("test", (test_x, test_y)))
-    }  # fmt: skip
-    return vocab, splits
+    if vocab is None or tokenizer is None:  # learn both from the training reviews
+        tokenizer = ReviewTokenizer.learn(config.tokenizer, train_x, config.vocab_size)
+        vocab = None
+    splits = {}
+    for name, x, y in (
+        ("train", train_x, train_y),
+        ("val", val_x, val_y),
+        ("test", test_x, test_y),
+    ):
+        tokens = [tokenizer(text) for text in x]
+        if vocab is None:  # train comes first
+            vocab = imdb.build_vocab(tokens, max_size=config.vocab_size)
+        splits[name] = encode_reviews(x, y, tokens, vocab, config.max_len)
+    return Corpus(tokenizer, vocab, splits)
 
 
 def review_batches(
@@ -222,9 +285,14 @@ def warmup_then_decay(step: int, warmup: int, total: int) -> float:
 
 
 def make_trainer(
-    model: nn.Module, config: ClassifierConfig, vocab: Vocab, checkpoint: Path | None
+    model: nn.Module,
+    config: ClassifierConfig,
+    vocab: Vocab,
+    checkpoint: Path | None,
+    tokenizer: ReviewTokenizer | None = None,
 ) -> Trainer:
-    """AdamW with a warm-up-then-linear-decay schedule, in the shared ``Trainer``."""
+    """AdamW with a warm-up-then-linear-decay schedule, in the shared ``Trainer``; the
+    checkpoint's config holds what ``load_classifier`` needs (config, vocabulary, byte pairs)."""
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.lr, weight_decay=config.weight_decay
     )
@@ -234,7 +302,10 @@ def make_trainer(
         model, optimizer, classification_loss, LambdaLR(optimizer, schedule),
         clip_norm=config.clip_norm, precision="bf16" if config.bf16 else "fp32",
         checkpoint_path=checkpoint,
-        config={"classifier": dataclasses.asdict(config), "vocab": vocab.itos},
+        config={
+            "classifier": dataclasses.asdict(config), "vocab": vocab.itos,
+            "bpe": (tokenizer or ReviewTokenizer()).to_dict(),
+        },
     )  # fmt: skip
 
 
@@ -269,8 +340,7 @@ def evaluate(model: nn.Module, data: Reviews, bf16: bool = False) -> dict[str, f
 @dataclass
 class TrainResult:
     model: EncoderClassifier
-    vocab: Vocab
-    data: dict[str, Reviews]
+    corpus: Corpus
     history: pd.DataFrame  # one row per optimiser step
     metrics: dict[str, Any]
 
@@ -288,21 +358,20 @@ def train(
     """Train (or resume) a classifier into the folder ``out``; return it with its metrics."""
     out = Path(out)
     path = out / CHECKPOINT
-    vocab = None
+    vocab = tokenizer = None
     if resume:
         if not path.is_file():
             raise FileNotFoundError(f"--resume: there is no checkpoint {path} to continue")
-        saved = read_checkpoint(path)["config"]
-        config, vocab = ClassifierConfig(**saved["classifier"]), Vocab(saved["vocab"])
+        config, vocab, tokenizer = _saved(path)
     elif path.exists():
         raise FileExistsError(
             f"{path} exists: pass --resume to continue that run, or choose another --out"
         )
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    vocab, data = load_data(config, data_dir, vocab)
-    pad = vocab["<pad>"]
+    corpus = load_data(config, data_dir, vocab, tokenizer)
+    vocab, data, pad = corpus.vocab, corpus.splits, corpus.vocab["<pad>"]
     model = build_model(config, vocab).to(device)
-    trainer = make_trainer(model, config, vocab, path)
+    trainer = make_trainer(model, config, vocab, path, corpus.tokenizer)
     if resume:
         trainer.resume(path)
         log(f"resumed {path} at step {trainer.step} of {config.steps}")
@@ -343,27 +412,65 @@ def train(
     history.to_csv(out / "history.csv", index=False)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     log(f"test accuracy {test['accuracy']:.4f} on {test['reviews']:,} reviews; wrote {out}")
-    return TrainResult(model, vocab, data, history, metrics)
+    return TrainResult(model, corpus, history, metrics)
+
+
+def ensure_run(
+    config: ClassifierConfig,
+    out: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    fresh: bool = False,
+) -> TrainResult:
+    """A finished ``classify train`` run of ``config`` in ``out``: reused, resumed or trained.
+
+    What chapter 13 calls. A finished run (``metrics.json`` present, e.g. trained beforehand
+    with ``classify train --out``) is loaded with its history and metrics; an interrupted one
+    is resumed; otherwise training starts. ``fresh`` deletes ``out`` first (CI: the same run
+    every time). A run of another configuration is refused rather than passed off as this one.
+    """
+    out = Path(out)
+    if fresh:
+        shutil.rmtree(out, ignore_errors=True)
+    path = out / CHECKPOINT
+    if path.is_file() and _saved(path)[0] != config:
+        raise ValueError(
+            f"{out} holds a run of another configuration: delete it, or train into another folder"
+        )
+    if not (out / "metrics.json").is_file():
+        quiet = {"progress": False, "log": lambda _: None}
+        return train(config, out, data_dir=data_dir, resume=path.is_file(), **quiet)
+    model, tokenizer, vocab, config = load_classifier(path)
+    return TrainResult(
+        model.train(), load_data(config, data_dir, vocab, tokenizer),
+        pd.read_csv(out / "history.csv"), json.loads((out / "metrics.json").read_text()),
+    )  # fmt: skip
+
+
+def _saved(checkpoint: str | Path) -> tuple[ClassifierConfig, Vocab, ReviewTokenizer]:
+    """Config, vocabulary and tokenizer stored in a classifier's checkpoint."""
+    saved = read_checkpoint(checkpoint)["config"]
+    if "classifier" not in saved or "vocab" not in saved:
+        raise ValueError(f"{checkpoint} is a checkpoint, but not of a classifier (no vocabulary)")
+    tokenizer = ReviewTokenizer.from_dict(saved.get("bpe"))
+    return ClassifierConfig(**saved["classifier"]), Vocab(saved["vocab"]), tokenizer
 
 
 def load_classifier(
     checkpoint: str | Path, device: str = "cpu"
-) -> tuple[EncoderClassifier, Vocab, ClassifierConfig]:
-    """The trained model (eval mode), its vocabulary and config, from a checkpoint."""
-    saved = read_checkpoint(checkpoint)["config"]
-    if "classifier" not in saved or "vocab" not in saved:
-        raise ValueError(f"{checkpoint} is a checkpoint, but not of a classifier (no vocabulary)")
-    config, vocab = ClassifierConfig(**saved["classifier"]), Vocab(saved["vocab"])
+) -> tuple[EncoderClassifier, ReviewTokenizer, Vocab, ClassifierConfig]:
+    """The trained model (eval mode), its tokenizer, vocabulary and config, from a checkpoint."""
+    config, vocab, tokenizer = _saved(checkpoint)
     model = build_model(config, vocab)
     load_checkpoint(checkpoint, model, restore_rng=False)
-    return model.to(device).eval(), vocab, config
+    return model.to(device).eval(), tokenizer, vocab, config
 
 
 def classify_text(
-    model: EncoderClassifier, vocab: Vocab, text: str, max_len: int
+    model: EncoderClassifier, tokenizer: ReviewTokenizer, vocab: Vocab, text: str, max_len: int
 ) -> tuple[str, float]:
     """The label of one review and the model's probability for it."""
-    tokens = imdb.tokenize(text)
+    tokens = tokenizer(text)
     if not tokens:
         raise ValueError("the review is empty: give some words to classify")
     ids = torch.tensor([imdb.encode([tokens], vocab, max_len)[0]])
@@ -387,6 +494,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--out", required=True, help="folder for checkpoint, history and metrics")
     t.add_argument("--resume", action="store_true", help="continue the run in --out")
     t.add_argument("--steps", type=int, help="override the preset's number of optimiser steps")
+    t.add_argument("--tokenizer", choices=["word", "bpe"], help="override the preset's tokens")
     t.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                    help="bf16 autocast (default: the preset's choice)")  # fmt: skip
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -405,7 +513,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _train(args: argparse.Namespace) -> None:
     config = get_preset(args.preset)
-    changes = {"steps": args.steps, "bf16": args.bf16}
+    changes = {"steps": args.steps, "bf16": args.bf16, "tokenizer": args.tokenizer}
     config = dataclasses.replace(config, **{k: v for k, v in changes.items() if v is not None})
     if config.steps < 1:
         raise ValueError(f"--steps={config.steps} must be at least 1")
@@ -418,8 +526,8 @@ def _train(args: argparse.Namespace) -> None:
 def _evaluate(args: argparse.Namespace) -> None:
     if args.split not in ("val", "test"):
         raise ValueError(f"unknown split {args.split!r}; use val or test")
-    model, vocab, config = load_classifier(args.checkpoint, args.device or "cpu")
-    _, data = load_data(config, args.data_dir, vocab)
+    model, tokenizer, vocab, config = load_classifier(args.checkpoint, args.device or "cpu")
+    data = load_data(config, args.data_dir, vocab, tokenizer).splits
     result = evaluate(model, data[args.split], config.bf16)
     print(
         f"{args.split} accuracy {result['accuracy']:.4f} on {result['reviews']:,} reviews "
@@ -428,9 +536,9 @@ def _evaluate(args: argparse.Namespace) -> None:
 
 
 def _predict(args: argparse.Namespace) -> None:
-    model, vocab, config = load_classifier(args.checkpoint, args.device or "cpu")
+    model, tokenizer, vocab, config = load_classifier(args.checkpoint, args.device or "cpu")
     for review in args.reviews:
-        label, probability = classify_text(model, vocab, review, config.max_len)
+        label, probability = classify_text(model, tokenizer, vocab, review, config.max_len)
         print(f"{label}\t{probability:.3f}")
 
 
