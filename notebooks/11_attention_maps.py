@@ -13,16 +13,14 @@
 # # 11 · Attention maps of a trained model
 #
 # ```{note}
-# **This is a draft: the maps on this page come from the tiny CI model.** The stored outputs
-# were produced with the `tiny` preset (one layer, four heads, two epochs on 1,000 pairs),
-# which has learned next to nothing, so its attention is close to uniform and its translation
-# is nonsense. The real maps will come from the `cpu`-preset model of chapter 10, trained
-# once from the repository root with
+# The maps on this page are those of chapter 10's `cpu`-preset model, trained once from the
+# repository root with
 #
 #     python -m annotated_transformer.translate train \
 #         --preset cpu --out runs/translate-cpu
 #
-# after which `make book EXECUTE=1` re-executes this chapter with that model.
+# In CI the chapter draws the same maps for the `tiny` model, which has learned next to
+# nothing: its attention is close to uniform.
 # ```
 #
 # A Transformer translates with three kinds of attention, and every layer has its own heads
@@ -64,7 +62,8 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # ## The model
 #
 # The run folder of chapter 10, `runs/translate-<preset>`, is reused when it holds a finished
-# run; otherwise the same command line trains it (in CI the tiny preset, afresh). The
+# run; otherwise the same command line trains it (in CI, chapter 10 has just trained the tiny
+# preset afresh, and this chapter reuses that run). The
 # checkpoint `final.pt` carries the preset and both vocabularies, so `load_translator`
 # rebuilds the model, loads the weights and puts it in evaluation mode.
 
@@ -72,7 +71,7 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # NBVAL_IGNORE_OUTPUT
 PRESET = pick(ci="tiny", full="cpu")
 ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
-RUN = ensure_run(PRESET, ROOT / "runs" / f"translate-{PRESET}", fresh=PRESET == "tiny")
+RUN = ensure_run(PRESET, ROOT / "runs" / f"translate-{PRESET}")
 translator = load_translator([RUN / "final.pt"])
 model, src_vocab, tgt_vocab = translator.model, translator.src_vocab, translator.tgt_vocab
 print(f"{PRESET} model from runs/{RUN.name}/final.pt; training mode: {model.training}")

