@@ -32,9 +32,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from annotated_transformer import viz
 from annotated_transformer.attention import MultiHeadedAttention, attention
-from annotated_transformer.source import show_source
+from annotated_transformer.book import viz
+from annotated_transformer.book.source import show_source
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=3, sci_mode=False)

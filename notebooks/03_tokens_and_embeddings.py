@@ -37,7 +37,10 @@ import torch.nn.functional as F
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
 from torch import nn
 
-from annotated_transformer import multi30k, viz
+from annotated_transformer import multi30k
+from annotated_transformer.book import viz
+from annotated_transformer.book.sizes import pick
+from annotated_transformer.book.source import show_source
 from annotated_transformer.bpe import (
     BPE,
     MARK,
@@ -49,8 +52,6 @@ from annotated_transformer.bpe import (
 )
 from annotated_transformer.embeddings import Embeddings
 from annotated_transformer.positional import sinusoids
-from annotated_transformer.settings import pick
-from annotated_transformer.source import show_source
 from annotated_transformer.vocab import SPECIALS, Vocab
 
 _ = torch.manual_seed(0)

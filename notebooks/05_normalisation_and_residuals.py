@@ -35,8 +35,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from annotated_transformer import viz
 from annotated_transformer.attention import MultiHeadedAttention
+from annotated_transformer.book import viz
+from annotated_transformer.book.source import show_source
 from annotated_transformer.layers import (
     EncoderLayer,
     LayerNorm,
@@ -44,7 +45,6 @@ from annotated_transformer.layers import (
     SublayerConnection,
     TransformerBlock,
 )
-from annotated_transformer.source import show_source
 
 _ = torch.manual_seed(0)
 
@@ -370,7 +370,7 @@ D_MODEL, HEADS = 32, 4
 def build_stack(kind: str, depth: int) -> nn.ModuleList:
     torch.manual_seed(0)
     if kind == "post-norm":
-        layers = [TransformerBlock(D_MODEL, HEADS, ff_mult=4, dropout=0.0) for _ in range(depth)]
+        layers = [TransformerBlock(D_MODEL, HEADS, d_ff=4 * D_MODEL, dropout=0.0) for _ in range(depth)]
     else:
         layers = [
             EncoderLayer(

@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from annotated_transformer.attention import MultiHeadedAttention
+from annotated_transformer.book.source import show_source
 from annotated_transformer.embeddings import Embeddings, TokenAndPosition
 from annotated_transformer.layers import (
     Decoder,
@@ -56,7 +57,6 @@ from annotated_transformer.model import (
     parameter_formula,
 )
 from annotated_transformer.positional import PositionalEncoding
-from annotated_transformer.source import show_source
 
 _ = torch.manual_seed(0)
 PAD = 0
@@ -408,7 +408,7 @@ show_source(TransformerBlock)
 
 # %%
 torch.manual_seed(0)
-block_ = TransformerBlock(d_model=32, h=4, ff_mult=4, dropout=0.1).eval()
+block_ = TransformerBlock(d_model=32, h=4, d_ff=128, dropout=0.1).eval()
 with torch.no_grad():
     for p in block_.parameters():
         p.normal_(std=0.2)

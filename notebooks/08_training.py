@@ -34,11 +34,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from annotated_transformer import viz
+from annotated_transformer.book import viz
+from annotated_transformer.book.source import show_source
 from annotated_transformer.loss import LabelSmoothing, smoothed_cross_entropy
 from annotated_transformer.model import make_model
 from annotated_transformer.schedule import noam_scheduler, rate
-from annotated_transformer.source import show_source
 from annotated_transformer.training import (
     Batch,
     Trainer,

@@ -33,13 +33,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from annotated_transformer import viz
+from annotated_transformer.book import viz
+from annotated_transformer.book.sizes import pick
+from annotated_transformer.book.source import show_source
 from annotated_transformer.decoding import _Stepper, beam_search, gnmt_length_penalty, greedy_decode
 from annotated_transformer.masks import padding_mask, subsequent_mask
 from annotated_transformer.model import make_model
 from annotated_transformer.schedule import noam_scheduler
-from annotated_transformer.settings import pick
-from annotated_transformer.source import show_source
 from annotated_transformer.training import (
     Batch,
     Trainer,

@@ -46,11 +46,11 @@ import altair as alt
 import pandas as pd
 import torch
 
-from annotated_transformer import viz
 from annotated_transformer.batching import bucket_batches, fixed_batches, padding_ratio
+from annotated_transformer.book import viz
+from annotated_transformer.book.sizes import pick
+from annotated_transformer.book.source import show_source
 from annotated_transformer.multi30k import SPLITS, build_vocabs, detokenize, load_split, tokenize
-from annotated_transformer.settings import pick
-from annotated_transformer.source import show_source
 from annotated_transformer.translate import PRESETS, Preset, ensure_run
 from annotated_transformer.translation import (
     EpochBatches,

@@ -45,13 +45,13 @@ import altair as alt
 import pandas as pd
 import torch
 
-from annotated_transformer import viz
 from annotated_transformer.attention import MultiHeadedAttention, attention
 from annotated_transformer.batching import collate
+from annotated_transformer.book import viz
+from annotated_transformer.book.sizes import pick
+from annotated_transformer.book.source import show_source
 from annotated_transformer.decoding import greedy_decode
 from annotated_transformer.masks import padding_mask, subsequent_mask
-from annotated_transformer.settings import pick
-from annotated_transformer.source import show_source
 from annotated_transformer.translate import ensure_run
 from annotated_transformer.translation import load_parallel, load_translator
 

@@ -44,13 +44,13 @@ import torch
 
 from annotated_transformer import multi30k
 from annotated_transformer.batching import shard_batches
+from annotated_transformer.book.sizes import pick
+from annotated_transformer.book.source import show_source
 from annotated_transformer.bpe import BPE
 from annotated_transformer.checkpoint import read_checkpoint
 from annotated_transformer.decoding import beam_search, gnmt_length_penalty
 from annotated_transformer.embeddings import Embeddings
 from annotated_transformer.model import Generator, parameter_counts, tie_weights
-from annotated_transformer.settings import pick
-from annotated_transformer.source import show_source
 from annotated_transformer.training import Trainer, make_optimizer, seq2seq_loss
 from annotated_transformer.translate import PRESETS, ensure_run
 from annotated_transformer.translation import (

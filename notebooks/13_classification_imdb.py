@@ -49,10 +49,10 @@ import pandas as pd
 import torch
 
 from annotated_transformer import classify, imdb, viz
+from annotated_transformer.book.sizes import pick
+from annotated_transformer.book.source import show_source
 from annotated_transformer.bpe import BPE
 from annotated_transformer.model import EncoderClassifier
-from annotated_transformer.settings import pick
-from annotated_transformer.source import show_source
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=3, sci_mode=False)
@@ -148,7 +148,7 @@ show_source(EncoderClassifier)
 # with `<pad>` (id 0) to the length of the longer.
 
 # %%
-model = EncoderClassifier(100, 2, d_model=16, h=2, depth=2, max_len=8).eval()
+model = EncoderClassifier(100, 2, d_model=16, h=2, N=2, d_ff=64, max_len=8).eval()
 tokens = torch.tensor([[5, 17, 42, 8, 9], [23, 61, 7, 0, 0]])  # (batch=2, len=5)
 x = model.position(model.embed(tokens))
 print("embedded + positions ", tuple(x.shape))

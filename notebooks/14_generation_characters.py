@@ -41,7 +41,9 @@ import altair as alt
 import pandas as pd
 import torch
 
-from annotated_transformer import viz
+from annotated_transformer.book import viz
+from annotated_transformer.book.sizes import pick
+from annotated_transformer.book.source import show_source
 from annotated_transformer.chars import load_splits
 from annotated_transformer.generate import (
     PRESETS,
@@ -55,8 +57,6 @@ from annotated_transformer.layers import TransformerBlock
 from annotated_transformer.masks import subsequent_mask
 from annotated_transformer.model import DecoderLM
 from annotated_transformer.sampling import decode, encode, next_byte_distribution, sample
-from annotated_transformer.settings import pick
-from annotated_transformer.source import show_source
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=3, sci_mode=False)
@@ -126,7 +126,7 @@ show_source(DecoderLM)
 # Change the bytes after position 8 and the first 8 positions' logits do not move.
 
 # %%
-model = DecoderLM(d_model=32, h=4, N=2, max_len=32).eval()
+model = DecoderLM(d_model=32, h=4, N=2, max_len=32, d_ff=128).eval()
 x = encode("[[Anarchism]] is a political")  # (1, 28)
 changed = x.clone()
 changed[0, 8:] = encode("XXXXXXXXXXXXXXXXXXXX")[0]
@@ -179,7 +179,7 @@ alt.Chart(plan, title="Sliding windows: each byte is scored once").mark_rect().e
 # its own forward pass.
 
 # %%
-uniform = DecoderLM(d_model=32, h=4, N=2, max_len=16).eval()
+uniform = DecoderLM(d_model=32, h=4, N=2, max_len=16, d_ff=128).eval()
 torch.nn.init.zeros_(uniform.to_logits.weight)  # the same scores for every byte:
 torch.nn.init.zeros_(uniform.to_logits.bias)  # p = 1/256 whatever the context
 text = splits["val"][:200]

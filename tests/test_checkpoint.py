@@ -10,14 +10,14 @@ from torch import nn
 
 from annotated_transformer import checkpoint as ckpt
 from annotated_transformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from annotated_transformer.schedule import noam_scheduler
+from annotated_transformer.schedule import make_scheduler
 
 
 def trained_objects(seed: int = 0) -> tuple[nn.Module, torch.optim.Optimizer, object]:
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    sched = noam_scheduler(opt, model_size=8, warmup=3)
+    sched = make_scheduler(opt, "noam", (8 * 3) ** -0.5, warmup=3, total=3)
     for _ in range(3):
         model(torch.randn(5, 4)).pow(2).sum().backward()
         opt.step()

@@ -6,7 +6,7 @@ import torch
 from annotated_transformer.decoding import beam_search, greedy_decode
 from annotated_transformer.masks import padding_mask, subsequent_mask
 from annotated_transformer.model import make_model
-from annotated_transformer.schedule import noam_scheduler
+from annotated_transformer.schedule import make_scheduler
 from annotated_transformer.training import Trainer, copy_task_batches, make_optimizer, seq2seq_loss
 
 PAD, START, END = 0, 1, 2
@@ -158,7 +158,11 @@ def copy_model() -> torch.nn.Module:
     model = make_model(vocab, vocab, N=2, d_model=d_model, d_ff=64, h=2, dropout=0.0)
     opt = make_optimizer(model)
     trainer = Trainer(
-        model, opt, seq2seq_loss(PAD, 0.1), noam_scheduler(opt, d_model, 1.0, 100), clip_norm=1.0
+        model,
+        opt,
+        seq2seq_loss(PAD, 0.1),
+        make_scheduler(opt, "noam", (d_model * 100) ** -0.5, 100, 0),
+        clip_norm=1.0,
     )
     trainer.fit(lambda epoch: copy_task_batches(vocab, 128, 20, seed=epoch), 400, progress=False)
     return model.eval()

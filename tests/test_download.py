@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from annotated_transformer import download
+from annotated_transformer.checkpoint import atomic_write
 from annotated_transformer.download import (
     REGISTRY,
     ChecksumError,
@@ -175,7 +176,7 @@ def test_mirror_only_file_that_is_absent_says_what_to_do(tmp_path):
 
 
 def test_atomic_write(tmp_path):
-    download.atomic_write(tmp_path / "a" / "b.json", b"{}")
+    atomic_write(tmp_path / "a" / "b.json", b"{}")
     assert files_in(tmp_path) == ["a/b.json"] and (tmp_path / "a" / "b.json").read_bytes() == b"{}"
 
 

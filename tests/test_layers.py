@@ -85,7 +85,7 @@ def load_block_into_torch(block: TransformerBlock, ref: nn.TransformerEncoderLay
 def test_transformer_block_matches_post_norm_torch_layer(causal):
     torch.manual_seed(0)
     d, h, batch, n = 16, 4, 3, 7
-    block = TransformerBlock(d, h, ff_mult=4, dropout=0.1, causal=causal).eval()
+    block = TransformerBlock(d, h, 4 * d, dropout=0.1, causal=causal).eval()
     for p in block.parameters():  # move LayerNorms off the identity too
         nn.init.normal_(p, std=0.3)
     ref = nn.TransformerEncoderLayer(
@@ -109,7 +109,7 @@ def test_transformer_block_matches_post_norm_torch_layer(causal):
 
 def test_causal_block_with_cache_matches_full_pass():
     torch.manual_seed(0)
-    block = TransformerBlock(16, 4, causal=True).eval()
+    block = TransformerBlock(16, 4, 64, causal=True).eval()
     x = torch.randn(2, 6, 16)
     full = block(x)
     cache = KVCache()
@@ -121,7 +121,7 @@ def test_causal_block_with_cache_matches_full_pass():
 
 def test_causal_block_does_not_leak_the_future():
     torch.manual_seed(0)
-    block = TransformerBlock(16, 4, causal=True).eval()
+    block = TransformerBlock(16, 4, 64, causal=True).eval()
     x = torch.randn(1, 6, 16)
     y = x.clone()
     y[:, 4:] = torch.randn(1, 2, 16)

@@ -7,9 +7,10 @@ import torch
 from torch import nn
 
 from annotated_transformer.attention import MultiHeadedAttention
+from annotated_transformer.embeddings import check_ids
 from annotated_transformer.kv_cache import DecoderCache
 from annotated_transformer.layers import Encoder, EncoderLayer, PositionwiseFeedForward
-from annotated_transformer.masks import make_std_mask, padding_mask, subsequent_mask
+from annotated_transformer.masks import check_rows, make_std_mask, padding_mask, subsequent_mask
 from annotated_transformer.model import (
     Generator,
     make_model,
@@ -199,7 +200,7 @@ def test_bad_inputs_raise_with_sizes():
     with pytest.raises(ValueError, match=r"len=12.*max_len=10"):
         model.encode(long, padding_mask(long, PAD))
     with pytest.raises(ValueError, match=r"\[0, 11\).*from 1 to 11"):
-        model.encode(torch.tensor([[1, 11]]), None)
+        check_ids(torch.tensor([[1, 11]]), 11)  # where ids enter, not in forward
     with pytest.raises(ValueError, match=r"src_mask has shape \(3, 7\).*k_len=7"):
         model(src, tgt, src_mask[:, 0], tgt_mask)
     with pytest.raises(ValueError, match=r"tgt_mask has shape \(3, 5, 5\).*q_len=6"):
@@ -213,7 +214,8 @@ def test_bad_inputs_raise_with_sizes():
 
 def test_left_padded_targets_stay_finite():
     """With left padding the original make_std_mask leaves padded query 0 with no key at all
-    (softmax of nothing: NaN, refused by attention); ours lets padded queries see themselves."""
+    (softmax of nothing: NaN, refused where batches are built); ours lets padded queries see
+    themselves."""
     model = small_model()
     src, _ = random_batch()
     tgt = torch.tensor([[PAD, PAD, 3, 4, 5], [1, 2, 3, 4, 5], [PAD, 7, 8, 9, 10]])
@@ -222,7 +224,7 @@ def test_left_padded_targets_stay_finite():
     assert torch.isfinite(out).all()
     original = (tgt != PAD).unsqueeze(-2) & subsequent_mask(tgt.size(1))
     with pytest.raises(ValueError, match="no key it may attend to"):
-        model(src, tgt, src_mask, original)
+        check_rows(original)  # what a batch built with it would be refused for
 
 
 def test_tie_weights_shares_one_table_and_saves_its_parameters():

@@ -17,7 +17,7 @@ from annotated_transformer.sampling import (
 
 def small_lm(max_len: int = 32, dropout: float = 0.1, seed: int = 0) -> DecoderLM:
     torch.manual_seed(seed)
-    return DecoderLM(d_model=32, h=4, N=2, max_len=max_len, dropout=dropout).eval()
+    return DecoderLM(d_model=32, h=4, N=2, max_len=max_len, d_ff=128, dropout=dropout).eval()
 
 
 def test_logits_shape_and_causality():
@@ -139,7 +139,7 @@ def test_bad_model_inputs():
     with pytest.raises(ValueError, match="at least one byte"):
         sample(model, torch.zeros(1, 0, dtype=torch.long), 5)
     with pytest.raises(ValueError, match=r"ids must lie in \[0, 256\)"):
-        model(torch.tensor([[3, 256]]))
+        sample(model, torch.tensor([[3, 256]]), 5)
     with pytest.raises(ValueError, match="exceed the model's context of max_len=8"):
         model(torch.zeros(1, 9, dtype=torch.long))
     cache = model.new_cache()

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from annotated_transformer.schedule import noam_scheduler, rate
+from annotated_transformer.schedule import make_scheduler, rate
 
 
 @pytest.mark.parametrize("d_model,factor,warmup", [(512, 1.0, 4000), (32, 2.0, 400), (64, 0.5, 1)])
@@ -27,14 +27,17 @@ def test_rate_rejects_bad_arguments() -> None:
         rate(1, 512, 1.0, 0)
     with pytest.raises(ValueError, match="negative"):
         rate(-1, 512, 1.0, 10)
-    with pytest.raises(ValueError, match="model_size"):
-        noam_scheduler(torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0), 0)
+    with pytest.raises(ValueError, match="unknown schedule 'nom'"):
+        make_scheduler(
+            torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0), "nom", 1, 1, 2
+        )
 
 
-def test_scheduler_sets_the_optimiser_rate_each_step() -> None:
+def test_noam_scheduler_sets_the_optimiser_rate_of_eq_3_each_step() -> None:
     param = torch.nn.Parameter(torch.zeros(3))
     opt = torch.optim.Adam([param], lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    sched = noam_scheduler(opt, model_size=16, factor=2.0, warmup=5)
+    peak = 2.0 * (16 * 5) ** -0.5  # eq. 3 at step == warmup
+    sched = make_scheduler(opt, "noam", peak, warmup=5, total=0)
     for step in range(1, 12):
         # The rate used by update number `step` is rate(step - 1): LambdaLR starts at 0.
         assert opt.param_groups[0]["lr"] == pytest.approx(rate(step - 1, 16, 2.0, 5))

@@ -13,12 +13,13 @@ import torch.nn.functional as F
 import annotated_transformer
 from annotated_transformer.checkpoint import load_checkpoint
 from annotated_transformer.model import make_model
-from annotated_transformer.schedule import noam_scheduler, rate
+from annotated_transformer.schedule import make_scheduler, rate
 from annotated_transformer.training import (
     Batch,
     NonFiniteLossError,
     Trainer,
     copy_task_batches,
+    evaluating,
     make_optimizer,
     seq2seq_loss,
 )
@@ -106,14 +107,13 @@ def test_four_micro_batches_give_the_update_of_one_big_batch() -> None:
         ("small", small, quarters, 4),
     ]:
         opt = torch.optim.SGD(model.parameters(), lr=1.0)  # update = gradient (see above)
-        trainer = Trainer(
-            model, opt, seq2seq_loss(PAD, 0.1), noam_scheduler(opt, 16, 100.0, 4),
-            accumulate=accumulate, clip_norm=0.5,
-        )  # fmt: skip
+        scheduler = make_scheduler(opt, "noam", 100.0 * (16 * 4) ** -0.5, 4, 3)
+        loss = seq2seq_loss(PAD, 0.1)
+        trainer = Trainer(model, opt, loss, scheduler, accumulate=accumulate, clip_norm=0.5)
         runs[name] = trainer.fit(lambda epoch, b=batches: b, max_steps=3, progress=False)
     assert len(runs["small"]) == len(runs["big"]) == 3
     # The scheduler stepped once per optimiser step, not once per micro-batch.
-    assert runs["small"]["lr"].tolist() == [rate(s, 16, 100.0, 4) for s in range(3)]
+    assert runs["small"]["lr"].tolist() == pytest.approx([rate(s, 16, 100.0, 4) for s in range(3)])
     assert (runs["small"]["tokens"] == runs["big"]["tokens"]).all()
     torch.testing.assert_close(
         torch.tensor(runs["small"]["loss"].values), torch.tensor(runs["big"]["loss"].values)
@@ -138,12 +138,19 @@ def test_bf16_autocast_keeps_fp32_weights_and_a_close_loss() -> None:
         Trainer(model, make_optimizer(model), seq2seq_loss(PAD), precision="fp16")
 
 
-def test_evaluate_runs_without_dropout_or_autograd_and_restores_train_mode() -> None:
+def mean_loss(model: torch.nn.Module, data: list[Batch]) -> float:
+    loss = seq2seq_loss(PAD, 0.0)
+    with evaluating(model):
+        assert not model.training and torch.is_inference_mode_enabled()
+        sums = [loss(model, b) for b in data]
+    return sum(s.item() for s, _ in sums) / sum(int(n) for _, n in sums)
+
+
+def test_evaluating_runs_without_dropout_or_autograd_and_restores_train_mode() -> None:
     model = tiny_model(dropout=0.5)
-    trainer = Trainer(model, make_optimizer(model), seq2seq_loss(PAD, 0.0))
     data = list(copy_task_batches(V, 4, 3, seed=0))
     before = [p.clone() for p in model.parameters()]
-    first, second = trainer.evaluate(data), trainer.evaluate(data)
+    first, second = mean_loss(model, data), mean_loss(model, data)
     assert first == second and model.training
     # Reference: the mean token loss written out in eval mode.
     model.eval()
@@ -161,15 +168,20 @@ def test_evaluate_runs_without_dropout_or_autograd_and_restores_train_mode() -> 
 def test_history_has_one_row_per_step_with_eval_loss(tmp_path: Path) -> None:
     model = tiny_model()
     opt = make_optimizer(model)
-    trainer = Trainer(model, opt, seq2seq_loss(PAD), noam_scheduler(opt, 16, 1.0, 10))
+    trainer = Trainer(model, opt, seq2seq_loss(PAD), make_scheduler(opt, "noam", 0.01, 10, 5))
+    val = list(copy_task_batches(V, 4, 2, seed=99))
     history = trainer.fit(
-        lambda epoch: copy_task_batches(V, 4, 3, seed=epoch), 5,
-        eval_batches=lambda: copy_task_batches(V, 4, 2, seed=99), eval_every=2, progress=False,
-    )  # fmt: skip
+        lambda epoch: copy_task_batches(V, 4, 3, seed=epoch),
+        5,
+        evaluate=lambda: {"eval_loss": mean_loss(model, val)},
+        every=2,
+        progress=False,
+    )
     assert history["step"].tolist() == [1, 2, 3, 4, 5]
     assert history["epoch"].tolist() == [0, 0, 0, 1, 1]
-    assert {"loss", "lr", "tokens", "tokens_per_s", "grad_norm"} <= set(history.columns)
-    assert history["eval_loss"].notna().tolist() == [False, True, False, True, True]
+    assert {"loss", "lr", "tokens", "tokens_per_s", "grad_norm", "seconds"} <= set(history.columns)
+    assert history["eval_loss"].notna().tolist() == [False, True, False, True, False]
+    assert history["seconds"].is_monotonic_increasing
     assert (history["tokens"] == 4 * 9).all() and (history["tokens_per_s"] > 0).all()
 
 
@@ -201,10 +213,11 @@ def resume_setup(checkpoint: str | None) -> Trainer:
     torch.manual_seed(0)
     model = make_model(V, V, N=1, d_model=16, d_ff=32, h=2, dropout=0.2)  # dropout draws RNG
     opt = make_optimizer(model)
+    scheduler = make_scheduler(opt, "noam", (16 * 4) ** -0.5, 4, 0)
+    loss = seq2seq_loss(PAD, 0.1)
     return Trainer(
-        model, opt, seq2seq_loss(PAD, 0.1), noam_scheduler(opt, 16, 1.0, 4),
-        accumulate=2, clip_norm=1.0, checkpoint_path=checkpoint,
-    )  # fmt: skip
+        model, opt, loss, scheduler, accumulate=2, clip_norm=1.0, checkpoint_path=checkpoint
+    )
 
 
 def resume_data(epoch: int) -> Iterator[Batch]:

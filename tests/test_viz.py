@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import vl_convert
 
-from annotated_transformer import viz
+from annotated_transformer.book import viz
 
 
 @pytest.mark.parametrize(

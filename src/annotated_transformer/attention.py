@@ -24,8 +24,12 @@ from annotated_transformer.kv_cache import KVCache
 
 
 def check_mask(mask: Tensor, scores_shape: torch.Size | tuple[int, ...]) -> None:
-    """Raise a ValueError unless ``mask`` is boolean, fits ``scores_shape`` and lets every
-    query row attend to at least one key.
+    """Raise a ValueError unless ``mask`` is boolean and fits ``scores_shape``.
+
+    Only the dtype and the shape: a check that reads the mask's *values* would, on a GPU,
+    wait for the device in every layer. Whether every query row has a key to attend to is
+    checked once per batch, where the batch is built (:func:`~annotated_transformer.masks.
+    check_rows`).
 
     scores_shape: ``(..., q_len, k_len)``, the shape of the attention scores.
     """
@@ -39,12 +43,6 @@ def check_mask(mask: Tensor, scores_shape: torch.Size | tuple[int, ...]) -> None
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} cannot broadcast to the attention scores "
             f"{tuple(scores_shape)} (..., q_len, k_len)"
-        )
-    if not bool(mask.any(dim=-1).all()):
-        raise ValueError(
-            "mask has a query row with no key it may attend to; softmax over an empty set is "
-            "undefined and would give NaN. Let every query see at least one key (e.g. the "
-            "begin-of-sequence token), and ignore padded query positions in the loss instead."
         )
 
 

@@ -136,6 +136,12 @@ def collate(
     ]
     if not rows:
         raise ValueError("cannot collate an empty batch")
+    if not all(rows):
+        empty = next(i for i, row in enumerate(rows) if not row)
+        raise ValueError(
+            f"sequence {empty} of the batch is empty: it would be all padding, with nothing to "
+            "attend to (map unknown words to <unk>, do not drop them)"
+        )
     width = pad_to if pad_to is not None else max(len(row) for row in rows)
     out = torch.full((len(rows), width), pad, dtype=torch.long)
     for r, row in enumerate(rows):

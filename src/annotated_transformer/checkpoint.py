@@ -5,9 +5,10 @@ scheduler's state dicts, every random number generator's state (Python, NumPy, t
 CUDA), the step, the run's config and any extra plain data (e.g. the data position and the loss
 history). That is everything needed for a resumed run to continue exactly where it stopped.
 
-- Written atomically: to a temporary file in the same folder, flushed to disk (fsync), then
-  renamed over the old one with ``os.replace``, so a kill mid-write leaves the previous checkpoint
-  intact, never a half-written file.
+- Written atomically (:func:`atomic_write`, which every file a run writes goes through): to a
+  temporary file in the same folder, flushed to disk (fsync), then renamed over the old one
+  with ``os.replace``, so a kill mid-write leaves the previous checkpoint intact, never a
+  half-written file.
 - Loaded with ``torch.load(weights_only=True)``: only tensors and plain Python data are
   unpickled, so a tampered file cannot execute code.
 """
@@ -16,9 +17,11 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -105,24 +108,52 @@ def save_checkpoint(
     }
     _check_plain(state["config"], "config")
     _check_plain(state["extra"], "extra")
+    return atomic_write(path, lambda f: torch.save(state, f))
+
+
+def atomic_write(
+    path: str | os.PathLike,
+    data: bytes | Callable[[BinaryIO], None],
+    check: Callable[[Path], None] | None = None,
+) -> Path:
+    """Write a file so that a reader (or a crash) sees the old file or the new, never half.
+
+    ``data``: the bytes, or a function that writes into an open binary file. The bytes go to
+    a temporary file in the same folder, are flushed to disk (fsync), ``check(temporary
+    path)`` may refuse them by raising (e.g. a checksum), and the temporary file is renamed
+    over ``path`` with ``os.replace`` (atomic on POSIX and Windows); then the folder is synced
+    so that the rename itself survives a power cut. Folders are created as needed.
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)  # atomic on POSIX and Windows: readers see old or new, never half
+        if check is not None:
+            check(Path(tmp))
+        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
+    if hasattr(os, "O_DIRECTORY"):  # POSIX: make the rename durable
         dir_fd = os.open(path.parent, os.O_DIRECTORY)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
     return path
+
+
+def atomic_copy(source: str | os.PathLike, target: str | os.PathLike) -> Path:
+    """Copy ``source`` to ``target`` atomically (see :func:`atomic_write`)."""
+    with open(source, "rb") as f:
+        return atomic_write(target, lambda out: shutil.copyfileobj(f, out))
 
 
 def read_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
@@ -181,3 +212,27 @@ def load_checkpoint(
     if restore_rng:
         set_rng_state(state["rng"])
     return state
+
+
+def average_checkpoints(paths: Sequence[str | os.PathLike]) -> tuple[dict[str, Any], dict]:
+    """Element-wise mean of the model weights in ``paths``; returns (config, state_dict).
+
+    Vaswani et al. 2017, section 6.1: "averaging the last 5 checkpoints". The checkpoints must
+    come from one run (same config, hence the same shapes); the mean is taken in float64 and
+    cast back to each tensor's dtype.
+    """
+    if not paths:
+        raise ValueError("average_checkpoints needs at least one checkpoint path")
+    first = read_checkpoint(paths[0])
+    config, total = first["config"], {k: v.double() for k, v in first["model"].items()}
+    for path in paths[1:]:
+        state = read_checkpoint(path)
+        if state["config"] != config or state["model"].keys() != total.keys():
+            raise CheckpointError(
+                f"{path} comes from a different run than {paths[0]} (config or weights "
+                "differ): average only checkpoints of one training run"
+            )
+        for key, value in state["model"].items():
+            total[key] += value.double()
+    dtypes = {k: v.dtype for k, v in first["model"].items()}
+    return config, {k: (v / len(paths)).to(dtypes[k]) for k, v in total.items()}

@@ -53,20 +53,17 @@ def launched_by_torchrun() -> bool:
     return "WORLD_SIZE" in os.environ and "RANK" in os.environ
 
 
-def init_distributed(device: str = "auto", timeout_s: float = 1800.0) -> torch.device:
+def init_distributed(device: torch.device, timeout_s: float = 1800.0) -> torch.device:
     """Join the process group described by torchrun's variables; return this rank's device.
 
-    device: "cuda" (NCCL backend, one GPU per local rank), "cpu" (Gloo) or "auto" (CUDA when
-    available). Without torchrun's variables no group is created and the device is returned.
+    device: where to train (``runner.pick_device``). CUDA: the NCCL backend and one GPU per
+    local rank; otherwise Gloo. Without torchrun's variables no group is created and
+    ``device`` is returned as it is.
     """
-    if device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"device={device!r} must be 'auto', 'cpu' or 'cuda'")
-    use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-    if use_cuda and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for but PyTorch sees no CUDA GPU; use cpu")
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    target = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
-    if use_cuda:
+    use_cuda = device.type == "cuda"
+    target = torch.device("cuda", local_rank) if use_cuda and launched_by_torchrun() else device
+    if use_cuda and launched_by_torchrun():
         if local_rank >= torch.cuda.device_count():
             raise ValueError(
                 f"LOCAL_RANK={local_rank} but only {torch.cuda.device_count()} GPU(s) are "

@@ -20,9 +20,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import http.client
-import os
 import shutil
-import tempfile
 import time
 import urllib.request
 import zipfile
@@ -31,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotated_transformer import settings
+from annotated_transformer.checkpoint import atomic_write
 
 CHUNK = 1 << 20
 HINT = (
@@ -165,23 +164,16 @@ def download(resource: Resource, target: Path, retries: int = 3, timeout: float 
     """Download ``resource.url`` to ``target`` atomically, verified; retry up to ``retries``."""
     if retries < 1:
         raise ValueError(f"retries={retries} must be at least 1")
-    target.parent.mkdir(parents=True, exist_ok=True)
     failures = []
     for attempt in range(1, retries + 1):
-        handle, name = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=".part", dir=target.parent
-        )
-        part = Path(name)
-        try:
-            with os.fdopen(handle, "wb") as out:
-                _stream(resource.url, out, timeout)
-            verify(part, resource)
-            os.replace(part, target)  # atomic: the cache holds only verified files
-            return target
+        try:  # verified before the rename: the cache holds only verified files
+            return atomic_write(
+                target,
+                lambda out: _stream(resource.url, out, timeout),
+                check=lambda part: verify(part, resource),
+            )
         except (OSError, http.client.HTTPException, ChecksumError) as error:
             failures.append(f"attempt {attempt}: {error}")
-        finally:
-            part.unlink(missing_ok=True)  # also on KeyboardInterrupt: no half-written leftovers
         if attempt < retries:
             time.sleep(min(0.5 * 2.0 ** (attempt - 1), 8.0))
     details = "\n  ".join(failures)
@@ -189,18 +181,6 @@ def download(resource: Resource, target: Path, retries: int = 3, timeout: float 
         f"could not download {resource.url} (sha256 {resource.sha256}) "
         f"in {retries} attempt(s):\n  {details}\n{HINT}"
     )
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and a rename: never half-written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.replace(name, path)
-    finally:
-        Path(name).unlink(missing_ok=True)
 
 
 def _stream(url: str, out, timeout: float) -> None:

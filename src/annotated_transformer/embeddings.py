@@ -35,15 +35,23 @@ class Embeddings(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if x.dtype.is_floating_point or x.dtype.is_complex:
             raise ValueError(f"Embeddings needs integer token ids, got dtype {x.dtype}")
-        if x.numel() > 0:
-            low, high = int(x.min()), int(x.max())
-            if low < 0 or high >= self.vocab:
-                raise ValueError(
-                    f"token ids must lie in [0, {self.vocab}) for a vocabulary of size "
-                    f"{self.vocab}, got ids from {low} to {high}; was the vocabulary built "
-                    "from different data, or the model made with a smaller vocab?"
-                )
         return self.lut(x) * math.sqrt(self.d_model)
+
+
+def check_ids(ids: Tensor, vocab: int) -> None:
+    """Raise a ValueError unless every id lies in [0, vocab).
+
+    Reads the values, so it runs where ids enter from outside (a prompt, a hand-made batch),
+    once, not in every forward pass: on a GPU each such read waits for the device.
+    """
+    if ids.numel() > 0:
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= vocab:
+            raise ValueError(
+                f"token ids must lie in [0, {vocab}) for a vocabulary of size {vocab}, got ids "
+                f"from {low} to {high}; was the vocabulary built from different data, or the "
+                "model made with a smaller vocab?"
+            )
 
 
 class TokenAndPosition(nn.Module):

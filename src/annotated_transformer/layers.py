@@ -211,11 +211,11 @@ class TransformerBlock(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, h: int, ff_mult: int = 4, dropout: float = 0.1, causal: bool = False
+        self, d_model: int, h: int, d_ff: int, dropout: float = 0.1, causal: bool = False
     ) -> None:
         super().__init__()
         self.attention = MultiHeadedAttention(h, d_model, dropout)
-        self.feed_forward = PositionwiseFeedForward(d_model, ff_mult * d_model, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
         self.norm1 = nn.LayerNorm(d_model)
         self.norm2 = nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)

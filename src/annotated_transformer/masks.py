@@ -79,6 +79,21 @@ target_mask = make_std_mask
 """A descriptive name for :func:`make_std_mask`."""
 
 
+def check_rows(mask: Tensor, name: str = "mask") -> None:
+    """Raise a ValueError if a query row of ``mask`` (..., q_len, k_len) has no key at all.
+
+    The softmax over an empty set is 0/0: such a row would make the attention output NaN.
+    This reads the mask's values, so it runs once per batch where the batch is built (on the
+    CPU, before the batch moves to a GPU), not in every attention layer.
+    """
+    if not bool(mask.any(dim=-1).all()):
+        raise ValueError(
+            f"{name} has a query row with no key it may attend to; softmax over an empty set "
+            "is undefined and would give NaN. Let every query see at least one key (e.g. the "
+            "begin-of-sequence token), and ignore padded query positions in the loss instead."
+        )
+
+
 def check_mask(mask: Tensor, batch: int, q_len: int, k_len: int, name: str = "mask") -> None:
     """Raise a ValueError unless ``mask`` is bool ``(batch or 1, q_len or 1, k_len)``."""
     if mask.dtype != torch.bool:

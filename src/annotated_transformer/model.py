@@ -238,7 +238,7 @@ class DecoderLM(nn.Module):
         h: int = 4,
         N: int = 4,
         max_len: int = 256,
-        ff_mult: int = 4,
+        d_ff: int = 512,
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
@@ -251,7 +251,7 @@ class DecoderLM(nn.Module):
             nn.Embedding(vocab, d_model), PositionalEmbedding(d_model, max_len, dropout)
         )
         self.blocks = nn.ModuleList(
-            TransformerBlock(d_model, h, ff_mult, dropout, causal=True) for _ in range(N)
+            TransformerBlock(d_model, h, d_ff, dropout, causal=True) for _ in range(N)
         )
         self.to_logits = nn.Linear(d_model, vocab)
 
@@ -275,11 +275,6 @@ class DecoderLM(nn.Module):
                 f"model's context of max_len={self.max_len}; feed at most the last "
                 f"{self.max_len} bytes (sampling.sample crops the context for you)"
             )
-        if x.numel() and (int(x.min()) < 0 or int(x.max()) >= self.vocab):
-            raise ValueError(
-                f"ids must lie in [0, {self.vocab}) (bytes are 0..255), got ids from "
-                f"{int(x.min())} to {int(x.max())}"
-            )
         h = self.embed(x, past)  # (batch, len, d_model)
         for i, block in enumerate(self.blocks):
             h = block(h, cache=None if cache is None else cache[i])
@@ -290,7 +285,7 @@ class EncoderClassifier(nn.Module):
     """An encoder-only classifier (Bloem's ``former``): embed, N blocks, pool, one linear layer.
 
     tokens (batch, len) -> x = Embeddings(tokens) + P[positions]   (batch, len, d_model)
-    -> depth × TransformerBlock (post-norm self-attention over the real tokens only)
+    -> N × TransformerBlock (post-norm self-attention over the real tokens only)
     -> pool: the mean over the real tokens (padding excluded), or with ``cls=True`` the output
        at a learned [CLS] vector put in front of every sequence (BERT's choice)
     -> logits = pooled W + b   (batch, n_classes); softmax gives the class probabilities.
@@ -308,17 +303,17 @@ class EncoderClassifier(nn.Module):
         *,
         d_model: int = 128,
         h: int = 8,
-        depth: int = 6,
+        N: int = 6,
         max_len: int = 512,
-        ff_mult: int = 4,
+        d_ff: int = 512,
         dropout: float = 0.1,
         attn_dropout: float = 0.0,
         pad: int = 0,
         cls: bool = False,
     ) -> None:
         super().__init__()
-        for name, value in (("vocab", vocab), ("n_classes", n_classes), ("depth", depth),
-                            ("max_len", max_len)):  # fmt: skip
+        positive = {"vocab": vocab, "n_classes": n_classes, "N": N, "max_len": max_len}
+        for name, value in positive.items():
             if value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value}")
         if not 0 <= pad < vocab:
@@ -330,9 +325,7 @@ class EncoderClassifier(nn.Module):
         nn.init.normal_(self.embed.lut.weight, std=d_model**-0.5)
         self.cls = nn.Parameter(torch.randn(1, 1, d_model) / d_model**0.5) if cls else None
         self.position = PositionalEmbedding(d_model, max_len + int(cls), dropout)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(d_model, h, ff_mult, dropout) for _ in range(depth)
-        )
+        self.blocks = nn.ModuleList(TransformerBlock(d_model, h, d_ff, dropout) for _ in range(N))
         for block in self.blocks:
             block.attention.dropout.p = attn_dropout
         self.to_classes = nn.Linear(d_model, n_classes)
@@ -346,12 +339,7 @@ class EncoderClassifier(nn.Module):
                 f"sequences of {length} tokens are longer than max_len={self.max_len}: "
                 "truncate them (imdb.encode does) or build the model with a larger max_len"
             )
-        real = tokens != self.pad  # (batch, len)
-        if not bool(real.any(dim=1).all()):
-            raise ValueError(
-                f"a sequence in the batch is all padding (pad={self.pad}): every review needs "
-                "at least one token (map unknown words to <unk>, do not drop them)"
-            )
+        real = tokens != self.pad  # (batch, len); a row of padding only would give NaN
         x = self.embed(tokens)  # (batch, len, d_model)
         if self.cls is not None:
             x = torch.cat([self.cls.expand(batch, 1, -1).to(x.dtype), x], dim=1)

@@ -24,7 +24,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from annotated_transformer.embeddings import check_ids
 from annotated_transformer.model import DecoderLM
+from annotated_transformer.training import evaluating
 
 
 def context_start(total: int, start: int, max_len: int) -> int:
@@ -63,7 +65,6 @@ def check_sampling(temperature: float, top_k: int | None, length: int) -> None:
         raise ValueError(f"length must be >= 0 new bytes, got {length}")
 
 
-@torch.inference_mode()
 def sample(
     model: DecoderLM,
     prompt: Tensor,
@@ -86,24 +87,23 @@ def sample(
             f"prompt must be (batch, prompt_len >= 1) byte ids, got {tuple(prompt.shape)}: "
             "the model needs at least one byte to condition on"
         )
-    was_training = model.training
-    model.eval()
-    text = prompt.to(next(model.parameters()).device)
-    start, cache = max(0, text.size(1) - model.max_len), None  # a long prompt: its end
-    for _ in range(length):
-        new_start = context_start(text.size(1), start, model.max_len)
-        if not use_cache:
-            logits = model(text[:, new_start:])
-        elif cache is None or new_start != start:
-            cache = model.new_cache()  # (re)fill: run the whole context once
-            logits = model(text[:, new_start:], cache)
-        else:
-            logits = model(text[:, -1:], cache)  # only the newest byte
-        start = new_start
-        probs = next_byte_distribution(logits[:, -1], temperature, top_k)  # (batch, vocab)
-        next_byte = torch.multinomial(probs, 1, generator=generator)  # (batch, 1)
-        text = torch.cat([text, next_byte], dim=1)
-    model.train(was_training)
+    check_ids(prompt, model.vocab)  # once, not in every forward pass
+    with evaluating(model):
+        text = prompt.to(next(model.parameters()).device)
+        start, cache = max(0, text.size(1) - model.max_len), None  # a long prompt: its end
+        for _ in range(length):
+            new_start = context_start(text.size(1), start, model.max_len)
+            if not use_cache:
+                logits = model(text[:, new_start:])
+            elif cache is None or new_start != start:
+                cache = model.new_cache()  # (re)fill: run the whole context once
+                logits = model(text[:, new_start:], cache)
+            else:
+                logits = model(text[:, -1:], cache)  # only the newest byte
+            start = new_start
+            probs = next_byte_distribution(logits[:, -1], temperature, top_k)  # (batch, vocab)
+            next_byte = torch.multinomial(probs, 1, generator=generator)  # (batch, 1)
+            text = torch.cat([text, next_byte], dim=1)
     return text
 
 

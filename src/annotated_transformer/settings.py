@@ -1,9 +1,7 @@
-"""Run-time settings read from the environment: run size, data mirror and cache directory.
+"""Where the data comes from, read from the environment: the data mirror and the cache.
 
 Every chapter and command line reads these, so one switch changes them all:
 
-- ``AT_SIZE``: ``full`` (default) runs chapters at the size their stored outputs were made with;
-  ``ci`` shrinks every training run so the whole book re-executes in minutes on a CPU.
 - ``AT_DATA_MIRROR``: a folder laid out like the canonical downloads (``multi30k/``, ``imdb/``,
   ``chars/``); files found there are checksum-verified and used instead of the network.
 - ``AT_CACHE_DIR``: where downloads are kept (default ``~/.cache/annotated_transformer``).
@@ -13,24 +11,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TypeVar
-
-T = TypeVar("T")
-
-SIZES = ("ci", "full")
-
-
-def run_size() -> str:
-    """The run size selected by ``AT_SIZE``: ``"ci"`` or ``"full"``."""
-    size = os.environ.get("AT_SIZE", "full").strip().lower()
-    if size not in SIZES:
-        raise ValueError(f"AT_SIZE={size!r} is not a run size; use one of {', '.join(SIZES)}")
-    return size
-
-
-def pick(ci: T, full: T) -> T:
-    """Return ``ci`` in a CI-sized run and ``full`` otherwise (one switch for every chapter)."""
-    return ci if run_size() == "ci" else full
 
 
 def data_mirror() -> Path | None:

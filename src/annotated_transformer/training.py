@@ -17,8 +17,9 @@ What one optimiser step does (``Trainer.train_step``):
 2. divide the summed gradients by the step's token count, clip their norm (optional);
 3. one Adam update, one scheduler step (per optimiser step, not per micro-batch).
 
-``Trainer.fit`` repeats it, evaluates under ``torch.inference_mode``, writes checkpoints, shows
-a progress bar (loss, learning rate, tokens/s) and keeps the history as a pandas DataFrame.
+``Trainer.fit`` repeats it, calls an evaluation hook every so many steps (its results join
+that step's row of the history), writes checkpoints, shows a progress bar (loss, learning
+rate, tokens/s) and keeps the history as a pandas DataFrame.
 A ``DistributedDataParallel`` model passes through: micro-batches before the last skip the
 gradient all-reduce (``no_sync``), and only rank 0 shows progress and writes checkpoints.
 """
@@ -37,10 +38,10 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from annotated_transformer.book.progress import tqdm
 from annotated_transformer.checkpoint import load_checkpoint, save_checkpoint, unwrap
 from annotated_transformer.loss import smoothed_cross_entropy
-from annotated_transformer.masks import make_std_mask, padding_mask
-from annotated_transformer.progress import tqdm
+from annotated_transformer.masks import check_rows, make_std_mask, padding_mask
 
 LossFn = Callable[[nn.Module, Any], tuple[Tensor, Tensor | int]]
 
@@ -71,6 +72,7 @@ class Batch:
             self.tgt_y = tgt[:, 1:]
             self.tgt_mask = make_std_mask(self.tgt, pad)
             self.ntokens = int((self.tgt_y != pad).sum())
+        check_rows(self.src_mask, "src_mask")  # once per batch, not in every layer
 
     def to(self, device: torch.device | str) -> Batch:
         """Move every tensor to ``device`` (in place; returns self)."""
@@ -102,9 +104,35 @@ def seq2seq_loss(padding_idx: int, smoothing: float = 0.1) -> LossFn:
 def make_optimizer(model: nn.Module, lr: float = 1.0) -> torch.optim.Adam:
     """Adam with the paper's β₁=0.9, β₂=0.98, ε=1e-9 (section 5.3).
 
-    lr=1.0 suits ``schedule.noam_scheduler``, whose factor then *is* the learning rate.
+    ``schedule.make_scheduler`` then sets the rate at every step.
     """
     return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """bf16 autocast on ``device`` when ``precision`` is "bf16", else nothing.
+
+    Under autocast the matrix products run in bf16 while the weights, the softmax, the norms
+    and the loss stay fp32 (PyTorch's autocast op lists).
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r} must be one of {', '.join(PRECISIONS)}")
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+@contextlib.contextmanager
+def evaluating(model: nn.Module) -> Iterator[nn.Module]:
+    """Eval mode (no dropout) and no autograd inside; the model's mode is restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            yield model
+    finally:
+        model.train(was_training)
 
 
 def copy_task_batches(
@@ -128,8 +156,10 @@ def copy_task_batches(
     """
     least_vocab, least_len = (4, 1) if variable else (3, 2)
     if vocab < least_vocab or seq_len < least_len:
-        raise ValueError(f"the copy task needs vocab >= {least_vocab} and seq_len >= "
-                         f"{least_len}, got {vocab}, {seq_len}")  # fmt: skip
+        raise ValueError(
+            f"the copy task needs vocab >= {least_vocab} and seq_len >= {least_len}, "
+            f"got {vocab}, {seq_len}"
+        )
     gen = torch.Generator().manual_seed(seed)
     for _ in range(n_batches):
         if variable:
@@ -187,8 +217,7 @@ class Trainer:
     ) -> None:
         if accumulate < 1:
             raise ValueError(f"accumulate={accumulate} must be >= 1 micro-batches per step")
-        if precision not in ("fp32", "bf16"):
-            raise ValueError(f"precision={precision!r} must be 'fp32' or 'bf16'")
+        autocast(torch.device("cpu"), precision)  # checks the name
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.scheduler = scheduler
         self.accumulate, self.clip_norm, self.precision = accumulate, clip_norm, precision
@@ -203,16 +232,10 @@ class Trainer:
     def history(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows)
 
-    def autocast(self) -> contextlib.AbstractContextManager:
-        """bf16 autocast on the model's device when precision="bf16", else nothing."""
-        return torch.autocast(
-            self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"
-        )
-
     def _forward(self, batch: Any) -> tuple[Tensor, int]:
         if hasattr(batch, "to"):
             batch = batch.to(self.device)
-        with self.autocast():
+        with autocast(self.device, self.precision):
             loss_sum, n_tokens = self.loss_fn(self.model, batch)
         if not torch.isfinite(loss_sum):
             raise NonFiniteLossError(self._stop_message(f"the loss is {loss_sum.item()}"))
@@ -266,22 +289,10 @@ class Trainer:
             "tokens": total_tokens,
             "tokens_per_s": total_tokens / seconds,
             "grad_norm": grad_norm,
+            "seconds": (self.rows[-1]["seconds"] if self.rows else 0.0) + seconds,  # training
         }
         self.rows.append(row)
         return row
-
-    def evaluate(self, batches: Iterable[Any]) -> float:
-        """Loss per token over ``batches``, in eval mode (no dropout) without autograd."""
-        was_training = self.model.training
-        self.model.eval()
-        total_loss, total_tokens = 0.0, 0
-        with torch.inference_mode():
-            for batch in batches:
-                loss_sum, n_tokens = self._forward(batch)
-                total_loss += loss_sum.item()
-                total_tokens += n_tokens
-        self.model.train(was_training)
-        return total_loss / max(total_tokens, 1)
 
     def _stream(self, batches: Callable[[int], Iterable[Any]]) -> Iterator[Any]:
         """Micro-batches from the saved position on, epoch after epoch."""
@@ -302,17 +313,19 @@ class Trainer:
         batches: Callable[[int], Iterable[Any]],
         max_steps: int,
         *,
-        eval_batches: Callable[[], Iterable[Any]] | None = None,
-        eval_every: int = 0,
+        evaluate: Callable[[], dict[str, float]] | None = None,
+        every: int = 0,
         checkpoint_every: int = 0,
         progress: bool = True,
     ) -> pd.DataFrame:
         """Train until ``step == max_steps`` (counting steps of earlier, resumed runs).
 
         batches: epoch -> that epoch's batches (deterministic, see the module docstring);
-        eval_batches: () -> validation batches, evaluated every ``eval_every`` steps and at the
-        end (column ``eval_loss``); checkpoint_every: save every so many steps and at the end
-        (needs ``checkpoint_path``). Returns ``history``.
+        evaluate: () -> metrics, called after every ``every``-th step; its metrics join that
+        step's row (e.g. ``{"val_loss": 2.1}``) before the checkpoint of that step is written.
+        checkpoint_every: save every so many steps, after every evaluation and at the end
+        (needs ``checkpoint_path``).
+        Returns ``history``.
         """
         if checkpoint_every and self.checkpoint_path is None:
             raise ValueError("checkpoint_every needs a Trainer(checkpoint_path=...)")
@@ -325,14 +338,16 @@ class Trainer:
             while self.step < max_steps:
                 row = self.train_step([next(stream) for _ in range(self.accumulate)])
                 bar.update(1)
+                loss, lr, tok_s = row["loss"], row["lr"], row["tokens_per_s"]
                 bar.set_postfix(
-                    loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}",
-                    tok_s=f"{row['tokens_per_s']:.0f}", refresh=False,
-                )  # fmt: skip
+                    loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:.0f}", refresh=False
+                )
                 done = self.step == max_steps
-                if eval_batches is not None and (done or _every(self.step, eval_every)):
-                    row["eval_loss"] = self.evaluate(eval_batches())
-                if self.checkpoint_path and (done or _every(self.step, checkpoint_every)):
+                evaluated = evaluate is not None and _every(self.step, every)
+                if evaluated:
+                    row.update(evaluate())
+                due = done or evaluated or _every(self.step, checkpoint_every)
+                if self.checkpoint_path and due:
                     self.save()
         return self.history
 
@@ -344,10 +359,10 @@ class Trainer:
         if _rank() != 0:
             return None
         extra = {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch, "history": self.rows}
+        model, optimizer, scheduler = self.model, self.optimizer, self.scheduler
         save_checkpoint(
-            path, self.model, self.optimizer, self.scheduler,
-            step=self.step, config=self.config, extra=extra,
-        )  # fmt: skip
+            path, model, optimizer, scheduler, step=self.step, config=self.config, extra=extra
+        )
         self.saved_step = self.step
         return path
 

@@ -1,0 +1,143 @@
+"""The command line: ``python -m annotated_transformer TASK {train,evaluate,predict} ...``.
+
+    python -m annotated_transformer translate train --preset cpu --out runs/translate-cpu
+    python -m annotated_transformer translate train --out runs/translate-cpu --resume
+    python -m annotated_transformer translate evaluate --checkpoint runs/translate-cpu/final.pt \\
+        --split test2016 --beam 4
+    python -m annotated_transformer translate predict --checkpoint runs/translate-cpu/final.pt \\
+        "Ein Mann fährt Fahrrad."
+    python -m annotated_transformer classify train --preset cpu --set tokenizer=bpe --out runs/x
+    python -m annotated_transformer lm train --preset cpu --set dataset=enwik8_prefix --out runs/y
+    python -m annotated_transformer lm predict --checkpoint runs/y/final.pt "ROMEO:" --top-k 40
+    torchrun --nproc_per_node=4 -m annotated_transformer translate train --preset base --out b
+
+TASK is translate (Multi30k German→English), classify (IMDb sentiment) or lm (a byte-level
+language model). ``--preset`` picks a recipe from ``PRESETS[task]``; ``--set KEY=VALUE``
+(repeatable) changes one of its settings, parsed to the setting's type. ``train`` writes its
+checkpoints and logs into ``--out`` (see :mod:`annotated_transformer.runner`); ``--resume``
+continues a killed run exactly where its last checkpoint stopped.
+
+Every error is one line on stderr and a non-zero exit status: 2 for a bad command line, 1
+for bad input (a missing file, an unknown setting, a device that is not there), 130 when
+interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from annotated_transformer import runner
+from annotated_transformer.tasks import PRESETS, TASKS
+from annotated_transformer.training import NonFiniteLossError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit status 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _settings_help(task: str) -> str:
+    config = PRESETS[task]["tiny"]
+    return "settings: " + ", ".join(f.name for f in dataclasses.fields(config))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m annotated_transformer",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    tasks = parser.add_subparsers(dest="task", required=True, parser_class=_Parser)
+    for name, cls in TASKS.items():
+        task = tasks.add_parser(name, help=(cls.__doc__ or "").splitlines()[0])
+        commands = task.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+        train = commands.add_parser(
+            "train", help="train a model (resumable)", epilog=_settings_help(name)
+        )
+        train.add_argument("--preset", help=f"one of {', '.join(PRESETS[name])} (default tiny)")
+        train.add_argument(
+            "--set",
+            dest="settings",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="change one setting (repeatable)",
+        )
+        train.add_argument("--out", required=True, type=Path, help="the run's folder")
+        train.add_argument("--resume", action="store_true", help="continue the run in --out")
+        train.add_argument("--max-steps", type=int, help="stop after N steps, as if killed")
+        train.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+        evaluate = commands.add_parser("evaluate", help="score a checkpoint")
+        evaluate.add_argument("--checkpoint", required=True, type=Path)
+        cls.add_evaluate_arguments(evaluate)
+
+        predict = commands.add_parser("predict", help="run a checkpoint on texts")
+        predict.add_argument("--checkpoint", required=True, type=Path)
+        predict.add_argument("inputs", nargs="*", help="texts (default: lines on stdin)")
+        cls.add_predict_arguments(predict)
+
+        for command in (train, evaluate, predict):
+            command.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+            command.add_argument("--threads", type=int, help="CPU threads (default: all)")
+            command.add_argument("--data-dir", help="a data mirror (default: $AT_DATA_MIRROR)")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads {args.threads} must be >= 1")
+        torch.set_num_threads(args.threads)
+    if args.command == "train":
+        if args.max_steps is not None and args.max_steps < 1:
+            raise ValueError(f"--max-steps {args.max_steps} must be >= 1")
+        result = runner.train(
+            args.task,
+            args.out,
+            preset=args.preset,
+            settings=args.settings,
+            resume=args.resume,
+            max_steps=args.max_steps,
+            data_dir=args.data_dir,
+            device=args.device,
+            progress=not args.no_progress,
+        )
+        if result is not None and result.metrics:
+            print(json.dumps(result.metrics["test"], indent=2, ensure_ascii=False))
+        return 0
+    task, model = runner.load_model(args.checkpoint, data_dir=args.data_dir, device=args.device)
+    if TASKS[args.task] is not type(task):
+        raise ValueError(f"{args.checkpoint} is a {task.name} checkpoint, not {args.task}")
+    if args.command == "evaluate":
+        print(json.dumps(task.evaluate_split(model, args), indent=2, ensure_ascii=False))
+    else:
+        inputs = args.inputs or [line.rstrip("\n") for line in sys.stdin]
+        for line in task.predict(model, inputs, **task.predict_options(args)):
+            print(line)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; errors become one line on stderr and a non-zero exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except (ValueError, OSError, NonFiniteLossError, tarfile.TarError) as error:
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"error: {message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: the last checkpoint is intact; continue with --resume", file=sys.stderr)
+        return 130

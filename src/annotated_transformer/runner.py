@@ -1,0 +1,475 @@
+"""One runner for every task: what happens around the training loop, written once.
+
+A task (:mod:`annotated_transformer.tasks`) says what to train on and how to score it; the
+runner owns the rest:
+
+- **resume checks**: a folder holds one run; ``resume`` continues it from ``last.pt`` with the
+  config saved there, and a finished run is reused instead of trained again (:func:`ensure_run`);
+- **device, threads and precision**: ``auto`` picks CUDA, then Apple's MPS, then the CPU;
+  ``precision="auto"`` picks bf16 where its matrix products are faster than fp32's;
+- **optimiser and schedule**: Adam (the paper's) or AdamW, ``schedule.make_scheduler``;
+- **checkpoints**, every file written atomically: ``last.pt`` (everything needed to resume),
+  ``best.pt`` (the best validation score), ``keep-NNNNNN.pt`` (the last ``keep_last``
+  validations, averaged at the end into ``averaged.pt``) and ``final.pt`` (the weights of the
+  finished run: the last, or the best of best and averaged);
+- **logs**: ``history.csv`` (one row per optimiser step, validation metrics on the steps
+  where they were measured), ``metrics.json`` (the finished run's numbers, the test included)
+  and ``train.log`` (what was printed, for people);
+- **many processes**: under ``torchrun`` every rank takes every R-th batch and the loss is
+  normalised by the global token count (:mod:`annotated_transformer.distributed`).
+
+What a chapter calls is :func:`ensure_run`; the command line is :mod:`annotated_transformer.cli`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+
+from annotated_transformer import distributed as dist
+from annotated_transformer.book.progress import tqdm
+from annotated_transformer.checkpoint import (
+    CheckpointError,
+    atomic_copy,
+    atomic_write,
+    average_checkpoints,
+    read_checkpoint,
+    save_checkpoint,
+)
+from annotated_transformer.schedule import make_scheduler
+from annotated_transformer.tasks import PRESETS, TASKS, Task
+from annotated_transformer.tasks.base import apply_settings
+from annotated_transformer.training import Trainer, make_optimizer
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+LAST, BEST, FINAL, AVERAGED = "last.pt", "best.pt", "final.pt", "averaged.pt"
+
+
+# ----------------------------------------------------------------------- device and precision
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    """``auto``: CUDA, then Apple's MPS, then the CPU; a named device must be there."""
+    kind = name.split(":")[0]
+    if kind not in DEVICES:
+        raise ValueError(f"unknown device {name!r}; use one of {', '.join(DEVICES)}")
+    has = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    if kind == "auto":
+        return torch.device(next((d for d in ("cuda", "mps") if has[d]), "cpu"))
+    if kind != "cpu" and not has[kind]:
+        raise ValueError(f"--device {name}: PyTorch sees no {kind.upper()} device here; use cpu")
+    return torch.device(name)
+
+
+def bf16_is_fast(device: torch.device) -> bool:
+    """Does bf16 autocast pay off here? CUDA: bf16 support. MPS: no (float32 there). CPU: a
+    quick race of a (256 × 512) @ (512 × 512) matmul in bf16 against fp32 — CPUs without
+    AVX-512-BF16 or AMX emulate bf16 matmuls, tens of times slower than fp32."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type != "cpu":
+        return False
+    a, b = torch.randn(256, 512), torch.randn(512, 512)
+    times = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        x, y = a.to(dtype), b.to(dtype)
+        x @ y  # warm-up
+        start = time.perf_counter()
+        for _ in range(3):
+            x @ y
+        times[dtype] = time.perf_counter() - start
+    return times[torch.bfloat16] < times[torch.float32]
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """``fp32`` or ``bf16``; ``auto`` becomes bf16 where :func:`bf16_is_fast`."""
+    if precision not in ("auto", "fp32", "bf16"):
+        raise ValueError(f"precision={precision!r}: use fp32, bf16 or auto")
+    if precision == "auto":
+        return "bf16" if bf16_is_fast(device) else "fp32"
+    return precision
+
+
+def make_optimizer_for(model: nn.Module, config: Any) -> torch.optim.Optimizer:
+    """The config's optimiser: the paper's Adam, or AdamW with ``weight_decay``."""
+    if config.optimizer == "adam":
+        return make_optimizer(model, lr=config.lr)
+    if config.optimizer == "adamw":
+        params = model.parameters()
+        return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    raise ValueError(f"optimizer={config.optimizer!r}: use adam or adamw")
+
+
+# ------------------------------------------------------------------------------------ the run
+
+
+def new_config(task: str, preset: str, settings: list[str] | tuple[str, ...] = ()) -> Any:
+    """A preset of ``PRESETS[task]`` with ``KEY=VALUE`` settings applied (``--set``)."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; use one of {', '.join(TASKS)}")
+    if preset not in PRESETS[task]:
+        raise ValueError(
+            f"unknown preset {preset!r} for {task}; use one of {', '.join(PRESETS[task])}"
+        )
+    return apply_settings(PRESETS[task][preset], settings)
+
+
+def run_config(task: str, preset: str, config: Any) -> dict[str, Any]:
+    """What a checkpoint says about its run: task, preset name and every setting."""
+    return {"task": task, "preset": preset, "config": dataclasses.asdict(config)}
+
+
+class Run:
+    """One training run of ``task`` in the folder ``out``.
+
+    Build it with a config (a new run) or with ``resume=True`` (the config is read from
+    ``out/last.pt``). :meth:`train` trains to the end (or ``max_steps``), :meth:`finish`
+    picks the final weights, tests them and writes ``metrics.json``.
+    """
+
+    def __init__(
+        self,
+        task: str,
+        out: str | Path,
+        *,
+        preset: str | None = None,
+        config: Any = None,
+        resume: bool = False,
+        data_dir: str | Path | None = None,
+        device: str = "auto",
+        progress: bool = True,
+        echo: bool = True,
+    ) -> None:
+        self.out, self.progress, self.echo = Path(out), progress, echo
+        last = self.out / LAST
+        if resume:
+            if not last.is_file():
+                raise FileNotFoundError(f"nothing to resume: {last} does not exist")
+            saved = read_checkpoint(last)["config"]
+            if saved.get("task") != task:
+                raise ValueError(f"{self.out} holds a {saved.get('task')!r} run, not {task}")
+            preset, config = saved["preset"], TASKS[task].Config(**saved["config"])
+            state = saved["state"]
+        else:
+            if last.exists():
+                raise ValueError(
+                    f"{self.out} already holds a run (last.pt): add --resume to continue it, "
+                    "or choose another --out"
+                )
+            state = None
+        self.device = dist.init_distributed(pick_device(device))
+        if not resume:
+            precision = resolve_precision(config.precision, self.device)
+            config = dataclasses.replace(config, precision=precision)
+        self.task_name, self.preset, self.config = task, preset, config
+        self.task: Task = TASKS[task](config, data_dir=data_dir, state=state)
+        self.steps_per_epoch = len(self.shard(0)) // config.accumulate
+        if self.steps_per_epoch == 0:
+            raise ValueError("no full optimiser step per epoch: use smaller batches or more data")
+        self.total = config.epochs * self.steps_per_epoch if config.epochs else config.steps
+        self.every = config.eval_every or self.steps_per_epoch
+        self.saved = run_config(task, preset, config) | {"state": self.task.state()}
+
+        torch.manual_seed(config.seed)
+        self.model = self.task.build_model().to(self.device)
+        optimizer = make_optimizer_for(self.model, config)
+        scheduler = make_scheduler(optimizer, config.schedule, config.lr, config.warmup, self.total)
+        self.trainer = Trainer(
+            dist.wrap(self.model, self.device),
+            optimizer,
+            dist.global_token_loss(self.task.loss),
+            scheduler,
+            accumulate=config.accumulate,
+            clip_norm=config.clip_norm,
+            precision=config.precision,
+            checkpoint_path=last,
+            config=self.saved,
+        )
+        if resume:
+            self.trainer.resume()
+            if dist.world_size() > 1:  # every rank restored rank 0's generators: re-split them
+                torch.manual_seed(config.seed + 1000 * self.trainer.step + dist.rank())
+        elif dist.world_size() > 1:
+            torch.manual_seed(config.seed + dist.rank())  # different dropout on each rank
+
+    # --- data
+    def shard(self, epoch: int) -> list[Any]:
+        """This rank's batches of ``epoch``: every R-th of the task's, cut to whole steps of
+        all ranks (so that an optimiser step never straddles two epochs)."""
+        batches = list(self.task.batches(epoch))
+        group = dist.world_size() * self.config.accumulate
+        keep = len(batches) - len(batches) % group
+        return batches[dist.rank() : keep : dist.world_size()]
+
+    # --- logs
+    def say(self, message: str) -> None:
+        """A line for people: printed (rank 0, above the progress bar) and kept in train.log."""
+        if not dist.is_main():
+            return
+        if self.echo:
+            tqdm.write(message, file=sys.stderr)
+        self.out.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        with open(self.out / "train.log", "a", encoding="utf-8") as log:
+            log.write(f"{stamp}  {message}\n")
+
+    def write_history(self) -> None:
+        if dist.is_main():
+            csv = self.trainer.history.to_csv(index=False).encode()
+            atomic_write(self.out / "history.csv", csv)
+
+    # --- training
+    def validate(self) -> dict[str, float]:
+        """Validation metrics; best.pt and the kept checkpoints (the evaluation hook)."""
+        metrics = self.task.evaluate(self.model)
+        metric, better = self.task.score
+        scores = [r[metric] for r in self.trainer.rows if metric in r]
+        best = (max if better == "max" else min)(scores, default=None)
+        value = metrics[metric]
+        improved = best is None or (value > best if better == "max" else value < best)
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
+        self.say(f"step {self.trainer.step}/{self.total}: {shown}{'  <- best' if improved else ''}")
+        if dist.is_main():
+            extra = {"step": self.trainer.step, **metrics}
+            if improved:
+                save_checkpoint(
+                    self.out / BEST,
+                    self.model,
+                    step=self.trainer.step,
+                    config=self.saved,
+                    extra=extra,
+                )
+            if self.config.keep_last:
+                save_checkpoint(
+                    self.out / f"keep-{self.trainer.step:06d}.pt",
+                    self.model,
+                    step=self.trainer.step,
+                    config=self.saved,
+                    extra=extra,
+                )
+                for old in self.kept()[: -self.config.keep_last]:
+                    old.unlink()
+        return metrics
+
+    def kept(self) -> list[Path]:
+        return sorted(self.out.glob("keep-[0-9][0-9][0-9][0-9][0-9][0-9].pt"))
+
+    def train(self, max_steps: int | None = None) -> bool:
+        """Train to the end of the run (or to ``max_steps``); True when the run is complete."""
+        stop = self.total if max_steps is None else min(max_steps, self.total)
+        if self.trainer.step == 0:
+            c = self.config
+            self.say(
+                f"{self.task_name} {self.preset}: {self.total} steps ({self.steps_per_epoch} "
+                f"per epoch) on {dist.world_size()} process(es), {self.device}, {c.precision}; "
+                f"{sum(p.numel() for p in self.model.parameters()):,} parameters"
+            )
+        elif self.trainer.step < stop:
+            self.say(f"resumed at step {self.trainer.step} of {self.total}")
+        self.trainer.fit(
+            self.shard,
+            stop,
+            evaluate=self.validate,
+            every=self.every,
+            checkpoint_every=self.config.checkpoint_every or self.every,
+            progress=self.progress and dist.is_main(),
+        )
+        self.write_history()
+        if self.trainer.step < self.total:
+            self.say(f"stopped at step {self.trainer.step} (--max-steps); continue with --resume")
+            return False
+        if self.task.score[0] not in self.trainer.rows[-1]:  # the end is not a validation step
+            self.trainer.rows[-1].update(self.validate())
+            self.trainer.save()
+            self.write_history()
+        return True
+
+    def finish(self) -> dict[str, Any]:
+        """Choose final.pt, test it, write metrics.json (rank 0); returns the metrics.
+
+        ``final="last"``: the weights as training left them. ``final="best"``: the better, on
+        the validation score, of best.pt and the average of the kept checkpoints.
+        """
+        metric, better = self.task.score
+        if self.config.final == "last":
+            choice = {"last": self.trainer.rows[-1][metric]}
+            save_checkpoint(
+                self.out / FINAL,
+                self.model,
+                step=self.trainer.step,
+                config=self.saved,
+                extra={"step": self.trainer.step},
+            )
+        elif self.config.final == "best":
+            choice = {"best": read_checkpoint(self.out / BEST)["extra"][metric]}
+            if len(self.kept()) > 1:
+                config, weights = average_checkpoints(self.kept())
+                self.model.load_state_dict(weights)
+                save_checkpoint(
+                    self.out / AVERAGED, self.model, step=self.trainer.step, config=config
+                )
+                choice["averaged"] = self.task.evaluate(self.model)[metric]
+            pick = (max if better == "max" else min)(choice, key=choice.get)
+            atomic_copy(self.out / (BEST if pick == "best" else AVERAGED), self.out / FINAL)
+            self.model.load_state_dict(read_checkpoint(self.out / FINAL)["model"])
+        else:
+            raise ValueError(f"final={self.config.final!r}: use last or best")
+        pick = (max if better == "max" else min)(choice, key=choice.get)
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in choice.items())
+        self.say(f"final.pt = {pick} (validation {metric}: {shown})")
+        test = self.task.test(self.model)
+        numbers = {k: v for k, v in test.items() if isinstance(v, int | float)}
+        self.say("test: " + ", ".join(f"{k} {v:.4g}" for k, v in numbers.items()))
+        metrics = {
+            **run_config(self.task_name, self.preset, self.config),
+            "steps": self.trainer.step,
+            "train_seconds": round(float(self.trainer.history["seconds"].iloc[-1]), 1),
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "final": pick,
+            "validation": {k: float(v) for k, v in choice.items()},
+            "test": test,
+        }
+        atomic_write(self.out / "metrics.json", (json.dumps(metrics, indent=2) + "\n").encode())
+        return metrics
+
+
+@dataclass
+class RunResult:
+    """A finished run: its folder, task (with its data), model (final weights), history and
+    metrics."""
+
+    out: Path
+    task: Task
+    model: nn.Module
+    history: pd.DataFrame
+    metrics: dict[str, Any]
+
+
+def train(
+    task: str,
+    out: str | Path,
+    *,
+    preset: str | None = None,
+    settings: list[str] | tuple[str, ...] = (),
+    resume: bool = False,
+    max_steps: int | None = None,
+    data_dir: str | Path | None = None,
+    device: str = "auto",
+    progress: bool = True,
+    echo: bool = True,
+) -> RunResult | None:
+    """Train (or resume) a run; returns it when finished, None when stopped by ``max_steps``."""
+    if resume and (preset is not None or settings):
+        raise ValueError("--resume continues the run with its saved settings: drop --preset/--set")
+    config = None if resume else new_config(task, preset or "tiny", settings)
+    try:
+        run = Run(
+            task,
+            out,
+            preset=preset or "tiny",
+            config=config,
+            resume=resume,
+            data_dir=data_dir,
+            device=device,
+            progress=progress,
+            echo=echo,
+        )
+        if not run.train(max_steps):
+            return None
+        metrics = run.finish() if dist.is_main() else {}
+        return RunResult(run.out, run.task, run.model, run.trainer.history, metrics)
+    finally:
+        dist.cleanup()
+
+
+def ensure_run(
+    task: str,
+    preset: str,
+    out: str | Path,
+    *,
+    settings: list[str] | tuple[str, ...] = (),
+    data_dir: str | Path | None = None,
+    fresh: bool = False,
+) -> RunResult:
+    """A finished run of ``preset`` (with ``settings``) in ``out``: reused, resumed or trained.
+
+    What the chapters call. A finished run (``metrics.json``; e.g. trained beforehand with
+    ``python -m annotated_transformer TASK train --out``, on all cores) is loaded; an
+    interrupted one is resumed; otherwise it is trained here, quietly (its log is in
+    ``out/train.log``). A folder that holds a run of another configuration is refused rather
+    than passed off as this one. ``fresh`` deletes ``out`` first (CI: the same run every time).
+    """
+    out = Path(out)
+    if fresh:
+        shutil.rmtree(out, ignore_errors=True)
+    wanted = run_config(task, preset, new_config(task, preset, settings))
+    last = out / LAST
+    if last.is_file():
+        saved = read_checkpoint(last)["config"]
+        if wanted["config"]["precision"] == "auto":  # saved: what "auto" became on that machine
+            wanted["config"]["precision"] = saved.get("config", {}).get("precision")
+        if {k: saved.get(k) for k in wanted} != wanted:
+            raise ValueError(
+                f"{out} holds a run of another configuration: delete it, or train into another "
+                "folder"
+            )
+    if not (out / "metrics.json").is_file():
+        result = train(
+            task,
+            out,
+            preset=None if last.is_file() else preset,
+            settings=() if last.is_file() else settings,
+            resume=last.is_file(),
+            data_dir=data_dir,
+            progress=False,
+            echo=False,
+        )
+        assert result is not None
+        return result
+    return load_run(out, data_dir=data_dir)
+
+
+def load_run(out: str | Path, *, data_dir: str | Path | None = None) -> RunResult:
+    """A finished run's folder as a :class:`RunResult` (final weights, in eval mode)."""
+    out = Path(out)
+    task, model = load_model(out / FINAL, data_dir=data_dir)
+    metrics = json.loads((out / "metrics.json").read_text())
+    return RunResult(out, task, model, pd.read_csv(out / "history.csv"), metrics)
+
+
+def load_model(
+    checkpoint: str | Path, *, data_dir: str | Path | None = None, device: str = "cpu"
+) -> tuple[Task, nn.Module]:
+    """The task (with its saved vocabulary) and the model (eval mode) of a run's checkpoint."""
+    state = read_checkpoint(checkpoint)
+    saved = state["config"]
+    if saved.get("task") not in TASKS or "config" not in saved:
+        raise CheckpointError(
+            f"{checkpoint} is a checkpoint, but not one a run wrote (its config names no task): "
+            "pass the final.pt, best.pt or last.pt of a run's folder"
+        )
+    cls = TASKS[saved["task"]]
+    task = cls(cls.Config(**saved["config"]), data_dir=data_dir, state=saved["state"])
+    model = task.build_model()
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as error:
+        raise CheckpointError(
+            f"{checkpoint}: its weights do not fit its own config ({str(error).splitlines()[0]})"
+        ) from error
+    return task, model.to(pick_device(device)).eval()
+
+
+def rows_with(history: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The rows of a run's history where ``column`` was measured (e.g. validations)."""
+    return history.dropna(subset=[column]).reset_index(drop=True)

@@ -1,0 +1,166 @@
+"""What a task is: the few things that differ between translation, classification and a
+language model. Everything else — devices, precision, the optimiser and its schedule,
+checkpoints, logs, resuming — is the runner's (:mod:`annotated_transformer.runner`).
+
+A task is a config dataclass and a class with six methods:
+
+- ``build_model()``: the model, built as ``Model(**config.model)``;
+- ``loss(model, batch) -> (loss_sum, n)``: the loss *summed* over the batch's tokens (or
+  examples) and their count, the :class:`~annotated_transformer.training.Trainer`'s contract;
+- ``batches(epoch)``: that epoch's training batches, the same ones every time for the same
+  epoch (so a killed run resumes at the exact batch it stopped at);
+- ``evaluate(model) -> dict``: validation metrics, including the task's ``score`` metric;
+- ``test(model) -> dict``: the final, held-out metrics of a finished run;
+- ``predict(model, inputs) -> list[str]``: text in, text out.
+
+A task's ``state()`` is what it learned from the data before training (a vocabulary, byte
+pairs); it is saved in every checkpoint, so a model can be loaded without the training data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+from torch import Tensor, nn
+
+from annotated_transformer.training import autocast, evaluating
+
+MODEL_FIELDS = ("N", "d_model", "d_ff", "h", "dropout", "max_len")
+"""The shared hyper-parameter names, those ``make_model`` took from the original."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The optimisation half of every task's config; a task's dataclass adds its own fields.
+
+    Steps count optimiser updates (each of ``accumulate`` micro-batches). ``epochs`` > 0
+    overrides ``steps`` with ``epochs`` × the task's steps per epoch. ``lr`` is the *peak*
+    learning rate of ``schedule`` (see :func:`~annotated_transformer.schedule.make_scheduler`).
+    """
+
+    steps: int = 1_000
+    epochs: int = 0
+    optimizer: str = "adam"  # "adam": the paper's β=(0.9, 0.98), ε=1e-9; "adamw": PyTorch's
+    lr: float = 1e-3
+    schedule: str = "cosine"  # noam, cosine, linear, inverse_sqrt
+    warmup: int = 100
+    weight_decay: float = 0.0
+    clip_norm: float | None = None
+    accumulate: int = 1
+    precision: str = "fp32"  # fp32, bf16, or auto (bf16 where it is faster)
+    eval_every: int = 0  # steps between validations (0: at the end of every epoch)
+    checkpoint_every: int = 0  # steps between saves of last.pt (0: at validations only)
+    keep_last: int = 0  # checkpoints of the last validations kept, and averaged at the end
+    final: str = "last"  # final.pt: "last" weights, or the "best" validated (or averaged)
+    seed: int = 0
+
+
+def parse_value(text: str, kind: Any, key: str) -> Any:
+    """``text`` as a value of the field type ``kind`` (int, float, bool, str, or X | None)."""
+    options = typing.get_args(kind) if isinstance(kind, types.UnionType) else (kind,)
+    if type(None) in options and text.strip().lower() in ("none", "null"):
+        return None
+    for option in (o for o in options if o is not type(None)):
+        if option is bool:
+            words = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+            if text.strip().lower() in words:
+                return words[text.strip().lower()]
+        elif option in (int, float, str):
+            try:
+                return option(text)
+            except ValueError:
+                pass
+    names = " or ".join("none" if o is type(None) else o.__name__ for o in options)
+    raise ValueError(f"--set {key}={text}: {key} takes {names}")
+
+
+def apply_settings(config: Any, settings: Sequence[str]) -> Any:
+    """``config`` with ``KEY=VALUE`` settings applied, each parsed to its field's type."""
+    hints = typing.get_type_hints(type(config))
+    valid = [f.name for f in fields(config)]
+    changes = {}
+    for setting in settings:
+        key, sep, text = setting.partition("=")
+        key = key.strip()
+        if not sep:
+            raise ValueError(f"--set {setting}: write KEY=VALUE, e.g. --set lr=3e-4")
+        if key not in valid:
+            raise ValueError(f"--set {key}: unknown key; valid keys: {', '.join(valid)}")
+        changes[key] = parse_value(text, hints[key], key)
+    return dataclasses.replace(config, **changes)
+
+
+class Task(ABC):
+    """One job: its data, model, loss, batches, metrics and predictions (see the module doc).
+
+    ``name``: the command line's TASK; ``Config``: its dataclass; ``score``: the validation
+    metric that picks the best checkpoint, and whether higher is better.
+    """
+
+    name: ClassVar[str]
+    Config: ClassVar[type]
+    score: ClassVar[tuple[str, str]]  # (metric, "max" or "min")
+
+    def __init__(
+        self, config: Any, *, data_dir: str | Path | None = None, state: dict | None = None
+    ) -> None:
+        self.config, self.data_dir = config, data_dir
+
+    def state(self) -> dict[str, Any]:
+        """Plain data learned from the training data (vocabularies), saved in checkpoints."""
+        return {}
+
+    def mean_loss(self, model: nn.Module, batches: Iterable[Any]) -> float:
+        """The loss per token (or example) over ``batches``, in eval mode, without autograd."""
+        device = next(model.parameters()).device
+        total, count = 0.0, 0
+        with evaluating(model), autocast(device, self.config.precision):
+            for batch in batches:
+                loss_sum, n = self.loss(model, batch.to(device) if hasattr(batch, "to") else batch)
+                total, count = total + loss_sum.item(), count + int(n)
+        return total / max(count, 1)
+
+    @abstractmethod
+    def build_model(self) -> nn.Module: ...
+
+    @abstractmethod
+    def loss(self, model: nn.Module, batch: Any) -> tuple[Tensor, Tensor | int]: ...
+
+    @abstractmethod
+    def batches(self, epoch: int) -> Iterable[Any]: ...
+
+    @abstractmethod
+    def evaluate(self, model: nn.Module) -> dict[str, float]: ...
+
+    @abstractmethod
+    def test(self, model: nn.Module) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def predict(self, model: nn.Module, inputs: Sequence[str], **options: Any) -> list[str]: ...
+
+    # The command line: what `evaluate` and `predict` take beyond a checkpoint.
+    @classmethod
+    def add_evaluate_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Task-specific options of ``evaluate`` (e.g. a split, a beam size); none here."""
+        del parser
+
+    @classmethod
+    def add_predict_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Task-specific options of ``predict`` (the inputs are positional texts); none here."""
+        del parser
+
+    def evaluate_split(self, model: nn.Module, args: argparse.Namespace) -> dict[str, Any]:
+        """``evaluate``'s result for the command line's options (default: validation)."""
+        return self.evaluate(model)
+
+    def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
+        """Keyword options for :meth:`predict` from the command line's options."""
+        return {}

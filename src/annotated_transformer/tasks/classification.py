@@ -1,0 +1,320 @@
+"""Sentiment classification of IMDb reviews with an encoder-only Transformer (Part V).
+
+- Tokens: lower-cased words (``imdb.tokenize``), or with ``tokenizer="bpe"`` byte pairs learned
+  from those words (chapter 03's :class:`~annotated_transformer.bpe.BPE`): a rare word is then
+  spelled in pieces instead of becoming ``<unk>``. Reviews are cut to ``max_len`` tokens.
+- Splits: ``val_size`` validation reviews are a seeded draw from the 25,000 training reviews;
+  tokenizer and vocabulary see the remaining training reviews only; the test set is IMDb's.
+- Model: :class:`~annotated_transformer.model.EncoderClassifier` (embed, N post-norm blocks,
+  mean over the real tokens, a linear layer). ``attn_dropout`` is separate from ``dropout``
+  because any value > 0 takes ``scaled_dot_product_attention`` off its fused CPU kernel (a
+  training step at length 256 was about 2.9× slower).
+- Loss: cross-entropy summed over the batch's reviews; metric: accuracy.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from annotated_transformer import imdb
+from annotated_transformer.batching import bucket_batches, collate
+from annotated_transformer.bpe import BPE
+from annotated_transformer.model import EncoderClassifier
+from annotated_transformer.tasks.base import Task, TrainConfig
+from annotated_transformer.training import autocast, evaluating
+from annotated_transformer.vocab import Vocab
+
+LABELS = ("negative", "positive")  # label 0, label 1 (imdb.load_imdb)
+
+
+@dataclass(frozen=True)
+class ClassificationConfig(TrainConfig):
+    """A classification run: data and tokens, the model (``make_model``'s names)."""
+
+    tokenizer: str = "word"  # "word": lower-cased words; "bpe": byte pairs of those words
+    vocab_size: int = 20_000  # most frequent training tokens, specials included
+    max_len: int = 512  # reviews are cut to their first max_len tokens
+    val_size: int = 2_500  # validation reviews carved out of the 25,000 training reviews
+    train_subset: int | None = None  # use only this many training reviews (tiny runs)
+    test_subset: int | None = None  # evaluate on this many test reviews (None: all 25,000)
+    max_tokens: int = 8_192  # padded tokens per batch (batch size × longest review)
+    N: int = 6
+    d_model: int = 128
+    d_ff: int = 512
+    h: int = 8
+    dropout: float = 0.1
+    attn_dropout: float = 0.0  # > 0 takes SDPA off its fast kernel (see the module docstring)
+    cls: bool = False  # pool at a [CLS] vector instead of the mean over tokens
+
+    @property
+    def model(self) -> dict[str, Any]:
+        names = ("N", "d_model", "d_ff", "h", "dropout", "max_len", "attn_dropout", "cls")
+        return {k: getattr(self, k) for k in names}
+
+
+PRESETS = {
+    # CI: 1,200 reviews cut to 64 tokens, a one-block model; well under a minute.
+    "tiny": ClassificationConfig(
+        vocab_size=5_000,
+        max_len=64,
+        val_size=300,
+        train_subset=1_500,
+        test_subset=500,
+        N=1,
+        d_model=32,
+        d_ff=128,
+        h=2,
+        steps=40,
+        max_tokens=2_048,
+        optimizer="adamw",
+        schedule="linear",
+        lr=5e-3,
+        weight_decay=0.01,
+        warmup=5,
+        clip_norm=1.0,
+        eval_every=20,
+    ),
+    # A laptop: 8.5 minutes of training on one thread; test accuracy 88%. Narrow and shallow,
+    # whole reviews (max_len 512 cuts only the longest ~8%), about two epochs, then the
+    # learning rate is 0: at max_len 256 and four epochs the model memorised the training
+    # reviews. fp32: at d_model 64, bf16 autocast was slower on an AVX2 CPU.
+    "cpu": ClassificationConfig(
+        vocab_size=20_000,
+        max_len=512,
+        N=2,
+        d_model=64,
+        d_ff=256,
+        h=4,
+        dropout=0.2,
+        steps=1_300,
+        max_tokens=8_192,
+        optimizer="adamw",
+        schedule="linear",
+        lr=2e-3,
+        weight_decay=0.05,
+        warmup=100,
+        clip_norm=1.0,
+        eval_every=325,
+    ),
+    # One GPU: Bloem's depth-6 model at full length, ~10 epochs (an epoch is ~4.8M tokens).
+    "gpu": ClassificationConfig(
+        vocab_size=30_000,
+        max_len=512,
+        N=6,
+        d_model=256,
+        d_ff=1_024,
+        h=8,
+        steps=1_500,
+        max_tokens=32_768,
+        optimizer="adamw",
+        schedule="linear",
+        lr=5e-4,
+        weight_decay=0.01,
+        warmup=150,
+        clip_norm=1.0,
+        eval_every=250,
+        precision="bf16",
+    ),
+}
+
+
+class ReviewTokenizer:
+    """Review text -> tokens: lower-cased words (``imdb.tokenize``), or byte pairs of them.
+
+    Byte pairs are learned from the training reviews' words joined by single spaces, so both
+    tokenizers see the same text and differ only in their units.
+    """
+
+    def __init__(self, bpe: BPE | None = None) -> None:
+        self.bpe = bpe
+
+    @classmethod
+    def learn(cls, kind: str, train_texts: Sequence[str], vocab_size: int) -> ReviewTokenizer:
+        """``kind`` "word", or "bpe" with up to ``vocab_size`` merges (the vocabulary then keeps
+        the ``vocab_size`` most frequent tokens, as it does for words)."""
+        if kind == "word":
+            return cls()
+        if kind != "bpe":
+            raise ValueError(f"tokenizer={kind!r}: use word or bpe")
+        words = (" ".join(imdb.tokenize(text)) for text in train_texts)
+        return cls(BPE.learn(words, num_merges=vocab_size))
+
+    def __call__(self, text: str) -> list[str]:
+        words = imdb.tokenize(text)
+        return self.bpe.encode(" ".join(words)) if self.bpe is not None and words else words
+
+
+@dataclass
+class Reviews:
+    """One split, tokenized: raw ``texts``, token ``ids`` (cut to max_len), ``labels``."""
+
+    texts: list[str]
+    ids: list[list[int]]
+    labels: list[int]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+@dataclass
+class ReviewBatch:
+    """tokens: (batch, len) ids padded with <pad>; labels: (batch,) 0 or 1."""
+
+    tokens: Tensor
+    labels: Tensor
+
+    def to(self, device: torch.device | str) -> ReviewBatch:
+        return ReviewBatch(self.tokens.to(device), self.labels.to(device))
+
+    def __len__(self) -> int:
+        return self.labels.numel()
+
+
+def review_batches(
+    data: Reviews, max_tokens: int, pad: int, *, seed: int = 0, epoch: int = 0
+) -> Iterator[ReviewBatch]:
+    """Batches of similar-length reviews (``batching.bucket_batches``), in a seeded order."""
+    for index in bucket_batches([len(ids) for ids in data.ids], max_tokens, seed=seed, epoch=epoch):
+        tokens = collate([data.ids[i] for i in index], pad=pad)
+        yield ReviewBatch(tokens, torch.tensor([data.labels[i] for i in index]))
+
+
+def _subset(texts: list[str], labels: list[int], n: int | None, seed: int) -> imdb.Reviews:
+    """A seeded random ``n`` of the reviews (all of them for None), in their original order."""
+    if n is None or n >= len(texts):
+        return texts, labels
+    keep = sorted(torch.randperm(len(texts), generator=torch.Generator().manual_seed(seed))[:n])
+    return [texts[i] for i in keep], [labels[i] for i in keep]
+
+
+class Classification(Task):
+    """IMDb sentiment with an :class:`~annotated_transformer.model.EncoderClassifier`."""
+
+    name = "classify"
+    Config = ClassificationConfig
+    score = ("val_accuracy", "max")
+
+    def __init__(
+        self,
+        config: ClassificationConfig,
+        *,
+        data_dir: str | Path | None = None,
+        state: dict | None = None,
+    ) -> None:
+        super().__init__(config, data_dir=data_dir, state=state)
+        if state is None:  # tokenizer and vocabulary from the training reviews only
+            texts = self.raw["train"][0]
+            self.tokenizer = ReviewTokenizer.learn(config.tokenizer, texts, config.vocab_size)
+            tokens = [self.tokenizer(text) for text in texts]
+            self.vocab = imdb.build_vocab(tokens, max_size=config.vocab_size)
+            self._encoded = {"train": self._encode(texts, self.raw["train"][1], tokens)}
+        else:
+            bpe = BPE.from_dict(state["bpe"]) if state["bpe"] else None
+            self.tokenizer, self.vocab, self._encoded = (
+                ReviewTokenizer(bpe),
+                Vocab(state["vocab"]),
+                {},
+            )
+
+    def state(self) -> dict[str, Any]:
+        bpe = self.tokenizer.bpe
+        return {"vocab": self.vocab.itos, "bpe": None if bpe is None else bpe.to_dict()}
+
+    # --- data
+    @cached_property
+    def raw(self) -> dict[str, imdb.Reviews]:
+        """Texts and labels of train, val (drawn from train) and test."""
+        c = self.config
+        texts, labels = _subset(
+            *imdb.load_imdb("train", mirror=self.data_dir), c.train_subset, c.seed
+        )
+        train, val = imdb.train_val_split(texts, labels, c.val_size, c.seed)
+        test = _subset(*imdb.load_imdb("test", mirror=self.data_dir), c.test_subset, c.seed)
+        return {"train": train, "val": val, "test": test}
+
+    def _encode(self, texts: list[str], labels: list[int], tokens: list[list[str]]) -> Reviews:
+        """A review with no words at all becomes a single <unk>."""
+        ids = imdb.encode([t or ["<unk>"] for t in tokens], self.vocab, self.config.max_len)
+        return Reviews(texts, ids, labels)
+
+    def reviews(self, split: str) -> Reviews:
+        """A split, tokenized and encoded (once)."""
+        if split not in self._encoded:
+            texts, labels = self.raw[split]
+            self._encoded[split] = self._encode(texts, labels, [self.tokenizer(t) for t in texts])
+        return self._encoded[split]
+
+    def batches(self, epoch: int) -> Iterator[ReviewBatch]:
+        c, pad = self.config, self.vocab["<pad>"]
+        return review_batches(self.reviews("train"), c.max_tokens, pad, seed=c.seed, epoch=epoch)
+
+    # --- model and loss
+    def build_model(self) -> EncoderClassifier:
+        return EncoderClassifier(
+            len(self.vocab), len(LABELS), pad=self.vocab["<pad>"], **self.config.model
+        )
+
+    def loss(self, model: nn.Module, batch: ReviewBatch) -> tuple[Tensor, int]:
+        """Cross-entropy summed over the batch's reviews, and their count."""
+        logits = model(batch.tokens).float()  # fp32 logits under bf16 autocast
+        return F.cross_entropy(logits, batch.labels, reduction="sum"), len(batch)
+
+    # --- metrics
+    def probabilities(self, model: nn.Module, data: Reviews, max_tokens: int = 16_384) -> Tensor:
+        """Class probabilities (n, classes) of every review, in ``data``'s order."""
+        device = next(model.parameters()).device
+        probs = torch.empty(len(data), len(LABELS))
+        lengths = [len(ids) for ids in data.ids]
+        with evaluating(model), autocast(device, self.config.precision):
+            for index in bucket_batches(lengths, max(max_tokens, max(lengths))):
+                tokens = collate([data.ids[i] for i in index], pad=self.vocab["<pad>"])
+                probs[index] = model(tokens.to(device)).float().softmax(dim=-1).cpu()
+        return probs
+
+    def accuracy(self, model: nn.Module, split: str) -> dict[str, float]:
+        """Accuracy and mean cross-entropy (nats per review) on a split."""
+        data = self.reviews(split)
+        probs = self.probabilities(model, data)
+        labels = torch.tensor(data.labels)
+        nll = -probs[torch.arange(len(labels)), labels].clamp_min(1e-12).log()
+        accuracy = (probs.argmax(dim=-1) == labels).double().mean().item()
+        return {"accuracy": accuracy, "loss": nll.mean().item(), "reviews": len(labels)}
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        result = self.accuracy(model, "val")
+        return {"val_loss": result["loss"], "val_accuracy": result["accuracy"]}
+
+    def test(self, model: nn.Module) -> dict[str, Any]:
+        result = self.accuracy(model, "test")
+        return {"split": "test", **result}
+
+    def predict(self, model: nn.Module, inputs: Sequence[str]) -> list[str]:
+        """``label<TAB>probability`` of each review."""
+        if not inputs:
+            raise ValueError("nothing to classify: give one or more reviews")
+        out = []
+        for i, text in enumerate(inputs, 1):
+            tokens = self.tokenizer(text)
+            if not tokens:
+                raise ValueError(f"review {i} is empty: give some words to classify")
+            ids = imdb.encode([tokens], self.vocab, self.config.max_len)
+            probs = self.probabilities(model, Reviews([text], ids, [0]))[0]
+            label = int(probs.argmax())
+            out.append(f"{LABELS[label]}\t{float(probs[label]):.3f}")
+        return out
+
+    @classmethod
+    def add_evaluate_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--split", default="test", choices=["val", "test"])
+
+    def evaluate_split(self, model: nn.Module, args: argparse.Namespace) -> dict[str, Any]:
+        return {"split": args.split, **self.accuracy(model, args.split)}

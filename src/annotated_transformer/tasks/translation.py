@@ -1,0 +1,407 @@
+"""German→English translation on Multi30k (Part IV): the task the paper was written for.
+
+- Tokens: ``tokens="words"``, spaCy's words with one vocabulary per language (words seen at
+  least ``min_freq`` times in training, the rest ``<unk>``); or ``tokens="bpe"``, one byte-pair
+  vocabulary learned on the German *and* English training sentences (chapter 03's
+  :class:`~annotated_transformer.bpe.BPE`), which spells any word in pieces: no ``<unk>``.
+  ``tie=True`` then makes the source and target embeddings and the generator one matrix.
+- Batches: sentence pairs of similar length, up to ``max_tokens`` padded tokens per batch
+  (``batching.bucket_batches``), shuffled per epoch with a seed.
+- Loss: label-smoothed cross-entropy summed over the target tokens.
+- Validation: loss per target token and greedy BLEU; test: test2016 with beam search.
+- Scores (:func:`score`): sacreBLEU on detokenized, cased text (comparable across papers),
+  tokenized lower-cased BLEU (what Multi30k tutorials report) and chrF.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor, nn
+
+from annotated_transformer import metrics, multi30k
+from annotated_transformer.batching import bucket_batches, collate
+from annotated_transformer.bpe import BPE
+from annotated_transformer.checkpoint import unwrap
+from annotated_transformer.decoding import beam_search, greedy_decode
+from annotated_transformer.loss import smoothed_cross_entropy
+from annotated_transformer.masks import padding_mask
+from annotated_transformer.model import EncoderDecoder, make_model, tie_weights
+from annotated_transformer.tasks.base import Task, TrainConfig
+from annotated_transformer.training import Batch, autocast, evaluating
+from annotated_transformer.vocab import SPECIALS, Vocab
+
+Pair = tuple[list[int], list[int]]  # (source ids, target ids), without <s> and </s>
+
+
+@dataclass(frozen=True)
+class TranslationConfig(TrainConfig):
+    """A translation run: data and tokens, the model (``make_model``'s names), the loss."""
+
+    train_limit: int | None = None  # the first N training pairs (None: all 29,000)
+    eval_limit: int | None = None  # the first N pairs of every evaluation split
+    lower: bool = False  # keep case: sacreBLEU scores cased text
+    tokens: str = "words"  # "words" (two vocabularies) or "bpe" (one shared, no <unk>)
+    min_freq: int = 2  # words: rarer training words become <unk>
+    bpe_merges: int = 8_000  # bpe: merges learned on German + English training text
+    tie: bool = False  # bpe: one matrix for both embeddings and the generator
+    max_tokens: int = 4_000  # padded tokens per batch (and per rank), <s>/</s> included
+    N: int = 6
+    d_model: int = 512
+    d_ff: int = 2_048
+    h: int = 8
+    dropout: float = 0.1
+    max_len: int = 256  # positions: the longest sentence, <s> and </s> included
+    label_smoothing: float = 0.1
+    beam: int = 4  # for the test score
+
+    @property
+    def model(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("N", "d_model", "d_ff", "h", "dropout", "max_len")}
+
+
+PRESETS = {
+    # CI: a one-layer model on 1,000 pairs; seconds, learns next to nothing.
+    "tiny": TranslationConfig(
+        train_limit=1_000,
+        eval_limit=50,
+        max_tokens=1_200,
+        N=1,
+        d_model=64,
+        d_ff=128,
+        h=4,
+        epochs=2,
+        lr=3e-3,
+        warmup=10,
+        keep_last=2,
+        final="best",
+        beam=1,
+    ),
+    # A laptop: 12 epochs of 183 steps; 57 minutes of training on 2 cores of an AVX2 CPU in
+    # fp32 (bf16 autocast only where the CPU does bf16 fast); test2016 tokenized BLEU 39.3.
+    "cpu": TranslationConfig(
+        max_tokens=2_500,
+        N=3,
+        d_model=256,
+        d_ff=1_024,
+        h=8,
+        epochs=12,
+        lr=1e-3,
+        warmup=400,
+        precision="auto",
+        checkpoint_every=200,
+        keep_last=5,
+        final="best",
+    ),
+    # The paper's base model (Vaswani et al. 2017, table 3), for a GPU: the Noam schedule with
+    # factor 1, whose peak is (d_model · warmup)^-0.5 = 7.0e-4.
+    "base": TranslationConfig(
+        max_tokens=8_000,
+        epochs=30,
+        schedule="noam",
+        lr=(512 * 4_000) ** -0.5,
+        warmup=4_000,
+        precision="auto",
+        checkpoint_every=500,
+        keep_last=5,
+        final="best",
+    ),
+    # The paper's big model: d_model 1024, 16 heads, dropout 0.3.
+    "big": TranslationConfig(
+        max_tokens=8_000,
+        d_model=1_024,
+        d_ff=4_096,
+        h=16,
+        dropout=0.3,
+        epochs=30,
+        schedule="noam",
+        lr=(1_024 * 4_000) ** -0.5,
+        warmup=4_000,
+        precision="auto",
+        checkpoint_every=500,
+        keep_last=5,
+        final="best",
+    ),
+}
+
+
+@dataclass
+class Parallel:
+    """A split: German sentences, English references, and both as token lists."""
+
+    de: list[str]
+    en: list[str]
+    src: list[list[str]]
+    tgt: list[list[str]]
+
+
+def make_batch(pairs: Sequence[Pair], index: Sequence[int], vocab: Vocab) -> Batch:
+    """The pairs ``index`` as a padded ``Batch``: ``<s> ids </s>`` on both sides (both
+    vocabularies share the special ids of ``vocab.SPECIALS``)."""
+    pad, bos, eos = vocab.stoi["<pad>"], vocab.stoi["<s>"], vocab.stoi["</s>"]
+    src = collate([pairs[i][0] for i in index], pad, bos, eos)
+    tgt = collate([pairs[i][1] for i in index], pad, bos, eos)
+    return Batch(src, tgt, pad)
+
+
+def pair_lengths(pairs: Sequence[Pair]) -> list[tuple[int, int]]:
+    """(source, target) lengths as padded: with ``<s>`` and ``</s>``."""
+    return [(len(s) + 2, len(t) + 2) for s, t in pairs]
+
+
+class Translator:
+    """Sentences in, sentences out: tokenize, encode, decode (greedy or beam), detokenize.
+
+    ``bpe``: the shared byte-pair encoding of a ``tokens="bpe"`` run (None: spaCy words).
+    Decodes in batches of similar-length sentences; the output order is the input order.
+    """
+
+    def __init__(
+        self,
+        model: EncoderDecoder,
+        src_vocab: Vocab,
+        tgt_vocab: Vocab,
+        *,
+        lower: bool = False,
+        bpe: BPE | None = None,
+        max_len: int = 5_000,
+        precision: str = "fp32",
+    ) -> None:
+        self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        self.lower, self.bpe, self.max_len, self.precision = lower, bpe, max_len, precision
+
+    def tokens(self, sentences: Sequence[str], lang: str) -> list[list[str]]:
+        """Sentences as the model's tokens: byte pairs, or spaCy's words."""
+        if self.bpe is None:
+            return multi30k.tokenize(sentences, lang, lower=self.lower)
+        return [self.bpe.encode(s.lower() if self.lower else s) for s in sentences]
+
+    def text(self, tokens: Sequence[str]) -> str:
+        """English output tokens as a sentence."""
+        return multi30k.detokenize(tokens) if self.bpe is None else BPE.decode(tokens).strip()
+
+    def tokenize(self, sentences: Sequence[str]) -> list[list[str]]:
+        """German sentences as tokens; raises ValueError for an empty or too long sentence."""
+        tokens = self.tokens(sentences, "de")
+        for i, sentence in enumerate(tokens, 1):
+            if not sentence:
+                raise ValueError(f"sentence {i} is empty: give one German sentence per line")
+            if len(sentence) + 2 > self.max_len:
+                raise ValueError(
+                    f"sentence {i} has {len(sentence)} tokens but the model has only "
+                    f"{self.max_len} positions (<s> and </s> included): split it"
+                )
+        return tokens
+
+    def unknown(self, tokens: Sequence[Sequence[str]]) -> list[str]:
+        """The distinct tokens the source vocabulary lacks (they are read as ``<unk>``)."""
+        return sorted({t for sentence in tokens for t in sentence if t not in self.src_vocab})
+
+    def translate_tokens(
+        self, tokens: Sequence[Sequence[str]], beam: int = 1, batch_size: int = 100
+    ) -> list[list[str]]:
+        """Source token lists → target token lists (``beam`` 1: greedy decoding)."""
+        v = self.src_vocab
+        pad, bos, eos = v.stoi["<pad>"], v.stoi["<s>"], v.stoi["</s>"]
+        device = next(self.model.parameters()).device
+        order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))
+        out: list[list[str]] = [[] for _ in tokens]
+        for begin in range(0, len(order), batch_size):
+            index = order[begin : begin + batch_size]
+            src = collate([v.encode(tokens[i]) for i in index], pad, bos, eos).to(device)
+            src_mask = padding_mask(src, pad)  # (batch, 1, src_len)
+            max_len = min(self.max_len, src.size(1) + 50)  # room for <s> + the output
+            with autocast(device, self.precision):
+                if beam > 1:
+                    ys = beam_search(self.model, src, src_mask, max_len, bos, eos, beam)
+                else:
+                    ys = greedy_decode(self.model, src, src_mask, max_len, bos, eos)
+            for i, row in zip(index, ys.tolist(), strict=True):
+                row = row[1:]  # drop <s>
+                out[i] = self.tgt_vocab.decode(row[: row.index(eos)] if eos in row else row)
+        return out
+
+    def translate(self, sentences: Sequence[str], beam: int = 1) -> list[str]:
+        """German sentences → English sentences."""
+        return [self.text(t) for t in self.translate_tokens(self.tokenize(sentences), beam)]
+
+
+def score(
+    hypotheses: Sequence[str], data: Parallel, words: Sequence[Sequence[str]] | None = None
+) -> dict[str, Any]:
+    """Scores of English sentences against a split's references, as plain data.
+
+    ``bleu``: sacreBLEU on detokenized, cased text (with its signature); ``tokenized_bleu``:
+    lower-cased BLEU of spaCy's tokens, as Multi30k tutorials report (``words``: the
+    hypotheses' tokens when the model output words; else the sentences are tokenized); ``chrf``.
+    """
+    words = words if words is not None else multi30k.tokenize(hypotheses, "en")
+    references = multi30k.tokenize(data.en, "en")
+    # sacreBLEU warns that tokenized input "may hurt your score": tokenized_bleu means it.
+    logging.getLogger("sacrebleu").setLevel(logging.ERROR)
+    results = {
+        "bleu": metrics.bleu(hypotheses, data.en),
+        "tokenized_bleu": metrics.tokenized_bleu(words, references),
+        "chrf": metrics.chrf(hypotheses, data.en),
+    }
+    out: dict[str, Any] = {"sentences": len(hypotheses)}
+    for name, s in results.items():
+        out[name] = round(s.score, 2)
+        out[f"{name}_signature"] = s.signature
+    return out
+
+
+class Translation(Task):
+    """Multi30k German→English with an :class:`~annotated_transformer.model.EncoderDecoder`."""
+
+    name = "translate"
+    Config = TranslationConfig
+    score = ("val_bleu", "max")
+
+    def __init__(
+        self,
+        config: TranslationConfig,
+        *,
+        data_dir: str | Path | None = None,
+        state: dict | None = None,
+    ) -> None:
+        super().__init__(config, data_dir=data_dir, state=state)
+        if config.tokens not in ("words", "bpe"):
+            raise ValueError(f"tokens={config.tokens!r}: use words or bpe")
+        if config.tie and config.tokens != "bpe":
+            raise ValueError("tie=true needs one shared vocabulary: set tokens=bpe too")
+        if state is None:  # learn the vocabularies from the training split only
+            de, en = self.raw("train")
+            if config.tokens == "bpe":
+                texts = [s.lower() if config.lower else s for s in de + en]
+                bpe = BPE.learn(texts, num_merges=config.bpe_merges)
+                shared = [*SPECIALS, *bpe.tokens]  # every token encode can output
+                state = {"src_itos": shared, "tgt_itos": shared, "bpe": bpe.to_dict()}
+            else:
+                src = multi30k.tokenize(de, "de", lower=config.lower)
+                tgt = multi30k.tokenize(en, "en", lower=config.lower)
+                src_vocab, tgt_vocab = multi30k.build_vocabs(src, tgt, config.min_freq)
+                state = {"src_itos": src_vocab.itos, "tgt_itos": tgt_vocab.itos, "bpe": None}
+        self._state = state
+        self.src_vocab, self.tgt_vocab = Vocab(state["src_itos"]), Vocab(state["tgt_itos"])
+        self.bpe = BPE.from_dict(state["bpe"]) if state["bpe"] else None
+
+    def state(self) -> dict[str, Any]:
+        return self._state
+
+    # --- data
+    def raw(self, split: str) -> tuple[list[str], list[str]]:
+        de, en = multi30k.load_split(split, mirror=self.data_dir)
+        limit = self.config.train_limit if split == "train" else self.config.eval_limit
+        return de[:limit], en[:limit]
+
+    def split(self, name: str) -> Parallel:
+        """A split's sentences and tokens (``Translator.tokens``: words or byte pairs)."""
+        de, en = self.raw(name)
+        translator = self.translator(None)
+        return Parallel(de, en, translator.tokens(de, "de"), translator.tokens(en, "en"))
+
+    def encode(self, data: Parallel) -> list[Pair]:
+        """Token lists → id pairs (unknown tokens → ``<unk>``)."""
+        src, tgt = self.src_vocab, self.tgt_vocab
+        return [(src.encode(s), tgt.encode(t)) for s, t in zip(data.src, data.tgt, strict=True)]
+
+    @cached_property
+    def train_pairs(self) -> list[Pair]:
+        """The training pairs that fit the model's positions."""
+        pairs = self.encode(self.split("train"))
+        limit = min(self.config.max_len, self.config.max_tokens)
+        fits = [max(lengths) <= limit for lengths in pair_lengths(pairs)]
+        return [pair for pair, ok in zip(pairs, fits, strict=True) if ok]
+
+    @cached_property
+    def val(self) -> Parallel:
+        return self.split("val")
+
+    @cached_property
+    def val_batches(self) -> list[Batch]:
+        pairs = self.encode(self.val)
+        index = bucket_batches(pair_lengths(pairs), self.config.max_tokens)
+        return [make_batch(pairs, i, self.src_vocab) for i in index]
+
+    def batches(self, epoch: int) -> Iterator[Batch]:
+        """Length-bucketed batches of the training pairs, in a seeded order per epoch."""
+        pairs, c = self.train_pairs, self.config
+        for index in bucket_batches(pair_lengths(pairs), c.max_tokens, seed=c.seed, epoch=epoch):
+            yield make_batch(pairs, index, self.src_vocab)
+
+    # --- model and loss
+    def build_model(self) -> EncoderDecoder:
+        model = make_model(len(self.src_vocab), len(self.tgt_vocab), **self.config.model)
+        return tie_weights(model, share_source=True) if self.config.tie else model
+
+    def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
+        """Label-smoothed cross-entropy, summed over the target tokens, and their count.
+
+        The logits come from ``generator.logits`` so that ``F.cross_entropy`` does the fused
+        log-softmax in fp32.
+        """
+        hidden = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)  # (b, len, d)
+        logits = unwrap(model).generator.logits(hidden)  # (b, len, vocab)
+        pad = self.tgt_vocab.stoi["<pad>"]
+        return smoothed_cross_entropy(logits, batch.tgt_y, pad, self.config.label_smoothing)
+
+    # --- metrics
+    def translator(self, model: nn.Module | None) -> Translator:
+        c = self.config
+        vocabs = self.src_vocab, self.tgt_vocab
+        options = {"lower": c.lower, "max_len": c.max_len, "precision": c.precision}
+        return Translator(model, *vocabs, bpe=self.bpe, **options)
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """Validation loss per target token and greedy, tokenized BLEU."""
+        val_loss = self.mean_loss(model, self.val_batches)
+        bleu = self.scores(model, self.val, beam=1)["tokenized_bleu"]
+        return {"val_loss": val_loss, "val_bleu": bleu}
+
+    def scores(self, model: nn.Module, data: Parallel | str, beam: int) -> dict[str, Any]:
+        """All scores of a split (or its name) with beam size ``beam`` (1: greedy)."""
+        data = self.split(data) if isinstance(data, str) else data
+        translator = self.translator(model)
+        with evaluating(model):
+            tokens = translator.translate_tokens(data.src, beam)
+        words = tokens if self.bpe is None else None  # words: scored as the model wrote them
+        return {"beam": beam, **score([translator.text(t) for t in tokens], data, words)}
+
+    def test(self, model: nn.Module) -> dict[str, Any]:
+        return {"split": "test2016", **self.scores(model, "test2016", self.config.beam)}
+
+    def predict(self, model: nn.Module, inputs: Sequence[str], beam: int = 1) -> list[str]:
+        if not inputs:
+            raise ValueError("nothing to translate: give German sentences")
+        check_beam(beam)
+        with evaluating(model):
+            return self.translator(model).translate(inputs, beam)
+
+    # --- the command line
+    @classmethod
+    def add_evaluate_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--split", default="test2016", choices=list(multi30k.SPLITS))
+        parser.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
+
+    @classmethod
+    def add_predict_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
+
+    def evaluate_split(self, model: nn.Module, args: argparse.Namespace) -> dict[str, Any]:
+        check_beam(args.beam)
+        return {"split": args.split, **self.scores(model, args.split, args.beam)}
+
+    def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {"beam": args.beam}
+
+
+def check_beam(beam: int) -> None:
+    if beam < 1:
+        raise ValueError(f"--beam {beam} must be >= 1 (1 is greedy decoding)")
