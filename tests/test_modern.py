@@ -1,0 +1,154 @@
+"""The modern decoder-only LM: block wiring, parameter counts, the KV cache, causality and
+sampling with sampling.sample."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from annotated_transformer.modern import ModernBlock, ModernDecoderLM, modern_parameter_formula
+from annotated_transformer.sampling import encode, sample
+from annotated_transformer.swiglu import swiglu_width
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+SIZES = {"d_model": 32, "h": 4, "N": 2, "d_ff": 48, "kv_heads": 2}
+
+
+def small_lm(max_len=32, seed=0, **kwargs):
+    torch.manual_seed(seed)
+    return ModernDecoderLM(max_len=max_len, **{**SIZES, **kwargs}).double().eval()
+
+
+def tokens(batch, length, seed=1):
+    return torch.randint(0, 256, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def test_block_is_pre_norm_rms_gqa_swiglu():
+    torch.manual_seed(0)
+    block = ModernBlock(16, 4, 2, 24).double().eval()
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    with torch.no_grad():
+        block.norm1.weight.uniform_(0.5, 1.5)
+        block.norm2.weight.uniform_(0.5, 1.5)
+    norm1, norm2 = nn.RMSNorm(16, eps=1e-6).double(), nn.RMSNorm(16, eps=1e-6).double()
+    norm1.load_state_dict(block.norm1.state_dict())
+    norm2.load_state_dict(block.norm2.state_dict())
+    ff = block.feed_forward
+    y = x + block.attention(norm1(x))
+    z = norm2(y)
+    expected = y + (F.silu(z @ ff.w1.weight.T) * (z @ ff.w3.weight.T)) @ ff.w2.weight.T
+    torch.testing.assert_close(block(x), expected)
+    assert all(not name.endswith("bias") for name, _ in block.named_parameters())
+
+
+@pytest.mark.parametrize(
+    ("vocab", "d_model", "h", "kv_heads", "d_ff", "N"),
+    [(256, 32, 4, 2, 48, 2), (256, 32, 4, 4, 88, 3), (50, 48, 6, 1, 64, 1), (7, 16, 8, 2, 8, 2)],
+)
+def test_parameter_count_matches_formula(vocab, d_model, h, kv_heads, d_ff, N):
+    model = ModernDecoderLM(vocab, d_model, h, N, 16, d_ff, kv_heads)
+    formula = modern_parameter_formula(vocab, d_model, h, kv_heads, d_ff, N)
+    measured = {"embed": model.embed.weight.numel(), "norm": model.norm.weight.numel()}
+    for i, block in enumerate(model.blocks):
+        measured[f"blocks.{i}"] = sum(p.numel() for p in block.parameters())
+    measured["to_logits"] = model.to_logits.weight.numel()
+    assert formula == measured
+    assert sum(formula.values()) == sum(p.numel() for p in model.parameters())
+
+
+def test_grouping_saves_key_value_parameters_and_default_width():
+    d, h, N = 32, 4, 2
+    mha, gqa = (ModernDecoderLM(d_model=d, h=h, N=N, kv_heads=k) for k in (h, 1))
+    saved = sum(p.numel() for p in mha.parameters()) - sum(p.numel() for p in gqa.parameters())
+    assert saved == N * 2 * d * d * (1 - 1 / h)  # W^K and W^V shrink from d² to d²/h
+    assert mha.blocks[0].feed_forward.w1.out_features == swiglu_width(4 * d)
+
+
+def test_logits_shape_and_causality():
+    model = small_lm()
+    x = tokens(3, 20)
+    logits = model(x)
+    assert logits.shape == (3, 20, 256)
+    changed = x.clone()
+    changed[:, 12:] = tokens(3, 8, seed=2)
+    torch.testing.assert_close(model(changed)[:, :12], logits[:, :12])
+    assert not torch.allclose(model(changed)[:, 12:], logits[:, 12:])
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, 4])
+def test_cached_decoding_equals_full_recomputation(kv_heads):
+    model = small_lm(kv_heads=kv_heads)
+    x = tokens(2, 17)
+    full = model(x)
+    one_by_one = model.new_cache()
+    steps = torch.cat([model(x[:, t : t + 1], one_by_one) for t in range(17)], dim=1)
+    torch.testing.assert_close(steps, full)
+    prompted = model.new_cache()
+    chunks = [model(x[:, :5], prompted), model(x[:, 5:8], prompted)]  # 3 new after 5 cached
+    chunks += [model(x[:, t : t + 1], prompted) for t in range(8, 17)]
+    torch.testing.assert_close(torch.cat(chunks, dim=1), full)
+    assert prompted[0].length == 17
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2])
+def test_cache_stores_only_the_key_value_heads(kv_heads):
+    x = tokens(2, 10)
+
+    def cache_bytes(k):
+        model = small_lm(kv_heads=k)
+        cache = model.new_cache()
+        model(x, cache)
+        assert cache[0].key.shape == (2, k, 10, 32 // 4)
+        return sum(c.key.nbytes + c.value.nbytes for c in cache)
+
+    h = SIZES["h"]
+    assert cache_bytes(h) == h // kv_heads * cache_bytes(kv_heads)
+
+
+@pytest.mark.parametrize("length", [10, 70])  # 70 > max_len: the context is cut and refilled
+def test_sampling_works_unchanged(length):
+    model = small_lm(max_len=32).float()
+    prompt = tokens(3, 6)
+    runs = []
+    for use_cache in (True, False):
+        generator = torch.Generator().manual_seed(7)
+        runs.append(sample(model, prompt, length, generator=generator, use_cache=use_cache))
+    assert runs[0].shape == (3, 6 + length)
+    assert torch.equal(runs[0], runs[1])
+    assert torch.equal(runs[0][:, :6], prompt)
+
+
+def test_a_few_steps_learn_a_repeated_string():
+    model = small_lm(seed=0).float().train()
+    text = encode("abcabcabcabcabcabcabc")
+    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(30):
+        loss = F.cross_entropy(model(text[:, :-1]).flatten(0, 1), text[0, 1:])
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_bad_inputs_raise_like_decoder_lm():
+    model = small_lm(max_len=8)
+    with pytest.raises(ValueError, match=r"ids must lie in \[0, 256\)"):
+        model(torch.tensor([[3, 256]]))
+    with pytest.raises(ValueError, match="exceed the model's context of max_len=8"):
+        model(torch.zeros(1, 9, dtype=torch.long))
+    cache = model.new_cache()
+    model(torch.zeros(1, 6, dtype=torch.long), cache)
+    with pytest.raises(ValueError, match=r"6 cached \+ 3 new"):
+        model(torch.zeros(1, 3, dtype=torch.long), cache)
+    with pytest.raises(ValueError, match="the cache has 1 layers"):
+        model(torch.zeros(1, 1, dtype=torch.long), cache[:1])
+    with pytest.raises(ValueError, match="integer token ids"):
+        model(torch.zeros(1, 3))
+    with pytest.raises(ValueError, match="at least one byte"):
+        model(torch.zeros(1, 0, dtype=torch.long))
+    with pytest.raises(ValueError, match="must be a positive integer"):
+        ModernDecoderLM(max_len=0)
+    with pytest.raises(ValueError, match="kv_heads must divide h"):
+        ModernDecoderLM(h=4, kv_heads=3)
