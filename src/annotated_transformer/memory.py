@@ -315,10 +315,19 @@ def training_memory(
     layer = counts["encoder.layers.0" if kind == "lm" else "decoder.layers.0"]
     in_layers = N * (layer if kind == "lm" else layer + counts["encoder.layers.0"])
     activations = activation_bytes(
-        kind, N=N, d_model=d_model, d_ff=d_ff, h=h, vocab=vocab, batch=batch, length=length,
-        dropout=dropout > 0, attention=attention, dtype_bytes=dtype_bytes,
+        kind,
+        N=N,
+        d_model=d_model,
+        d_ff=d_ff,
+        h=h,
+        vocab=vocab,
+        batch=batch,
+        length=length,
+        dropout=dropout > 0,
+        attention=attention,
+        dtype_bytes=dtype_bytes,
         activation_checkpointing=activation_checkpointing,
-    )  # fmt: skip
+    )
     head = 2 * FP32 * batch * length * vocab
     ffn = (1 if dropout > 0 else 2) * dtype_bytes * batch * length * d_ff - head // 2
     return MemoryBreakdown(
@@ -368,12 +377,14 @@ def sharding_table(world_size: int = 8, vocab: int = 37000) -> pd.DataFrame:
     rows = []
     for name, sizes in PAPER_MODELS.items():
         mem = training_memory("seq2seq", **sizes, vocab=vocab, batch=1, length=1, shared=True)
-        rows.append({
-            "model": name,
-            "parameters": mem.parameters,
-            "ddp_gib": per_device_bytes("ddp", mem, world_size) / 2**30,
-            "fsdp_gib": per_device_bytes("fsdp", mem, world_size) / 2**30,
-        })  # fmt: skip
+        rows.append(
+            {
+                "model": name,
+                "parameters": mem.parameters,
+                "ddp_gib": per_device_bytes("ddp", mem, world_size) / 2**30,
+                "fsdp_gib": per_device_bytes("fsdp", mem, world_size) / 2**30,
+            }
+        )
     return pd.DataFrame(rows).set_index("model")
 
 
@@ -457,8 +468,9 @@ def measured_training_memory(
     torch.manual_seed(seed)
     dev = torch.device(device)
     if kind == "lm":
-        model = DecoderLM(vocab, d_model, h, N, max_len=length, ff_mult=d_ff // d_model,
-                          dropout=dropout).to(dev)  # fmt: skip
+        model = DecoderLM(
+            vocab, d_model, h, N, max_len=length, ff_mult=d_ff // d_model, dropout=dropout
+        ).to(dev)
         x, y = torch.randint(vocab, (2, batch, length), generator=gen).to(dev)
 
         def loss_fn() -> Tensor:
