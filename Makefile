@@ -29,6 +29,7 @@ UV_VERSION := 0.13.9
 # Linux laptop (https://download.pytorch.org/whl/cpu) or a CUDA one (.../whl/cu128).
 TORCH_VERSION := 2.13.0
 TORCH_INDEX ?=
+TORCH_FROM := $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) --extra-index-url https://pypi.org/simple)
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -68,8 +69,7 @@ $(PY):
 # then exactly the lock, then this package without resolving anything more.
 $(STAMP): pyproject.toml $(LOCK) | $(PY)
 	@echo "==> Installing torch $(TORCH_VERSION) and $(LOCK) into $(VENV)"
-	$(PIP) "torch==$(TORCH_VERSION)" -c $(LOCK) \
-	  $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) --extra-index-url https://pypi.org/simple)
+	$(PIP) "torch==$(TORCH_VERSION)" -c $(LOCK) $(TORCH_FROM)
 	$(PIP) -r $(LOCK)
 	$(PIP) --no-deps -e .
 	touch $@
