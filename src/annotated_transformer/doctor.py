@@ -253,7 +253,7 @@ def check_package() -> list[Check]:
         version = importlib.metadata.version("annotated-transformer")
     except importlib.metadata.PackageNotFoundError:
         return [Check("package", "FAIL", "annotated-transformer is not installed", "make setup")]
-    return [Check("package", "ok", f"annotated-transformer {version} ({ROOT / 'src'})")]
+    return [Check("package", "ok", f"annotated-transformer {version} ({Path(__file__).parent})")]
 
 
 def check_lock(lock: Path = LOCK, pyproject: Path = PYPROJECT) -> list[Check]:
@@ -276,7 +276,7 @@ def check_lock(lock: Path = LOCK, pyproject: Path = PYPROJECT) -> list[Check]:
             continue
         if Version(installed).public != Version(version).public:
             different.append(f"{name} {installed} (lock {version})")
-    where = f"{lock.relative_to(ROOT) if lock.is_relative_to(ROOT) else lock}"
+    where = lock.relative_to(ROOT) if lock.is_relative_to(ROOT) else lock
     checks = []
     if missing:
         found = f"{len(missing)} of {len(pins)} locked packages are missing: {', '.join(missing)}"
