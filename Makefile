@@ -2,12 +2,15 @@
 #
 #   make book            set up .venv, build the site from the stored outputs
 #   make book EXECUTE=1  first re-execute every chapter at full size (refreshes stored outputs)
-#   make test            set up .venv, run ruff, the unit tests, every chapter (nbval, CI size),
-#                        build the site and check it in headless Chromium
+#   make test            set up .venv, check it (make doctor), run ruff, the unit tests, every
+#                        chapter (nbval, CI size), build the site and check it in a headless browser
 #
-# Smaller steps: make setup | lint | unit | nbval | site | site-check | sync | format
+# Smaller steps: make setup | doctor | lint | unit | nbval | site | site-check | sync | format
 #                make execute CHAPTER=02_self_attention   (one chapter, full size, in place)
+#                make lock [UPGRADE=1]   re-resolve .ci/requirements.lock (see README)
 
+# Written for GNU make 3.81 (macOS) as well: .SHELLFLAGS (make >= 3.82) is ignored there, so no
+# recipe relies on it; multi-command lines chain with && or exit explicitly.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -16,8 +19,17 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+# Every dependency at an exact version (runtime, dev and book extras): `make setup` installs
+# only this. `make lock` re-resolves it with uv, for Python 3.11, on every platform.
+LOCK := .ci/requirements.lock
+UV_VERSION := 0.13.9
 # Installed first, and pinned: a bare `torch` requirement pulls the newest CUDA build (GBs).
+# TORCH_INDEX picks a build of the same version from PyTorch's index, e.g. the CPU build on a
+# Linux laptop (https://download.pytorch.org/whl/cpu) or a CUDA one (.../whl/cu128).
 TORCH_VERSION := 2.13.0
+TORCH_INDEX ?=
+TORCH_FROM := $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) --extra-index-url https://pypi.org/simple)
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -38,21 +50,51 @@ CHAPTERS := $(sort $(wildcard notebooks/[0-9][0-9]_*.py))
 NBVAL := -p no:cacheprovider --nbval --nbval-current-env --nbval-cell-timeout=900 \
          --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: help setup test book lint unit nbval site site-check chromium sync format execute clean
+.PHONY: help setup doctor lock test book lint unit nbval site site-check chromium sync format \
+        execute clean
 
 help:
-	@sed -n '1,12p' Makefile
+	@sed -n '1,10p' Makefile
 
-$(STAMP): pyproject.toml
-	@echo "==> Setting up $(VENV) with $(PYTHON) ($$($(PYTHON) --version))"
+# The venv's Python must be 3.11 or newer: say so, instead of failing deep inside pip.
+$(PY):
+	@test -n "$(PYTHON)" && $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
+	  echo "make setup needs Python 3.11 (found: $(or $(PYTHON),no python3)). Install it (python.org,"; \
+	  echo "Homebrew: brew install python@3.11, or: uv python install 3.11), then run"; \
+	  echo "make setup PYTHON=/path/to/python3.11"; exit 1; }
+	@echo "==> Creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version))"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check "torch==$(TORCH_VERSION)"
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev,book]"
+
+# torch first (pinned; the lock as constraints keeps its dependencies at the locked versions),
+# then exactly the lock, then this package without resolving anything more.
+$(STAMP): pyproject.toml $(LOCK) | $(PY)
+	@echo "==> Installing torch $(TORCH_VERSION) and $(LOCK) into $(VENV)"
+	$(PIP) "torch==$(TORCH_VERSION)" -c $(LOCK) $(TORCH_FROM)
+	$(PIP) -r $(LOCK)
+	$(PIP) --no-deps -e .
 	touch $@
 
 setup: $(STAMP)
 
+# Python, torch and its build, bf16 speed, threads, datasets, the browser, the lock's state.
+# Exits non-zero only when something `make test` needs is missing.
+doctor:
+	@test -x $(PY) || { echo "doctor: no $(VENV) yet: run make setup"; exit 1; }
+	@PYTHONPATH=src $(PY) -m annotated_transformer.doctor
+
+# Re-resolve the lock on purpose: after changing dependencies in pyproject.toml (versions already
+# locked are kept), or with UPGRADE=1 for the newest releases. Then re-execute the chapters.
+lock: | $(PY)
+	$(PIP) "uv==$(UV_VERSION)"
+	echo "torch==$(TORCH_VERSION)" > $(VENV)/torch-pin.txt
+	$(BIN)/uv pip compile pyproject.toml --extra dev --extra book --universal --python-version 3.11 \
+	  --constraints $(VENV)/torch-pin.txt --excludes .ci/lock-excludes.txt $(if $(UPGRADE),--upgrade) \
+	  --custom-compile-command "make lock" --quiet --output-file $(LOCK)
+	@echo "==> $(LOCK) re-resolved: make setup, make book EXECUTE=1 (stored outputs), make test"
+
 test: setup chromium
+	@echo "==> environment"
+	$(MAKE) --no-print-directory doctor
 	@echo "==> ruff"
 	$(MAKE) --no-print-directory lint
 	@echo "==> unit tests and book structure"
@@ -74,7 +116,8 @@ nbval: setup
 
 book: setup
 ifeq ($(EXECUTE),1)
-	@for nb in $(CHAPTERS:.py=.ipynb); do $(MAKE) --no-print-directory execute CHAPTER=$$(basename $$nb .ipynb); done
+	@for nb in $(CHAPTERS:.py=.ipynb); do \
+	  $(MAKE) --no-print-directory execute CHAPTER=$$(basename $$nb .ipynb) || exit 1; done
 endif
 	$(MAKE) --no-print-directory site
 	@echo
@@ -102,12 +145,18 @@ format: setup
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-# Debian's chromium renders the site for the site check; installed when missing.
-chromium:
-	@command -v chromium >/dev/null || { \
-	  echo "==> installing Debian's chromium for the site check"; \
-	  $(SUDO) apt-get update -qq && \
-	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+# The site check needs a Chromium-family browser (Chromium, Chrome, Edge, Playwright's own; see
+# the doctor). None found: install Debian's chromium where apt-get and root or sudo are at hand,
+# else say in one line how to get one. `make book` never needs a browser.
+chromium: setup
+	@$(PY) -m annotated_transformer.doctor --browser >/dev/null || { \
+	  if command -v apt-get >/dev/null && { [ "$$(id -u)" = 0 ] || command -v sudo >/dev/null; }; then \
+	    echo "==> installing Debian's chromium for the site check"; \
+	    $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  fi; \
+	  $(PY) -m annotated_transformer.doctor --browser >/dev/null || { \
+	    $(PY) -m annotated_transformer.doctor --browser; exit 1; }; }
 
 clean:
 	rm -rf $(SITE) book/_build .pytest_cache .ruff_cache

@@ -1,21 +1,25 @@
-"""Open the built site in headless Chromium and check what a reader would see.
+"""Open the built site in a headless Chromium-family browser and check what a reader would see.
 
 For every chapter page: the math is typeset by the bundled MathJax, every Altair chart is drawn
 by the bundled Vega (no error box), and no request leaves the machine (every URL the page asks
 for is a local file). Run after ``jupyter-book build book``:
 
     python tests/site_check.py book/_build/html [--screenshot PAGE_STEM OUT.png]
+
+The browser is the doctor's ``find_browser()``: ``AT_BROWSER``, else Chromium, Chrome or Edge
+where the platform keeps them, else the one ``playwright install chromium`` downloads.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
+
+from annotated_transformer.doctor import BROWSER_HINT, find_browser
 
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
 CHROMIUM_FLAGS = [
@@ -65,8 +69,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("site", type=Path, help="the built site, e.g. book/_build/html")
     parser.add_argument("--screenshot", nargs=2, metavar=("PAGE_STEM", "PNG"))
-    parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument("--browser", default=find_browser(), help="Chromium, Chrome or Edge")
     args = parser.parse_args()
+    if args.browser is None:
+        print(BROWSER_HINT)
+        return 1
 
     pages = sorted((args.site.resolve() / "notebooks").glob("*.html"))
     if not pages:
@@ -76,7 +83,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as p:
         browser = p.chromium.launch_persistent_context(
             profile,
-            executable_path=args.chromium,
+            executable_path=args.browser,
             headless=True,
             args=CHROMIUM_FLAGS,
             viewport={"width": 1200, "height": 1600},
