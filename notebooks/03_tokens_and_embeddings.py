@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: tags,-all
 #     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
@@ -276,8 +276,7 @@ show_source(BPE._encode_piece, BPE.decode)
 # Now a real model: 1,000 merges learned from several thousand English sentences (1,000 in a
 # CI run, 5,000 in the full one).
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 bpe_sentences = pick(ci=1000, full=5000)
 num_merges = 1000
 bpe = BPE.learn(train["en"][:bpe_sentences], num_merges=num_merges)
@@ -290,8 +289,7 @@ print("last merges:", " ".join(a + b for a, b in bpe.merges[-8:]))
 # frequent: stems and endings. A word the training text never contained still gets a
 # sensible spelling, and an emoji falls back to bytes:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 for text in [
     "A man in a blue shirt is standing on a ladder.",
     "A skateboarder performs a kickflip over the barricade.",
@@ -305,8 +303,7 @@ for text in [
 # How long are the sequences now, on the held-out validation text? Between words and
 # characters, and much closer to words:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 n_bpe = sum(len(bpe.encode(line)) for line in val["en"]) / len(val["en"])
 n_words = sum(map(len, val_words["en"])) / len(val["en"])
 n_chars = sum(map(len, val["en"])) / len(val["en"])
@@ -326,8 +323,7 @@ print(f"byte-fallback tokens in the validation text: {unknown}")
 # then the same encoding of every validation sentence it can spell without byte fallback
 # (Hugging Face's BPE has no byte fallback unless asked):
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 hf = Tokenizer(models.BPE())
 hf.normalizer = normalizers.Replace(" ", MARK)
 pattern = f"{MARK}?\\w+|{MARK}?[^\\w\\s{MARK}]+|\\s|{MARK}"

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: tags,-all
 #     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
@@ -368,7 +368,7 @@ with warnings.catch_warnings():  # norm_first disables a fast path; PyTorch says
     reference = nn.Transformer(
         d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=64,
         batch_first=True, norm_first=True,
-    ).eval()  # fmt: skip
+    ).eval()
 stacks = {k: v for k, v in model.state_dict().items() if k.startswith(("encoder", "decoder"))}
 reference.load_state_dict(to_torch_names(stacks))
 

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: tags,-all
 #     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
@@ -38,12 +38,21 @@ from annotated_transformer.book import viz
 from annotated_transformer.book.source import show_source
 from annotated_transformer.loss import LabelSmoothing, smoothed_cross_entropy
 from annotated_transformer.model import make_model
-from annotated_transformer.schedule import noam_scheduler, rate
+from annotated_transformer.schedule import (
+    cosine,
+    inverse_sqrt,
+    linear,
+    make_scheduler,
+    noam,
+    rate,
+)
 from annotated_transformer.training import (
     Batch,
     Trainer,
     copy_task_batches,
+    evaluating,
     make_optimizer,
+    mean_loss,
     seq2seq_loss,
 )
 
@@ -268,7 +277,7 @@ print("accumulating summed losses gives the update of one big batch")
 # ran with gradients on, wasting memory.
 
 # %%
-show_source(Trainer.evaluate)
+show_source(evaluating, mean_loss)
 
 # %% [markdown]
 # ## The optimiser: Adam with β₂ = 0.98
@@ -278,8 +287,8 @@ show_source(Trainer.evaluate)
 # gradient ($\beta_2$) and divides the first by the square root of the second. PyTorch's
 # default $\beta_2 = 0.999$ averages the squares over about 1,000 steps; 0.98 over about 50, so
 # the step size reacts faster when gradients change — as they do early in training, and when
-# the learning rate changes under the schedule. The base rate is set to 1 so that the
-# scheduler's factor *is* the learning rate.
+# the learning rate changes under the schedule. The rate given here is only a starting value:
+# the scheduler sets it at every step.
 
 # %%
 show_source(make_optimizer)
@@ -303,15 +312,18 @@ assert (group["betas"], group["eps"]) == ((0.9, 0.98), 1e-9)
 # model somewhere it does not recover from (post-norm Transformers are known to diverge without
 # warm-up). The $d_{model}^{-0.5}$ factor gives wider models smaller steps. The Annotated
 # Transformer named this the "Noam" schedule (after Noam Shazeer) and added a `factor` in
-# front; the package keeps its `rate` and wraps it in a PyTorch `LambdaLR`.
+# front. The package keeps its `rate` as the formula:
 
 # %%
-show_source(rate, noam_scheduler)
+show_source(rate)
 
 # %% [markdown]
 # The two branches of the minimum meet at $step = warmup$, where the rate peaks at
-# $factor \cdot (d_{model} \cdot warmup)^{-0.5}$; and a scheduler driven step by step gives
-# the same rates as the formula.
+# $factor \cdot (d_{model} \cdot warmup)^{-0.5}$. Every task of the book makes its scheduler
+# with one function, `make_scheduler`, which takes that *peak* rate and a shape: the paper's
+# (`noam`, eq. 3 divided by its peak) or one of the three that later work prefers. Each shape
+# is a factor between 0 and 1 that PyTorch's `LambdaLR` multiplies the peak by; `step`
+# counts optimiser updates from 0.
 
 # %%
 for d_model, warmup in [(512, 4000), (512, 8000), (256, 4000)]:
@@ -322,14 +334,15 @@ for d_model, warmup in [(512, 4000), (512, 8000), (256, 4000)]:
 
 parameter = torch.nn.Parameter(torch.zeros(1))
 optimizer = torch.optim.Adam([parameter], lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-scheduler = noam_scheduler(optimizer, model_size=512, factor=1.0, warmup=4000)
+peak = (512 * 4000) ** -0.5  # factor 1
+scheduler = make_scheduler(optimizer, "noam", peak, warmup=4000, total=20_000)
 driven = []
 for _ in range(100):
     driven.append(optimizer.param_groups[0]["lr"])
     optimizer.step()
     scheduler.step()
-assert driven == [rate(s, 512, 1.0, 4000) for s in range(100)]
-print("noam_scheduler's rates equal rate(step) for the first 100 steps")
+torch.testing.assert_close(driven, [rate(s, 512, 1.0, 4000) for s in range(100)])
+print("make_scheduler('noam') gives rate(step) for the first 100 steps")
 
 # %% [markdown]
 # The original's three example curves, over 20,000 steps: doubling the warm-up lowers and
@@ -337,7 +350,7 @@ print("noam_scheduler's rates equal rate(step) for the first 100 steps")
 
 # %%
 curve_steps = np.arange(50, 20_001, 50)
-noam = pd.concat(
+noam_curves = pd.concat(
     [
         pd.DataFrame(
             {
@@ -350,11 +363,59 @@ noam = pd.concat(
     ]
 )
 viz.line_chart(
-    noam,
+    noam_curves,
     "step",
     "learning rate",
     "d_model and warm-up",
     title="The Noam learning rate schedule (factor 1)",
+    x_title="optimiser step",
+    y_title="learning rate",
+)
+
+# %% [markdown]
+# ### Four shapes, one function
+#
+# The paper's shape never ends: after the warm-up it decays as $1/\sqrt{step}$ forever, so a
+# run can always be extended. When the number of steps is fixed in advance, later work
+# prefers shapes that reach zero at the last step, which anneal the weights into a minimum:
+# a **cosine** (half a cosine wave after a linear warm-up; this book's translation presets)
+# or a straight **linear** decay (its classifier presets). T5 used an **inverse square root**
+# without a warm-up ramp: constant for the first $warmup$ steps, then $\sqrt{warmup / step}$.
+
+# %%
+show_source(noam, cosine, linear, inverse_sqrt, make_scheduler)
+
+# %% [markdown]
+# The four over a run of 10,000 steps with a warm-up of 1,000 and the same peak, each driven
+# through a real optimiser and checked against its formula:
+
+# %%
+TOTAL, WARMUP, PEAK = 10_000, 1_000, 1e-3
+formulas = {
+    "noam": lambda s: min(max(s, 1) / WARMUP, math.sqrt(WARMUP / max(s, 1))),
+    "cosine": lambda s: (s + 1) / WARMUP if s < WARMUP
+    else 0.5 * (1 + math.cos(math.pi * (s - WARMUP) / (TOTAL - WARMUP))),
+    "linear": lambda s: (s + 1) / WARMUP if s < WARMUP else (TOTAL - s) / (TOTAL - WARMUP),
+    "inverse_sqrt": lambda s: math.sqrt(WARMUP / max(s, WARMUP)),
+}
+rows = []
+for kind, formula in formulas.items():
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
+    scheduler = make_scheduler(optimizer, kind, PEAK, WARMUP, TOTAL)
+    for step in range(TOTAL):
+        lr = optimizer.param_groups[0]["lr"]
+        assert math.isclose(lr, PEAK * formula(step), rel_tol=1e-9, abs_tol=1e-15), (kind, step)
+        if step % 50 == 0:
+            rows.append({"step": step, "learning rate": lr, "schedule": kind})
+        optimizer.step()
+        scheduler.step()
+print("every schedule equals its formula at all 10,000 steps")
+viz.line_chart(
+    pd.DataFrame(rows),
+    "step",
+    "learning rate",
+    "schedule",
+    title="Four learning rate schedules with the same peak and warm-up",
     x_title="optimiser step",
     y_title="learning rate",
 )
@@ -495,7 +556,7 @@ print(f"KL(q ‖ p) summed: {kl.item():.4f}")
 print(f"H(q, p) summed:   {ce.item():.4f}")
 print(f"difference:       {ce.item() - kl.item():.4f}")
 print(f"{int(n_tokens)} tokens × H(q) = {int(n_tokens)} × {entropy_per_token:.4f} "
-      f"= {int(n_tokens) * entropy_per_token:.4f}")  # fmt: skip
+      f"= {int(n_tokens) * entropy_per_token:.4f}")
 torch.testing.assert_close(ce - kl, torch.tensor(int(n_tokens) * entropy_per_token))
 torch.testing.assert_close(scores_kl.grad, scores_ce.grad)
 print("values differ by the constant; gradients are equal")
@@ -579,7 +640,7 @@ def copy_trainer(checkpoint: Path | None) -> Trainer:
     torch.manual_seed(0)
     model = make_model(V, V, N=1, d_model=16, d_ff=32, h=2, dropout=0.2)
     optimizer = make_optimizer(model)
-    scheduler = noam_scheduler(optimizer, model_size=16, factor=1.0, warmup=4)
+    scheduler = make_scheduler(optimizer, "noam", (16 * 4) ** -0.5, warmup=4, total=7)
     return Trainer(model, optimizer, seq2seq_loss(0), scheduler, checkpoint_path=checkpoint)
 
 

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: tags,-all
 #     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
@@ -39,12 +39,13 @@ from annotated_transformer.book.source import show_source
 from annotated_transformer.decoding import _Stepper, beam_search, gnmt_length_penalty, greedy_decode
 from annotated_transformer.masks import padding_mask, subsequent_mask
 from annotated_transformer.model import make_model
-from annotated_transformer.schedule import noam_scheduler
+from annotated_transformer.schedule import make_scheduler
 from annotated_transformer.training import (
     Batch,
     Trainer,
     copy_task_batches,
     make_optimizer,
+    mean_loss,
     seq2seq_loss,
     variable_copy_batch,
 )
@@ -111,8 +112,7 @@ print("target tokens in this batch:", example.ntokens)
 # steps, as the whole run is a few hundred), and label smoothing $\epsilon = 0.1$. Gradients
 # are clipped to norm 1, a cheap guard for a tiny model at the peak learning rate.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 D_MODEL = pick(ci=32, full=64)
 HEADS = pick(ci=2, full=4)
 STEPS = pick(ci=400, full=1200)
@@ -122,25 +122,30 @@ EPSILON = 0.1
 torch.manual_seed(0)
 model = make_model(V, V, N=2, d_model=D_MODEL, d_ff=2 * D_MODEL, h=HEADS, dropout=0.0)
 optimizer = make_optimizer(model)
-scheduler = noam_scheduler(optimizer, model_size=D_MODEL, factor=1.0, warmup=100)
+scheduler = make_scheduler(optimizer, "noam", (D_MODEL * 100) ** -0.5, warmup=100, total=STEPS)
 trainer = Trainer(model, optimizer, seq2seq_loss(PAD, EPSILON), scheduler, clip_norm=1.0)
 validation = copy_batches(epoch=10_000, batch_size=256, n_batches=2)  # an epoch never trained on
 print(f"parameters: {sum(p.numel() for p in model.parameters()):,}")
 
 # %% [markdown]
 # `Trainer.fit` counts optimiser steps across calls, so the run is done in two parts: up to
-# step `EARLY`, where we keep a copy of the partly trained model, and on to `STEPS`. The
-# validation loss is evaluated every tenth of the run. Progress bars are off (`progress=False`)
+# step `EARLY`, where we keep a copy of the partly trained model, and on to `STEPS`. Every
+# tenth of the run, its evaluation hook measures the validation loss (`mean_loss`: the loss
+# per token in eval mode, without autograd). Progress bars are off (`progress=False`)
 # so that nothing time-dependent lands in the page; the cell prints a summary instead.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 start = time.perf_counter()
 trainer.fit(copy_batches, EARLY, progress=False)
 early_model = copy.deepcopy(model).eval()
 eval_every = STEPS // 10
+loss = seq2seq_loss(PAD, EPSILON)
 history = trainer.fit(
-    copy_batches, STEPS, eval_batches=lambda: validation, eval_every=eval_every, progress=False
+    copy_batches,
+    STEPS,
+    evaluate=lambda: {"eval_loss": mean_loss(model, loss, validation)},
+    every=eval_every,
+    progress=False,
 )
 seconds = time.perf_counter() - start
 last = history.iloc[-1]
@@ -161,8 +166,7 @@ top, rest = 1 - EPSILON + EPSILON / V, EPSILON / V
 floor = -(top * np.log(top) + (V - 1) * rest * np.log(rest))
 print(f"smallest possible loss per token: H(q) = {floor:.4f}")
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 losses = pd.concat(
     [
         history[["step", "loss"]].assign(data="training batch"),
@@ -215,13 +219,12 @@ show_source(_Stepper)
 # %% [markdown]
 # Five sequences the model has never seen, and their greedy decodings:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 test_generator = torch.Generator().manual_seed(12345)  # training used seeds 0, 1, 2, ...
 src = variable_copy_batch(V, 5, MAX_SYMBOLS, test_generator).src
 src_mask = padding_mask(src, PAD)  # (batch, 1, src_len)
 out = greedy_decode(model, src, src_mask, max_len=src.size(1) + 1, start_symbol=START,
-                    end_symbol=END)  # fmt: skip
+                    end_symbol=END)
 for s, o in zip(src, out, strict=True):
     print(f"source  {show(s)}\noutput  {show(o, output=True)}\n")
 
@@ -257,8 +260,7 @@ accuracy = {name: exact_copies(o, test_src).float().mean().item() for name, o in
 assert accuracy["trained"] >= 0.95, f"the model copies only {accuracy['trained']:.1%} exactly"
 print("the trained model copies at least 95% of fresh sequences exactly")
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 for name, value in accuracy.items():
     print(f"{name:26} exact copies: {value:.1%} of {N_TEST} fresh sequences")
 
@@ -295,8 +297,7 @@ print("cached and recomputing greedy decoding agree token for token on 64 sequen
 # past the 11th token are not meaningful copies; the work per step is the same.)
 
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 def best_time(fn, *args, repeats: int = 3, **kwargs) -> float:
     """The fastest of ``repeats`` calls of fn(*args, **kwargs), in seconds."""
     times = []
@@ -483,8 +484,7 @@ for model_name, m in [("partly trained", early_model), ("trained", model)]:
             }
         )
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 true_length = (compare_src != PAD).sum(dim=1) - 1
 print(f"{len(compare_src)} fresh sequences, true mean length {true_length.float().mean():.2f}")
 pd.DataFrame(rows)
@@ -502,8 +502,7 @@ pd.DataFrame(rows)
 # differ. Beam search's output is the more probable one under the model, but not necessarily
 # the correct copy: a search can only find what the model prefers.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 greedy_out = outputs["partly trained", "greedy"]
 beam_out = outputs["partly trained", "beam 4, α = 0.6"]
 width = min(greedy_out.size(1), beam_out.size(1))

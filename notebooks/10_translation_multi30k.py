@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: tags,-all
 #     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
@@ -181,7 +181,7 @@ test_tokens = [t for s in test_src for t in s]
 unknown = sum(t not in src_vocab for t in test_tokens)
 print(f"German tokens added by building from train+val+test: {len(leaky) - len(src_vocab):,}")
 print(f"test2016 German tokens read as <unk>: {unknown:,} of {len(test_tokens):,} "
-      f"({unknown / len(test_tokens):.1%})")  # fmt: skip
+      f"({unknown / len(test_tokens):.1%})")
 
 # %% [markdown]
 # ## Batching
@@ -277,51 +277,47 @@ pd.DataFrame({name: vars(PRESETS[name]) for name in ("tiny", "cpu", "base")}).re
 # page), it is reused; an interrupted one is resumed (`--resume`); otherwise training starts
 # there. The CI build trains `tiny` into `runs/translate-tiny`, afresh each time.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 PRESET = pick(ci="tiny", full="cpu")
 ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
 print(f"python -m annotated_transformer.translate train --preset {PRESET} "
-      f"--out runs/translate-{PRESET}")  # fmt: skip
+      f"--out runs/translate-{PRESET}")
 RUN = ensure_run(PRESET, ROOT / "runs" / f"translate-{PRESET}", fresh=PRESET == "tiny")
 
 # %% [markdown]
 # The command's log: one line per epoch with the validation loss and greedy BLEU, then the
 # choice between the best epoch and the averaged weights, then the test2016 score.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 history = pd.read_csv(RUN / "history.csv")
 steps = pd.read_csv(RUN / "steps.csv")
 metrics = json.loads((RUN / "metrics.json").read_text())
 print(f"{metrics['preset']}: {metrics['steps']:,} optimiser steps, "
-      f"{len(history)} epochs, {metrics['train_seconds'] / 60:.0f} minutes of training")  # fmt: skip
+      f"{len(history)} epochs, {metrics['train_seconds'] / 60:.0f} minutes of training")
 history.drop(columns="epoch_seconds").set_index("epoch").round(3)
 
 # %% [markdown]
 # The training loss per step (label-smoothed, so it cannot reach zero), with the learning
 # rate beside it, and the validation loss and BLEU after each epoch:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 every = max(1, len(steps) // 1000)  # at most ~1,000 points per chart
 thin = steps.iloc[::every]
 loss_chart = viz.line_chart(thin, "step", "loss", title="Training loss",
                             x_title="optimiser step", y_title="loss per token",
-                            width=230, height=200)  # fmt: skip
+                            width=230, height=200)
 lr_chart = viz.line_chart(thin, "step", "lr", title="Learning rate (warm-up, cosine decay)",
                           x_title="optimiser step", y_title="learning rate",
-                          width=230, height=200)  # fmt: skip
+                          width=230, height=200)
 loss_chart | lr_chart
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 val_loss = viz.line_chart(history, "epoch", "val_loss", title="Validation loss",
                           x_title="epoch", y_title="loss per token",
-                          width=230, height=200).mark_line(point=True)  # fmt: skip
+                          width=230, height=200).mark_line(point=True)
 val_bleu = viz.line_chart(history, "epoch", "val_bleu", title="Validation BLEU (greedy)",
                           x_title="epoch", y_title="BLEU (tokenized, lower-cased)",
-                          width=230, height=200).mark_line(point=True)  # fmt: skip
+                          width=230, height=200).mark_line(point=True)
 epoch_axis = alt.X("epoch:O", title="epoch", axis=alt.Axis(labelAngle=0))  # whole epochs
 val_loss.encode(x=epoch_axis) | val_bleu.encode(x=epoch_axis)
 
@@ -330,14 +326,13 @@ val_loss.encode(x=epoch_axis) | val_bleu.encode(x=epoch_axis)
 # the seconds each epoch's training steps took (validation excluded) and every step's real
 # (non-padding) target tokens:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 history["minutes"] = history["epoch_seconds"].cumsum() / 60
 print(f"{steps['tokens'].sum() / history['epoch_seconds'].sum():,.0f} real target tokens per "
-      f"second of training, {history['epoch_seconds'].sum() / 60:.0f} minutes in all")  # fmt: skip
+      f"second of training, {history['epoch_seconds'].sum() / 60:.0f} minutes in all")
 viz.line_chart(history, "minutes", "val_bleu", title="Validation BLEU against training time",
                x_title="minutes of training (validation excluded)",
-               y_title="BLEU (greedy, tokenized, lower-cased)").mark_line(point=True)  # fmt: skip
+               y_title="BLEU (greedy, tokenized, lower-cased)").mark_line(point=True)
 
 # %% [markdown]
 # ## BLEU on test2016
@@ -361,21 +356,18 @@ show_source(score)
 # every step, chapter 09) and with beam search (4 hypotheses, GNMT length penalty). At CI
 # size only the first 50 sentences are translated.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 translator = load_translator([RUN / "final.pt"])
 test = load_parallel("test2016", limit=PRESETS[PRESET].eval_limit)
 outputs = {beam: translator.translate_tokens(test.src, beam=beam) for beam in (1, 4)}
 print(f"{len(test.src)} test2016 sentences translated, greedily and with a beam of 4")
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 scores = {("greedy" if beam == 1 else f"beam {beam}"): score(hyps, test)
-          for beam, hyps in outputs.items()}  # fmt: skip
+          for beam, hyps in outputs.items()}
 pd.DataFrame(scores).T[["sentences", "bleu", "tokenized_bleu", "chrf"]]
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 print("BLEU signature:          ", scores["greedy"]["bleu_signature"])
 print("tokenized BLEU signature:", scores["greedy"]["tokenized_bleu_signature"])
 print("chrF signature:          ", scores["greedy"]["chrf_signature"])
@@ -386,8 +378,7 @@ print("chrF signature:          ", scores["greedy"]["chrf_signature"])
 # Scores summarise; reading translations tells you what kind of mistakes the model makes.
 # The first few test sentences, with the reference and the beam-search output:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 for i in range(5):
     print(f"source:    {detokenize(test.src[i])}")
     print(f"reference: {test.tgt_raw[i]}")
@@ -398,8 +389,7 @@ for i in range(5):
 # The same model from the command line (what `translate translate` prints for any German
 # sentence; words it has never seen become `<unk>`):
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 print(translator.translate(["Zwei Hunde spielen im Schnee.", "Ein Mann fährt Fahrrad."], beam=4))
 
 # %% [markdown]

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: tags,-all
 #     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
@@ -67,8 +67,7 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # checkpoint `final.pt` carries the preset and both vocabularies, so `load_translator`
 # rebuilds the model, loads the weights and puts it in evaluation mode.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 PRESET = pick(ci="tiny", full="cpu")
 ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
 RUN = ensure_run(PRESET, ROOT / "runs" / f"translate-{PRESET}")
@@ -91,8 +90,7 @@ show_source(MultiHeadedAttention.forward, attention)
 # The model has one `MultiHeadedAttention` per attention sublayer: one in every encoder
 # layer, two in every decoder layer. We name them and switch them all:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 modules = {}
 for i, layer in enumerate(model.encoder.layers, 1):
     modules[("encoder self-attention", i)] = layer.self_attn
@@ -120,10 +118,9 @@ src_mask = padding_mask(src, pad)  # (1, 1, src_len)
 print("German:   ", " ".join(src_tokens))
 print("reference:", test.tgt_raw[index])
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 ys = greedy_decode(model, src, src_mask, max_len=src.size(1) + 4, start_symbol=bos,
-                   end_symbol=eos)  # fmt: skip
+                   end_symbol=eos)
 tgt_in = ys[:, :-1] if ys[0, -1] == eos else ys  # what the decoder reads: <s> + translation
 src_labels = src_vocab.decode(src[0].tolist())
 tgt_labels = tgt_vocab.decode(tgt_in[0].tolist())
@@ -156,8 +153,7 @@ print("every row of every map sums to 1 (eval mode: no dropout on the weights)")
 # about one weight in ten and multiplies the others by 1 / 0.9, so rows no longer sum to 1
 # and the picture changes from run to run:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 model.train()
 torch.manual_seed(0)
 forward(tgt_in)
@@ -165,7 +161,7 @@ noisy = modules[("encoder self-attention", 1)].attn[0]
 model.eval()
 sums = noisy.sum(-1)
 print(f"training mode: {(noisy == 0).float().mean():.0%} of the weights are zero; "
-      f"row sums range from {sums.min():.2f} to {sums.max():.2f}")  # fmt: skip
+      f"row sums range from {sums.min():.2f} to {sums.max():.2f}")
 
 # %% [markdown]
 # ## The maps
@@ -186,7 +182,7 @@ def head_grid(kind: str, layer: int, per_row: int = 3) -> alt.VConcatChart:
         chart = viz.heatmap(
             weights[h], keys, queries, title=f"head {h + 1}", x_title="key", y_title="query",
             value_title="weight", domain=(0, 1), width=13 * len(keys), height=13 * len(queries),
-        )  # fmt: skip
+        )
         axis = chart.encoding.x.to_dict()["axis"] | {"labelAngle": -90}  # labels would overlap
         charts.append(chart.encode(x=alt.X("column:O", axis=alt.Axis(**axis))))
     rows = [alt.hconcat(*charts[i : i + per_row]) for i in range(0, len(charts), per_row)]
@@ -200,8 +196,7 @@ def head_grid(kind: str, layer: int, per_row: int = 3) -> alt.VConcatChart:
 # that learned relative position), others spread over the whole sentence or fix on the
 # final punctuation and `</s>`, a common "nothing to do here" spot.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 alt.vconcat(*(head_grid("encoder self-attention", layer) for layer in range(1, n_layers + 1)))
 
 # %% [markdown]
@@ -209,8 +204,7 @@ alt.vconcat(*(head_grid("encoder self-attention", layer) for layer in range(1, n
 #
 # The look-ahead mask leaves only the lower triangle: token $i$ can look at tokens $1 … i$.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 alt.vconcat(*(head_grid("decoder self-attention", layer) for layer in range(1, n_layers + 1)))
 
 # %% [markdown]
@@ -220,8 +214,7 @@ alt.vconcat(*(head_grid("decoder self-attention", layer) for layer in range(1, n
 # to align, the bright cells run along the German words that the next English word
 # translates.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 alt.vconcat(*(head_grid("decoder-source attention", layer) for layer in range(1, n_layers + 1)))
 
 # %% [markdown]
@@ -232,8 +225,7 @@ alt.vconcat(*(head_grid("decoder-source attention", layer) for layer in range(1,
 # weight on one token has entropy 0; one that spreads evenly over $n$ tokens has
 # $\log_2 n$ bits (drawn as a rule for the source sentence's length).
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 rows = []
 for (kind, layer), weights in maps.items():
     entropy = -(weights * torch.log2(weights.clamp_min(1e-12))).sum(-1)  # (heads, queries)

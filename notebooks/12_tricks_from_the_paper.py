@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: tags,-all
 #     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
@@ -74,8 +74,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # otherwise the command line trains it (in CI, chapter 10 has just trained the tiny preset
 # afresh, and this chapter reuses that run).
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 PRESET = pick(ci="tiny", full="cpu")
 ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
 RUN = ensure_run(PRESET, ROOT / "runs" / f"translate-{PRESET}")
@@ -106,8 +105,7 @@ show_source(BPE.learn, BPE.encode)
 # Learned on the German *and* English training sentences (the paper used 37,000 tokens for
 # 4.5 million sentence pairs; Multi30k is 150 times smaller, so far fewer merges):
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 train_limit = preset["train_limit"]
 train_de, train_en = (side[:train_limit] for side in multi30k.load_split("train"))
 merges = pick(ci=1000, full=8000)
@@ -115,8 +113,7 @@ bpe = BPE.learn(train_de + train_en, num_merges=merges)
 shared = Vocab([*SPECIALS, *bpe.tokens])  # every token encode can output: no <unk> ever
 print(f"{len(bpe.merges):,} merges; shared vocabulary of {len(shared):,} tokens")
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 for sentence in (train_de[0], train_en[0]):
     print(bpe.encode(sentence))
 
@@ -148,24 +145,22 @@ show_source(tie_weights)
 # so counting it before and after gives the saving, which must be two matrices of
 # vocabulary × d_model. The sizes here are those of the preset; the identity holds for any.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 V, d = len(shared), preset["d_model"]
 untied = build_model(preset, V, V)
 tied = tie_weights(build_model(preset, V, V), share_source=True)
 count = {name: sum(p.numel() for p in m.parameters()) for name, m in (("untied", untied),
-                                                                      ("tied", tied))}  # fmt: skip
+                                                                      ("tied", tied))}
 assert count["untied"] - count["tied"] == 2 * V * d
 assert tied.generator.proj.weight is tied.src_embed.embed.lut.weight
 print(f"untied: {count['untied']:,} parameters; tied: {count['tied']:,}; "
-      f"saved 2 × {V:,} × {d} = {2 * V * d:,} ({1 - count['tied'] / count['untied']:.0%})")  # fmt: skip
+      f"saved 2 × {V:,} × {d} = {2 * V * d:,} ({1 - count['tied'] / count['untied']:.0%})")
 
 # %% [markdown]
 # Per block, from the package's `parameter_counts` (which counts each block's tensors, so
 # the shared table appears in all three blocks of the tied model):
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 blocks = pd.DataFrame({"untied": parameter_counts(untied), "tied": parameter_counts(tied)})
 blocks.loc[["src_embed", "tgt_embed", "generator"]]
 
@@ -202,7 +197,7 @@ test = load_parallel("test2016", limit=preset["eval_limit"])
 word_src, word_tgt = multi30k.build_vocabs(train.src, train.tgt, preset["min_freq"])
 word_pairs = encode_pairs(train, word_src, word_tgt)
 bpe_pairs = [(shared.encode(bpe.encode(de)), shared.encode(bpe.encode(en)))
-             for de, en in zip(train_de, train_en, strict=True)]  # fmt: skip
+             for de, en in zip(train_de, train_en, strict=True)]
 word_model = train_variant(word_pairs, word_src, word_tgt, tie=False)
 bpe_model = train_variant(bpe_pairs, shared, shared, tie=True)
 print(f"two models trained for {EPOCHS} epochs each")
@@ -211,8 +206,7 @@ print(f"two models trained for {EPOCHS} epochs each")
 # The byte-pair model outputs pieces; joined with `BPE.decode` and tokenized like the
 # references, they are scored exactly as chapter 10 scores words:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 test_de = multi30k.load_split("test2016")[0][: preset["eval_limit"]]
 bpe_out = bpe_model.translate_tokens([bpe.encode(s) for s in test_de])
 bpe_words = multi30k.tokenize([BPE.decode(pieces) for pieces in bpe_out], "en")
@@ -255,8 +249,7 @@ show_source(gnmt_length_penalty)
 # %%
 show_source(beam_search)
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 translator = load_translator([RUN / "final.pt"])
 beams = [1, 2, 4, 8]
 beam_scores = pd.DataFrame(
@@ -264,8 +257,7 @@ beam_scores = pd.DataFrame(
 )
 beam_scores[["beam", "sentences", "bleu", "tokenized_bleu", "chrf"]]
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 alt.Chart(beam_scores, title="test2016 BLEU against beam size").mark_line(point=True).encode(
     x=alt.X("beam:O", title="beam size (1 = greedy)", axis=alt.Axis(labelAngle=0)),
     y=alt.Y("bleu:Q", title="sacreBLEU", scale=alt.Scale(zero=False)),
@@ -293,8 +285,7 @@ show_source(average_checkpoints)
 # %% [markdown]
 # Derived by hand for two checkpoints, and compared with the package:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 epoch_paths = sorted(RUN.glob("epoch[0-9][0-9][0-9].pt"))
 a, b = (read_checkpoint(p)["model"] for p in epoch_paths[-2:])
 _, averaged = average_checkpoints(epoch_paths[-2:])
@@ -306,21 +297,19 @@ print(f"average_checkpoints == (a + b) / 2 for all {len(a)} weight tensors")
 # Each kept epoch alone, and the average of the last $k$ of them, scored on test2016
 # (greedy decoding, so that only the weights differ):
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 rows = []
 for path in epoch_paths:
     rows.append({"weights": path.stem, "kind": "single epoch",
-                 **score(load_translator([path]).translate_tokens(test.src), test)})  # fmt: skip
+                 **score(load_translator([path]).translate_tokens(test.src), test)})
 for k in range(2, len(epoch_paths) + 1):
     mean = load_translator(epoch_paths[-k:])
     rows.append({"weights": f"mean of the last {k}", "kind": "average",
-                 **score(mean.translate_tokens(test.src), test)})  # fmt: skip
+                 **score(mean.translate_tokens(test.src), test)})
 averages = pd.DataFrame(rows)
 averages[["weights", "sentences", "bleu", "tokenized_bleu", "chrf"]]
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 averages["order"] = range(len(averages))
 alt.Chart(
     averages, title="test2016 BLEU of single epochs and of averaged weights"
@@ -343,13 +332,12 @@ alt.Chart(
 # `final.pt` (chapter 10's `metrics.json` records which). For this run the last epoch won
 # on the validation set, so `final.pt` is that epoch.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 run_metrics = json.loads((RUN / "metrics.json").read_text())
 print(f"final.pt = {run_metrics['final']}; validation BLEU: best single epoch "
       f"{run_metrics['best']['val_bleu']:.2f} (epoch {run_metrics['best']['epoch']}), "
       f"average of {', '.join(run_metrics['averaged']['epochs'])} "
-      f"{run_metrics['averaged']['val_bleu']:.2f}")  # fmt: skip
+      f"{run_metrics['averaged']['val_bleu']:.2f}")
 
 # %% [markdown]
 # ## 4 · Several GPUs

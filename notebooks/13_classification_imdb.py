@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: tags,-all
 #     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
@@ -62,8 +62,7 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # configs. The book trains the `cpu` preset (under ten minutes of training on one CPU thread); a
 # continuous-integration run of this chapter trains the `tiny` one through the same code.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 preset = pick(ci="tiny", full="cpu")
 config = classify.PRESETS[preset]
 ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
@@ -78,8 +77,7 @@ print(preset, config)
 # `<unk>`, as it would be for a new review — and turns every review into token ids, cut to
 # the first `max_len` tokens.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 corpus = classify.load_data(config)
 vocab, data = corpus.vocab, corpus.splits
 for name, split in data.items():
@@ -105,8 +103,7 @@ print(imdb.tokenize(example))
 # How long are the reviews? Attention costs grow with the square of the length, so this
 # decides `max_len`. The histogram counts tokens per training review before truncation:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 lengths = pd.Series([len(imdb.tokenize(text)) for text in data["train"].texts])
 print(
     f"tokens per review: mean {lengths.mean():.0f}, median {lengths.median():.0f}, "
@@ -206,8 +203,7 @@ show_source(classify.classification_loss, classify.warmup_then_decay)
 # `classify.ensure_run` calls it, or loads the run if `runs/imdb-cpu` already holds a
 # finished one of the same configuration (the CI run always trains afresh).
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 result = classify.ensure_run(config, ROOT / "runs" / f"imdb-{preset}", fresh=preset == "tiny")
 model = result.model
 
@@ -215,8 +211,7 @@ model = result.model
 # The history has one row per optimiser step. The training loss is noisy from batch to batch,
 # so the chart shows its running mean next to the validation loss:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 history = result.history
 evaluated = history.dropna(subset=["val_loss"])  # the rows where validation was scored
 window = max(1, len(history) // 20)
@@ -238,10 +233,9 @@ viz.line_chart(
     curves, "step", "loss", "curve",
     title="Cross-entropy during training", x_title="optimiser step",
     y_title="cross-entropy (nats per review)",
-)  # fmt: skip
+)
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 print(evaluated[["step", "val_loss", "val_accuracy"]].to_string(index=False))
 metrics = result.metrics
 print(
@@ -257,8 +251,7 @@ print(
 # followed by a short verdict, a verdict in the part that was cut off, or a mixed review whose
 # rating sits just on one side of the line.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 probs = classify.predict_proba(model, data["test"])  # (reviews, 2)
 labels = torch.tensor(data["test"].labels)
 wrong = (probs.argmax(-1) != labels).nonzero().squeeze(1)
@@ -279,8 +272,7 @@ for i in wrong[confidence.argsort(descending=True)[:4]].tolist():
 # row $i$ takes its information from. In a trained model a few sentiment-bearing words
 # ("great", "waste", "boring", ...) tend to draw weight from many positions.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 test_ids = data["test"].ids  # a review of about 32 tokens, the most confidently scored one
 short = min(range(len(test_ids)), key=lambda i: (abs(len(test_ids[i]) - 32), -probs[i].max()))
 ids = test_ids[short]
@@ -296,7 +288,7 @@ viz.heatmap(
     weights, words, words, title="Last block's attention, mean over heads",
     x_title="attended word (key)", y_title="word (query)", value_title="weight",
     width=520, height=520,
-)  # fmt: skip
+)
 
 # %% [markdown]
 # ## Words or byte pairs?
@@ -315,17 +307,15 @@ show_source(classify.ReviewTokenizer)
 # The `bpe` run is the same preset with `tokenizer="bpe"`, i.e.
 # `classify train --preset cpu --tokenizer bpe --out runs/imdb-cpu-bpe` on the command line:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 bpe_config = dataclasses.replace(config, tokenizer="bpe")
 bpe_run = classify.ensure_run(bpe_config, ROOT / "runs" / f"imdb-{preset}-bpe",
-                              fresh=preset == "tiny")  # fmt: skip
+                              fresh=preset == "tiny")
 bpe_tokens = bpe_run.corpus.tokenizer(example)
 print(bpe_tokens)
 assert BPE.decode(bpe_tokens) == " ".join(imdb.tokenize(example))
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 rows = []
 for name, run in (("words", result), ("byte pairs", bpe_run)):
     train_ids = run.corpus.splits["train"].ids
@@ -337,7 +327,7 @@ for name, run in (("words", result), ("byte pairs", bpe_run)):
         "<unk> share": sum(ids.count(unknown) for ids in train_ids) / tokens,
         "test accuracy": run.metrics["test_accuracy"],
         "train seconds": run.metrics["train_seconds_this_run"],
-    })  # fmt: skip
+    })
 pd.DataFrame(rows).set_index("tokens").round(4)
 
 # %% [markdown]

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: tags,-all
 #     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
@@ -101,7 +101,7 @@ viz.heatmap(
     mask.float(), labels, labels, title="Look-ahead mask: who may attend to whom",
     x_title="key: byte attended to", y_title="query: byte predicting the next one",
     value_title="may attend", domain=(0, 1), width=280, height=280,
-)  # fmt: skip
+)
 
 # %% [markdown]
 # In a decoder-only model every block applies it: `TransformerBlock(causal=True)` builds this
@@ -224,39 +224,36 @@ print(f"zlib -9:                    {zlib_bpb:.3f} bits per byte")
 preset = pick(ci="tiny", full="cpu")
 pd.DataFrame({name: pd.Series(vars(p), dtype=object) for name, p in PRESETS.items()})
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 run_dir = tempfile.mkdtemp(prefix="chapter14-")
 history, metrics = train(preset, "enwik8_prefix", run_dir, device="cpu", progress=False)
 lm, _ = load_model(f"{run_dir}/checkpoint.pt")  # the trained model, in eval mode
 print(f"preset {preset}: {metrics['parameters']:,} parameters, {metrics['steps']} steps")
 print(f"validation: {metrics['val_bits_per_byte']:.3f} bits per byte "
-      f"over all {metrics['val_bytes_scored']:,} bytes")  # fmt: skip
+      f"over all {metrics['val_bytes_scored']:,} bytes")
 
 # %% [markdown]
 # The learning curves, in bits per byte: the training loss (averaged over 50 steps; each step
 # sees new random windows) and the validation loss on the first bytes of the validation
 # split, measured every few hundred steps.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 curves = pd.concat([
     pd.DataFrame({"step": history["step"], "bits per byte": history["train_bpb"]
                   .rolling(50, min_periods=1).mean(), "curve": "train (50-step mean)"}),
     history.dropna(subset=["val_bpb"]).assign(curve="validation")
     .rename(columns={"val_bpb": "bits per byte"})[["step", "bits per byte", "curve"]],
-])  # fmt: skip
+])
 viz.line_chart(
     curves, "step", "bits per byte", "curve", title="Learning curves on enwik8_prefix",
     x_title="optimiser step", y_title="bits per byte",
-)  # fmt: skip
+)
 
 # %% [markdown]
 # And the number that counts, the whole validation split scored once more (the same function
 # `generate evaluate` calls), next to the yardsticks:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 val_bpb, _ = evaluate_bits_per_byte(lm, val)
 print(f"uniform 8.000 | order-0 {order0:.3f} | zlib {zlib_bpb:.3f} | model {val_bpb:.3f}")
 
@@ -291,8 +288,7 @@ show_source(sample)
 # %% [markdown]
 # Samples from the trained model, seeded, at $T=0.5$ and $T=1.0$:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 prompt = "'''Anarchism''' is "
 for T in (0.5, 1.0):
     out = sample(lm, encode(prompt), 400, temperature=T, generator=torch.Generator().manual_seed(0))
@@ -309,8 +305,7 @@ for T in (0.5, 1.0):
 # `]]` when it closes a link, compared with the order-0 model, which knows only how common `]`
 # is?
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 bits = byte_bits(lm, val)  # bits[t - 1]: surprise of byte t given its context
 text = bytes(val.tolist())
 opens, first_close, second_close = [], [], []  # positions t of those bytes
@@ -330,7 +325,7 @@ table = pd.DataFrame([
     for name, where in (("first [ of [[", opens), ("first ] of ]]", first_close),
                         ("second ] of ]]", second_close))
 ] + [{"bytes": "all bytes", "count": len(bits), "model (bits)": bits.mean().item(),
-      "order-0 (bits)": order0}])  # fmt: skip
+      "order-0 (bits)": order0}])
 table.set_index("bytes").round(3)
 
 # %% [markdown]
@@ -356,11 +351,10 @@ def closed_links(text: str) -> tuple[int, int]:
     return opened, closed
 
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 prompts = torch.stack([val[i : i + 32] for i in range(0, 16 * 1_000, 1_000)]).long()  # (16, 32)
 samples = sample(lm, prompts, pick(ci=256, full=1_024), temperature=1.0,
-                 generator=torch.Generator().manual_seed(1))  # fmt: skip
+                 generator=torch.Generator().manual_seed(1))
 generated = [decode(row[32:]) for row in samples]
 opened, closed = map(sum, zip(*(closed_links(g) for g in generated), strict=True))
 val_opened, val_closed = closed_links(text.decode("utf-8", errors="replace"))

@@ -23,7 +23,7 @@ def build(kind, N, d_model, d_ff, h, vocab, shared=False, dropout=0.1, attention
     torch.manual_seed(0)
     if kind == "lm":
         model = DecoderLM(
-            vocab, d_model, h, N, max_len=12, ff_mult=d_ff // d_model, dropout=dropout
+            vocab, d_model, h, N, max_len=12, d_ff=d_ff, dropout=dropout
         )
     else:
         model = make_model(vocab, vocab, N, d_model, d_ff, h, dropout)

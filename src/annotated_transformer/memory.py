@@ -472,7 +472,7 @@ def measured_training_memory(
     dev = torch.device(device)
     if kind == "lm":
         model = DecoderLM(
-            vocab, d_model, h, N, max_len=length, ff_mult=d_ff // d_model, dropout=dropout
+            vocab, d_model, h, N, max_len=length, d_ff=d_ff, dropout=dropout
         ).to(dev)
         x, y = torch.randint(vocab, (2, batch, length), generator=gen).to(dev)
 

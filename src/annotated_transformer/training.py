@@ -180,6 +180,23 @@ def variable_copy_batch(vocab: int, n: int, max_len: int, gen: torch.Generator) 
     return Batch(src, tgt, pad=0)
 
 
+def mean_loss(
+    model: nn.Module, loss_fn: LossFn, batches: Iterable[Any], precision: str = "fp32"
+) -> float:
+    """The loss per token over ``batches`` (a validation loss): in eval mode, without autograd.
+
+    The sums of ``loss_fn`` are added up and divided once by the total token count, so every
+    token weighs the same whatever batch it sits in.
+    """
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    with evaluating(model), autocast(device, precision):
+        for batch in batches:
+            loss_sum, n = loss_fn(model, batch.to(device) if hasattr(batch, "to") else batch)
+            total, count = total + loss_sum.item(), count + int(n)
+    return total / max(count, 1)
+
+
 class NonFiniteLossError(FloatingPointError):
     """The loss or the gradient norm became inf/NaN; the weights were not updated."""
 

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
-from annotated_transformer.training import autocast, evaluating
+from annotated_transformer.training import mean_loss
 
 MODEL_FIELDS = ("N", "d_model", "d_ff", "h", "dropout", "max_len")
 """The shared hyper-parameter names, those ``make_model`` took from the original."""
@@ -119,14 +119,8 @@ class Task(ABC):
         return {}
 
     def mean_loss(self, model: nn.Module, batches: Iterable[Any]) -> float:
-        """The loss per token (or example) over ``batches``, in eval mode, without autograd."""
-        device = next(model.parameters()).device
-        total, count = 0.0, 0
-        with evaluating(model), autocast(device, self.config.precision):
-            for batch in batches:
-                loss_sum, n = self.loss(model, batch.to(device) if hasattr(batch, "to") else batch)
-                total, count = total + loss_sum.item(), count + int(n)
-        return total / max(count, 1)
+        """The task's loss per token (or example) over ``batches``, in eval mode."""
+        return mean_loss(model, self.loss, batches, self.config.precision)
 
     @abstractmethod
     def build_model(self) -> nn.Module: ...
