@@ -134,8 +134,8 @@ execute: setup
 	@test -n "$(CHAPTER)" || { echo "usage: make execute CHAPTER=02_self_attention"; exit 2; }
 	@echo "==> executing notebooks/$(CHAPTER) at full size"
 	AT_SIZE=full $(BIN)/jupytext --sync notebooks/$(CHAPTER).py
-	$(NOTEBOOK_ENV) AT_SIZE=full $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
-	  --ExecutePreprocessor.timeout=-1 notebooks/$(CHAPTER).ipynb
+	$(NOTEBOOK_ENV) AT_SIZE=full $(BIN)/jupyter execute --inplace --timeout=-1 \
+	  notebooks/$(CHAPTER).ipynb
 	$(BIN)/jupytext --sync notebooks/$(CHAPTER).ipynb
 
 sync: setup

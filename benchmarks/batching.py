@@ -29,20 +29,15 @@ import pandas as pd
 import torch
 
 from annotated_transformer.batching import bucket_batches, fixed_batches, padding_ratio
-from annotated_transformer.multi30k import build_vocabs
-from annotated_transformer.training import Trainer, make_optimizer, seq2seq_loss
-from annotated_transformer.translate import PRESETS
-from annotated_transformer.translation import (
-    EpochBatches,
-    bf16_is_fast,
-    build_model,
-    encode_pairs,
-    load_parallel,
+from annotated_transformer.model import make_model
+from annotated_transformer.schedule import make_scheduler
+from annotated_transformer.tasks.translation import (
+    PRESETS,
+    Translation,
     make_batch,
     pair_lengths,
-    validation_loss,
-    warmup_cosine,
 )
+from annotated_transformer.training import Trainer, bf16_is_fast, make_optimizer, mean_loss
 
 ORIGINAL_LENGTH, ORIGINAL_BATCH = 72, 32
 
@@ -60,17 +55,18 @@ def budget_for(lengths: list[tuple[int, int]], sentences: int) -> int:
     return low
 
 
-def train_once(name, index, pairs, vocabs, config, val_batches, precision) -> dict:
+def train_once(name, index, pairs, task, val_batches, precision) -> dict:
     """Train a fresh model on the batches ``index`` (one pass); time it, then validate."""
-    vocab = vocabs[0]  # batches read only the special ids, which both vocabularies share
+    vocab = task.src_vocab  # batches read only the special ids, which both vocabularies share
     pad_to = ORIGINAL_LENGTH if name == "original" else None
     batches = [make_batch(pairs, i, vocab, pad_to) for i in index]
     torch.manual_seed(0)
-    model = build_model(config, len(vocabs[0]), len(vocabs[1]))
-    loss_fn = seq2seq_loss(vocab.stoi["<pad>"], config["label_smoothing"])
-    optimizer = make_optimizer(model, lr=config["lr"])
-    scheduler = warmup_cosine(optimizer, max(1, len(batches) // 10), len(batches) + 1)
-    trainer = Trainer(model, optimizer, loss_fn, scheduler, precision=precision)
+    config = task.config
+    model = make_model(len(task.src_vocab), len(task.tgt_vocab), **config.model)
+    optimizer = make_optimizer(model)
+    warmup = max(1, len(batches) // 10)
+    scheduler = make_scheduler(optimizer, "cosine", config.lr, warmup, len(batches) + 1)
+    trainer = Trainer(model, optimizer, task.loss, scheduler, precision=precision)
     start, cpu_start = time.perf_counter(), time.process_time()
     trainer.fit(lambda epoch: iter(batches), len(batches), progress=False)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
@@ -83,7 +79,7 @@ def train_once(name, index, pairs, vocabs, config, val_batches, precision) -> di
         "cpu seconds": round(cpu_seconds, 1),
         "target tokens/s": round(sum(b.ntokens for b in batches) / seconds),
         "padding": round(padding_ratio(index, lengths, pad_to), 3),
-        "val loss": round(validation_loss(model, val_batches, loss_fn), 3),
+        "val loss": round(mean_loss(model, task.loss, val_batches), 3),
     }
 
 
@@ -98,33 +94,31 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    config = vars(PRESETS["cpu"])
-    train = load_parallel("train", mirror=args.data_dir)
-    val = load_parallel("val", mirror=args.data_dir)
-    src_vocab, tgt_vocab = build_vocabs(train.src, train.tgt)
-    pairs = encode_pairs(train, src_vocab, tgt_vocab)
+    task = Translation(PRESETS["cpu"], data_dir=args.data_dir)  # fp32: precision is per row
+    pairs = task.encode(task.split("train"))
     lengths = pair_lengths(pairs)
-    val_pairs = encode_pairs(val, src_vocab, tgt_vocab)
-    val_index = EpochBatches(val_pairs, src_vocab, 4000).indices(0)
-    val_batches = [make_batch(val_pairs, i, src_vocab) for i in val_index]
+    val_pairs = task.encode(task.split("val"))
+    val_index = bucket_batches(pair_lengths(val_pairs), 4000)
+    val_batches = [make_batch(val_pairs, i, task.src_vocab) for i in val_index]
 
     budget = budget_for(lengths, ORIGINAL_BATCH)
     fixed = fixed_batches(len(pairs), ORIGINAL_BATCH, seed=0)
     bucketed = bucket_batches(lengths, budget, seed=0)
     fixed, bucketed = (b[: max(1, round(len(b) * fraction))] for b in (fixed, bucketed))
-    print(f"{len(pairs)} training pairs; bucket budget {budget} tokens (~{ORIGINAL_BATCH} "
-          f"sentences a batch); training on {fraction:.0%} of an epoch; "
-          f"{torch.get_num_threads()} threads")  # fmt: skip
+    print(
+        f"{len(pairs)} training pairs; bucket budget {budget} tokens (~{ORIGINAL_BATCH} "
+        f"sentences a batch); training on {fraction:.0%} of an epoch; "
+        f"{torch.get_num_threads()} threads"
+    )
 
     runs = [("original", fixed, "fp32"), ("bucketed", bucketed, "fp32")]
     if bf16_is_fast(torch.device("cpu")):
         runs.append(("bucketed", bucketed, "bf16"))
     else:
         print("bf16 matmuls are slower than fp32 on this CPU (no AVX-512-BF16/AMX): no bf16 row")
-    vocabs = (src_vocab, tgt_vocab)
     rows = []
     for name, index, precision in runs:
-        rows.append(train_once(name, index, pairs, vocabs, config, val_batches, precision))
+        rows.append(train_once(name, index, pairs, task, val_batches, precision))
         print(rows[-1], flush=True)  # each row as it finishes: a full epoch takes a while
     table = pd.DataFrame(rows)
     table["speed-up"] = (table["target tokens/s"] / table["target tokens/s"].iloc[0]).round(2)

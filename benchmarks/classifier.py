@@ -56,7 +56,7 @@ def main() -> None:
                        ("explicit (keep_attention=True)", True)):  # fmt: skip
         torch.manual_seed(0)
         model = EncoderClassifier(
-            vocab, d_model=d_model, h=h, depth=depth, max_len=length, dropout=0.1
+            vocab, d_model=d_model, h=h, N=depth, d_ff=4 * d_model, max_len=length, dropout=0.1
         )
         for block in model.blocks:
             block.attention.keep_attention = keep

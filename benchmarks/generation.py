@@ -17,9 +17,9 @@ import time
 import pandas as pd
 import torch
 
-from annotated_transformer.generate import PRESETS
 from annotated_transformer.model import DecoderLM
 from annotated_transformer.sampling import sample
+from annotated_transformer.tasks.lm import PRESETS
 
 
 def time_sampling(
@@ -45,7 +45,7 @@ def main() -> None:
     args = parser.parse_args()
     prompt_len, length = (16, 64) if args.quick else (64, 256)
     torch.manual_seed(0)
-    config = {**PRESETS[args.preset].model_config(), "max_len": prompt_len + length}
+    config = {**PRESETS[args.preset].model, "max_len": prompt_len + length}
     model = DecoderLM(**config).to(args.device).eval()
     rows = []
     for batch in (1, 16):

@@ -38,9 +38,7 @@
 # command, so that what you read here is exactly what runs.
 
 # %%
-import json
 from collections import Counter
-from pathlib import Path
 
 import altair as alt
 import pandas as pd
@@ -48,15 +46,15 @@ import torch
 
 from annotated_transformer.batching import bucket_batches, fixed_batches, padding_ratio
 from annotated_transformer.book import viz
-from annotated_transformer.book.sizes import pick
+from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.multi30k import SPLITS, build_vocabs, detokenize, load_split, tokenize
-from annotated_transformer.translate import PRESETS, Preset, ensure_run
-from annotated_transformer.translation import (
-    EpochBatches,
-    encode_pairs,
-    load_parallel,
-    load_translator,
+from annotated_transformer.runner import Run, ensure_run, rows_with
+from annotated_transformer.tasks.base import TrainConfig
+from annotated_transformer.tasks.translation import (
+    PRESETS,
+    Translation,
+    TranslationConfig,
     pair_lengths,
     score,
 )
@@ -207,7 +205,7 @@ show_source(padding_ratio)
 show_source(bucket_batches)
 
 # %%
-pairs = encode_pairs(load_parallel("train"), src_vocab, tgt_vocab)
+pairs = [(src_vocab.encode(s), tgt_vocab.encode(t)) for s, t in zip(train_src, train_tgt, strict=True)]
 pair_len = pair_lengths(pairs)  # (source, target) with <s> and </s>
 random_32 = fixed_batches(len(pairs), 32, seed=0)
 budget = PRESETS["cpu"].max_tokens
@@ -236,73 +234,100 @@ ratios.assign(padding=ratios["padding"].map("{:.1%}".format))
 # a varying number of sentences (many short ones, few long ones) but a similar number of
 # tokens, which keeps the cost of each step roughly constant.
 #
-# `EpochBatches` ties this to training: epoch $e$'s batches depend only on the seed and $e$,
-# so a resumed run sees exactly the batches it would have seen, and with several processes
-# each takes its share of the same list (chapter 12):
+# The translation task hands such batches to training, one epoch at a time: epoch $e$'s
+# batches depend only on the seed and $e$, so a resumed run sees exactly the batches it would
+# have seen.
 
 # %%
-show_source(EpochBatches)
+show_source(Translation.batches)
 
 # %% [markdown]
 # ## Training
 #
-# Training goes through the package's command line, `annotated_transformer.translate`, with a
-# *preset*: a small dataclass holding the whole recipe.
+# Everything that trains a model in this book goes through one runner. A *task* says what
+# differs between jobs — here the data and vocabularies, `make_model`, the label-smoothed
+# loss, `batches(epoch)`, and the validation and test scores — and the runner does the rest
+# the same way for every task: device and precision, the optimiser and its learning-rate
+# schedule (chapter 08), checkpoints, logs and resuming. The whole recipe is one config
+# dataclass: the task's fields on top of the optimisation fields every task shares.
 
 # %%
-show_source(Preset)
+show_source(TrainConfig, TranslationConfig)
 
 # %% [markdown]
-# Three presets matter here: `tiny` (what continuous integration runs: seconds, a model that
-# learns next to nothing), `cpu` (the size of this chapter: 3 + 3 layers, d_model 256, all
-# training pairs; about an hour on two CPU cores) and `base` (the paper's base model, for a
-# GPU). Compared with the paper, `cpu` is smaller in every direction because the data set is
-# small: 29,000 short sentences, not 4.5 million. It uses a linear warm-up then a cosine
-# decay of the learning rate, which reaches a good model in fewer epochs than the Noam
-# schedule of chapter 08.
+# A *preset* is such a config with its values filled in. Three matter here: `tiny` (what
+# continuous integration runs: seconds, a model that learns next to nothing), `cpu` (the size
+# of this chapter: 3 + 3 layers, d_model 256, all training pairs; under an hour on a laptop's
+# CPU) and `base` (the paper's base model, for a GPU). Compared with the paper, `cpu` is
+# smaller in every direction because the data set is small: 29,000 short sentences, not 4.5
+# million. It uses a linear warm-up then a cosine decay of the learning rate, which reaches a
+# good model in fewer epochs than the Noam schedule of chapter 08.
 
 # %%
-pd.DataFrame({name: vars(PRESETS[name]) for name in ("tiny", "cpu", "base")}).rename_axis("field")
+presets = {name: vars(PRESETS[name]) for name in ("tiny", "cpu", "base")}
+pd.DataFrame(presets).rename_axis("setting").astype(str)
 
 # %% [markdown]
-# A run writes everything into one folder: `last.pt` (all that is needed to resume, saved
-# during each epoch), `epochNNN.pt` (the weights after the last few epochs), `best.pt` (the
-# best validation BLEU), `averaged.pt` (the mean of the kept epochs, chapter 12), `final.pt`
-# (the better of those two), `history.csv` (one row per epoch), `steps.csv` (one row per
-# optimiser step) and `metrics.json` (the test2016 scores). Each checkpoint holds the preset
-# and both vocabularies, so it can be loaded on its own.
+# The runner's `Run` builds the task, the model, the optimiser, the scheduler and chapter
+# 08's `Trainer`; `train` runs `Trainer.fit` with an evaluation hook, `validate`, which the
+# trainer calls at the end of every epoch (here `eval_every` is 0): it scores the model on the
+# validation set, keeps the best weights in `best.pt`, and keeps the last `keep_last` epochs
+# for averaging (chapter 12).
+
+# %%
+show_source(Run.train, Run.validate)
+
+# %% [markdown]
+# At the end, `finish` picks the final weights — with `final="best"`, the better on
+# validation BLEU of the best epoch and the average of the kept ones — and scores them once on
+# test2016, with beam search:
+
+# %%
+show_source(Run.finish)
+
+# %% [markdown]
+# A run writes everything into one folder, every file atomically (a kill never leaves half a
+# file): `last.pt` (all that is needed to resume), `best.pt`, `keep-NNNNNN.pt` (the kept
+# epochs), `averaged.pt`, `final.pt`, `history.csv` (one row per optimiser step, with the
+# validation scores on the steps that have them), `metrics.json` (the test2016 scores) and
+# `train.log`. Each checkpoint holds the config and both vocabularies, so it can be loaded on
+# its own.
 #
-# The chapter runs exactly the command you would type. If `runs/translate-cpu` already holds
-# a finished run (for instance one trained beforehand with the command at the top of this
-# page), it is reused; an interrupted one is resumed (`--resume`); otherwise training starts
-# there. The CI build trains `tiny` into `runs/translate-tiny`, afresh each time.
+# The chapter calls the runner with the arguments of the command you would type,
+# `python -m annotated_transformer translate train --preset cpu --out runs/translate-cpu`. If
+# that folder already holds a finished run (for instance one trained beforehand with that
+# command, on all cores), it is reused; an interrupted one is resumed; otherwise training
+# starts there. The CI build trains `tiny` into `runs/translate-tiny`, afresh each time.
 
 # %% tags=["nbval-ignore-output"]
 PRESET = pick(ci="tiny", full="cpu")
-ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
-print(f"python -m annotated_transformer.translate train --preset {PRESET} "
-      f"--out runs/translate-{PRESET}")
-RUN = ensure_run(PRESET, ROOT / "runs" / f"translate-{PRESET}", fresh=PRESET == "tiny")
+run = ensure_run("translate", PRESET, runs_dir() / f"translate-{PRESET}", fresh=PRESET == "tiny")
+print(f"python -m annotated_transformer translate train --preset {PRESET} --out {run.out.name}")
 
 # %% [markdown]
-# The command's log: one line per epoch with the validation loss and greedy BLEU, then the
-# choice between the best epoch and the averaged weights, then the test2016 score.
+# The run's log, `train.log`: what the model was, one line per epoch with the validation loss
+# and greedy BLEU, the choice of the final weights, then the test2016 score.
 
 # %% tags=["nbval-ignore-output"]
-history = pd.read_csv(RUN / "history.csv")
-steps = pd.read_csv(RUN / "steps.csv")
-metrics = json.loads((RUN / "metrics.json").read_text())
-print(f"{metrics['preset']}: {metrics['steps']:,} optimiser steps, "
-      f"{len(history)} epochs, {metrics['train_seconds'] / 60:.0f} minutes of training")
-history.drop(columns="epoch_seconds").set_index("epoch").round(3)
+print((run.out / "train.log").read_text())
+
+# %% [markdown]
+# The same numbers from `history.csv`, one row per epoch:
+
+# %% tags=["nbval-ignore-output"]
+history, metrics = run.history, run.metrics
+epochs = rows_with(history, "val_bleu").assign(epoch=lambda frame: frame.index + 1)
+print(f"{metrics['preset']}: {metrics['steps']:,} optimiser steps, {len(epochs)} epochs, "
+      f"{metrics['train_seconds'] / 60:.0f} minutes of training")
+epochs.set_index("epoch")[["step", "loss", "lr", "val_loss", "val_bleu"]].round(3)
 
 # %% [markdown]
 # The training loss per step (label-smoothed, so it cannot reach zero), with the learning
 # rate beside it, and the validation loss and BLEU after each epoch:
 
 # %% tags=["nbval-ignore-output"]
-every = max(1, len(steps) // 1000)  # at most ~1,000 points per chart
-thin = steps.iloc[::every]
+every = max(1, len(history) // 1000)  # at most ~1,000 points per chart
+thin = history.iloc[::every]
 loss_chart = viz.line_chart(thin, "step", "loss", title="Training loss",
                             x_title="optimiser step", y_title="loss per token",
                             width=230, height=200)
@@ -312,10 +337,10 @@ lr_chart = viz.line_chart(thin, "step", "lr", title="Learning rate (warm-up, cos
 loss_chart | lr_chart
 
 # %% tags=["nbval-ignore-output"]
-val_loss = viz.line_chart(history, "epoch", "val_loss", title="Validation loss",
+val_loss = viz.line_chart(epochs, "epoch", "val_loss", title="Validation loss",
                           x_title="epoch", y_title="loss per token",
                           width=230, height=200).mark_line(point=True)
-val_bleu = viz.line_chart(history, "epoch", "val_bleu", title="Validation BLEU (greedy)",
+val_bleu = viz.line_chart(epochs, "epoch", "val_bleu", title="Validation BLEU (greedy)",
                           x_title="epoch", y_title="BLEU (tokenized, lower-cased)",
                           width=230, height=200).mark_line(point=True)
 epoch_axis = alt.X("epoch:O", title="epoch", axis=alt.Axis(labelAngle=0))  # whole epochs
@@ -323,14 +348,15 @@ val_loss.encode(x=epoch_axis) | val_bleu.encode(x=epoch_axis)
 
 # %% [markdown]
 # What a reader with a laptop wants to know is how BLEU grows with *time*. The history records
-# the seconds each epoch's training steps took (validation excluded) and every step's real
+# the seconds of training so far at every step (validation excluded) and every step's real
 # (non-padding) target tokens:
 
 # %% tags=["nbval-ignore-output"]
-history["minutes"] = history["epoch_seconds"].cumsum() / 60
-print(f"{steps['tokens'].sum() / history['epoch_seconds'].sum():,.0f} real target tokens per "
-      f"second of training, {history['epoch_seconds'].sum() / 60:.0f} minutes in all")
-viz.line_chart(history, "minutes", "val_bleu", title="Validation BLEU against training time",
+epochs["minutes"] = epochs["seconds"] / 60
+seconds = history["seconds"].iloc[-1]
+print(f"{history['tokens'].sum() / seconds:,.0f} real target tokens per second of training, "
+      f"{seconds / 60:.0f} minutes in all")
+viz.line_chart(epochs, "minutes", "val_bleu", title="Validation BLEU against training time",
                x_title="minutes of training (validation excluded)",
                y_title="BLEU (greedy, tokenized, lower-cased)").mark_line(point=True)
 
@@ -352,19 +378,22 @@ viz.line_chart(history, "minutes", "val_bleu", title="Validation BLEU against tr
 show_source(score)
 
 # %% [markdown]
-# The model in `final.pt` translates test2016 twice: greedily (the most likely next word at
-# every step, chapter 09) and with beam search (4 hypotheses, GNMT length penalty). At CI
-# size only the first 50 sentences are translated.
+# The model in `final.pt` (`run.model`) translates test2016 twice: greedily (the most likely
+# next word at every step, chapter 09) and with beam search (4 hypotheses, GNMT length
+# penalty). At CI size only the first 50 sentences are translated.
 
 # %% tags=["nbval-ignore-output"]
-translator = load_translator([RUN / "final.pt"])
-test = load_parallel("test2016", limit=PRESETS[PRESET].eval_limit)
+task, model = run.task, run.model
+test = task.split("test2016")
+translator = task.translator(model)
 outputs = {beam: translator.translate_tokens(test.src, beam=beam) for beam in (1, 4)}
 print(f"{len(test.src)} test2016 sentences translated, greedily and with a beam of 4")
 
 # %% tags=["nbval-ignore-output"]
-scores = {("greedy" if beam == 1 else f"beam {beam}"): score(hyps, test)
-          for beam, hyps in outputs.items()}
+scores = {
+    ("greedy" if beam == 1 else f"beam {beam}"): score([detokenize(h) for h in hyps], test, hyps)
+    for beam, hyps in outputs.items()
+}
 pd.DataFrame(scores).T[["sentences", "bleu", "tokenized_bleu", "chrf"]]
 
 # %% tags=["nbval-ignore-output"]
@@ -380,17 +409,18 @@ print("chrF signature:          ", scores["greedy"]["chrf_signature"])
 
 # %% tags=["nbval-ignore-output"]
 for i in range(5):
-    print(f"source:    {detokenize(test.src[i])}")
-    print(f"reference: {test.tgt_raw[i]}")
+    print(f"source:    {test.de[i]}")
+    print(f"reference: {test.en[i]}")
     print(f"greedy:    {detokenize(outputs[1][i])}")
     print(f"beam 4:    {detokenize(outputs[4][i])}\n")
 
 # %% [markdown]
-# The same model from the command line (what `translate translate` prints for any German
-# sentence; words it has never seen become `<unk>`):
+# The same model from the command line, `python -m annotated_transformer translate predict
+# --checkpoint runs/translate-cpu/final.pt --beam 4 "Zwei Hunde spielen im Schnee."`, which
+# calls the task's `predict` (words it has never seen become `<unk>`):
 
 # %% tags=["nbval-ignore-output"]
-print(translator.translate(["Zwei Hunde spielen im Schnee.", "Ein Mann fährt Fahrrad."], beam=4))
+print(task.predict(model, ["Zwei Hunde spielen im Schnee.", "Ein Mann fährt Fahrrad."], beam=4))
 
 # %% [markdown]
 # Chapter 11 looks inside this model at what its attention heads attend to; chapter 12

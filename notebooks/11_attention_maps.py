@@ -39,8 +39,6 @@
 # evaluation mode, and that is what we draw.
 
 # %%
-from pathlib import Path
-
 import altair as alt
 import pandas as pd
 import torch
@@ -48,12 +46,11 @@ import torch
 from annotated_transformer.attention import MultiHeadedAttention, attention
 from annotated_transformer.batching import collate
 from annotated_transformer.book import viz
-from annotated_transformer.book.sizes import pick
+from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.decoding import greedy_decode
 from annotated_transformer.masks import padding_mask, subsequent_mask
-from annotated_transformer.translate import ensure_run
-from annotated_transformer.translation import load_parallel, load_translator
+from annotated_transformer.runner import ensure_run
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=3, sci_mode=False)
@@ -62,18 +59,17 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # ## The model
 #
 # The run folder of chapter 10, `runs/translate-<preset>`, is reused when it holds a finished
-# run; otherwise the same command line trains it (in CI, chapter 10 has just trained the tiny
-# preset afresh, and this chapter reuses that run). The
-# checkpoint `final.pt` carries the preset and both vocabularies, so `load_translator`
-# rebuilds the model, loads the weights and puts it in evaluation mode.
+# run; otherwise the runner trains it (in CI, chapter 10 has just trained the tiny preset
+# afresh, and this chapter reuses that run). The checkpoint `final.pt` carries the config and
+# both vocabularies, so the runner rebuilds the task and the model, loads the weights and
+# puts the model in evaluation mode.
 
 # %% tags=["nbval-ignore-output"]
 PRESET = pick(ci="tiny", full="cpu")
-ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
-RUN = ensure_run(PRESET, ROOT / "runs" / f"translate-{PRESET}")
-translator = load_translator([RUN / "final.pt"])
-model, src_vocab, tgt_vocab = translator.model, translator.src_vocab, translator.tgt_vocab
-print(f"{PRESET} model from runs/{RUN.name}/final.pt; training mode: {model.training}")
+run = ensure_run("translate", PRESET, runs_dir() / f"translate-{PRESET}")
+task, model = run.task, run.model
+src_vocab, tgt_vocab = task.src_vocab, task.tgt_vocab
+print(f"{PRESET} model from runs/{run.out.name}/final.pt; training mode: {model.training}")
 
 # %% [markdown]
 # ## Keeping the weights
@@ -109,14 +105,14 @@ print(f"{len(modules)} attention modules ({n_layers} layer(s) × 3 kinds), {head
 # than the source are decoded, which only matters for a model that does not stop.)
 
 # %%
-test = load_parallel("test2016")
+test = task.split("test2016")
 index = next(i for i, s in enumerate(test.src) if len(s) <= 8)
 src_tokens = test.src[index]
 pad, bos, eos = (src_vocab.stoi[t] for t in ("<pad>", "<s>", "</s>"))
 src = collate([src_vocab.encode(src_tokens)], pad, bos, eos)  # (1, src_len)
 src_mask = padding_mask(src, pad)  # (1, 1, src_len)
 print("German:   ", " ".join(src_tokens))
-print("reference:", test.tgt_raw[index])
+print("reference:", test.en[index])
 
 # %% tags=["nbval-ignore-output"]
 ys = greedy_decode(model, src, src_mask, max_len=src.size(1) + 4, start_symbol=bos,

@@ -35,8 +35,6 @@
 # The last section shows how the same training runs on several GPUs.
 
 # %%
-import json
-from pathlib import Path
 
 import altair as alt
 import pandas as pd
@@ -44,26 +42,15 @@ import torch
 
 from annotated_transformer import multi30k
 from annotated_transformer.batching import shard_batches
-from annotated_transformer.book.sizes import pick
+from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.bpe import BPE
-from annotated_transformer.checkpoint import read_checkpoint
+from annotated_transformer.checkpoint import average_checkpoints, read_checkpoint
 from annotated_transformer.decoding import beam_search, gnmt_length_penalty
 from annotated_transformer.embeddings import Embeddings
-from annotated_transformer.model import Generator, parameter_counts, tie_weights
-from annotated_transformer.training import Trainer, make_optimizer, seq2seq_loss
-from annotated_transformer.translate import PRESETS, ensure_run
-from annotated_transformer.translation import (
-    EpochBatches,
-    Translator,
-    average_checkpoints,
-    build_model,
-    encode_pairs,
-    load_parallel,
-    load_translator,
-    score,
-    warmup_cosine,
-)
+from annotated_transformer.model import Generator, make_model, parameter_counts, tie_weights
+from annotated_transformer.runner import Run, ensure_run, load_model
+from annotated_transformer.tasks.translation import PRESETS, Translation
 from annotated_transformer.vocab import SPECIALS, Vocab
 
 torch.manual_seed(0)
@@ -71,15 +58,14 @@ torch.set_printoptions(precision=4, sci_mode=False)
 
 # %% [markdown]
 # Chapter 10's run is the starting point: its folder is reused when it holds a finished run,
-# otherwise the command line trains it (in CI, chapter 10 has just trained the tiny preset
-# afresh, and this chapter reuses that run).
+# otherwise the runner trains it (in CI, chapter 10 has just trained the tiny preset afresh,
+# and this chapter reuses that run).
 
 # %% tags=["nbval-ignore-output"]
 PRESET = pick(ci="tiny", full="cpu")
-ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
-RUN = ensure_run(PRESET, ROOT / "runs" / f"translate-{PRESET}")
-preset = vars(PRESETS[PRESET])
-print(f"the {PRESET} run in runs/{RUN.name}")
+run = ensure_run("translate", PRESET, runs_dir() / f"translate-{PRESET}")
+preset = PRESETS[PRESET]
+print(f"the {PRESET} run in runs/{run.out.name}")
 
 # %% [markdown]
 # ## 1 · One vocabulary, one matrix
@@ -106,8 +92,7 @@ show_source(BPE.learn, BPE.encode)
 # 4.5 million sentence pairs; Multi30k is 150 times smaller, so far fewer merges):
 
 # %% tags=["nbval-ignore-output"]
-train_limit = preset["train_limit"]
-train_de, train_en = (side[:train_limit] for side in multi30k.load_split("train"))
+train_de, train_en = (side[: preset.train_limit] for side in multi30k.load_split("train"))
 merges = pick(ci=1000, full=8000)
 bpe = BPE.learn(train_de + train_en, num_merges=merges)
 shared = Vocab([*SPECIALS, *bpe.tokens])  # every token encode can output: no <unk> ever
@@ -146,9 +131,9 @@ show_source(tie_weights)
 # vocabulary × d_model. The sizes here are those of the preset; the identity holds for any.
 
 # %% tags=["nbval-ignore-output"]
-V, d = len(shared), preset["d_model"]
-untied = build_model(preset, V, V)
-tied = tie_weights(build_model(preset, V, V), share_source=True)
+V, d = len(shared), preset.d_model
+untied = make_model(V, V, **preset.model)
+tied = tie_weights(make_model(V, V, **preset.model), share_source=True)
 count = {name: sum(p.numel() for p in m.parameters()) for name, m in (("untied", untied),
                                                                       ("tied", tied))}
 assert count["untied"] - count["tied"] == 2 * V * d
@@ -167,58 +152,42 @@ blocks.loc[["src_embed", "tgt_embed", "generator"]]
 # %% [markdown]
 # ### Measured: word vocabularies against a tied byte-pair vocabulary
 #
-# To compare fairly, both variants are trained here with the same short recipe: the
-# preset's architecture and learning rate, two epochs (the `cpu` run trains twelve) with a
-# warm-up of a fifth of the steps, the same token budget per batch.
-# One uses chapter 10's separate word vocabularies (untied), the other the shared
-# byte-pair vocabulary with all three matrices tied. The training code is the package's,
-# the same pieces the command line uses; only the vocabularies differ.
+# To compare fairly, both variants are trained with the same short recipe: the preset's
+# architecture and learning rate, two epochs (the `cpu` run trains twelve), a warm-up of 70
+# steps (a fifth of the word model's run), the same token budget per batch, and the weights
+# as training leaves them. One uses chapter 10's separate word vocabularies (untied), the other
+# the shared byte-pair vocabulary with all three matrices tied: two settings of the
+# translation task, `tokens` and `tie`, which learns the byte pairs from the training
+# sentences itself. Both go through the runner, as the command line would:
+#
+#     python -m annotated_transformer translate train --preset cpu --set epochs=2 \
+#         --set warmup=70 --set final=last --set keep_last=0 --set tokens=bpe --set tie=true \
+#         --set bpe_merges=8000 --out runs/translate-cpu-bpe-tied
 
 # %%
-EPOCHS = 2
-
-
-def train_variant(pairs: list, src_vocab: Vocab, tgt_vocab: Vocab, tie: bool) -> Translator:
-    """Train ``build_model(preset)`` for EPOCHS epochs on ``pairs``; a greedy-ready Translator."""
-    torch.manual_seed(preset["seed"])
-    model = build_model(preset, len(src_vocab), len(tgt_vocab))
-    model = tie_weights(model, share_source=True) if tie else model
-    batches = EpochBatches(pairs, src_vocab, preset["max_tokens"], seed=preset["seed"])
-    total = len(batches) * EPOCHS
-    optimizer = make_optimizer(model, lr=preset["lr"])
-    scheduler = warmup_cosine(optimizer, min(preset["warmup"], total // 5), total)
-    loss = seq2seq_loss(tgt_vocab.stoi["<pad>"], preset["label_smoothing"])
-    Trainer(model, optimizer, loss, scheduler).fit(batches, total, progress=False)
-    return Translator(model.eval(), src_vocab, tgt_vocab, max_positions=preset["max_positions"])
-
-
-train = load_parallel("train", limit=train_limit)
-test = load_parallel("test2016", limit=preset["eval_limit"])
-word_src, word_tgt = multi30k.build_vocabs(train.src, train.tgt, preset["min_freq"])
-word_pairs = encode_pairs(train, word_src, word_tgt)
-bpe_pairs = [(shared.encode(bpe.encode(de)), shared.encode(bpe.encode(en)))
-             for de, en in zip(train_de, train_en, strict=True)]
-word_model = train_variant(word_pairs, word_src, word_tgt, tie=False)
-bpe_model = train_variant(bpe_pairs, shared, shared, tie=True)
-print(f"two models trained for {EPOCHS} epochs each")
-
-# %% [markdown]
-# The byte-pair model outputs pieces; joined with `BPE.decode` and tokenized like the
-# references, they are scored exactly as chapter 10 scores words:
+show_source(Translation.__init__, Translation.build_model)
 
 # %% tags=["nbval-ignore-output"]
-test_de = multi30k.load_split("test2016")[0][: preset["eval_limit"]]
-bpe_out = bpe_model.translate_tokens([bpe.encode(s) for s in test_de])
-bpe_words = multi30k.tokenize([BPE.decode(pieces) for pieces in bpe_out], "en")
+recipe = ["epochs=2", f"warmup={pick(ci=10, full=70)}", "final=last", "keep_last=0"]
+variants = {
+    "words, separate vocabularies, untied": [],
+    "shared byte pairs, tied": ["tokens=bpe", "tie=true", f"bpe_merges={merges}"],
+}
+trained = {}
+for name, settings in variants.items():
+    folder = runs_dir() / f"translate-{PRESET}-{'bpe-tied' if settings else 'words'}-2ep"
+    trained[name] = ensure_run("translate", PRESET, folder, settings=[*recipe, *settings])
+    print(f"{name}: runs/{folder.name}, {trained[name].metrics['train_seconds'] / 60:.0f} min")
+
+# %% [markdown]
+# The byte-pair model outputs pieces; joined with `BPE.decode`, they are scored exactly as
+# chapter 10 scores words (the task's `scores`, greedy here):
+
+# %% tags=["nbval-ignore-output"]
 vocab_scores = pd.DataFrame(
-    {
-        "words, separate vocabularies, untied": score(word_model.translate_tokens(test.src), test),
-        "shared byte pairs, tied": score(bpe_words, test),
-    }
+    {name: r.task.scores(r.model, "test2016", beam=1) for name, r in trained.items()}
 ).T
-vocab_scores["parameters"] = [
-    sum(p.numel() for p in t.model.parameters()) for t in (word_model, bpe_model)
-]
+vocab_scores["parameters"] = [sum(p.numel() for p in r.model.parameters()) for r in trained.values()]
 vocab_scores[["sentences", "parameters", "bleu", "tokenized_bleu", "chrf"]]
 
 # %% [markdown]
@@ -250,11 +219,9 @@ show_source(gnmt_length_penalty)
 show_source(beam_search)
 
 # %% tags=["nbval-ignore-output"]
-translator = load_translator([RUN / "final.pt"])
-beams = [1, 2, 4, 8]
-beam_scores = pd.DataFrame(
-    [{"beam": b, **score(translator.translate_tokens(test.src, beam=b), test)} for b in beams]
-)
+task, model = run.task, run.model
+test = task.split("test2016")
+beam_scores = pd.DataFrame([task.scores(model, test, beam=b) for b in [1, 2, 4, 8]])
 beam_scores[["beam", "sentences", "bleu", "tokenized_bleu", "chrf"]]
 
 # %% tags=["nbval-ignore-output"]
@@ -276,8 +243,8 @@ alt.Chart(beam_scores, title="test2016 BLEU against beam size").mark_line(point=
 # spread around a region of low loss by the noise of the last updates. Their average tends
 # to sit nearer the middle of that region than any of them (the same idea as Polyak
 # averaging, or the exponential moving averages many models keep today). The run of
-# chapter 10 keeps the weights of its last epochs (`epochNNN.pt`); the package averages
-# them element by element:
+# chapter 10 keeps the weights of its last epochs (`keep-NNNNNN.pt`, named by the step);
+# the package averages them element by element:
 
 # %%
 show_source(average_checkpoints)
@@ -286,7 +253,7 @@ show_source(average_checkpoints)
 # Derived by hand for two checkpoints, and compared with the package:
 
 # %% tags=["nbval-ignore-output"]
-epoch_paths = sorted(RUN.glob("epoch[0-9][0-9][0-9].pt"))
+epoch_paths = sorted(run.out.glob("keep-*.pt"))
 a, b = (read_checkpoint(p)["model"] for p in epoch_paths[-2:])
 _, averaged = average_checkpoints(epoch_paths[-2:])
 for name in a:
@@ -300,12 +267,14 @@ print(f"average_checkpoints == (a + b) / 2 for all {len(a)} weight tensors")
 # %% tags=["nbval-ignore-output"]
 rows = []
 for path in epoch_paths:
+    single = load_model(path)[1]
     rows.append({"weights": path.stem, "kind": "single epoch",
-                 **score(load_translator([path]).translate_tokens(test.src), test)})
+                 **task.scores(single, test, beam=1)})
 for k in range(2, len(epoch_paths) + 1):
-    mean = load_translator(epoch_paths[-k:])
+    model.load_state_dict(average_checkpoints(epoch_paths[-k:])[1])
     rows.append({"weights": f"mean of the last {k}", "kind": "average",
-                 **score(mean.translate_tokens(test.src), test)})
+                 **task.scores(model, test, beam=1)})
+model.load_state_dict(read_checkpoint(run.out / "final.pt")["model"])
 averages = pd.DataFrame(rows)
 averages[["weights", "sentences", "bleu", "tokenized_bleu", "chrf"]]
 
@@ -327,35 +296,34 @@ alt.Chart(
 # together; averaging helps most after a schedule that ends at a higher rate, like the
 # paper's.
 #
-# The command line does this at the end of every run: it averages the kept epochs, compares
-# the average with the best single epoch on the validation set, and keeps the better one as
-# `final.pt` (chapter 10's `metrics.json` records which). For this run the last epoch won
-# on the validation set, so `final.pt` is that epoch.
+# The runner does this at the end of every run whose config says `final="best"` (chapter
+# 10's `Run.finish`): it averages the kept epochs, compares the average with the best single
+# epoch on the validation set, and keeps the better one as `final.pt` (`metrics.json`
+# records which).
 
 # %% tags=["nbval-ignore-output"]
-run_metrics = json.loads((RUN / "metrics.json").read_text())
-print(f"final.pt = {run_metrics['final']}; validation BLEU: best single epoch "
-      f"{run_metrics['best']['val_bleu']:.2f} (epoch {run_metrics['best']['epoch']}), "
-      f"average of {', '.join(run_metrics['averaged']['epochs'])} "
-      f"{run_metrics['averaged']['val_bleu']:.2f}")
+validation = run.metrics["validation"]
+print(f"final.pt = {run.metrics['final']}; validation BLEU: "
+      + ", ".join(f"{name} {bleu:.2f}" for name, bleu in validation.items()))
 
 # %% [markdown]
 # ## 4 · Several GPUs
 #
-# The paper trained on 8 GPUs. The command line does the same with PyTorch's
+# The paper trained on 8 GPUs. The runner does the same with PyTorch's
 # `DistributedDataParallel`, started by `torchrun`:
 #
-#     torchrun --nproc_per_node=4 -m annotated_transformer.translate train \
+#     torchrun --nproc_per_node=4 -m annotated_transformer translate train \
 #         --preset base --out runs/translate-base
 #
 # Each process trains a full copy of the model on its share of every epoch's batches;
 # after each backward pass the processes average their gradients, so every copy takes the
 # same step. The share is a slice of the same seeded list of batches, which every process
 # computes identically, and the list is cut so that every process runs the same number of
-# steps (a process with one batch more would wait forever for the others):
+# steps (a process with one batch more would wait forever for the others). The runner's
+# `Run.shard` hands each process its share of the task's batches:
 
 # %%
-show_source(shard_batches)
+show_source(Run.shard, shard_batches)
 
 # %%
 batches = [[i] for i in range(10)]

@@ -37,9 +37,7 @@
 # in `runs/imdb-cpu` is reused here rather than trained again.
 
 # %%
-import dataclasses
 import warnings
-from pathlib import Path
 
 # tqdm.auto asks for Jupyter widgets; this chapter turns progress bars off anyway.
 warnings.filterwarnings("ignore", message="IProgress not found")
@@ -48,38 +46,48 @@ import altair as alt
 import pandas as pd
 import torch
 
-from annotated_transformer import classify, imdb, viz
-from annotated_transformer.book.sizes import pick
+from annotated_transformer import imdb
+from annotated_transformer.book import viz
+from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.bpe import BPE
 from annotated_transformer.model import EncoderClassifier
+from annotated_transformer.runner import ensure_run, rows_with
+from annotated_transformer.schedule import linear
+from annotated_transformer.tasks.classification import (
+    LABELS,
+    PRESETS,
+    Classification,
+    ReviewTokenizer,
+)
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=3, sci_mode=False)
 
 # %% [markdown]
-# A run is described by one `ClassifierConfig`, and the command line's presets are named
-# configs. The book trains the `cpu` preset (under ten minutes of training on one CPU thread); a
-# continuous-integration run of this chapter trains the `tiny` one through the same code.
+# Classification is a task of the book's runner (chapter 10): a config dataclass, and the
+# command line's presets are named configs. The book trains the `cpu` preset (under ten
+# minutes of training on one CPU thread); a continuous-integration run of this chapter trains
+# the `tiny` one through the same code.
 
 # %% tags=["nbval-ignore-output"]
 preset = pick(ci="tiny", full="cpu")
-config = classify.PRESETS[preset]
-ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
+config = PRESETS[preset]
 print(preset, config)
 
 # %% [markdown]
 # ## The data
 #
-# `load_data` reads both splits, carves a validation set out of the training reviews (a
-# seeded draw, so it is the same every run), builds the vocabulary from the remaining
-# training reviews only — a word that occurs only in validation or test reviews must be
-# `<unk>`, as it would be for a new review — and turns every review into token ids, cut to
-# the first `max_len` tokens.
+# The task reads both splits, carves a validation set out of the training reviews (a seeded
+# draw, so it is the same every run), builds the vocabulary from the remaining training
+# reviews only — a word that occurs only in validation or test reviews must be `<unk>`, as it
+# would be for a new review — and turns every review into token ids, cut to the first
+# `max_len` tokens.
 
 # %% tags=["nbval-ignore-output"]
-corpus = classify.load_data(config)
-vocab, data = corpus.vocab, corpus.splits
+task = Classification(config)
+vocab = task.vocab
+data = {split: task.reviews(split) for split in ("train", "val", "test")}
 for name, split in data.items():
     print(f"{name:>5}: {len(split):6,} reviews, {sum(split.labels) / len(split):.0%} positive")
 print(f"vocabulary: {len(vocab):,} tokens, the first ones {vocab.itos[:12]}")
@@ -180,17 +188,23 @@ print("masked mean pooling = the model's logits; padding changes nothing")
 #
 # ## Training
 #
-# The loop is the book's `Trainer` (chapter 08); the task supplies batches and a loss. Batches
-# group reviews of similar length (`batching.bucket_batches`) under a token budget, so little
-# compute is spent on padding. The loss is the cross-entropy summed over the batch's reviews,
-# returned with their count, which is the contract `Trainer` expects:
+# The runner and its loop are chapter 10's and chapter 08's; the task supplies batches and a
+# loss. Batches group reviews of similar length (`batching.bucket_batches`) under a token
+# budget, so little compute is spent on padding. The loss is the cross-entropy summed over the
+# batch's reviews, returned with their count, which is the contract `Trainer` expects:
 
 # %%
-show_source(classify.classification_loss, classify.warmup_then_decay)
+show_source(Classification.batches, Classification.loss)
 
 # %% [markdown]
-# The optimiser is AdamW with a short linear warm-up and a linear decay to zero at the last
-# step: with a fixed budget of steps, ending at a learning rate of zero settles the weights.
+# The optimiser is AdamW (`optimizer="adamw"`) with a short linear warm-up and a linear decay
+# to zero at the last step (`schedule="linear"`, chapter 08): with a fixed budget of steps,
+# ending at a learning rate of zero settles the weights.
+
+# %%
+show_source(linear)
+
+# %% [markdown]
 #
 # The presets keep dropout (0.2 for `cpu`) on the embeddings, the residual branches and
 # the feed-forward layers, but not on the attention weights. That is a speed decision, measured
@@ -198,14 +212,21 @@ show_source(classify.classification_loss, classify.warmup_then_decay)
 # cannot use its fused kernel and a training step at length 256 took about 2.9 times as long
 # (at the ~30 tokens of a translation sentence the difference was only ~3%).
 #
-# `classify.train` is what `python -m annotated_transformer.classify train` runs: it checkpoints
-# and scores the validation set every `eval_every` steps, and the test set at the end.
-# `classify.ensure_run` calls it, or loads the run if `runs/imdb-cpu` already holds a
-# finished one of the same configuration (the CI run always trains afresh).
+# The runner scores the validation set every `eval_every` steps (the task's `evaluate`),
+# checkpoints, and scores the test set at the end (the task's `test`):
+
+# %%
+show_source(Classification.evaluate, Classification.accuracy)
+
+# %% [markdown]
+# `python -m annotated_transformer classify train --preset cpu --out runs/imdb-cpu` trains it;
+# `ensure_run` loads that run if `runs/imdb-cpu` already holds a finished one of the same
+# configuration, and trains it otherwise (the CI run always trains afresh). Its log:
 
 # %% tags=["nbval-ignore-output"]
-result = classify.ensure_run(config, ROOT / "runs" / f"imdb-{preset}", fresh=preset == "tiny")
+result = ensure_run("classify", preset, runs_dir() / f"imdb-{preset}", fresh=preset == "tiny")
 model = result.model
+print((result.out / "train.log").read_text())
 
 # %% [markdown]
 # The history has one row per optimiser step. The training loss is noisy from batch to batch,
@@ -213,7 +234,7 @@ model = result.model
 
 # %% tags=["nbval-ignore-output"]
 history = result.history
-evaluated = history.dropna(subset=["val_loss"])  # the rows where validation was scored
+evaluated = rows_with(history, "val_loss")  # the rows where validation was scored
 window = max(1, len(history) // 20)
 curves = pd.concat(
     [
@@ -237,10 +258,11 @@ viz.line_chart(
 
 # %% tags=["nbval-ignore-output"]
 print(evaluated[["step", "val_loss", "val_accuracy"]].to_string(index=False))
-metrics = result.metrics
+metrics, test = result.metrics, result.metrics["test"]
+epochs = history["tokens"].sum() / len(data["train"])  # reviews seen / training reviews
 print(
-    f"\ntest accuracy {metrics['test_accuracy']:.2%} on {metrics['test_reviews']:,} reviews "
-    f"after {metrics['steps']:,} steps ({metrics['epochs']} epochs), "
+    f"\ntest accuracy {test['accuracy']:.2%} on {test['reviews']:,} reviews "
+    f"after {metrics['steps']:,} steps ({epochs:.2f} epochs), "
     f"{metrics['parameters']:,} parameters"
 )
 
@@ -252,14 +274,14 @@ print(
 # rating sits just on one side of the line.
 
 # %% tags=["nbval-ignore-output"]
-probs = classify.predict_proba(model, data["test"])  # (reviews, 2)
+probs = task.probabilities(model, data["test"])  # (reviews, 2)
 labels = torch.tensor(data["test"].labels)
 wrong = (probs.argmax(-1) != labels).nonzero().squeeze(1)
 confidence = probs[wrong].max(dim=-1).values
 for i in wrong[confidence.argsort(descending=True)[:4]].tolist():
     text = " ".join(data["test"].texts[i].replace("<br />", " ").split())
     print(
-        f"true {classify.LABELS[labels[i]]}, predicted {classify.LABELS[1 - labels[i]]} "
+        f"true {LABELS[labels[i]]}, predicted {LABELS[1 - labels[i]]} "
         f"with p = {probs[i].max():.2f}:\n  {text[:400]}{' ...' if len(text) > 400 else ''}\n"
     )
 
@@ -283,7 +305,7 @@ with torch.inference_mode():
     p = model.eval()(torch.tensor([ids])).softmax(-1)[0]
 last.keep_attention = False
 weights = last.attn[0].mean(dim=0)  # (len, len), averaged over the heads
-print(f"true {classify.LABELS[labels[short]]}, predicted {classify.LABELS[p.argmax()]}: p = {p}")
+print(f"true {LABELS[labels[short]]}, predicted {LABELS[p.argmax()]}: p = {p}")
 viz.heatmap(
     weights, words, words, title="Last block's attention, mean over heads",
     x_title="attended word (key)", y_title="word (query)", value_title="weight",
@@ -301,32 +323,32 @@ viz.heatmap(
 # most frequent tokens either way.
 
 # %%
-show_source(classify.ReviewTokenizer)
+show_source(ReviewTokenizer)
 
 # %% [markdown]
-# The `bpe` run is the same preset with `tokenizer="bpe"`, i.e.
-# `classify train --preset cpu --tokenizer bpe --out runs/imdb-cpu-bpe` on the command line:
+# The `bpe` run is the same preset with one setting changed, `python -m annotated_transformer
+# classify train --preset cpu --set tokenizer=bpe --out runs/imdb-cpu-bpe`:
 
 # %% tags=["nbval-ignore-output"]
-bpe_config = dataclasses.replace(config, tokenizer="bpe")
-bpe_run = classify.ensure_run(bpe_config, ROOT / "runs" / f"imdb-{preset}-bpe",
-                              fresh=preset == "tiny")
-bpe_tokens = bpe_run.corpus.tokenizer(example)
+bpe_folder = runs_dir() / f"imdb-{preset}-bpe"
+bpe_run = ensure_run("classify", preset, bpe_folder, settings=["tokenizer=bpe"],
+                     fresh=preset == "tiny")
+bpe_tokens = bpe_run.task.tokenizer(example)
 print(bpe_tokens)
 assert BPE.decode(bpe_tokens) == " ".join(imdb.tokenize(example))
 
 # %% tags=["nbval-ignore-output"]
 rows = []
 for name, run in (("words", result), ("byte pairs", bpe_run)):
-    train_ids = run.corpus.splits["train"].ids
-    tokens, unknown = sum(map(len, train_ids)), run.corpus.vocab["<unk>"]
+    train_ids = run.task.reviews("train").ids
+    tokens, unknown = sum(map(len, train_ids)), run.task.vocab["<unk>"]
     rows.append({
         "tokens": name,
         "per review": tokens / len(train_ids),
         "cut at max_len": sum(len(ids) == config.max_len for ids in train_ids) / len(train_ids),
         "<unk> share": sum(ids.count(unknown) for ids in train_ids) / tokens,
-        "test accuracy": run.metrics["test_accuracy"],
-        "train seconds": run.metrics["train_seconds_this_run"],
+        "test accuracy": run.metrics["test"]["accuracy"],
+        "train seconds": run.metrics["train_seconds"],
     })
 pd.DataFrame(rows).set_index("tokens").round(4)
 

@@ -34,7 +34,6 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 
 # %%
 import math
-import tempfile
 import zlib
 
 import altair as alt
@@ -42,21 +41,21 @@ import pandas as pd
 import torch
 
 from annotated_transformer.book import viz
-from annotated_transformer.book.sizes import pick
+from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.chars import load_splits
-from annotated_transformer.generate import (
-    PRESETS,
-    byte_bits,
-    evaluate_bits_per_byte,
-    load_model,
-    train,
-    window_plan,
-)
 from annotated_transformer.layers import TransformerBlock
 from annotated_transformer.masks import subsequent_mask
 from annotated_transformer.model import DecoderLM
+from annotated_transformer.runner import ensure_run, rows_with
 from annotated_transformer.sampling import decode, encode, next_byte_distribution, sample
+from annotated_transformer.tasks.lm import (
+    PRESETS,
+    LanguageModel,
+    byte_bits,
+    evaluate_bits_per_byte,
+    window_plan,
+)
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=3, sci_mode=False)
@@ -214,34 +213,40 @@ print(f"zlib -9:                    {zlib_bpb:.3f} bits per byte")
 # ## Training
 #
 # The model is trained to predict every next byte of random windows of the training text:
-# the loss is the cross-entropy summed over the window's positions, and the loop is the
-# book's `Trainer` (Adam, the warm-up-then-decay schedule of the paper, checkpoints, bf16 if
-# asked). This is exactly what `python -m annotated_transformer.generate train` runs; here
-# with the `tiny` preset in CI and the `cpu` preset (about 15–20 minutes on two cores) for
-# the stored outputs.
+# the loss is the cross-entropy summed over the window's positions. It is the `lm` task of
+# the book's runner (chapter 10), which brings Adam, the paper's warm-up-then-decay schedule,
+# checkpoints and resuming; the task supplies only the windows and the loss:
+
+# %%
+show_source(LanguageModel.batches, LanguageModel.loss)
+
+# %% [markdown]
+# Its presets: `tiny` in CI and `cpu` for the stored outputs (about half an hour on one CPU
+# thread), with `dataset` set to `enwik8_prefix` — the command line would be
+# `python -m annotated_transformer lm train --preset cpu --set dataset=enwik8_prefix
+# --out runs/e6-cpu`.
 
 # %%
 preset = pick(ci="tiny", full="cpu")
 pd.DataFrame({name: pd.Series(vars(p), dtype=object) for name, p in PRESETS.items()})
 
 # %% tags=["nbval-ignore-output"]
-run_dir = tempfile.mkdtemp(prefix="chapter14-")
-history, metrics = train(preset, "enwik8_prefix", run_dir, device="cpu", progress=False)
-lm, _ = load_model(f"{run_dir}/checkpoint.pt")  # the trained model, in eval mode
-print(f"preset {preset}: {metrics['parameters']:,} parameters, {metrics['steps']} steps")
-print(f"validation: {metrics['val_bits_per_byte']:.3f} bits per byte "
-      f"over all {metrics['val_bytes_scored']:,} bytes")
+settings = ["dataset=enwik8_prefix"]
+run = ensure_run("lm", preset, runs_dir() / f"e6-{preset}", settings=settings, fresh=preset == "tiny")
+lm, history, metrics = run.model, run.history, run.metrics  # the final weights, in eval mode
+print((run.out / "train.log").read_text())
 
 # %% [markdown]
-# The learning curves, in bits per byte: the training loss (averaged over 50 steps; each step
-# sees new random windows) and the validation loss on the first bytes of the validation
-# split, measured every few hundred steps.
+# The learning curves, in bits per byte (nats / ln 2): the training loss (averaged over 50
+# steps; each step sees new random windows) and the validation loss on the first bytes of the
+# validation split, measured every few hundred steps.
 
 # %% tags=["nbval-ignore-output"]
+train_bpb = (history["loss"] / math.log(2)).rolling(50, min_periods=1).mean()
 curves = pd.concat([
-    pd.DataFrame({"step": history["step"], "bits per byte": history["train_bpb"]
-                  .rolling(50, min_periods=1).mean(), "curve": "train (50-step mean)"}),
-    history.dropna(subset=["val_bpb"]).assign(curve="validation")
+    pd.DataFrame({"step": history["step"], "bits per byte": train_bpb,
+                  "curve": "train (50-step mean)"}),
+    rows_with(history, "val_bpb").assign(curve="validation")
     .rename(columns={"val_bpb": "bits per byte"})[["step", "bits per byte", "curve"]],
 ])
 viz.line_chart(
@@ -251,7 +256,8 @@ viz.line_chart(
 
 # %% [markdown]
 # And the number that counts, the whole validation split scored once more (the same function
-# `generate evaluate` calls), next to the yardsticks:
+# that `python -m annotated_transformer lm evaluate` and the run's final test call), next to
+# the yardsticks:
 
 # %% tags=["nbval-ignore-output"]
 val_bpb, _ = evaluate_bits_per_byte(lm, val)
@@ -365,15 +371,16 @@ print(f"validation text: {val_closed}/{val_opened} links closed ({val_closed / v
 # ## Running it yourself
 #
 # ```bash
-# # Tiny Shakespeare or enwik8_prefix, on a laptop (about 15–20 minutes on 2 cores)
-# python -m annotated_transformer.generate train --preset cpu --dataset tinyshakespeare --out runs/ts
-# python -m annotated_transformer.generate evaluate --checkpoint runs/ts/checkpoint.pt
-# python -m annotated_transformer.generate sample --checkpoint runs/ts/checkpoint.pt \
-#     --prompt "ROMEO:" --temperature 0.8 --top-k 40 --length 500 --seed 0
-# # The full enwik8 on one GPU (bf16), scored on its 5M-byte test split
-# python -m annotated_transformer.generate train --preset gpu --dataset enwik8 --bf16 --out runs/e8
-# python -m annotated_transformer.generate evaluate --checkpoint runs/e8/checkpoint.pt --split test
+# # Tiny Shakespeare (the default dataset) on a laptop, about half an hour on one thread
+# python -m annotated_transformer lm train --preset cpu --out runs/ts-cpu
+# python -m annotated_transformer lm evaluate --checkpoint runs/ts-cpu/final.pt
+# python -m annotated_transformer lm predict --checkpoint runs/ts-cpu/final.pt \
+#     --temperature 0.8 --top-k 40 --length 500 --seed 0 "ROMEO:"
+# # The full enwik8 on one GPU (the gpu preset trains in bf16), scored on its test split
+# python -m annotated_transformer lm train --preset gpu --out runs/e8
+# python -m annotated_transformer lm evaluate --checkpoint runs/e8/final.pt --split test
 # ```
 #
 # Training stops and resumes (`--resume`) from an atomic checkpoint; `history.csv` holds the
-# learning curve and `metrics.json` the validation bits per byte.
+# learning curve, `train.log` what was printed and `metrics.json` the validation bits per
+# byte.

@@ -1,19 +1,26 @@
-"""Data-parallel training (2 CPU processes, Gloo) equals one process on the same global batches."""
+"""Data-parallel training (2 CPU processes, Gloo) equals one process on the same global batches:
+the loss function and the sharding by hand (plain SGD), and the runner under torchrun."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import torch.multiprocessing as mp
 
-from annotated_transformer import distributed
+from annotated_transformer import distributed, runner
+from annotated_transformer.batching import bucket_batches, shard_batches
+from annotated_transformer.checkpoint import read_checkpoint
 from annotated_transformer.model import make_model
+from annotated_transformer.tasks.translation import make_batch, pair_lengths
 from annotated_transformer.training import Trainer, seq2seq_loss
-from annotated_transformer.translation import EpochBatches
 from annotated_transformer.vocab import SPECIALS, Vocab
 
 WORLD = 2
@@ -33,6 +40,19 @@ def _pairs() -> list[tuple[list[int], list[int]]]:
     return pairs
 
 
+def _batches(rank: int, world: int, accumulate: int):
+    """``epoch -> batches`` of this rank: every rank computes the same global list of an epoch
+    and takes its share of whole steps (``shard_batches``)."""
+    pairs = _pairs()
+
+    def epoch_batches(epoch: int):
+        batches = bucket_batches(pair_lengths(pairs), 80, seed=1, epoch=epoch)
+        for index in shard_batches(batches, rank, world, accumulate):
+            yield make_batch(pairs, index, VOCAB)
+
+    return epoch_batches
+
+
 def _train(rank: int, world: int, accumulate: int, global_tokens: bool):
     """STEPS optimiser steps of a tiny model; returns (weights, per-step losses)."""
     torch.manual_seed(0)
@@ -44,17 +64,20 @@ def _train(rank: int, world: int, accumulate: int, global_tokens: bool):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     wrapped = distributed.wrap(model, torch.device("cpu"))
     trainer = Trainer(wrapped, optimizer, loss_fn, accumulate=accumulate)
-    batches = EpochBatches(_pairs(), VOCAB, 80, seed=1, rank=rank, world_size=world,
-                           multiple=accumulate)  # fmt: skip
-    history = trainer.fit(batches, STEPS, progress=False)
+    history = trainer.fit(_batches(rank, world, accumulate), STEPS, progress=False)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, list(history["loss"])
 
 
 def _worker(rank: int, port: int, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD))  # fmt: skip
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(WORLD),
+    )
     torch.set_num_threads(1)
-    distributed.init_distributed("cpu")
+    distributed.init_distributed(torch.device("cpu"))
     try:
         results = {mode: _train(rank, WORLD, 1, mode == "global") for mode in ("global", "naive")}
         if distributed.is_main():
@@ -96,6 +119,8 @@ def test_the_test_can_fail_averaging_per_rank_losses_differs(ddp_results):
 
 def test_without_torchrun_everything_is_single_process():
     assert (distributed.rank(), distributed.world_size(), distributed.is_main()) == (0, 1, True)
+    assert distributed.init_distributed(torch.device("cpu")) == torch.device("cpu")
+    assert not distributed.is_distributed()
     model = torch.nn.Linear(2, 2)
     assert distributed.wrap(model, torch.device("cpu")) is model
     loss_fn = seq2seq_loss(0)
@@ -103,5 +128,53 @@ def test_without_torchrun_everything_is_single_process():
 
 
 def test_bad_device_is_a_clear_error():
-    with pytest.raises(ValueError, match="must be 'auto', 'cpu' or 'cuda'"):
-        distributed.init_distributed("tpu")
+    with pytest.raises(ValueError, match="unknown device 'tpu'; use one of auto, cpu, cuda, mps"):
+        runner.pick_device("tpu")
+    assert runner.pick_device("cpu") == torch.device("cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA device"):
+            runner.pick_device("cuda:0")
+
+
+# ---------------------------------------------------------------- the runner under torchrun
+
+# dropout 0: each rank draws its own dropout masks, one process draws others
+SETTINGS = ["train_limit=600", "eval_limit=5", "epochs=1", "warmup=2", "dropout=0"]
+SETTINGS += ["keep_last=0", "final=last"]
+
+
+def test_torchrun_two_processes_equal_one_process_accumulating_two_batches(
+    multi30k_mirror, tmp_path, one_thread
+):
+    env = {**os.environ, "AT_DATA_MIRROR": str(multi30k_mirror), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command += [f"--nproc_per_node={WORLD}", "-m", "annotated_transformer", "translate", "train"]
+    command += ["--out", str(tmp_path / "ddp"), "--no-progress", "--device", "cpu"]
+    command += [arg for setting in SETTINGS for arg in ("--set", setting)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "on 2 process(es)" in (tmp_path / "ddp" / "train.log").read_text()
+
+    one = runner.train(
+        "translate",
+        tmp_path / "one",
+        preset="tiny",
+        settings=[*SETTINGS, f"accumulate={WORLD}"],
+        data_dir=multi30k_mirror,
+        device="cpu",
+        progress=False,
+        echo=False,
+    )
+    ddp = pd.read_csv(tmp_path / "ddp" / "history.csv")
+    assert len(ddp) == len(one.history) > 2
+    assert list(ddp["tokens"]) == list(one.history["tokens"])  # the global count of each step
+    assert list(ddp["lr"]) == list(one.history["lr"])
+    for column in ("loss", "grad_norm", "val_loss"):
+        assert ddp[column].tolist() == pytest.approx(
+            one.history[column].tolist(), rel=1e-5, nan_ok=True
+        )
+    weights = read_checkpoint(tmp_path / "ddp" / "final.pt")["model"]
+    for name, value in one.model.state_dict().items():
+        torch.testing.assert_close(weights[name], value, atol=1e-5, rtol=1e-4)
+    metrics = json.loads((tmp_path / "ddp" / "metrics.json").read_text())
+    assert metrics["config"]["accumulate"] == 1 and metrics["steps"] == len(ddp)

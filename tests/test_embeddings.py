@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from annotated_transformer.embeddings import Embeddings, TokenAndPosition
+from annotated_transformer.embeddings import Embeddings, TokenAndPosition, check_ids
 from annotated_transformer.positional import PositionalEncoding
 
 
@@ -19,9 +19,10 @@ def test_lookup_times_sqrt_d_model():
 
 @pytest.mark.parametrize("bad", [10, 57, -1])
 def test_out_of_range_ids_raise_with_sizes(bad):
-    emb = Embeddings(d_model=4, vocab=10)
+    """Checked where ids enter (check_ids), not in every forward pass."""
     with pytest.raises(ValueError, match=r"\[0, 10\).*size 10"):
-        emb(torch.tensor([[1, bad]]))
+        check_ids(torch.tensor([[1, bad]]), vocab=10)
+    check_ids(torch.tensor([[0, 9]]), vocab=10)  # the edges are fine
 
 
 def test_float_ids_raise():

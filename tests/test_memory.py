@@ -22,9 +22,7 @@ TINY = dict(N=2, d_model=32, d_ff=128, h=4, vocab=50, batch=3, length=12)
 def build(kind, N, d_model, d_ff, h, vocab, shared=False, dropout=0.1, attention="fused"):
     torch.manual_seed(0)
     if kind == "lm":
-        model = DecoderLM(
-            vocab, d_model, h, N, max_len=12, d_ff=d_ff, dropout=dropout
-        )
+        model = DecoderLM(vocab, d_model, h, N, max_len=12, d_ff=d_ff, dropout=dropout)
     else:
         model = make_model(vocab, vocab, N, d_model, d_ff, h, dropout)
         model = tie_weights(model, share_source=True) if shared else model

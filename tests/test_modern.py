@@ -135,7 +135,7 @@ def test_a_few_steps_learn_a_repeated_string():
 def test_bad_inputs_raise_like_decoder_lm():
     model = small_lm(max_len=8)
     with pytest.raises(ValueError, match=r"ids must lie in \[0, 256\)"):
-        model(torch.tensor([[3, 256]]))
+        sample(model, torch.tensor([[3, 256]]), 2)  # ids are checked where they enter
     with pytest.raises(ValueError, match="exceed the model's context of max_len=8"):
         model(torch.zeros(1, 9, dtype=torch.long))
     cache = model.new_cache()

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import TypeVar
 
 import torch
 
 Length = int | Sequence[int]  # tokens of one example, or of each side of a pair (src, tgt)
+T = TypeVar("T")
 
 
 def _size(length: Length) -> int:
@@ -105,16 +107,20 @@ def padding_ratio(
     return 1.0 - real / padded if padded else 0.0
 
 
-def shard_batches(batches: Sequence[list[int]], rank: int, world_size: int) -> list[list[int]]:
+def shard_batches(batches: Sequence[T], rank: int, world_size: int, multiple: int = 1) -> list[T]:
     """The share of rank ``rank`` of ``world_size`` for data-parallel training.
 
-    Ranks take batches round-robin; the last ``len(batches) % world_size`` are dropped so that
-    every rank runs the same number of steps (a rank with one batch more would hang the
-    others in its gradient all-reduce). Shares are disjoint.
+    Ranks take batches round-robin; the list is first cut to a multiple of
+    ``world_size × multiple`` (``multiple``: micro-batches per optimiser step) so that every
+    rank runs the same number of whole steps (a rank with one batch more would hang the
+    others in its gradient all-reduce, and a step never straddles two epochs). Shares are
+    disjoint.
     """
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
-    usable = len(batches) - len(batches) % world_size
+    if multiple < 1:
+        raise ValueError(f"multiple={multiple} must be >= 1 micro-batches per step")
+    usable = len(batches) - len(batches) % (world_size * multiple)
     return list(batches[rank:usable:world_size])
 
 

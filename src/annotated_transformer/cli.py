@@ -29,6 +29,7 @@ import dataclasses
 import json
 import sys
 import tarfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -124,7 +125,12 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(task.evaluate_split(model, args), indent=2, ensure_ascii=False))
     else:
         inputs = args.inputs or [line.rstrip("\n") for line in sys.stdin]
-        for line in task.predict(model, inputs, **task.predict_options(args)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            lines = task.predict(model, inputs, **task.predict_options(args))
+        for warning in caught:
+            print(f"warning: {warning.message}", file=sys.stderr)
+        for line in lines:
             print(line)
     return 0
 
@@ -139,5 +145,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted: the last checkpoint is intact; continue with --resume", file=sys.stderr)
+        resume = "; the last checkpoint is intact: continue with --resume"
+        print(f"interrupted{resume if args.command == 'train' else ''}", file=sys.stderr)
         return 130

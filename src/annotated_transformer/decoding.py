@@ -24,6 +24,7 @@ from torch import Tensor
 from annotated_transformer.kv_cache import DecoderCache
 from annotated_transformer.masks import subsequent_mask
 from annotated_transformer.model import EncoderDecoder
+from annotated_transformer.training import evaluating
 
 
 def _check(src: Tensor, src_mask: Tensor, max_len: int) -> None:
@@ -41,13 +42,8 @@ def _eval_mode(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(model: EncoderDecoder, *args: Any, **kwargs: Any) -> Any:
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.inference_mode():
-                return fn(model, *args, **kwargs)
-        finally:
-            model.train(was_training)
+        with evaluating(model):
+            return fn(model, *args, **kwargs)
 
     return wrapper
 

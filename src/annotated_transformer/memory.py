@@ -471,9 +471,7 @@ def measured_training_memory(
     torch.manual_seed(seed)
     dev = torch.device(device)
     if kind == "lm":
-        model = DecoderLM(
-            vocab, d_model, h, N, max_len=length, d_ff=d_ff, dropout=dropout
-        ).to(dev)
+        model = DecoderLM(vocab, d_model, h, N, max_len=length, d_ff=d_ff, dropout=dropout).to(dev)
         x, y = torch.randint(vocab, (2, batch, length), generator=gen).to(dev)
 
         def loss_fn() -> Tensor:

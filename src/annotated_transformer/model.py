@@ -130,8 +130,8 @@ def make_model(
     Matrices get Glorot/Xavier-uniform initialisation, as in the Annotated Transformer;
     biases keep PyTorch's defaults and LayerNorms start as the identity.
     """
-    for name, value in (("src_vocab", src_vocab), ("tgt_vocab", tgt_vocab), ("N", N),
-                        ("d_ff", d_ff), ("max_len", max_len)):  # fmt: skip
+    positive = {"src_vocab": src_vocab, "tgt_vocab": tgt_vocab, "N": N, "d_ff": d_ff}
+    for name, value in (positive | {"max_len": max_len}).items():
         if value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value}")
     if d_model % 2 != 0 or d_model < 2:
@@ -217,6 +217,32 @@ def parameter_formula(
     return counts
 
 
+def check_lm_input(x: Tensor, cache: list[KVCache] | None, n_blocks: int, max_len: int) -> int:
+    """Raise a ValueError unless ``x`` (batch, len) fits a decoder-only LM; return the number
+    of cached positions (the position of x's first token).
+
+    The model has ``n_blocks`` blocks and a context of ``max_len`` positions; ``cache`` must
+    hold one :class:`KVCache` per block. Shapes only: the ids' values are checked where they
+    enter (``embeddings.check_ids``), not in every forward pass.
+    """
+    check_tokens(x, "x")
+    if cache is not None and len(cache) != n_blocks:
+        raise ValueError(
+            f"the cache has {len(cache)} layers but the model has {n_blocks} "
+            "blocks; build it with model.new_cache()"
+        )
+    past = 0 if cache is None else cache[0].length
+    if x.size(1) < 1:
+        raise ValueError("x has no positions: give at least one byte (batch, len >= 1)")
+    if past + x.size(1) > max_len:
+        raise ValueError(
+            f"{past} cached + {x.size(1)} new = {past + x.size(1)} positions exceed the "
+            f"model's context of max_len={max_len}; feed at most the last "
+            f"{max_len} bytes (sampling.sample crops the context for you)"
+        )
+    return past
+
+
 class DecoderLM(nn.Module):
     """A decoder-only (GPT-style) language model over bytes: predict each next byte.
 
@@ -260,21 +286,7 @@ class DecoderLM(nn.Module):
         return [KVCache() for _ in self.blocks]
 
     def forward(self, x: Tensor, cache: list[KVCache] | None = None) -> Tensor:
-        check_tokens(x, "x")
-        past = 0 if cache is None else cache[0].length
-        if cache is not None and len(cache) != len(self.blocks):
-            raise ValueError(
-                f"the cache has {len(cache)} layers but the model has {len(self.blocks)} "
-                "blocks; build it with model.new_cache()"
-            )
-        if x.size(1) < 1:
-            raise ValueError("x has no positions: give at least one byte (batch, len >= 1)")
-        if past + x.size(1) > self.max_len:
-            raise ValueError(
-                f"{past} cached + {x.size(1)} new = {past + x.size(1)} positions exceed the "
-                f"model's context of max_len={self.max_len}; feed at most the last "
-                f"{self.max_len} bytes (sampling.sample crops the context for you)"
-            )
+        past = check_lm_input(x, cache, len(self.blocks), self.max_len)
         h = self.embed(x, past)  # (batch, len, d_model)
         for i, block in enumerate(self.blocks):
             h = block(h, cache=None if cache is None else cache[i])

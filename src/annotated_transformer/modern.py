@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from annotated_transformer.gqa import GroupedQueryAttention
 from annotated_transformer.kv_cache import KVCache
-from annotated_transformer.masks import check_tokens
+from annotated_transformer.model import check_lm_input
 from annotated_transformer.norms import RMSNorm
 from annotated_transformer.rope import rope_tables
 from annotated_transformer.swiglu import SwiGLU, swiglu_width
@@ -65,38 +65,6 @@ class ModernBlock(nn.Module):
     ) -> Tensor:
         x = x + self.dropout(self.attention(self.norm1(x), cache, rope))
         return x + self.dropout(self.feed_forward(self.norm2(x)))
-
-
-def check_lm_input(
-    x: Tensor, cache: list[KVCache] | None, n_blocks: int, max_len: int, vocab: int
-) -> int:
-    """Raise a ValueError unless ``x`` (batch, len) fits a decoder-only LM; return the number
-    of cached positions (the position of x's first token).
-
-    The model has ``n_blocks`` blocks, a context of ``max_len`` positions and ids in
-    [0, vocab); ``cache`` must hold one :class:`KVCache` per block.
-    """
-    check_tokens(x, "x")
-    if cache is not None and len(cache) != n_blocks:
-        raise ValueError(
-            f"the cache has {len(cache)} layers but the model has {n_blocks} "
-            "blocks; build it with model.new_cache()"
-        )
-    past = 0 if cache is None else cache[0].length
-    if x.size(1) < 1:
-        raise ValueError("x has no positions: give at least one byte (batch, len >= 1)")
-    if past + x.size(1) > max_len:
-        raise ValueError(
-            f"{past} cached + {x.size(1)} new = {past + x.size(1)} positions exceed the "
-            f"model's context of max_len={max_len}; feed at most the last "
-            f"{max_len} bytes (sampling.sample crops the context for you)"
-        )
-    if x.numel() and (int(x.min()) < 0 or int(x.max()) >= vocab):
-        raise ValueError(
-            f"ids must lie in [0, {vocab}) (bytes are 0..255), got ids from "
-            f"{int(x.min())} to {int(x.max())}"
-        )
-    return past
 
 
 class ModernDecoderLM(nn.Module):
@@ -153,7 +121,7 @@ class ModernDecoderLM(nn.Module):
         return [KVCache() for _ in self.blocks]
 
     def forward(self, x: Tensor, cache: list[KVCache] | None = None) -> Tensor:
-        past = check_lm_input(x, cache, len(self.blocks), self.max_len, self.vocab)
+        past = check_lm_input(x, cache, len(self.blocks), self.max_len)
         h = self.dropout(self.embed(x))  # (batch, len, d_model)
         # One cos/sin table for the new positions, shared by every block.
         positions = torch.arange(past, past + x.size(1), device=x.device)

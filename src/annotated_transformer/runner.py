@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from annotated_transformer import distributed as dist
+from annotated_transformer.batching import shard_batches
 from annotated_transformer.book.progress import tqdm
 from annotated_transformer.checkpoint import (
     CheckpointError,
@@ -49,7 +50,7 @@ from annotated_transformer.checkpoint import (
 from annotated_transformer.schedule import make_scheduler
 from annotated_transformer.tasks import PRESETS, TASKS, Task
 from annotated_transformer.tasks.base import apply_settings
-from annotated_transformer.training import Trainer, make_optimizer
+from annotated_transformer.training import Trainer, make_optimizer, resolve_precision
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 LAST, BEST, FINAL, AVERAGED = "last.pt", "best.pt", "final.pt", "averaged.pt"
@@ -69,35 +70,6 @@ def pick_device(name: str = "auto") -> torch.device:
     if kind != "cpu" and not has[kind]:
         raise ValueError(f"--device {name}: PyTorch sees no {kind.upper()} device here; use cpu")
     return torch.device(name)
-
-
-def bf16_is_fast(device: torch.device) -> bool:
-    """Does bf16 autocast pay off here? CUDA: bf16 support. MPS: no (float32 there). CPU: a
-    quick race of a (256 × 512) @ (512 × 512) matmul in bf16 against fp32 — CPUs without
-    AVX-512-BF16 or AMX emulate bf16 matmuls, tens of times slower than fp32."""
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    if device.type != "cpu":
-        return False
-    a, b = torch.randn(256, 512), torch.randn(512, 512)
-    times = {}
-    for dtype in (torch.float32, torch.bfloat16):
-        x, y = a.to(dtype), b.to(dtype)
-        x @ y  # warm-up
-        start = time.perf_counter()
-        for _ in range(3):
-            x @ y
-        times[dtype] = time.perf_counter() - start
-    return times[torch.bfloat16] < times[torch.float32]
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """``fp32`` or ``bf16``; ``auto`` becomes bf16 where :func:`bf16_is_fast`."""
-    if precision not in ("auto", "fp32", "bf16"):
-        raise ValueError(f"precision={precision!r}: use fp32, bf16 or auto")
-    if precision == "auto":
-        return "bf16" if bf16_is_fast(device) else "fp32"
-    return precision
 
 
 def make_optimizer_for(model: nn.Module, config: Any) -> torch.optim.Optimizer:
@@ -204,12 +176,9 @@ class Run:
 
     # --- data
     def shard(self, epoch: int) -> list[Any]:
-        """This rank's batches of ``epoch``: every R-th of the task's, cut to whole steps of
-        all ranks (so that an optimiser step never straddles two epochs)."""
+        """This rank's batches of ``epoch`` (every process computes the same list)."""
         batches = list(self.task.batches(epoch))
-        group = dist.world_size() * self.config.accumulate
-        keep = len(batches) - len(batches) % group
-        return batches[dist.rank() : keep : dist.world_size()]
+        return shard_batches(batches, dist.rank(), dist.world_size(), self.config.accumulate)
 
     # --- logs
     def say(self, message: str) -> None:

@@ -29,9 +29,13 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+import torch
 from torch import Tensor, nn
 
-from annotated_transformer.training import mean_loss
+from annotated_transformer.schedule import SCHEDULES
+from annotated_transformer.training import PRECISIONS, mean_loss, resolve_precision
+
+CPU = torch.device("cpu")
 
 MODEL_FIELDS = ("N", "d_model", "d_ff", "h", "dropout", "max_len")
 """The shared hyper-parameter names, those ``make_model`` took from the original."""
@@ -61,6 +65,32 @@ class TrainConfig:
     keep_last: int = 0  # checkpoints of the last validations kept, and averaged at the end
     final: str = "last"  # final.pt: "last" weights, or the "best" validated (or averaged)
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """Refuse a setting that cannot work now, not after hours of training."""
+        choices = {
+            "optimizer": ("adam", "adamw"),
+            "schedule": tuple(SCHEDULES),
+            "precision": ("auto", *PRECISIONS),
+            "final": ("last", "best"),
+        }
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise ValueError(f"{key}={getattr(self, key)!r}: use one of {', '.join(allowed)}")
+        at_least = {
+            "epochs": 0,
+            "warmup": 1,
+            "accumulate": 1,
+            "eval_every": 0,
+            "checkpoint_every": 0,
+            "keep_last": 0,
+            "steps": 0 if self.epochs else 1,
+        }
+        for key, low in at_least.items():
+            if getattr(self, key) < low:
+                raise ValueError(f"{key}={getattr(self, key)} must be >= {low}")
+        if not self.lr > 0:
+            raise ValueError(f"lr={self.lr} must be > 0 (the peak learning rate)")
 
 
 def parse_value(text: str, kind: Any, key: str) -> Any:
@@ -112,6 +142,8 @@ class Task(ABC):
     def __init__(
         self, config: Any, *, data_dir: str | Path | None = None, state: dict | None = None
     ) -> None:
+        if config.precision == "auto":  # the runner resolves it for its device first
+            config = dataclasses.replace(config, precision=resolve_precision("auto", CPU))
         self.config, self.data_dir = config, data_dir
 
     def state(self) -> dict[str, Any]:

@@ -60,6 +60,11 @@ class ClassificationConfig(TrainConfig):
         names = ("N", "d_model", "d_ff", "h", "dropout", "max_len", "attn_dropout", "cls")
         return {k: getattr(self, k) for k in names}
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.tokenizer not in ("word", "bpe"):
+            raise ValueError(f"tokenizer={self.tokenizer!r}: use word or bpe")
+
 
 PRESETS = {
     # CI: 1,200 reviews cut to 64 tokens, a one-block model; well under a minute.

@@ -72,6 +72,14 @@ class LanguageModelConfig(TrainConfig):
     def model(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("N", "d_model", "d_ff", "h", "dropout", "max_len")}
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.dataset not in DATASETS:
+            raise ValueError(f"dataset={self.dataset!r}: use one of {', '.join(DATASETS)}")
+        for key in ("batch_size", "max_len", "eval_bytes"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key}={getattr(self, key)} must be >= 1")
+
 
 PRESETS = {
     # CI: 137k parameters, 150 steps; well under a minute on 2 CPU cores. Learns spaces,
@@ -237,8 +245,6 @@ class LanguageModel(Task):
         state: dict | None = None,
     ) -> None:
         super().__init__(config, data_dir=data_dir, state=state)
-        if config.dataset not in DATASETS:
-            raise ValueError(f"dataset={config.dataset!r}: use one of {', '.join(DATASETS)}")
 
     @cached_property
     def splits(self) -> dict[str, Tensor]:
@@ -269,12 +275,16 @@ class LanguageModel(Task):
         loss = self.mean_loss(model, fixed_windows(val, c.max_len, 4 * c.batch_size))
         return {"val_loss": loss, "val_bpb": loss / math.log(2)}
 
-    def bits_per_byte(self, model: nn.Module, split: str, **windows: Any) -> dict[str, Any]:
+    def bits_per_byte(
+        self, model: nn.Module, split: str, max_bytes: int | None = None, **windows: Any
+    ) -> dict[str, Any]:
+        """Bits per byte of a whole split (or its first ``max_bytes``), overlapping windows."""
         data = self.splits.get(split)
         if data is None:
             raise ValueError(
                 f"{self.config.dataset} has no {split} split; use one of {', '.join(self.splits)}"
             )
+        data = data[:max_bytes]
         with autocast(next(model.parameters()).device, self.config.precision):
             bpb, scored = evaluate_bits_per_byte(model, data, **windows)
         context = windows.get("context") or model.max_len
@@ -330,9 +340,8 @@ class LanguageModel(Task):
             raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
         if args.max_bytes is not None and args.max_bytes < 2:
             raise ValueError(f"--max-bytes must be >= 2, got {args.max_bytes}")
-        if args.max_bytes is not None:
-            self.splits[args.split] = self.splits[args.split][: args.max_bytes]
-        return self.bits_per_byte(model, args.split, stride=args.stride, batch_size=args.batch_size)
+        windows = {"stride": args.stride, "batch_size": args.batch_size}
+        return self.bits_per_byte(model, args.split, args.max_bytes, **windows)
 
     def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
         keys = ("length", "temperature", "top_k", "seed")

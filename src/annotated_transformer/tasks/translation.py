@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -64,6 +65,15 @@ class TranslationConfig(TrainConfig):
     @property
     def model(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("N", "d_model", "d_ff", "h", "dropout", "max_len")}
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.tokens not in ("words", "bpe"):
+            raise ValueError(f"tokens={self.tokens!r}: use words or bpe")
+        if self.tie and self.tokens != "bpe":
+            raise ValueError("tie=true needs one shared vocabulary: set tokens=bpe too")
+        if self.beam < 1:
+            raise ValueError(f"beam={self.beam} must be >= 1 (1 is greedy decoding)")
 
 
 PRESETS = {
@@ -141,12 +151,15 @@ class Parallel:
     tgt: list[list[str]]
 
 
-def make_batch(pairs: Sequence[Pair], index: Sequence[int], vocab: Vocab) -> Batch:
+def make_batch(
+    pairs: Sequence[Pair], index: Sequence[int], vocab: Vocab, pad_to: int | None = None
+) -> Batch:
     """The pairs ``index`` as a padded ``Batch``: ``<s> ids </s>`` on both sides (both
-    vocabularies share the special ids of ``vocab.SPECIALS``)."""
+    vocabularies share the special ids of ``vocab.SPECIALS``). ``pad_to``: pad (and cut)
+    every sentence to this length, as the original did; None pads to the longest."""
     pad, bos, eos = vocab.stoi["<pad>"], vocab.stoi["<s>"], vocab.stoi["</s>"]
-    src = collate([pairs[i][0] for i in index], pad, bos, eos)
-    tgt = collate([pairs[i][1] for i in index], pad, bos, eos)
+    src = collate([pairs[i][0] for i in index], pad, bos, eos, pad_to)
+    tgt = collate([pairs[i][1] for i in index], pad, bos, eos, pad_to)
     return Batch(src, tgt, pad)
 
 
@@ -272,10 +285,6 @@ class Translation(Task):
         state: dict | None = None,
     ) -> None:
         super().__init__(config, data_dir=data_dir, state=state)
-        if config.tokens not in ("words", "bpe"):
-            raise ValueError(f"tokens={config.tokens!r}: use words or bpe")
-        if config.tie and config.tokens != "bpe":
-            raise ValueError("tie=true needs one shared vocabulary: set tokens=bpe too")
         if state is None:  # learn the vocabularies from the training split only
             de, en = self.raw("train")
             if config.tokens == "bpe":
@@ -378,11 +387,22 @@ class Translation(Task):
         return {"split": "test2016", **self.scores(model, "test2016", self.config.beam)}
 
     def predict(self, model: nn.Module, inputs: Sequence[str], beam: int = 1) -> list[str]:
+        """English translations; warns (``UnknownTokens``) when a word is read as ``<unk>``."""
         if not inputs:
             raise ValueError("nothing to translate: give German sentences")
         check_beam(beam)
+        translator = self.translator(model)
+        tokens = translator.tokenize(inputs)
+        unknown = translator.unknown(tokens)
+        if unknown:
+            shown = ", ".join(repr(t) for t in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+            warnings.warn(
+                f"{len(unknown)} token(s) not in the vocabulary, read as <unk>: {shown}",
+                UnknownTokens,
+                stacklevel=2,
+            )
         with evaluating(model):
-            return self.translator(model).translate(inputs, beam)
+            return [translator.text(t) for t in translator.translate_tokens(tokens, beam)]
 
     # --- the command line
     @classmethod
@@ -400,6 +420,10 @@ class Translation(Task):
 
     def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
         return {"beam": args.beam}
+
+
+class UnknownTokens(UserWarning):
+    """Input words that the vocabulary lacks: the model reads them as ``<unk>``."""
 
 
 def check_beam(beam: int) -> None:

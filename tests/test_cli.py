@@ -1,0 +1,350 @@
+"""The one command line, ``python -m annotated_transformer TASK {train,evaluate,predict}``.
+
+For every task at tiny size: train, then evaluate and predict from the checkpoint alone;
+``--set`` reaches the model and the optimiser; every kind of bad input is one line on stderr
+(never a traceback) and a non-zero exit status: 1 for bad input, 2 for a bad command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import sacrebleu
+import torch
+
+from annotated_transformer import cli, imdb, runner
+from annotated_transformer.chars import load_splits
+from annotated_transformer.checkpoint import read_checkpoint, save_checkpoint
+from annotated_transformer.multi30k import load_split
+from annotated_transformer.tasks import PRESETS, TASKS
+
+# Small runs of the tiny presets (seconds each). N and lr differ from the presets on purpose:
+# the tests check that they reach the model and the optimiser.
+SETTINGS = {
+    "translate": {"train_limit": 300, "eval_limit": 20, "warmup": 2, "N": 2, "lr": 0.01},
+    "classify": {
+        "train_subset": 600,
+        "val_size": 100,
+        "test_subset": 100,
+        "steps": 12,
+        "eval_every": 6,
+        "warmup": 2,
+        "N": 2,
+        "lr": 0.01,
+    },
+    "lm": {
+        "dataset": "enwik8_prefix",
+        "steps": 12,
+        "eval_every": 6,
+        "eval_bytes": 1024,
+        "warmup": 4,
+        "N": 3,
+        "lr": 0.01,
+    },
+}
+
+
+def set_args(settings: dict) -> list[str]:
+    return [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+
+
+@pytest.fixture(scope="module")
+def mirror(multi30k_mirror, imdb_mirror, chars_mirror) -> Path:
+    return multi30k_mirror
+
+
+@pytest.fixture(scope="module")
+def trained(mirror, tmp_path_factory, one_thread):
+    """``trained(task)``: the folder of a tiny run trained through ``cli.main`` (once), and
+    what the command printed on stdout."""
+    runs: dict[str, tuple[Path, str]] = {}
+
+    def get(task: str) -> tuple[Path, str]:
+        if task not in runs:
+            out = tmp_path_factory.mktemp(task) / "run"
+            argv = [task, "train", "--preset", "tiny", "--out", str(out), "--no-progress"]
+            argv += ["--device", "cpu", "--data-dir", str(mirror), *set_args(SETTINGS[task])]
+            stdout, stderr = io.StringIO(), io.StringIO()
+            with redirect_stdout(stdout), redirect_stderr(stderr):
+                code = cli.main(argv)
+            assert code == 0, stderr.getvalue()
+            runs[task] = out, stdout.getvalue()
+        return runs[task]
+
+    return get
+
+
+def call(capsys, argv: list[str]) -> tuple[int, str, str]:
+    """``cli.main(argv)`` -> (exit status, stdout, stderr); argparse's exits become statuses."""
+    try:
+        status = cli.main(argv)
+    except SystemExit as stop:
+        status = stop.code
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def ok(capsys, argv: list[str]) -> str:
+    status, out, err = call(capsys, argv)
+    assert status == 0, err
+    return out
+
+
+def fails(capsys, argv: list[str], *fragments: str, code: int = 1) -> str:
+    """``argv`` exits with ``code`` and exactly one line on stderr containing ``fragments``."""
+    status, out, err = call(capsys, argv)
+    assert status == code, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err and out == ""
+    for fragment in fragments:
+        assert fragment in err, err
+    return err
+
+
+# ----------------------------------------------------------------- train, evaluate, predict
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_train_prints_the_test_metrics_and_writes_the_run(trained, task):
+    out, stdout = trained(task)
+    for name in ("last.pt", "best.pt", "final.pt", "history.csv", "metrics.json", "train.log"):
+        assert (out / name).is_file(), name
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert json.loads(stdout) == metrics["test"]
+    assert metrics["task"] == task and metrics["preset"] == "tiny"
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_set_reaches_the_saved_config_the_model_and_the_optimiser(trained, task):
+    out, _ = trained(task)
+    expected = dataclasses.asdict(PRESETS[task]["tiny"]) | SETTINGS[task]
+    for name in ("last.pt", "final.pt"):
+        saved = read_checkpoint(out / name)["config"]
+        assert (saved["task"], saved["preset"], saved["config"]) == (task, "tiny", expected)
+    _, model = runner.load_model(out / "final.pt")
+    layers = [model.encoder.layers, model.decoder.layers] if task == "translate" else [model.blocks]
+    assert [len(stack) for stack in layers] == [SETTINGS[task]["N"]] * len(layers)
+    # the optimiser's peak: LambdaLR's base rate, and the rate of the step after the warm-up
+    optimizer = read_checkpoint(out / "last.pt")["optimizer"]
+    assert [g["initial_lr"] for g in optimizer["param_groups"]] == [0.01]
+    history = pd.read_csv(out / "history.csv")
+    warmup = SETTINGS[task]["warmup"]
+    assert history["lr"].iloc[warmup] == pytest.approx(0.01, rel=1e-12)  # step warmup + 1
+    assert history["lr"].max() == pytest.approx(0.01, rel=1e-12)
+
+
+def test_translate_evaluate_prints_scores_that_sacrebleu_reproduces(trained, mirror, capsys):
+    out, _ = trained("translate")
+    checkpoint = ["--checkpoint", str(out / "final.pt"), "--device", "cpu"]
+    argv = ["translate", "evaluate", *checkpoint, "--split", "val", "--beam", "2"]
+    scores = json.loads(ok(capsys, [*argv, "--data-dir", str(mirror)]))
+    n = SETTINGS["translate"]["eval_limit"]
+    assert (scores["split"], scores["beam"], scores["sentences"]) == ("val", 2, n)
+    assert "tok:13a" in scores["bleu_signature"]
+    # independently: translate the same sentences, score them with sacreBLEU directly
+    de, en = load_split("val", mirror=mirror)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "stdin", io.StringIO("\n".join(de[:n]) + "\n"))
+        hypotheses = ok(capsys, ["translate", "predict", *checkpoint, "--beam", "2"]).splitlines()
+    assert len(hypotheses) == n
+    bleu = sacrebleu.corpus_bleu(hypotheses, [en[:n]]).score
+    assert scores["bleu"] == pytest.approx(bleu, abs=0.006)
+    assert scores["chrf"] == pytest.approx(
+        sacrebleu.corpus_chrf(hypotheses, [en[:n]]).score, abs=0.006
+    )
+
+
+def test_translate_predict_arguments_and_stdin_agree(trained, capsys, monkeypatch):
+    out, _ = trained("translate")
+    argv = ["translate", "predict", "--checkpoint", str(out / "final.pt")]
+    sentences = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee."]
+    from_args = ok(capsys, [*argv, *sentences]).splitlines()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(sentences) + "\n"))
+    assert ok(capsys, argv).splitlines() == from_args
+    assert len(from_args) == 2 and all(from_args)
+
+
+def test_classify_evaluate_and_predict_from_the_checkpoint_alone(trained, mirror, capsys):
+    out, _ = trained("classify")
+    metrics = json.loads((out / "metrics.json").read_text())
+    argv = ["classify", "evaluate", "--checkpoint", str(out / "final.pt"), "--split", "test"]
+    result = json.loads(ok(capsys, [*argv, "--data-dir", str(mirror)]))
+    assert result["reviews"] == SETTINGS["classify"]["test_subset"]
+    assert result["accuracy"] == metrics["test"]["accuracy"]  # same weights, same reviews
+    assert result["loss"] == pytest.approx(metrics["test"]["loss"], rel=1e-6)
+
+    reviews = ["A wonderful, moving film.", "Dull and far too long."]
+    argv = ["classify", "predict", "--checkpoint", str(out / "final.pt"), *reviews]
+    lines = ok(capsys, argv).splitlines()
+    # independently: the model's softmax on the review's word ids
+    task, model = runner.load_model(out / "final.pt")
+    for review, line in zip(reviews, lines, strict=True):
+        ids = torch.tensor([task.vocab.encode(imdb.tokenize(review))])
+        with torch.no_grad():
+            probs = model(ids)[0].softmax(-1)
+        label = int(probs.argmax())
+        assert line == f"{('negative', 'positive')[label]}\t{float(probs[label]):.3f}"
+
+
+def brute_force_bits(model, text: torch.Tensor, context: int) -> float:
+    """Mean −log₂ p of bytes 1..n-1, each from a forward pass over its ``context`` predecessors."""
+    total = 0.0
+    with torch.no_grad():
+        for t in range(1, len(text)):
+            x = text[max(0, t - context) : t].long()[None]
+            total -= model(x)[0, -1].double().log_softmax(-1)[int(text[t])].item() / math.log(2)
+    return total / (len(text) - 1)
+
+
+def test_lm_evaluate_equals_brute_force_and_predict_is_seeded(trained, mirror, capsys):
+    out, _ = trained("lm")
+    checkpoint = ["--checkpoint", str(out / "final.pt")]
+    argv = ["lm", "evaluate", *checkpoint, "--split", "val", "--max-bytes", "100", "--stride", "1"]
+    result = json.loads(ok(capsys, [*argv, "--data-dir", str(mirror)]))
+    assert (result["bytes_scored"], result["context"], result["stride"]) == (99, 64, 1)
+    assert "not comparable" in result["note"]  # enwik8_prefix
+    _, model = runner.load_model(out / "final.pt")
+    text = load_splits("enwik8_prefix", mirror=mirror)["val"][:100]
+    assert result["bits_per_byte"] == pytest.approx(brute_force_bits(model, text, 64), rel=1e-5)
+
+    argv = ["lm", "predict", *checkpoint, "[[", "--length", "30", "--top-k", "20", "--seed", "3"]
+    first, again = ok(capsys, argv), ok(capsys, argv)
+    assert first == again and first.startswith("[[")
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_bad_settings_and_presets_are_one_line(task, tmp_path, capsys):
+    train = [task, "train", "--out", str(tmp_path / "run")]
+    err = fails(capsys, [*train, "--set", "nope=1"], "--set nope: unknown key; valid keys:")
+    valid = [f.name for f in dataclasses.fields(PRESETS[task]["tiny"])]
+    assert err.strip().endswith(", ".join(valid))
+    fails(capsys, [*train, "--set", "lr=abc"], "lr takes float")
+    fails(capsys, [*train, "--set", "N=2.5"], "N takes int")
+    fails(capsys, [*train, "--set", "clip_norm=x"], "clip_norm takes float or none")
+    fails(capsys, [*train, "--set", "lr"], "write KEY=VALUE")
+    fails(capsys, [*train, "--preset", "huge"], "unknown preset 'huge'", ", ".join(PRESETS[task]))
+    assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_a_data_folder_that_is_not_there_is_one_line(task, tmp_path, capsys):
+    argv = [task, "train", "--out", str(tmp_path / "run"), "--data-dir", str(tmp_path / "none")]
+    fails(capsys, argv, f"the data mirror {tmp_path / 'none'} is not a folder")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_a_device_that_is_not_there_is_one_line(task, tmp_path, capsys):
+    train = [task, "train", "--out", str(tmp_path / "run"), "--device"]
+    fails(capsys, [*train, "tpu"], "unknown device 'tpu'")
+    if not torch.cuda.is_available():
+        fails(capsys, [*train, "cuda"], "no CUDA device")
+    if not torch.backends.mps.is_available():
+        fails(capsys, [*train, "mps"], "no MPS device")
+
+
+def test_a_device_that_is_not_there_for_evaluate_and_predict(trained, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    checkpoint = ["--checkpoint", str(trained("classify")[0] / "final.pt"), "--device", "cuda"]
+    fails(capsys, ["classify", "evaluate", *checkpoint], "no CUDA device")
+    fails(capsys, ["classify", "predict", *checkpoint, "Great."], "no CUDA device")
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        ([], "required: task"),
+        (["nope"], "invalid choice: 'nope'"),
+        (["translate"], "required: command"),
+        (["translate", "fly"], "invalid choice: 'fly'"),
+        (["lm", "train"], "required: --out"),
+        (["lm", "train", "--out", "x", "--max-steps", "two"], "invalid int value"),
+        (["translate", "evaluate", "--checkpoint", "x.pt", "--split", "nope"], "invalid choice"),
+    ],
+)
+def test_a_bad_command_line_is_one_line_and_exit_status_2(capsys, argv, fragment):
+    fails(capsys, argv, fragment, code=2)
+
+
+def test_resume_mistakes(trained, tmp_path, capsys):
+    out, _ = trained("classify")
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    train = ["classify", "train", "--out", str(out)]
+    fails(capsys, [*train, "--resume", "--preset", "tiny"], "drop --preset/--set")
+    fails(capsys, [*train, "--resume", "--set", "lr=1"], "drop --preset/--set")
+    fails(capsys, [*train, "--preset", "tiny"], "already holds a run", "--resume")
+    fails(capsys, ["lm", "train", "--out", str(out), "--resume"], "holds a 'classify' run, not lm")
+    empty = ["classify", "train", "--out", str(tmp_path / "empty"), "--resume"]
+    fails(capsys, empty, "nothing to resume")
+    fails(capsys, [*train, "--max-steps", "0"], "--max-steps 0 must be >= 1")
+    fails(capsys, [*train, "--threads", "0"], "--threads 0 must be >= 1")
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before  # nothing touched
+
+
+def test_bad_checkpoints(trained, tmp_path, capsys):
+    out, _ = trained("classify")
+    garbage, truncated = tmp_path / "garbage.pt", tmp_path / "truncated.pt"
+    garbage.write_bytes(b"\x00\xffnot a checkpoint at all\n" * 10)
+    truncated.write_bytes((out / "final.pt").read_bytes()[:5000])
+    other = save_checkpoint(tmp_path / "linear.pt", torch.nn.Linear(2, 2))
+    cases = [
+        (tmp_path / "missing.pt", "no checkpoint at"),
+        (garbage, "not a readable checkpoint"),
+        (truncated, "not a readable checkpoint"),
+        (other, "not one a run wrote"),
+        (out / "final.pt", "is a classify checkpoint, not translate"),
+    ]
+    for command in (["evaluate"], ["predict", "Hallo"]):
+        for path, fragment in cases:
+            fails(capsys, ["translate", *command, "--checkpoint", str(path)], fragment)
+
+
+def test_empty_and_impossible_inputs_to_predict(trained, capsys, monkeypatch):
+    def predict(task: str, *args: str, stdin: str | None = None) -> list[str]:
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        return [task, "predict", "--checkpoint", str(trained(task)[0] / "final.pt"), *args]
+
+    fails(capsys, predict("translate", stdin=""), "nothing to translate")
+    fails(capsys, predict("translate", stdin="Ein Hund.\n\nZwei Katzen.\n"), "sentence 2 is empty")
+    fails(capsys, predict("translate", ""), "sentence 1 is empty")
+    fails(capsys, predict("translate", " ".join(["Hund"] * 300)), "256 positions")
+    fails(capsys, predict("translate", "Hallo", "--beam", "0"), "--beam 0 must be >= 1")
+    fails(capsys, predict("classify", stdin=""), "nothing to classify")
+    fails(capsys, predict("classify", "<br /><br />"), "review 1 is empty")
+    fails(capsys, predict("lm", stdin=""), "the prompt is empty")
+    fails(capsys, predict("lm", ""), "the prompt is empty")
+    fails(capsys, predict("lm", "a", "--temperature", "0"), "temperature")
+    fails(capsys, predict("lm", "a", "--top-k", "0"), "top_k")
+
+
+def test_an_interrupt_is_one_line_and_exit_status_130(capsys, monkeypatch, tmp_path):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "train", interrupted)
+    fails(capsys, ["lm", "train", "--out", str(tmp_path)], "continue with --resume", code=130)
+
+
+def test_errors_in_a_real_process_are_one_line(mirror, tmp_path):
+    env = {**os.environ, "AT_DATA_MIRROR": str(mirror), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "annotated_transformer", "lm", "train", "--preset", "huge"]
+    done = subprocess.run(
+        [*command, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == "error: unknown preset 'huge' for lm; use one of tiny, cpu, gpu\n"

@@ -1,0 +1,238 @@
+"""The runner: a run killed with SIGKILL and resumed ends exactly like an uninterrupted one, for
+every task; a finished run is reused, an interrupted one resumed, another one refused; the
+files of a run folder (checkpoints, history, metrics, log) and what they say."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from annotated_transformer import runner
+from annotated_transformer.checkpoint import CheckpointError, average_checkpoints, read_checkpoint
+from annotated_transformer.tasks import TASKS
+
+# Tiny presets that save last.pt every 3 steps. translate: 2 epochs of 8 steps, validated at
+# the end of each; classify: 40 steps (38 per epoch), validated every 20; lm: 30 steps.
+SETTINGS = {
+    "translate": ["train_limit=500", "eval_limit=10", "checkpoint_every=3"],
+    "classify": ["test_subset=200", "checkpoint_every=3"],
+    "lm": [
+        "dataset=enwik8_prefix",
+        "steps=30",
+        "eval_every=10",
+        "eval_bytes=2048",
+        "checkpoint_every=3",
+    ],
+}
+# what must be equal, bit for bit, between a resumed and an uninterrupted run
+SAME = ["step", "epoch", "loss", "lr", "tokens", "grad_norm"]
+
+
+@pytest.fixture(scope="module")
+def mirror(multi30k_mirror, imdb_mirror, chars_mirror) -> Path:
+    return multi30k_mirror
+
+
+def train(task: str, out: Path, mirror: Path, **options) -> runner.RunResult | None:
+    """``runner.train`` in this process, quietly, on the CPU."""
+    quiet = {"data_dir": mirror, "device": "cpu", "progress": False, "echo": False}
+    return runner.train(task, out, **quiet, **options)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(mirror, tmp_path_factory, one_thread):
+    """``uninterrupted(task)``: the folder and result of one whole run of SETTINGS[task]."""
+    runs: dict[str, tuple[Path, runner.RunResult]] = {}
+
+    def get(task: str) -> tuple[Path, runner.RunResult]:
+        if task not in runs:
+            out = tmp_path_factory.mktemp(task) / "whole"
+            runs[task] = out, train(task, out, mirror, preset="tiny", settings=SETTINGS[task])
+        return runs[task]
+
+    return get
+
+
+def kill_after_first_checkpoint(task: str, out: Path, mirror: Path) -> int:
+    """Start ``python -m annotated_transformer TASK train`` and SIGKILL it as soon as its first
+    last.pt exists; returns the step of the last.pt it left behind."""
+    env = {**os.environ, "AT_DATA_MIRROR": str(mirror), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "annotated_transformer", task, "train", "--preset", "tiny"]
+    command += ["--out", str(out), "--no-progress", "--device", "cpu"]
+    command += [arg for setting in SETTINGS[task] for arg in ("--set", setting)]
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "last.pt").exists():
+            assert process.poll() is None, "the run ended before its first checkpoint"
+            assert time.monotonic() < deadline, "no checkpoint within 120 s"
+            time.sleep(0.005)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL  # killed, not finished
+    return read_checkpoint(out / "last.pt")["step"]
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_a_run_killed_mid_epoch_resumes_to_exactly_the_uninterrupted_run(
+    task, mirror, tmp_path, uninterrupted
+):
+    whole_dir, whole = uninterrupted(task)
+    out = tmp_path / "killed"
+    step = kill_after_first_checkpoint(task, out, mirror)
+    epochs = whole.history["epoch"]  # the step after the checkpoint is in the same epoch
+    assert 0 < step < len(whole.history) and epochs[step - 1] == epochs[step]
+    assert not (out / "metrics.json").exists()
+
+    resumed = train(task, out, mirror, resume=True)
+    assert f"resumed at step {step} of {len(whole.history)}" in (out / "train.log").read_text()
+    got, expected = pd.read_csv(out / "history.csv"), pd.read_csv(whole_dir / "history.csv")
+    metric = TASKS[task].score[0]
+    assert list(got.columns) == list(expected.columns)
+    for column in [*SAME, "val_loss", metric]:
+        pd.testing.assert_series_equal(got[column], expected[column], check_exact=True)
+    final, final_whole = (read_checkpoint(d / "final.pt")["model"] for d in (out, whole_dir))
+    assert all(torch.equal(final[k], final_whole[k]) for k in final_whole)
+    assert resumed.metrics["test"] == whole.metrics["test"]
+    assert resumed.metrics["validation"] == whole.metrics["validation"]
+
+
+# ------------------------------------------------------------------------------ ensure_run
+
+SMALL = ["train_subset=600", "val_size=100", "test_subset=100", "steps=8", "eval_every=4"]
+
+
+def test_ensure_run_trains_reuses_resumes_and_refuses(mirror, tmp_path, one_thread):
+    first = runner.ensure_run("classify", "tiny", tmp_path / "a", settings=SMALL, data_dir=mirror)
+    files = ("metrics.json", "last.pt", "final.pt", "history.csv")
+    written = {name: (tmp_path / "a" / name).stat().st_mtime_ns for name in files}
+
+    again = runner.ensure_run("classify", "tiny", tmp_path / "a", settings=SMALL, data_dir=mirror)
+    assert {name: (tmp_path / "a" / name).stat().st_mtime_ns for name in files} == written
+    assert again.metrics == first.metrics
+    pd.testing.assert_frame_equal(again.history, pd.read_csv(tmp_path / "a" / "history.csv"))
+    final = read_checkpoint(tmp_path / "a" / "final.pt")["model"]
+    assert all(torch.equal(v, final[k]) for k, v in again.model.state_dict().items())
+    assert not again.model.training
+
+    # an interrupted run is resumed, to the same end
+    stopped = train("classify", tmp_path / "b", mirror, preset="tiny", settings=SMALL, max_steps=3)
+    assert stopped is None
+    assert read_checkpoint(tmp_path / "b" / "last.pt")["step"] == 3
+    resumed = runner.ensure_run("classify", "tiny", tmp_path / "b", settings=SMALL, data_dir=mirror)
+    assert "resumed at step 3 of 8" in (tmp_path / "b" / "train.log").read_text()
+    for column in SAME:
+        pd.testing.assert_series_equal(
+            resumed.history[column], first.history[column], check_exact=True
+        )
+
+    # a folder holding another configuration is refused, not passed off as this one
+    for preset, settings in [("tiny", [*SMALL, "lr=0.01"]), ("cpu", SMALL)]:
+        with pytest.raises(ValueError, match="holds a run of another configuration"):
+            runner.ensure_run(
+                "classify", preset, tmp_path / "a", settings=settings, data_dir=mirror
+            )
+    with pytest.raises(ValueError, match="holds a run of another configuration"):
+        runner.ensure_run("lm", "tiny", tmp_path / "a", data_dir=mirror)
+    assert {name: (tmp_path / "a" / name).stat().st_mtime_ns for name in files} == written
+
+
+# ------------------------------------------------------------------- what a run folder holds
+
+
+def test_final_pt_is_the_better_of_best_and_averaged_on_validation(uninterrupted):
+    out, result = uninterrupted("translate")  # final="best", keep_last=2
+    metrics = json.loads((out / "metrics.json").read_text())
+    history = pd.read_csv(out / "history.csv")
+    validated = history.dropna(subset=["val_bleu"])
+    best = read_checkpoint(out / "best.pt")
+    # best.pt: the first validation with the highest score
+    first_best = validated.loc[validated["val_bleu"].idxmax()]
+    assert (best["step"], best["extra"]["val_bleu"]) == (first_best["step"], first_best["val_bleu"])
+    assert metrics["validation"]["best"] == first_best["val_bleu"]
+    # averaged.pt: scored again here, independently of the run's own choice
+    model = result.task.build_model()
+    model.load_state_dict(read_checkpoint(out / "averaged.pt")["model"])
+    assert metrics["validation"]["averaged"] == result.task.evaluate(model)["val_bleu"]
+    scores = metrics["validation"]
+    pick = "averaged" if scores["averaged"] > scores["best"] else "best"  # a tie keeps best
+    assert metrics["final"] == pick
+    source = out / ("best.pt" if pick == "best" else "averaged.pt")
+    assert (out / "final.pt").read_bytes() == source.read_bytes()
+
+
+def test_average_checkpoints_is_the_elementwise_mean(uninterrupted):
+    out, _ = uninterrupted("translate")  # keep_last=2
+    kept = sorted(out.glob("keep-*.pt"))
+    validated = pd.read_csv(out / "history.csv").dropna(subset=["val_bleu"])["step"]
+    assert [p.name for p in kept] == [f"keep-{s:06d}.pt" for s in validated.iloc[-2:]]
+    _, averaged = average_checkpoints(kept)
+    loaded = [torch.load(p, weights_only=True)["model"] for p in kept]
+    on_disk = torch.load(out / "averaged.pt", weights_only=True)["model"]
+    assert averaged.keys() == loaded[0].keys() == on_disk.keys()
+    for name, value in averaged.items():
+        mean = (loaded[0][name].double() + loaded[1][name].double()) / 2
+        torch.testing.assert_close(value, mean.to(value.dtype), rtol=0, atol=0)
+        torch.testing.assert_close(on_disk[name], value, rtol=0, atol=0)
+    classify_dir, _ = uninterrupted("classify")
+    with pytest.raises(CheckpointError, match="different run"):
+        average_checkpoints([kept[0], classify_dir / "final.pt"])
+    with pytest.raises(ValueError, match="at least one"):
+        average_checkpoints([])
+
+
+def validation_steps(history: pd.DataFrame, every: int) -> list[int]:
+    """Where a run validates: every ``every`` steps (0: at each epoch's last step) and at the
+    end, computed from the history's step and epoch columns."""
+    steps, epochs = list(history["step"]), list(history["epoch"])
+    if every:
+        due = [s for s in steps if s % every == 0]
+    else:
+        due = [
+            s for s, e, following in zip(steps, epochs, epochs[1:], strict=False) if following != e
+        ]
+    return sorted({*due, steps[-1]})
+
+
+@pytest.mark.parametrize(("task", "every"), [("translate", 0), ("classify", 20), ("lm", 10)])
+def test_history_metrics_and_log_agree(task, every, uninterrupted):
+    out, result = uninterrupted(task)
+    metric = TASKS[task].score[0]
+    metrics = json.loads((out / "metrics.json").read_text())
+    history = pd.read_csv(out / "history.csv")
+    total = metrics["steps"]
+    assert list(history["step"]) == list(range(1, total + 1))  # one row per optimiser step
+    validated = history.dropna(subset=[metric])
+    assert list(validated["step"]) == validation_steps(history, every)
+    assert history["val_loss"].notna().tolist() == history[metric].notna().tolist()
+    # last.pt: the end of the run, with the same history
+    last = read_checkpoint(out / "last.pt")
+    assert last["step"] == total
+    assert [row["loss"] for row in last["extra"]["history"]] == list(history["loss"])
+    # train.log: a line per validation with its numbers, then the final choice and the test
+    log = [line.split("  ", 1)[1] for line in (out / "train.log").read_text().splitlines()]
+    assert log[0].startswith(f"{task} tiny: {total} steps")
+    shown = [line for line in log if line.startswith("step ")]
+    assert [line.split()[1] for line in shown] == [f"{s}/{total}:" for s in validated["step"]]
+    for line, value in zip(shown, validated[metric], strict=True):
+        assert f"{metric} {value:.4g}" in line
+    assert log[-2].startswith(f"final.pt = {metrics['final']} ")
+    assert log[-1].startswith("test: ")
+    if metrics["final"] == "last":
+        assert metrics["validation"] == {"last": validated[metric].iloc[-1]}
+    assert metrics["test"] == result.metrics["test"]
+    assert metrics["config"] == read_checkpoint(out / "final.pt")["config"]["config"]
