@@ -47,12 +47,20 @@ from annotated_transformer.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
+from annotated_transformer.layers import DecoderLayer, EncoderLayer, TransformerBlock
+from annotated_transformer.modern import ModernBlock
 from annotated_transformer.schedule import make_scheduler
 from annotated_transformer.tasks import PRESETS, TASKS, Task
 from annotated_transformer.tasks.base import apply_settings
-from annotated_transformer.training import Trainer, make_optimizer, resolve_precision
+from annotated_transformer.training import (
+    Trainer,
+    checkpoint_blocks,
+    make_optimizer,
+    resolve_precision,
+)
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
+BLOCKS = (EncoderLayer, DecoderLayer, TransformerBlock, ModernBlock)  # a stack's layers
 LAST, BEST, FINAL, AVERAGED = "last.pt", "best.pt", "final.pt", "averaged.pt"
 
 
@@ -154,6 +162,8 @@ class Run:
 
         torch.manual_seed(config.seed)
         self.model = self.task.build_model().to(self.device)
+        if config.activation_checkpointing:
+            checkpoint_blocks(self.model, BLOCKS)
         optimizer = make_optimizer_for(self.model, config)
         scheduler = make_scheduler(optimizer, config.schedule, config.lr, config.warmup, self.total)
         self.trainer = Trainer(

@@ -27,6 +27,7 @@ gradient all-reduce (``no_sync``), and only rank 0 shows progress and writes che
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -36,6 +37,7 @@ from typing import Any
 import pandas as pd
 import torch
 import torch.distributed as dist
+import torch.utils.checkpoint
 from torch import Tensor, nn
 
 from annotated_transformer.book.progress import tqdm
@@ -230,6 +232,34 @@ def mean_loss(
             loss_sum, n = loss_fn(model, batch.to(device) if hasattr(batch, "to") else batch)
             total, count = total + loss_sum.item(), count + int(n)
     return total / max(count, 1)
+
+
+def checkpointed(forward: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``forward`` that keeps no activations for the backward pass but its inputs: backward
+    runs it again (``torch.utils.checkpoint``, non-reentrant). The random generators are
+    replayed, so dropout draws the same masks twice and the gradients equal the plain ones.
+    Only while training with autograd on; evaluation and decoding run ``forward`` as it is.
+    """
+
+    @functools.wraps(forward)
+    def run(*args: Any, **kwargs: Any) -> Tensor:
+        if not torch.is_grad_enabled():
+            return forward(*args, **kwargs)
+        return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **kwargs)
+
+    return run
+
+
+def checkpoint_blocks(model: nn.Module, blocks: tuple[type, ...]) -> int:
+    """Activation checkpointing: every submodule of a type in ``blocks`` (a layer of the
+    stack) recomputes its activations in the backward pass; returns how many. Peak memory
+    then holds each block's input and one block's activations at a time, for about one more
+    forward pass of compute. The weights and their names are untouched (checkpoints load as
+    before)."""
+    found = [m for m in model.modules() if isinstance(m, blocks)]
+    for module in found:
+        module.forward = checkpointed(module.forward)
+    return len(found)
 
 
 class NonFiniteLossError(FloatingPointError):

@@ -60,6 +60,7 @@ class TrainConfig:
     clip_norm: float | None = None
     accumulate: int = 1
     precision: str = "fp32"  # fp32, bf16, or auto (bf16 where it is faster)
+    activation_checkpointing: bool = False  # recompute each block's activations in backward
     eval_every: int = 0  # steps between validations (0: at the end of every epoch)
     checkpoint_every: int = 0  # steps between saves of last.pt (0: at validations only)
     keep_last: int = 0  # checkpoints of the last validations kept, and averaged at the end

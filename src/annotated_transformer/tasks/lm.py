@@ -5,7 +5,10 @@
 - Batches: random windows of ``max_len`` + 1 bytes, a seeded draw per epoch; an epoch is as
   many windows as cover the training bytes once on average.
 - Model: :class:`~annotated_transformer.model.DecoderLM`, the 2017 block with a causal mask
-  (``block="2017"``).
+  and learned positions (``block="2017"``), or :class:`~annotated_transformer.modern.
+  ModernDecoderLM`, today's block (``block="modern"``: pre-norm RMSNorm, rotary positions,
+  grouped-query attention with ``kv_heads`` key/value heads, SwiGLU of width
+  ``swiglu_width(d_ff)``, which keeps the feed-forward's parameter count, no biases).
 - Loss: next-byte cross-entropy summed over the batch's positions.
 - Validation: the loss on the first ``eval_bytes`` of the validation split in consecutive
   windows (quick, for the learning curve); test: bits per byte of the *whole* validation
@@ -44,7 +47,9 @@ from annotated_transformer.book.progress import tqdm
 from annotated_transformer.chars import DATASETS, load_splits, random_windows
 from annotated_transformer.metrics import BitsPerByte
 from annotated_transformer.model import DecoderLM
+from annotated_transformer.modern import ModernDecoderLM
 from annotated_transformer.sampling import check_sampling, decode, encode, sample
+from annotated_transformer.swiglu import swiglu_width
 from annotated_transformer.tasks.base import Task, TrainConfig
 from annotated_transformer.training import autocast, evaluating
 
@@ -59,6 +64,8 @@ class LanguageModelConfig(TrainConfig):
     """A language-model run: the text, the window, the model (``make_model``'s names)."""
 
     dataset: str = "tinyshakespeare"  # tinyshakespeare, enwik8 or enwik8_prefix
+    block: str = "2017"  # "2017" (DecoderLM) or "modern" (ModernDecoderLM)
+    kv_heads: int = 0  # modern: key/value heads (0: h, multi-head; 1: multi-query)
     batch_size: int = 32  # windows per batch
     eval_bytes: int = 65_536  # validation bytes scored at every validation
     N: int = 4
@@ -76,6 +83,10 @@ class LanguageModelConfig(TrainConfig):
         super().__post_init__()
         if self.dataset not in DATASETS:
             raise ValueError(f"dataset={self.dataset!r}: use one of {', '.join(DATASETS)}")
+        if self.block not in ("2017", "modern"):
+            raise ValueError(f"block={self.block!r}: use 2017 or modern")
+        if self.kv_heads < 0 or (self.kv_heads and self.h % self.kv_heads):
+            raise ValueError(f"kv_heads={self.kv_heads} must divide h={self.h} (0: h)")
         for key in ("batch_size", "max_len", "eval_bytes"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key}={getattr(self, key)} must be >= 1")
@@ -257,8 +268,13 @@ class LanguageModel(Task):
         for _ in range(max(1, len(data) // (c.batch_size * c.max_len))):
             yield random_windows(data, c.batch_size, c.max_len, generator)
 
-    def build_model(self) -> DecoderLM:
-        return DecoderLM(vocab=256, **self.config.model)
+    def build_model(self) -> DecoderLM | ModernDecoderLM:
+        c = self.config
+        if c.block == "2017":
+            return DecoderLM(vocab=256, **c.model)
+        width = swiglu_width(c.d_ff)  # the parameter count of the 2017 feed-forward
+        options = {"d_ff": width, "kv_heads": c.kv_heads or c.h, "dropout": c.dropout}
+        return ModernDecoderLM(256, c.d_model, c.h, c.N, c.max_len, **options)
 
     def loss(self, model: nn.Module, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, int]:
         """Summed next-byte cross-entropy (nats) of a batch of windows ``(x, y)`` and its size."""

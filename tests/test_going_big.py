@@ -1,0 +1,122 @@
+"""Runner options for bigger models (issue 12) and today's block as an lm setting (issue 14)."""
+
+import pytest
+import torch
+
+from annotated_transformer import runner
+from annotated_transformer.layers import DecoderLayer, EncoderLayer, TransformerBlock
+from annotated_transformer.model import DecoderLM, make_model
+from annotated_transformer.modern import ModernDecoderLM, modern_parameter_formula
+from annotated_transformer.swiglu import swiglu_width
+from annotated_transformer.tasks.lm import LanguageModel
+from annotated_transformer.training import checkpoint_blocks
+
+
+def grads(model: torch.nn.Module, loss: torch.Tensor) -> list[torch.Tensor]:
+    loss.backward()
+    return [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("kind", ["lm", "seq2seq"])
+def test_checkpointed_gradients_equal_the_plain_ones_with_dropout_on(kind):
+    def build() -> torch.nn.Module:
+        torch.manual_seed(0)
+        if kind == "lm":
+            return DecoderLM(vocab=50, d_model=16, h=2, N=3, max_len=12, d_ff=32, dropout=0.3)
+        return make_model(50, 50, N=2, d_model=16, d_ff=32, h=2, dropout=0.3)
+
+    def loss(model: torch.nn.Module) -> torch.Tensor:
+        torch.manual_seed(1)  # the same dropout masks for both models
+        x = torch.randint(1, 50, (4, 10), generator=torch.Generator().manual_seed(2))
+        out = model(x) if kind == "lm" else model(x, x, None, None)
+        weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(4))
+        return (out * weights).sum()  # not a function of the layer norm's scale alone
+
+    plain, checkpointed = build(), build()
+    blocks = (EncoderLayer, DecoderLayer, TransformerBlock)
+    assert checkpoint_blocks(checkpointed, blocks) == (3 if kind == "lm" else 4)
+    plain_loss, checkpointed_loss = loss(plain), loss(checkpointed)
+    torch.testing.assert_close(checkpointed_loss, plain_loss, rtol=0, atol=0)
+    for a, b in zip(grads(plain, plain_loss), grads(checkpointed, checkpointed_loss), strict=True):
+        torch.testing.assert_close(a, b)
+    # The test can fail: different dropout masks give different gradients.
+    other = build()
+    x = torch.randint(1, 50, (4, 10), generator=torch.Generator().manual_seed(2))
+    out = other(x) if kind == "lm" else other(x, x, None, None)  # masks of another seed
+    weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(4))
+    assert not torch.allclose((out * weights).sum(), plain_loss)
+
+
+def test_checkpointing_keeps_fewer_activations_for_backward():
+    """Bytes autograd keeps for the backward pass, counted with saved-tensor hooks."""
+
+    def saved_bytes(model: torch.nn.Module) -> int:
+        total = 0
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            nonlocal total
+            total += t.numel() * t.element_size()
+            return t
+
+        x = torch.randint(0, 50, (8, 64))
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            model(x).sum()
+        return total
+
+    torch.manual_seed(0)
+    model = DecoderLM(vocab=50, d_model=32, h=4, N=6, max_len=64, d_ff=128, dropout=0.1)
+    plain = saved_bytes(model)
+    checkpoint_blocks(model, (TransformerBlock,))
+    assert saved_bytes(model) < plain / 3
+
+
+def test_a_run_with_activation_checkpointing_has_the_plain_runs_losses(tmp_path):
+    settings = ["steps=6", "eval_every=3", "dropout=0.2"]
+    plain = runner.train(
+        "lm",
+        tmp_path / "a",
+        preset="tiny",
+        settings=settings,
+        progress=False,
+        echo=False,
+        device="cpu",
+    )
+    more = [*settings, "activation_checkpointing=true"]
+    saved = runner.train(
+        "lm", tmp_path / "b", preset="tiny", settings=more, progress=False, echo=False, device="cpu"
+    )
+    assert saved.metrics["config"]["activation_checkpointing"] is True
+    assert saved.history["loss"].tolist() == pytest.approx(plain.history["loss"].tolist())
+
+
+def test_lm_block_modern_builds_todays_model_with_the_2017_parameter_budget():
+    config = runner.new_config("lm", "tiny", ["block=modern", "kv_heads=2", "N=2", "d_ff=96"])
+    model = LanguageModel(config).build_model()
+    assert isinstance(model, ModernDecoderLM)
+    c = config
+    formula = modern_parameter_formula(256, c.d_model, c.h, 2, swiglu_width(c.d_ff), c.N)
+    assert sum(p.numel() for p in model.parameters()) == sum(formula.values())
+    assert swiglu_width(96) == 64  # 3 · d · 64 = 2 · d · 96: the 2017 feed-forward's weights
+    old = LanguageModel(runner.new_config("lm", "tiny", ["N=2", "d_ff=96"])).build_model()
+    assert isinstance(old, DecoderLM)
+    with pytest.raises(ValueError, match="kv_heads=3 must divide h=4"):
+        runner.new_config("lm", "tiny", ["block=modern", "kv_heads=3"])
+    with pytest.raises(ValueError, match="block='gpt'"):
+        runner.new_config("lm", "tiny", ["block=gpt"])
+
+
+def test_lm_block_modern_trains_and_predicts_through_the_runner(tmp_path):
+    result = runner.train(
+        "lm",
+        tmp_path / "m",
+        preset="tiny",
+        settings=["block=modern", "kv_heads=1", "steps=20", "eval_every=10"],
+        progress=False,
+        echo=False,
+        device="cpu",
+    )
+    history = result.history
+    assert history["loss"].iloc[-1] < history["loss"].iloc[0]
+    task, model = runner.load_model(tmp_path / "m" / "final.pt")
+    assert isinstance(model, ModernDecoderLM)
+    assert task.predict(model, ["ab"], length=5)[0].startswith("ab")
