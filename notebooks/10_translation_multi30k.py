@@ -14,10 +14,10 @@
 #
 # ```{note}
 # The stored outputs on this page come from the `cpu` preset (3 + 3 layers, d_model 256, all
-# 29,000 training pairs, 12 epochs), trained once from the repository root on two CPU cores
-# with
+# 29,000 training pairs, 12 epochs), trained once from the repository root on one CPU
+# thread with
 #
-#     python -m annotated_transformer.translate train \
+#     python -m annotated_transformer translate train \
 #         --preset cpu --out runs/translate-cpu
 #
 # `make execute CHAPTER=10_translation_multi30k` then re-executes this chapter and reuses that

@@ -16,7 +16,7 @@
 # The maps on this page are those of chapter 10's `cpu`-preset model, trained once from the
 # repository root with
 #
-#     python -m annotated_transformer.translate train \
+#     python -m annotated_transformer translate train \
 #         --preset cpu --out runs/translate-cpu
 #
 # In CI the chapter draws the same maps for the `tiny` model, which has learned next to

@@ -15,7 +15,7 @@
 # ```{note}
 # The stored outputs on this page come from chapter 10's `cpu`-preset run (trained once from
 # the repository root with
-# `python -m annotated_transformer.translate train --preset cpu --out runs/translate-cpu`)
+# `python -m annotated_transformer translate train --preset cpu --out runs/translate-cpu`)
 # and from two shorter trainings in this chapter. In CI everything runs at the `tiny` size,
 # where every BLEU score is near zero and every difference between them is noise.
 # ```

@@ -24,13 +24,13 @@
 # to two class scores with one linear layer. The data is the IMDb Large Movie Review Dataset
 # (Maas et al., 2011): 25,000 training and 25,000 test reviews, half positive, half negative.
 #
-# Everything here runs through `annotated_transformer.classify`, the module behind the
+# Everything here runs through the `classify` task of the book's runner, the code behind the
 # command line
 #
 # ```
-# python -m annotated_transformer.classify train --preset cpu --out runs/imdb-cpu
-# python -m annotated_transformer.classify evaluate --checkpoint runs/imdb-cpu/checkpoint.pt
-# python -m annotated_transformer.classify predict --checkpoint runs/imdb-cpu/checkpoint.pt "..."
+# python -m annotated_transformer classify train --preset cpu --out runs/imdb-cpu
+# python -m annotated_transformer classify evaluate --checkpoint runs/imdb-cpu/final.pt
+# python -m annotated_transformer classify predict --checkpoint runs/imdb-cpu/final.pt "..."
 # ```
 #
 # so the numbers below are the ones the command line gets. A run the command line finished

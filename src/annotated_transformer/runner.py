@@ -208,34 +208,30 @@ class Run:
             atomic_write(self.out / "history.csv", csv)
 
     # --- training
+    def best_of(self, scores: dict[str, float]) -> str:
+        """The key of the best score, by the task's metric (higher or lower is better)."""
+        sign = 1 if self.task.score[1] == "max" else -1
+        return max(scores, key=lambda key: sign * scores[key])
+
+    def save_weights(self, name: str, extra: dict[str, Any]) -> None:
+        """The model's weights (no optimiser state) with the run's config, as ``out/name``."""
+        step = self.trainer.step
+        save_checkpoint(self.out / name, self.model, step=step, config=self.saved, extra=extra)
+
     def validate(self) -> dict[str, float]:
         """Validation metrics; best.pt and the kept checkpoints (the evaluation hook)."""
         metrics = self.task.evaluate(self.model)
-        metric, better = self.task.score
-        scores = [r[metric] for r in self.trainer.rows if metric in r]
-        best = (max if better == "max" else min)(scores, default=None)
-        value = metrics[metric]
-        improved = best is None or (value > best if better == "max" else value < best)
+        metric = self.task.score[0]
+        earlier = {f"{r['step']}": r[metric] for r in self.trainer.rows if metric in r}
+        improved = self.best_of({**earlier, "now": metrics[metric]}) == "now"
         shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
         self.say(f"step {self.trainer.step}/{self.total}: {shown}{'  <- best' if improved else ''}")
         if dist.is_main():
             extra = {"step": self.trainer.step, **metrics}
             if improved:
-                save_checkpoint(
-                    self.out / BEST,
-                    self.model,
-                    step=self.trainer.step,
-                    config=self.saved,
-                    extra=extra,
-                )
+                self.save_weights(BEST, extra)
             if self.config.keep_last:
-                save_checkpoint(
-                    self.out / f"keep-{self.trainer.step:06d}.pt",
-                    self.model,
-                    step=self.trainer.step,
-                    config=self.saved,
-                    extra=extra,
-                )
+                self.save_weights(f"keep-{self.trainer.step:06d}.pt", extra)
                 for old in self.kept()[: -self.config.keep_last]:
                     old.unlink()
         return metrics
@@ -279,31 +275,20 @@ class Run:
         ``final="last"``: the weights as training left them. ``final="best"``: the better, on
         the validation score, of best.pt and the average of the kept checkpoints.
         """
-        metric, better = self.task.score
+        metric = self.task.score[0]
         if self.config.final == "last":
             choice = {"last": self.trainer.rows[-1][metric]}
-            save_checkpoint(
-                self.out / FINAL,
-                self.model,
-                step=self.trainer.step,
-                config=self.saved,
-                extra={"step": self.trainer.step},
-            )
-        elif self.config.final == "best":
+            self.save_weights(FINAL, {"step": self.trainer.step})
+        else:  # "best"
             choice = {"best": read_checkpoint(self.out / BEST)["extra"][metric]}
             if len(self.kept()) > 1:
-                config, weights = average_checkpoints(self.kept())
-                self.model.load_state_dict(weights)
-                save_checkpoint(
-                    self.out / AVERAGED, self.model, step=self.trainer.step, config=config
-                )
+                self.model.load_state_dict(average_checkpoints(self.kept())[1])
+                self.save_weights(AVERAGED, {"averaged": [p.name for p in self.kept()]})
                 choice["averaged"] = self.task.evaluate(self.model)[metric]
-            pick = (max if better == "max" else min)(choice, key=choice.get)
-            atomic_copy(self.out / (BEST if pick == "best" else AVERAGED), self.out / FINAL)
+            source = BEST if self.best_of(choice) == "best" else AVERAGED
+            atomic_copy(self.out / source, self.out / FINAL)
             self.model.load_state_dict(read_checkpoint(self.out / FINAL)["model"])
-        else:
-            raise ValueError(f"final={self.config.final!r}: use last or best")
-        pick = (max if better == "max" else min)(choice, key=choice.get)
+        pick = self.best_of(choice)
         shown = ", ".join(f"{k} {v:.4g}" for k, v in choice.items())
         self.say(f"final.pt = {pick} (validation {metric}: {shown})")
         test = self.task.test(self.model)
