@@ -76,7 +76,8 @@ def test_k_micro_batches_make_the_update_of_one_batch_k_times_larger():
     with torch.no_grad():
         for p in two.parameters():
             p -= p.grad
-    largest = max((a - b).abs().max().item() for a, b in zip(one.parameters(), two.parameters()))
+    pairs = zip(one.parameters(), two.parameters(), strict=True)
+    largest = max((a - b).abs().max().item() for a, b in pairs)
     assert largest > 1e-4
 
 
