@@ -35,6 +35,7 @@
 # measured yet, and the GPU numbers at the end are estimates from a published peak rate.
 
 # %%
+import math
 import os
 import subprocess
 import sys
@@ -172,7 +173,7 @@ formats = pd.DataFrame(
             "largest": f"{torch.finfo(dtype).max:.3g}",
             "smallest normal": f"{torch.finfo(dtype).tiny:.3g}",
             "relative step (eps)": f"{torch.finfo(dtype).eps:.3g}",
-            "decimal digits": torch.finfo(dtype).resolution,
+            "decimal digits": round(-math.log10(torch.finfo(dtype).resolution)),
         }
         for name, dtype, exponent, mantissa in [
             ("fp32", torch.float32, 8, 23),
@@ -390,7 +391,8 @@ print(f"optimiser steps {trainer.step}, scheduler steps {scheduler.last_epoch}")
 # backward pass needs them. With `activation_checkpointing=true` every layer of the stack
 # keeps only its *input*; in the backward pass it runs its forward again
 # (`torch.utils.checkpoint`, non-reentrant) and backpropagates through that. The cost is one
-# more forward pass, about a third more compute; the activations go from
+# more forward pass (in FLOPs about a third more, as a forward pass is about a third of
+# forward plus backward); the activations go from
 # $N \cdot a_{layer}$ to $N \cdot b\,n\,d_{model} \cdot 4$ bytes plus one layer's
 # $a_{layer}$ at a time.
 
@@ -508,7 +510,9 @@ time_chart = viz.line_chart(
 # Without checkpointing the peak grows by one layer's activations per layer; with it, by one
 # layer's input (a $b \times n \times d_{model}$ tensor), so the lines part as the model
 # deepens, and the formula (`activation_checkpointing=True` in `training_memory`) follows
-# both. The price is the extra forward pass in the step time. In the runner:
+# both. The price is the extra forward pass, and on this CPU it costs more than its third
+# of the FLOPs (the table: 1.5 to 2 times the step time), because a small model's step
+# spends much of its time outside the matrix products. In the runner:
 # `--set activation_checkpointing=true`; checkpoints and their weights are unchanged.
 
 # %% [markdown]
@@ -666,6 +670,9 @@ def train_pass(model, x):
 
 
 if pick(False, True):
+    import torch._inductor.config
+
+    torch._inductor.config.force_disable_caches = True  # time a first compilation, uncached
     torch.manual_seed(0)
     eager = DecoderLM(vocab=256, d_model=128, h=4, N=2, max_len=64, d_ff=512, dropout=0.0)
     tokens = torch.randint(0, 256, (16, 64), generator=torch.Generator().manual_seed(0))
@@ -688,8 +695,8 @@ else:
     print("not measured at CI size (compilation alone takes about a minute here)")
 
 # %% [markdown]
-# Compiling costs about a minute on this machine before the first step, and here it did not
-# make the steps faster (see the table of the full-size run): at this size a step is a few
+# Compiling costs tens of seconds on this machine before the first step (the full-size run's
+# figure above, with the compiler's caches off), and here it did not make the steps faster: at this size a step is a few
 # dozen large matrix products that the eager mode already hands to oneDNN, and the fusions
 # that pay on a GPU (where launching a kernel costs microseconds and memory traffic is the
 # bottleneck) gain little on one CPU thread. The package does not compile by default.
@@ -733,7 +740,7 @@ steps = {"base": 100_000, "big": 300_000}
 estimate = pd.DataFrame(
     {
         where: {
-            model: 6 * paper.loc[model, "parameters"] * 25_000 * steps[model] / rate / 3600
+            model: 6 * float(paper.loc[model, "parameters"]) * 25_000 * steps[model] / rate / 3600
             for model in steps
         }
         for where, rate in rates.items()
@@ -744,11 +751,13 @@ estimate.insert(0, "TFLOP/s", [rate / 1e12 for rate in rates.values()])
 estimate.round(3)
 
 # %% [markdown]
-# On one thread of this CPU the base model would train for years, and the big one for
-# decades. One modern GPU would need hours (base) to a day or two (big), at a realistic
-# fraction of its peak. That gap, five orders of magnitude between one CPU thread and one GPU
-# in bf16, is why the book's chapters train small models, and why the runner's presets for
-# the paper's sizes (`--preset base`, `--preset gpu`) are meant for a GPU.
+# On one thread of this CPU the base model would train for months in fp32 (a week or more
+# with bf16's AMX products) and the big one for years (months in bf16). One modern GPU would need about an hour (base) to several hours
+# (big) at a realistic fraction of its peak; the paper's 8 P100 GPUs took 12 hours and 3.5
+# days, at a few times less peak rate in all. That gap, more than three orders of magnitude
+# between one CPU thread and one GPU in bf16, is why the book's chapters train small models,
+# and why the runner's presets for the paper's sizes (`--preset base`, `--preset gpu`) are
+# meant for a GPU.
 #
 # ## Summary
 #
