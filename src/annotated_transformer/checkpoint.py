@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -57,6 +58,47 @@ def unwrap(model: nn.Module) -> nn.Module:
     return model.module if isinstance(getattr(model, "module", None), nn.Module) else model
 
 
+def is_sharded(model: nn.Module) -> bool:
+    """Is ``model`` sharded by FSDP (``torch.distributed.fsdp.fully_shard``)? (Without
+    importing FSDP, a second to load, when nothing has.)"""
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    return fsdp is not None and isinstance(model, fsdp.FSDPModule)
+
+
+def full_state_dicts(
+    model: nn.Module, optimizer: torch.optim.Optimizer | None = None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The state dicts of ``model`` and ``optimizer``, whole, in the format of an unsharded run.
+
+    A plain or DDP model: its (and the optimiser's) own state dicts. An FSDP model holds 1/W of
+    every tensor on each of W ranks: this gathers them (a collective: call it on every rank)
+    into full tensors on rank 0's CPU (the other ranks get empty dicts) and renames the
+    optimiser's per-parameter state from parameter names to the indices
+    ``optimizer.state_dict()`` uses, so that one process can load the checkpoint.
+    """
+    if not is_sharded(model):
+        return unwrap(model).state_dict(), optimizer.state_dict() if optimizer else None
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    weights = get_model_state_dict(model, options=options)
+    if optimizer is None:
+        return weights, None
+    state = get_optimizer_state_dict(model, optimizer, options=options)
+    if not state:  # not rank 0
+        return weights, {}
+    index = {name: i for i, (name, _) in enumerate(model.named_parameters())}
+    groups = [{**g, "params": [index[n] for n in g["params"]]} for g in state["param_groups"]]
+    return weights, {
+        "state": {index[name]: value for name, value in state["state"].items()},
+        "param_groups": groups,
+    }
+
+
 def rng_state() -> dict[str, Any]:
     """The state of every global generator, as plain data (NumPy's array as a tensor)."""
     name, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
@@ -81,8 +123,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def save_checkpoint(
     path: str | os.PathLike,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer | None = None,
+    model: nn.Module | dict[str, Any],
+    optimizer: torch.optim.Optimizer | dict[str, Any] | None = None,
     scheduler: Any = None,
     *,
     step: int = 0,
@@ -91,6 +133,7 @@ def save_checkpoint(
 ) -> Path:
     """Write a checkpoint atomically and return its path.
 
+    model, optimizer: the objects, or their state dicts (e.g. from :func:`full_state_dicts`);
     config: the run's settings (plain data: enough to rebuild the model); extra: any other
     plain data to restore (data position, history). Folders are created as needed.
     """
@@ -102,8 +145,8 @@ def save_checkpoint(
         "config": config or {},
         "extra": extra or {},
         "rng": rng_state(),
-        "model": unwrap(model).state_dict(),
-        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "model": model if isinstance(model, dict) else unwrap(model).state_dict(),
+        "optimizer": optimizer.state_dict() if hasattr(optimizer, "state_dict") else optimizer,
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
     }
     _check_plain(state["config"], "config")

@@ -11,6 +11,13 @@ equal one process training on all the batches of a step, the loss must be normal
 *global* number of target tokens of the step, not each rank's own: ``global_token_loss`` does
 that (see its docstring for the arithmetic).
 
+Sharding (``wrap(..., sharding="fsdp")``): instead of a full copy of the weights, gradients
+and Adam's moments on every rank, FSDP (``torch.distributed.fsdp.fully_shard``) keeps 1/W of
+each tensor on each of W ranks. Before a layer's forward (and backward) pass the ranks
+all-gather its full weights, and free them after; the gradients are reduce-scattered, each
+rank receiving the averaged gradients of its own shard, and each rank's optimiser updates only
+its shard. The arithmetic of the update is the same as DDP's.
+
 Without torchrun (no ``WORLD_SIZE`` in the environment) everything here is a no-op and the
 rank is 0 of 1, so the same training script runs on a laptop.
 """
@@ -85,13 +92,35 @@ def cleanup() -> None:
         dist.destroy_process_group()
 
 
-def wrap(model: nn.Module, device: torch.device) -> nn.Module:
-    """The model in ``DistributedDataParallel`` when there are several ranks, else as it is.
+SHARDINGS = ("none", "fsdp")
 
-    forward_sync_buffers=False: the only buffers are the fixed sinusoids, identical
-    everywhere, so there is nothing to re-broadcast before every forward pass.
+
+def wrap(
+    model: nn.Module,
+    device: torch.device,
+    sharding: str = "none",
+    blocks: tuple[type, ...] = (),
+) -> nn.Module:
+    """The model ready for several ranks; with one rank, the model as it is.
+
+    sharding "none": ``DistributedDataParallel``. forward_sync_buffers=False: the only buffers
+    are the fixed sinusoids, identical everywhere, so there is nothing to re-broadcast before
+    every forward pass.
+    sharding "fsdp": ``fully_shard`` on every submodule of a type in ``blocks`` (a layer: the
+    unit whose weights are gathered at once) and on the whole model (the rest: embeddings,
+    logits layer, final norms). The model is sharded in place and returned (its class becomes
+    an ``FSDPModule``); every rank must have built it with the same weights (the same seed).
     """
+    if sharding not in SHARDINGS:
+        raise ValueError(f"sharding={sharding!r}: use one of {', '.join(SHARDINGS)}")
     if world_size() == 1:
+        return model
+    if sharding == "fsdp":
+        from torch.distributed.fsdp import fully_shard  # a second to import: only when used
+
+        for module in [m for m in model.modules() if isinstance(m, blocks)]:
+            fully_shard(module)
+        fully_shard(model)
         return model
     device_ids = [device.index] if device.type == "cuda" else None
     return DistributedDataParallel(model, device_ids=device_ids, forward_sync_buffers=False)

@@ -6,7 +6,9 @@ runner owns the rest:
 - **resume checks**: a folder holds one run; ``resume`` continues it from ``last.pt`` with the
   config saved there, and a finished run is reused instead of trained again (:func:`ensure_run`);
 - **device, threads and precision**: ``auto`` picks CUDA, then Apple's MPS, then the CPU;
-  ``precision="auto"`` picks bf16 where its matrix products are faster than fp32's;
+  ``precision`` is fp32, bf16, fp16 (with loss scaling) or ``auto``: bf16 where its matrix
+  products are faster than fp32's; ``activation_checkpointing`` recomputes every layer's
+  activations in the backward pass instead of keeping them;
 - **optimiser and schedule**: Adam (the paper's) or AdamW, ``schedule.make_scheduler``;
 - **checkpoints**, every file written atomically: ``last.pt`` (everything needed to resume),
   ``best.pt`` (the best validation score), ``keep-NNNNNN.pt`` (the last ``keep_last``
@@ -16,7 +18,8 @@ runner owns the rest:
   where they were measured), ``metrics.json`` (the finished run's numbers, the test included)
   and ``train.log`` (what was printed, for people);
 - **many processes**: under ``torchrun`` every rank takes every R-th batch and the loss is
-  normalised by the global token count (:mod:`annotated_transformer.distributed`).
+  normalised by the global token count (:mod:`annotated_transformer.distributed`); the model
+  is replicated (DDP) or, with ``sharding="fsdp"``, sharded layer by layer (``BLOCKS``).
 
 What a chapter calls is :func:`ensure_run`; the command line is :mod:`annotated_transformer.cli`.
 """
@@ -44,6 +47,8 @@ from annotated_transformer.checkpoint import (
     atomic_copy,
     atomic_write,
     average_checkpoints,
+    full_state_dicts,
+    is_sharded,
     read_checkpoint,
     save_checkpoint,
 )
@@ -164,10 +169,12 @@ class Run:
         self.model = self.task.build_model().to(self.device)
         if config.activation_checkpointing:
             checkpoint_blocks(self.model, BLOCKS)
-        optimizer = make_optimizer_for(self.model, config)
+        # FSDP replaces the weights by shards: the optimiser must see the wrapped model's.
+        wrapped = dist.wrap(self.model, self.device, config.sharding, BLOCKS)
+        optimizer = make_optimizer_for(wrapped, config)
         scheduler = make_scheduler(optimizer, config.schedule, config.lr, config.warmup, self.total)
         self.trainer = Trainer(
-            dist.wrap(self.model, self.device),
+            wrapped,
             optimizer,
             dist.global_token_loss(self.task.loss),
             scheduler,
@@ -213,14 +220,17 @@ class Run:
         sign = 1 if self.task.score[1] == "max" else -1
         return max(scores, key=lambda key: sign * scores[key])
 
-    def save_weights(self, name: str, extra: dict[str, Any]) -> None:
-        """The model's weights (no optimiser state) with the run's config, as ``out/name``."""
+    def save_weights(self, name: str, extra: dict[str, Any], weights: Any = None) -> None:
+        """The model's weights (no optimiser state) with the run's config, as ``out/name``;
+        ``weights``: a state dict already gathered from the ranks (default: the model's)."""
+        weights = self.model if weights is None else weights
         step = self.trainer.step
-        save_checkpoint(self.out / name, self.model, step=step, config=self.saved, extra=extra)
+        save_checkpoint(self.out / name, weights, step=step, config=self.saved, extra=extra)
 
     def validate(self) -> dict[str, float]:
         """Validation metrics; best.pt and the kept checkpoints (the evaluation hook)."""
         metrics = self.task.evaluate(self.model)
+        weights, _ = full_state_dicts(self.model)  # FSDP: gathered from every rank
         metric = self.task.score[0]
         earlier = {f"{r['step']}": r[metric] for r in self.trainer.rows if metric in r}
         improved = self.best_of({**earlier, "now": metrics[metric]}) == "now"
@@ -229,9 +239,9 @@ class Run:
         if dist.is_main():
             extra = {"step": self.trainer.step, **metrics}
             if improved:
-                self.save_weights(BEST, extra)
+                self.save_weights(BEST, extra, weights)
             if self.config.keep_last:
-                self.save_weights(f"keep-{self.trainer.step:06d}.pt", extra)
+                self.save_weights(f"keep-{self.trainer.step:06d}.pt", extra, weights)
                 for old in self.kept()[: -self.config.keep_last]:
                     old.unlink()
         return metrics
@@ -267,6 +277,11 @@ class Run:
             self.trainer.rows[-1].update(self.validate())
             self.trainer.save()
             self.write_history()
+        if is_sharded(self.model):  # finish() runs on rank 0 alone: give it the whole model
+            weights, _ = full_state_dicts(self.model)
+            self.model = self.task.build_model().to(self.device)
+            if dist.is_main():
+                self.model.load_state_dict(weights)
         return True
 
     def finish(self) -> dict[str, Any]:

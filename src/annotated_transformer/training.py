@@ -12,16 +12,29 @@ The loop knows nothing about translation. A task gives it
 
 What one optimiser step does (``Trainer.train_step``):
 
-1. for each of ``accumulate`` micro-batches: forward (under bf16 autocast if asked; weights stay
-   fp32 and the loss is computed from fp32 logits), stop if the loss is not finite, backward;
+1. for each of ``accumulate`` micro-batches: forward (under bf16 or fp16 autocast if asked;
+   weights stay fp32 and the loss is computed from fp32 logits), stop if the loss is not
+   finite, backward (under fp16 of the loss times the loss scale, see below);
 2. divide the summed gradients by the step's token count, clip their norm (optional);
 3. one Adam update, one scheduler step (per optimiser step, not per micro-batch).
+
+fp16 keeps 10 bits of mantissa but only 5 of exponent: gradients below 2⁻²⁴ ≈ 6e-8 become 0.
+``torch.amp.GradScaler`` multiplies the loss by a scale S (65536 to start) so that the backward
+pass runs on numbers S times larger, divides the gradients by S before clipping ("unscale"),
+and skips the update of a step whose gradients overflowed to inf, halving S (it doubles S again
+after 2000 good steps). A skipped step is part of fp16 training, not an error; its scale is
+saved in checkpoints so that a resumed run continues exactly. bf16 has fp32's 8 exponent bits
+and needs no scaling. The losses here are *sums* over a batch's tokens, thousands of times the
+mean; their gradients would overflow fp16 at any useful S, so under fp16 the scaled loss is
+also divided by the first micro-batch's token count (and the gradients multiplied back).
 
 ``Trainer.fit`` repeats it, calls an evaluation hook every so many steps (its results join
 that step's row of the history), writes checkpoints, shows a progress bar (loss, learning
 rate, tokens/s) and keeps the history as a pandas DataFrame.
-A ``DistributedDataParallel`` model passes through: micro-batches before the last skip the
-gradient all-reduce (``no_sync``), and only rank 0 shows progress and writes checkpoints.
+A ``DistributedDataParallel`` or FSDP (``fully_shard``) model passes through: micro-batches
+before the last skip the gradient all-reduce (``no_sync``, ``set_requires_gradient_sync``),
+and only rank 0 shows progress and writes checkpoints (an FSDP model's full weights are
+gathered from every rank first).
 """
 
 from __future__ import annotations
@@ -41,7 +54,13 @@ import torch.utils.checkpoint
 from torch import Tensor, nn
 
 from annotated_transformer.book.progress import tqdm
-from annotated_transformer.checkpoint import load_checkpoint, save_checkpoint, unwrap
+from annotated_transformer.checkpoint import (
+    full_state_dicts,
+    is_sharded,
+    load_checkpoint,
+    save_checkpoint,
+    unwrap,
+)
 from annotated_transformer.loss import smoothed_cross_entropy
 from annotated_transformer.masks import check_rows, make_std_mask, padding_mask
 
@@ -111,18 +130,24 @@ def make_optimizer(model: nn.Module, lr: float = 1.0) -> torch.optim.Adam:
     return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
 
 
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "fp16")
+HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    """bf16 autocast on ``device`` when ``precision`` is "bf16", else nothing.
+    """bf16 or fp16 autocast on ``device`` when ``precision`` says so, else nothing.
 
-    Under autocast the matrix products run in bf16 while the weights, the softmax, the norms
-    and the loss stay fp32 (PyTorch's autocast op lists).
+    Under autocast the matrix products (linear layers, matmul, attention) run in half
+    precision while the weights stay fp32, and so do the optimiser's moments; the tasks' losses
+    take fp32 logits. Which other ops autocast keeps in fp32 depends on the device: on CUDA
+    softmax, log-softmax and the norms; on the CPU (PyTorch 2.13) only a few, e.g. the losses,
+    while softmax and LayerNorm run in their input's dtype (accumulating in fp32 inside). The
+    residual stream stays fp32 because fp32 + half is fp32.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision={precision!r} must be one of {', '.join(PRECISIONS)}")
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    dtype = HALF.get(precision, torch.bfloat16)
+    return torch.autocast(device.type, dtype=dtype, enabled=precision != "fp32")
 
 
 def cpu_bf16_speedup() -> float:
@@ -152,9 +177,9 @@ def bf16_is_fast(device: torch.device) -> bool:
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """``fp32`` or ``bf16``; ``auto`` becomes bf16 where :func:`bf16_is_fast`."""
+    """``fp32``, ``bf16`` or ``fp16``; ``auto`` becomes bf16 where :func:`bf16_is_fast`."""
     if precision not in ("auto", *PRECISIONS):
-        raise ValueError(f"precision={precision!r}: use fp32, bf16 or auto")
+        raise ValueError(f"precision={precision!r}: use fp32, bf16, fp16 or auto")
     if precision == "auto":
         return "bf16" if bf16_is_fast(device) else "fp32"
     return precision
@@ -278,7 +303,8 @@ class Trainer:
     """Runs optimiser steps of ``loss_fn`` on ``model`` and keeps the state needed to resume.
 
     accumulate: micro-batches per optimiser step; clip_norm: max gradient norm (None: no
-    clipping, as in the paper); precision: "fp32" or "bf16" (autocast; weights stay fp32);
+    clipping, as in the paper); precision: "fp32", "bf16" or "fp16" (autocast; weights stay
+    fp32; fp16 with a ``GradScaler``, ``scaler``);
     checkpoint_path: where ``save``/``fit`` write; config: plain data saved with it.
     State: ``step`` (optimiser steps done), ``epoch`` and ``batch_in_epoch`` (data position),
     ``history`` (a DataFrame, one row per step: loss, lr, tokens, tokens_per_s, grad_norm, ...).
@@ -306,6 +332,7 @@ class Trainer:
         self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
         self.config = config or {}
         self.device = next(model.parameters()).device
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
         self.step = self.epoch = self.batch_in_epoch = 0
         self.saved_step: int | None = None
         self.rows: list[dict[str, float]] = []
@@ -340,25 +367,33 @@ class Trainer:
         start = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        total_loss, total_tokens = 0.0, 0
+        total_loss, total_tokens, per = 0.0, 0, 1
         for i, batch in enumerate(micro_batches):
             last = i == len(micro_batches) - 1
-            # DDP: all-reduce the gradients once, after the last micro-batch's backward.
+            # DDP, FSDP: reduce the gradients once, after the last micro-batch's backward.
+            if hasattr(self.model, "set_requires_gradient_sync"):
+                self.model.set_requires_gradient_sync(last)
             no_sync = getattr(self.model, "no_sync", None)
             with contextlib.nullcontext() if last or no_sync is None else no_sync():
                 loss_sum, n_tokens = self._forward(batch)
-                loss_sum.backward()  # sums: gradients add up over micro-batches
+                if i == 0 and self.scaler.is_enabled():  # fp16: the scale is per token
+                    per = max(n_tokens, 1)
+                self.scaler.scale(loss_sum / per).backward()  # sums: gradients add up
             total_loss += loss_sum.item()
             total_tokens += n_tokens
+        self.scaler.unscale_(self.optimizer)  # fp16: divide by the loss scale before clipping
         params = [p for p in self.model.parameters() if p.grad is not None]
         for p in params:  # the gradient of the mean loss over the step's tokens
-            p.grad.div_(max(total_tokens, 1))
-        grad_norm = float(nn.utils.clip_grad_norm_(params, self.clip_norm or math.inf))
-        if not math.isfinite(grad_norm):
+            p.grad.div_(max(total_tokens, 1) / per)
+        norm = nn.utils.clip_grad_norm_(params, self.clip_norm or math.inf)
+        grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+        scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
+        if not math.isfinite(grad_norm) and scale is None:
             self.optimizer.zero_grad(set_to_none=True)
             raise NonFiniteLossError(self._stop_message(f"the gradient norm is {grad_norm}"))
         lr = self.optimizer.param_groups[0]["lr"]
-        self.optimizer.step()
+        self.scaler.step(self.optimizer)  # fp16: skipped when a gradient is inf or NaN
+        self.scaler.update()
         if self.scheduler is not None:
             self.scheduler.step()
         self.step += 1
@@ -373,6 +408,8 @@ class Trainer:
             "grad_norm": grad_norm,
             "seconds": (self.rows[-1]["seconds"] if self.rows else 0.0) + seconds,  # training
         }
+        if scale is not None:  # fp16: the scale this step's loss was multiplied by
+            row["loss_scale"] = scale
         self.rows.append(row)
         return row
 
@@ -434,27 +471,43 @@ class Trainer:
         return self.history
 
     def save(self, path: str | Path | None = None) -> Path | None:
-        """Write a checkpoint (rank 0 only) with everything ``resume`` needs."""
+        """Write a checkpoint (rank 0 only) with everything ``resume`` needs.
+
+        An FSDP model's full weights and optimiser state are gathered first: call it on every
+        rank then (``fit`` does).
+        """
         path = Path(path) if path else self.checkpoint_path
         if path is None:
             raise ValueError("no checkpoint path: pass one or set Trainer(checkpoint_path=...)")
+        if _rank() != 0 and not is_sharded(self.model):
+            return None
+        model, optimizer = full_state_dicts(self.model, self.optimizer)  # FSDP: collective
         if _rank() != 0:
             return None
         extra = {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch, "history": self.rows}
-        model, optimizer, scheduler = self.model, self.optimizer, self.scheduler
+        if self.scaler.is_enabled():
+            extra["scaler"] = self.scaler.state_dict()
         save_checkpoint(
-            path, model, optimizer, scheduler, step=self.step, config=self.config, extra=extra
+            path, model, optimizer, self.scheduler, step=self.step, config=self.config, extra=extra
         )
         self.saved_step = self.step
         return path
 
     def resume(self, path: str | Path | None = None) -> dict[str, Any]:
-        """Restore model, optimiser, scheduler, random generators, data position and history."""
+        """Restore model, optimiser, scheduler, random generators, data position, history and
+        (fp16) the loss scale."""
         path = Path(path) if path else self.checkpoint_path
         if path is None:
             raise ValueError("no checkpoint path: pass one or set Trainer(checkpoint_path=...)")
+        if is_sharded(self.model):
+            raise ValueError(
+                "resuming a sharded (FSDP) run on several processes is not supported: resume it "
+                "in one process, or with sharding=none"
+            )
         state = load_checkpoint(path, self.model, self.optimizer, self.scheduler)
         extra = state["extra"]
+        if self.scaler.is_enabled() and "scaler" in extra:
+            self.scaler.load_state_dict(extra["scaler"])
         self.step, self.saved_step = state["step"], state["step"]
         self.epoch, self.batch_in_epoch = extra["epoch"], extra["batch_in_epoch"]
         self.rows = list(extra["history"])

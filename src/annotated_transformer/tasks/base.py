@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from annotated_transformer.distributed import SHARDINGS
 from annotated_transformer.schedule import SCHEDULES
 from annotated_transformer.training import PRECISIONS, mean_loss, resolve_precision
 
@@ -59,8 +60,9 @@ class TrainConfig:
     weight_decay: float = 0.0
     clip_norm: float | None = None
     accumulate: int = 1
-    precision: str = "fp32"  # fp32, bf16, or auto (bf16 where it is faster)
+    precision: str = "fp32"  # fp32, bf16, fp16 (loss scaling), auto (bf16 where faster)
     activation_checkpointing: bool = False  # recompute each block's activations in backward
+    sharding: str = "none"  # under torchrun: "none" (DDP) or "fsdp" (sharded weights, Adam)
     eval_every: int = 0  # steps between validations (0: at the end of every epoch)
     checkpoint_every: int = 0  # steps between saves of last.pt (0: at validations only)
     keep_last: int = 0  # checkpoints of the last validations kept, and averaged at the end
@@ -73,6 +75,7 @@ class TrainConfig:
             "optimizer": ("adam", "adamw"),
             "schedule": tuple(SCHEDULES),
             "precision": ("auto", *PRECISIONS),
+            "sharding": SHARDINGS,
             "final": ("last", "best"),
         }
         for key, allowed in choices.items():
@@ -92,6 +95,11 @@ class TrainConfig:
                 raise ValueError(f"{key}={getattr(self, key)} must be >= {low}")
         if not self.lr > 0:
             raise ValueError(f"lr={self.lr} must be > 0 (the peak learning rate)")
+        if self.sharding == "fsdp" and self.precision == "fp16":
+            raise ValueError(
+                "precision=fp16 with sharding=fsdp is not supported (the loss scaler would see "
+                "only this rank's shard of the gradients): use bf16"
+            )
 
 
 def parse_value(text: str, kind: Any, key: str) -> Any:
