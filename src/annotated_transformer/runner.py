@@ -391,17 +391,12 @@ def ensure_run(
     out = Path(out)
     if fresh:
         shutil.rmtree(out, ignore_errors=True)
-    wanted = run_config(task, preset, new_config(task, preset, settings))
+    wanted = new_config(task, preset, settings)
     last = out / LAST
-    if last.is_file():
-        saved = read_checkpoint(last)["config"]
-        if wanted["config"]["precision"] == "auto":  # saved: what "auto" became on that machine
-            wanted["config"]["precision"] = saved.get("config", {}).get("precision")
-        if {k: saved.get(k) for k in wanted} != wanted:
-            raise ValueError(
-                f"{out} holds a run of another configuration: delete it, or train into another "
-                "folder"
-            )
+    if last.is_file() and not same_run(read_checkpoint(last)["config"], task, preset, wanted):
+        raise ValueError(
+            f"{out} holds a run of another configuration: delete it, or train into another folder"
+        )
     if not (out / "metrics.json").is_file():
         result = train(
             task,
@@ -416,6 +411,20 @@ def ensure_run(
         assert result is not None
         return result
     return load_run(out, data_dir=data_dir)
+
+
+def same_run(saved: dict[str, Any], task: str, preset: str, wanted: Any) -> bool:
+    """Is ``saved`` (a checkpoint's config) a run of ``task``/``preset`` with config ``wanted``?
+
+    Settings added to the config after the run was saved count as their defaults, and
+    ``precision="auto"`` matches whatever it became on the machine that trained the run.
+    """
+    if saved.get("task") != task or saved.get("preset") != preset:
+        return False
+    have = TASKS[task].Config(**saved["config"])
+    if wanted.precision == "auto":
+        wanted = dataclasses.replace(wanted, precision=have.precision)
+    return have == wanted
 
 
 def load_run(out: str | Path, *, data_dir: str | Path | None = None) -> RunResult:
