@@ -31,6 +31,8 @@ from torch import nn
 FORMAT = "annotated_transformer.checkpoint"
 VERSION = 1
 PLAIN = (str, int, float, bool, type(None), torch.Tensor)
+UMASK = os.umask(0o022)  # read the process's umask (the only way is to set it) ...
+os.umask(UMASK)  # ... and put it back
 
 
 class CheckpointError(ValueError):
@@ -171,6 +173,7 @@ def atomic_write(
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp's file is private (0600); a plain file is not
         with os.fdopen(fd, "wb") as f:
             if callable(data):
                 data(f)
