@@ -121,5 +121,5 @@ def test_bad_arguments():
         per_device_bytes("ddp", training_memory("lm", **TINY), 0)
     with pytest.raises(ValueError, match="kind"):
         training_memory("bert", **TINY)
-    with pytest.raises(ValueError, match="multiple of d_model"):
-        training_memory("lm", **{**TINY, "d_ff": 100})
+    with pytest.raises(ValueError, match="divisible by h"):
+        training_memory("lm", **{**TINY, "h": 3})

@@ -274,8 +274,6 @@ def _check(kind: str, attention: str, d_model: int, d_ff: int, h: int) -> None:
         raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
     if h < 1 or d_model % h != 0:
         raise ValueError(f"d_model={d_model} must be divisible by h={h}")
-    if kind == "lm" and d_ff % d_model != 0:
-        raise ValueError(f"DecoderLM needs d_ff a multiple of d_model, got {d_ff} and {d_model}")
 
 
 def training_memory(
