@@ -302,7 +302,7 @@ show_source(Run.finish)
 # %% tags=["nbval-ignore-output"]
 PRESET = pick(ci="tiny", full="cpu")
 run = ensure_run("translate", PRESET, runs_dir() / f"translate-{PRESET}", fresh=PRESET == "tiny")
-print(f"python -m annotated_transformer translate train --preset {PRESET} --out {run.out.name}")
+print(f"python -m annotated_transformer translate train --preset {PRESET} --out runs/{run.out.name}")
 
 # %% [markdown]
 # The run's log, `train.log`: what the model was, one line per epoch with the validation loss
@@ -319,7 +319,7 @@ history, metrics = run.history, run.metrics
 epochs = rows_with(history, "val_bleu").assign(epoch=lambda frame: frame.index + 1)
 print(f"{metrics['preset']}: {metrics['steps']:,} optimiser steps, {len(epochs)} epochs, "
       f"{metrics['train_seconds'] / 60:.0f} minutes of training")
-epochs.set_index("epoch")[["step", "loss", "lr", "val_loss", "val_bleu"]].round(3)
+epochs.set_index("epoch")[["step", "loss", "val_loss", "val_bleu"]].round(3)
 
 # %% [markdown]
 # The training loss per step (label-smoothed, so it cannot reach zero), with the learning

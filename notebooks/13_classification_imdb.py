@@ -355,8 +355,8 @@ pd.DataFrame(rows).set_index("tokens").round(4)
 # %% [markdown]
 # Byte pairs leave no word unknown, but the same review takes more tokens, so more reviews are
 # cut at `max_len` and every step costs more attention. Which effect wins is an empirical
-# question. For the `cpu` preset (the stored outputs) words won narrowly: 88.0% against 87.7%
-# test accuracy, 90 reviews out of 25,000, from one seed each, so a small difference. With
+# question. For the `cpu` preset (the stored outputs) words won narrowly: 88.0% against 87.5%
+# test accuracy, 105 reviews out of 25,000, from one seed each, so a small difference. With
 # 20,000 entries the word vocabulary already covers almost every token of a review (the
 # `<unk>` share above), so there is little for byte pairs to win back.
 #
