@@ -64,6 +64,7 @@ from annotated_transformer.memory import (
     training_memory,
 )
 from annotated_transformer.model import DecoderLM
+from annotated_transformer.schedule import make_scheduler
 from annotated_transformer.training import (
     Trainer,
     autocast,
@@ -358,7 +359,7 @@ def small_lm():
 
 def sgd(model):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / 10)
+    return optimizer, make_scheduler(optimizer, "linear", 0.1, warmup=10, total=100)
 
 
 data = torch.randint(0, 30, (12, 13), generator=torch.Generator().manual_seed(0))
