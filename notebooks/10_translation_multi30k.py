@@ -32,10 +32,11 @@
 # similar-length sentences, checkpoints, and a way to score translations (BLEU), which the
 # original notebook never computed.
 #
-# All of it lives in the package: `multi30k` (the data), `batching`, `translation` (the glue:
-# batches, model, translator, scores) and `translate`, the command line that trains, evaluates
-# and translates. This chapter walks through the pieces and then trains through that same
-# command, so that what you read here is exactly what runs.
+# All of it lives in the package: `multi30k` (the data), `batching`, `tasks.translation` (the
+# task: vocabularies, batches, model, loss, translator, scores) and `runner`, which trains any
+# task and is what the command line `python -m annotated_transformer translate ...` runs.
+# This chapter walks through the pieces and then trains through that same runner, so that
+# what you read here is exactly what runs.
 
 # %%
 from collections import Counter
