@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tasks = parser.add_subparsers(dest="task", required=True, parser_class=_Parser)
     for name, cls in TASKS.items():
-        task = tasks.add_parser(name, help=(cls.__doc__ or "").splitlines()[0])
+        task = tasks.add_parser(name, help=cls.title)
         commands = task.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
         train = commands.add_parser(

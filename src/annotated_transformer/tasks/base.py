@@ -145,6 +145,7 @@ class Task(ABC):
     """
 
     name: ClassVar[str]
+    title: ClassVar[str]  # a line for --help
     Config: ClassVar[type]
     score: ClassVar[tuple[str, str]]  # (metric, "max" or "min")
 

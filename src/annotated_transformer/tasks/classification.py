@@ -205,6 +205,7 @@ class Classification(Task):
     """IMDb sentiment with an :class:`~annotated_transformer.model.EncoderClassifier`."""
 
     name = "classify"
+    title = "IMDb sentiment classification (an encoder-only classifier)"
     Config = ClassificationConfig
     score = ("val_accuracy", "max")
 

@@ -245,6 +245,7 @@ class LanguageModel(Task):
     """Next-byte prediction with a decoder-only :class:`~annotated_transformer.model.DecoderLM`."""
 
     name = "lm"
+    title = "a byte-level language model on Tiny Shakespeare or enwik8 (decoder-only)"
     Config = LanguageModelConfig
     score = ("val_bpb", "min")
 

@@ -274,6 +274,7 @@ class Translation(Task):
     """Multi30k German→English with an :class:`~annotated_transformer.model.EncoderDecoder`."""
 
     name = "translate"
+    title = "German→English translation on Multi30k (an encoder-decoder)"
     Config = TranslationConfig
     score = ("val_bleu", "max")
 
