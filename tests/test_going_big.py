@@ -105,6 +105,20 @@ def test_lm_block_modern_builds_todays_model_with_the_2017_parameter_budget():
         runner.new_config("lm", "tiny", ["block=gpt"])
 
 
+def test_lm_switches_reach_the_modern_model_and_are_refused_for_the_2017_block():
+    settings = ["block=modern", "norm=layer", "positions=alibi", "feed_forward=relu", "bias=true"]
+    model = LanguageModel(runner.new_config("lm", "tiny", settings)).build_model()
+    block = model.blocks[0]
+    assert isinstance(block.norm1, torch.nn.LayerNorm) and block.norm1.bias is not None
+    assert block.attention.alibi and not block.attention.rope and model.position is None
+    assert block.feed_forward.w_1.out_features == 256  # ReLU keeps d_ff itself
+    assert model.to_logits.bias is not None
+    with pytest.raises(ValueError, match="block=2017 has no norm, bias: use block=modern"):
+        runner.new_config("lm", "tiny", ["norm=layer", "bias=true"])
+    with pytest.raises(ValueError, match="positions='rotary': use one of"):
+        runner.new_config("lm", "tiny", ["block=modern", "positions=rotary"])
+
+
 def test_lm_block_modern_trains_and_predicts_through_the_runner(tmp_path):
     result = runner.train(
         "lm",

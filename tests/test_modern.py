@@ -152,3 +152,87 @@ def test_bad_inputs_raise_like_decoder_lm():
         ModernDecoderLM(max_len=0)
     with pytest.raises(ValueError, match="kv_heads must divide h"):
         ModernDecoderLM(h=4, kv_heads=3)
+
+
+# --- the switches of chapter 17's ablation ----------------------------------------------------
+
+PRE_NORM_2017 = {"norm": "layer", "positions": "learned", "feed_forward": "relu", "bias": True}
+SWITCHES = [
+    PRE_NORM_2017,
+    {**PRE_NORM_2017, "norm": "rms"},
+    {"feed_forward": "relu", "bias": True},
+    {"bias": True},
+    {},
+    {"positions": "alibi"},
+    {"positions": "sinusoidal"},
+    {"positions": "none", "norm": "layer"},
+]
+
+
+@pytest.mark.parametrize("switches", SWITCHES)
+@pytest.mark.parametrize("kv_heads", [1, 4])
+def test_every_switch_setting_counts_as_its_formula_and_caches_exactly(switches, kv_heads):
+    model = small_lm(kv_heads=kv_heads, **switches)
+    sizes = {**SIZES, "kv_heads": kv_heads}  # d_ff is the hidden width, ReLU or SwiGLU
+    formula = modern_parameter_formula(vocab=256, **sizes, max_len=32, **switches)
+    assert sum(formula.values()) == sum(p.numel() for p in model.parameters())
+    x = tokens(2, 11)
+    cache = model.new_cache()
+    steps = torch.cat([model(x[:, :4], cache), model(x[:, 4:5], cache), model(x[:, 5:], cache)], 1)
+    torch.testing.assert_close(steps, model(x))
+
+
+def test_the_ladder_starts_at_pytorchs_pre_norm_layer_with_a_causal_mask():
+    """norm=layer, learned positions, ReLU, biases, kv_heads = h: nn.TransformerEncoderLayer
+    with norm_first=True, fed the same weights, under a causal mask."""
+    torch.manual_seed(0)
+    d, h, d_ff = 16, 4, 24
+    block = ModernBlock(d, h, h, d_ff, **PRE_NORM_2017).double().eval()
+    for p in block.parameters():  # move LayerNorm off its (1, 0) start
+        torch.nn.init.normal_(p, std=0.3)
+    reference = nn.TransformerEncoderLayer(d, h, d_ff, 0.0, batch_first=True, norm_first=True)
+    reference = reference.double().eval()
+    att, ff = block.attention, block.feed_forward
+    with torch.no_grad():
+        reference.self_attn.in_proj_weight.copy_(
+            torch.cat([att.w_q.weight, att.w_k.weight, att.w_v.weight])
+        )
+        reference.self_attn.in_proj_bias.copy_(
+            torch.cat([att.w_q.bias, att.w_k.bias, att.w_v.bias])
+        )
+        reference.self_attn.out_proj.load_state_dict(att.w_o.state_dict())
+        reference.linear1.load_state_dict(ff.w_1.state_dict())
+        reference.linear2.load_state_dict(ff.w_2.state_dict())
+        reference.norm1.load_state_dict(block.norm1.state_dict())
+        reference.norm2.load_state_dict(block.norm2.state_dict())
+    x = torch.randn(2, 9, d, dtype=torch.float64)
+    causal = nn.Transformer.generate_square_subsequent_mask(9, dtype=torch.float64)
+    torch.testing.assert_close(block(x), reference(x, src_mask=causal, is_causal=True))
+
+
+def test_the_pre_norm_start_has_chapter_14s_parameters_plus_a_final_norm():
+    from annotated_transformer.model import DecoderLM
+
+    old = DecoderLM(256, 32, 4, 2, 32, 128)
+    new = ModernDecoderLM(256, 32, 4, 2, 32, 128, kv_heads=4, **PRE_NORM_2017)
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(new) == count(old) + 2 * 32  # the final LayerNorm's gain and bias
+
+
+def test_extend_context_keeps_the_short_outputs_and_reads_longer_inputs():
+    x = tokens(2, 40)
+    for positions in ("rope", "alibi", "none", "sinusoidal"):
+        model = small_lm(max_len=16, positions=positions)
+        short = model(x[:, :16])
+        model.extend_context(40)
+        torch.testing.assert_close(model(x)[:, :16], short)  # causal: the first 16 unchanged
+    learned = small_lm(max_len=16, positions="learned")
+    with pytest.raises(ValueError, match="learned positions have no vector past position 15"):
+        learned.extend_context(40)
+
+
+def test_unknown_switches_are_refused_in_one_line():
+    with pytest.raises(ValueError, match="positions='xpos': use one of rope, alibi"):
+        ModernDecoderLM(positions="xpos")
+    with pytest.raises(ValueError, match="norm='batch': use one of rms, layer"):
+        ModernBlock(16, 4, 2, 24, norm="batch")

@@ -418,3 +418,22 @@ def test_bpe_translation_has_no_unknown_words_and_one_tied_matrix(multi30k_mirro
     assert all("<unk>" not in line for line in task.predict(model, unseen))
     with pytest.raises(ValueError, match="tie=true needs one shared vocabulary"):
         type(task)(runner.new_config("translate", "tiny", ["tie=true"]), state=task.state())
+
+
+def test_bits_by_position_is_the_mean_over_windows_of_each_positions_bits():
+    from annotated_transformer.model import DecoderLM
+    from annotated_transformer.tasks.lm import bits_by_position
+
+    torch.manual_seed(0)
+    model = DecoderLM(256, 16, 2, 1, 8, 32)
+    data = torch.randint(0, 256, (50,), dtype=torch.uint8)  # 6 windows of 8 + 1 bytes
+    bits = bits_by_position(model, data, 8, batch_size=4)
+    expected = torch.zeros(8, dtype=torch.float64)
+    model.eval()
+    for w in range(6):
+        window = data[8 * w : 8 * w + 9].long()
+        with torch.no_grad():
+            p = model(window[None, :-1])[0].double().softmax(-1)  # (8, 256)
+        for t in range(8):
+            expected[t] -= math.log2(p[t, window[t + 1]]) / 6
+    torch.testing.assert_close(bits, expected)

@@ -15,9 +15,10 @@ attention; ``kv_heads = 1`` is multi-query attention (Shazeer 2019). Llama 2 70B
 use groups of 8.
 
 This module is the self-attention of a decoder-only model: causal, with optional rotary
-position embeddings (:mod:`~annotated_transformer.rope`) on the queries and keys. Keys are
-rotated *before* they are cached, each by its own absolute position, so cached keys never
-need to be rotated again.
+position embeddings (:mod:`~annotated_transformer.rope`) on the queries and keys, or ALiBi's
+distance penalties (:mod:`~annotated_transformer.alibi`) on the scores. Keys are rotated
+*before* they are cached, each by its own absolute position, so cached keys never need to be
+rotated again.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from annotated_transformer.alibi import alibi_bias
 from annotated_transformer.kv_cache import KVCache
 from annotated_transformer.masks import subsequent_mask
 from annotated_transformer.rope import rope_tables, rotate_pairs
@@ -36,7 +38,8 @@ class GroupedQueryAttention(nn.Module):
 
     Projections W^Q (d_model → h·d_k), W^K and W^V (d_model → kv_heads·d_k), W^O (h·d_k →
     d_model), without biases unless ``bias=True``. ``dropout`` applies to the attention
-    weights. ``rope=True`` rotates queries and keys by their positions (base ``rope_base``).
+    weights. ``rope=True`` rotates queries and keys by their positions (base ``rope_base``);
+    ``alibi=True`` adds ALiBi's penalty −m_h · (i − j) to the scores instead.
     """
 
     def __init__(
@@ -48,8 +51,11 @@ class GroupedQueryAttention(nn.Module):
         bias: bool = False,
         rope: bool = True,
         rope_base: float = 10000.0,
+        alibi: bool = False,
     ) -> None:
         super().__init__()
+        if rope and alibi:
+            raise ValueError("choose one way to give positions: rope=True or alibi=True")
         if h < 1 or d_model % h != 0:
             raise ValueError(
                 f"d_model={d_model} is not divisible by h={h} heads; "
@@ -71,7 +77,7 @@ class GroupedQueryAttention(nn.Module):
         self.w_v = nn.Linear(d_model, kv_heads * self.d_k, bias=bias)
         self.w_o = nn.Linear(h * self.d_k, d_model, bias=bias)
         self.dropout_p = dropout
-        self.rope, self.rope_base = rope, rope_base
+        self.rope, self.rope_base, self.alibi = rope, rope_base, alibi
 
     def _split_heads(self, x: Tensor, heads: int) -> Tensor:
         """(batch, len, heads · d_k) -> (batch, heads, len, d_k)."""
@@ -113,14 +119,18 @@ class GroupedQueryAttention(nn.Module):
         # New query i (position past + i) sees keys 0 … past + i. Without a cache that is the
         # usual lower triangle (is_causal); SDPA's is_causal aligns it top-left, which would be
         # wrong for new queries after cached keys, so those get the offset mask instead.
-        mask = None if past == 0 else subsequent_mask(new, past, x.device).unsqueeze(1)
+        # ALiBi's bias carries the causal mask as −inf, for any past.
+        if self.alibi:
+            mask = alibi_bias(self.h, new, past, x.device).to(q.dtype)  # (h, new, past + new)
+        else:
+            mask = None if past == 0 else subsequent_mask(new, past, x.device).unsqueeze(1)
         out = F.scaled_dot_product_attention(
             q,
             k,
             v,
             attn_mask=mask,
             dropout_p=self.dropout_p if self.training else 0.0,
-            is_causal=past == 0,
+            is_causal=past == 0 and not self.alibi,
             enable_gqa=True,  # query head j uses key/value head j // (h / kv_heads)
         )  # (batch, h, new, d_k)
         return self.w_o(out.transpose(1, 2).flatten(2))

@@ -77,13 +77,14 @@ class SublayerConnection(nn.Module):
 class PositionwiseFeedForward(nn.Module):
     """FFN(x) = max(0, x W₁ + b₁) W₂ + b₂, the same two-layer MLP at every position (eq. 2).
 
-    x: (batch, len, d_model) -> (batch, len, d_model); hidden width d_ff (2048 in the paper)
+    x: (batch, len, d_model) -> (batch, len, d_model); hidden width d_ff (2048 in the paper);
+    ``bias=False`` drops b₁ and b₂ (chapter 17's ablation)
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1) -> None:
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1, bias: bool = True) -> None:
         super().__init__()
-        self.w_1 = nn.Linear(d_model, d_ff)
-        self.w_2 = nn.Linear(d_ff, d_model)
+        self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:

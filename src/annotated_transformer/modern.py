@@ -1,4 +1,4 @@
-"""The Transformer today: a Llama-style decoder-only language model.
+"""The Transformer today: a Llama-style decoder-only language model, and the way there.
 
 Seven years of practice changed the 2017 decoder block in four places, each one module here:
 
@@ -18,6 +18,12 @@ and no biases anywhere. One block:
 output projection. It keeps the contract of :class:`~annotated_transformer.model.DecoderLM`
 (``forward(x, cache)``, ``new_cache()``, ``max_len``), so
 :func:`~annotated_transformer.sampling.sample` generates from either.
+
+Each change is also a switch, so that chapter 17 can add them one at a time to a pre-norm
+block and measure each: ``norm`` ("rms" or "layer"), ``positions`` ("rope", "alibi",
+"learned", "sinusoidal" or "none"), ``feed_forward`` ("swiglu" or "relu"), ``bias`` and
+``kv_heads``. With ``norm="layer", positions="learned", feed_forward="relu", bias=True,
+kv_heads=h`` the model is chapter 14's, made pre-norm.
 """
 
 from __future__ import annotations
@@ -27,19 +33,44 @@ from torch import Tensor, nn
 
 from annotated_transformer.gqa import GroupedQueryAttention
 from annotated_transformer.kv_cache import KVCache
+from annotated_transformer.layers import PositionwiseFeedForward
 from annotated_transformer.model import check_lm_input
 from annotated_transformer.norms import RMSNorm
+from annotated_transformer.positional import PositionalEmbedding, PositionalEncoding
 from annotated_transformer.rope import rope_tables
 from annotated_transformer.swiglu import SwiGLU, swiglu_width
+
+NORMS = ("rms", "layer")
+POSITIONS = ("rope", "alibi", "learned", "sinusoidal", "none")
+FEED_FORWARDS = ("swiglu", "relu")
+
+
+def check_choices(norm: str, positions: str, feed_forward: str) -> None:
+    """One clear error for a block option that does not exist."""
+    for name, value, choices in (
+        ("norm", norm, NORMS),
+        ("positions", positions, POSITIONS),
+        ("feed_forward", feed_forward, FEED_FORWARDS),
+    ):
+        if value not in choices:
+            raise ValueError(f"{name}={value!r}: use one of {', '.join(choices)}")
+
+
+def make_norm(norm: str, d_model: int, bias: bool, eps: float = 1e-6) -> nn.Module:
+    """RMSNorm (``"rms"``, eps ``eps``) or LayerNorm (``"layer"``, PyTorch's eps, its bias
+    only if ``bias``)."""
+    return RMSNorm(d_model, eps) if norm == "rms" else nn.LayerNorm(d_model, bias=bias)
 
 
 class ModernBlock(nn.Module):
     """Pre-norm block: x + dropout(GQA(RMSNorm(x))), then x + dropout(SwiGLU(RMSNorm(x))).
 
-    d_ff: the SwiGLU hidden width itself (``swiglu_width(4 * d_model)`` matches the
-    parameters of the paper's 4·d_model ReLU feed-forward); no biases.
+    d_ff: the feed-forward's hidden width itself (``swiglu_width(4 * d_model)`` matches the
+    parameters of the paper's 4·d_model ReLU feed-forward); no biases unless ``bias``.
+    norm, feed_forward, bias: the switches of the module docstring; positions: "rope" and
+    "alibi" act here, in the attention, the others at the input of the model.
     x: (batch, new, d_model); cache: a :class:`KVCache` of kv_heads heads for generation;
-    rope: (cos, sin) tables for the new positions, or None to compute them here.
+    rope: (cos, sin) tables for the new positions (with RoPE), or None to compute them here.
     returns (batch, new, d_model)
     """
 
@@ -52,12 +83,28 @@ class ModernBlock(nn.Module):
         dropout: float = 0.0,
         rope_base: float = 10000.0,
         eps: float = 1e-6,
+        *,
+        norm: str = "rms",
+        positions: str = "rope",
+        feed_forward: str = "swiglu",
+        bias: bool = False,
     ) -> None:
         super().__init__()
-        self.norm1 = RMSNorm(d_model, eps)
-        self.attention = GroupedQueryAttention(d_model, h, kv_heads, dropout, rope_base=rope_base)
-        self.norm2 = RMSNorm(d_model, eps)
-        self.feed_forward = SwiGLU(d_model, d_ff, dropout)
+        check_choices(norm, positions, feed_forward)
+        self.norm1 = make_norm(norm, d_model, bias, eps)
+        self.attention = GroupedQueryAttention(
+            d_model,
+            h,
+            kv_heads,
+            dropout,
+            bias=bias,
+            rope=positions == "rope",
+            rope_base=rope_base,
+            alibi=positions == "alibi",
+        )
+        self.norm2 = make_norm(norm, d_model, bias, eps)
+        ff = SwiGLU if feed_forward == "swiglu" else PositionwiseFeedForward
+        self.feed_forward = ff(d_model, d_ff, dropout, bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(
@@ -77,10 +124,12 @@ class ModernDecoderLM(nn.Module):
     little, and untied the input and output tables can specialise. All layers keep PyTorch's
     default initialisation, as :class:`~annotated_transformer.model.DecoderLM` does.
 
-    d_ff: the SwiGLU hidden width; None takes ``swiglu_width(4 * d_model)``, the parameter
-    count of the paper's 4 · d_model feed-forward. kv_heads: key/value heads, dividing h.
-    max_len: the longest context (RoPE has no table to outgrow, but the model is trained, and
-    :func:`~annotated_transformer.sampling.sample` crops, to this length).
+    d_ff: the feed-forward's hidden width; None takes 4 · d_model for ReLU and
+    ``swiglu_width(4 * d_model)``, the same parameter count, for SwiGLU. kv_heads: key/value
+    heads, dividing h. max_len: the longest context (RoPE has no table to outgrow, but the
+    model is trained, and :func:`~annotated_transformer.sampling.sample` crops, to this
+    length). norm, positions, feed_forward, bias: the switches of the module docstring;
+    "learned" and "sinusoidal" positions are added to the token vectors, as in chapter 14.
 
     x: integer (batch, len), ids in [0, vocab); positions start at ``cache[0].length`` (0
     without a cache) and must stay below max_len.
@@ -100,54 +149,106 @@ class ModernDecoderLM(nn.Module):
         kv_heads: int = 2,
         dropout: float = 0.0,
         rope_base: float = 10000.0,
+        *,
+        norm: str = "rms",
+        positions: str = "rope",
+        feed_forward: str = "swiglu",
+        bias: bool = False,
     ) -> None:
         super().__init__()
         for name, value in (("vocab", vocab), ("N", N), ("max_len", max_len)):
             if value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value}")
-        d_ff = swiglu_width(4 * d_model) if d_ff is None else d_ff
+        check_choices(norm, positions, feed_forward)
+        if d_ff is None:
+            d_ff = swiglu_width(4 * d_model) if feed_forward == "swiglu" else 4 * d_model
         self.vocab, self.max_len, self.rope_base = vocab, max_len, rope_base
+        self.positions = positions
         self.embed = nn.Embedding(vocab, d_model)
+        self.position: nn.Module | None = None  # positions added to the input, if any
+        if positions == "learned":
+            self.position = PositionalEmbedding(d_model, max_len)
+        elif positions == "sinusoidal":
+            self.position = PositionalEncoding(d_model, 0.0, max_len)
         self.dropout = nn.Dropout(dropout)
+        options = {"norm": norm, "positions": positions, "feed_forward": feed_forward}
         self.blocks = nn.ModuleList(
-            ModernBlock(d_model, h, kv_heads, d_ff, dropout, rope_base) for _ in range(N)
+            ModernBlock(d_model, h, kv_heads, d_ff, dropout, rope_base, bias=bias, **options)
+            for _ in range(N)
         )
-        self.norm = RMSNorm(d_model)
-        self.to_logits = nn.Linear(d_model, vocab, bias=False)
+        self.norm = make_norm(norm, d_model, bias)
+        self.to_logits = nn.Linear(d_model, vocab, bias=bias)
         self.d_k = d_model // h
 
     def new_cache(self) -> list[KVCache]:
         """An empty key/value cache: one growing :class:`KVCache` per block."""
         return [KVCache() for _ in self.blocks]
 
+    def extend_context(self, max_len: int) -> None:
+        """Accept contexts up to ``max_len``, longer than trained on (same weights, in place).
+
+        RoPE, ALiBi and no positions have nothing to outgrow; sinusoids are computed for the
+        new length; a learned table has no vectors past the length it was trained for.
+        """
+        if self.positions == "learned":
+            raise ValueError(
+                f"learned positions have no vector past position {self.max_len - 1}: "
+                "a model with them cannot read a longer context"
+            )
+        if self.position is not None:  # sinusoids
+            self.position = PositionalEncoding(self.embed.embedding_dim, 0.0, max_len).to(
+                self.embed.weight.device
+            )
+        self.max_len = max_len
+
     def forward(self, x: Tensor, cache: list[KVCache] | None = None) -> Tensor:
         past = check_lm_input(x, cache, len(self.blocks), self.max_len)
-        h = self.dropout(self.embed(x))  # (batch, len, d_model)
-        # One cos/sin table for the new positions, shared by every block.
-        positions = torch.arange(past, past + x.size(1), device=x.device)
-        dtype = torch.promote_types(h.dtype, torch.float32)
-        rope = rope_tables(positions, self.d_k, self.rope_base, dtype)  # (len, d_k / 2) each
+        h = self.embed(x)  # (batch, len, d_model)
+        if self.position is not None:
+            h = self.position(h, past)
+        h = self.dropout(h)
+        rope = None
+        if self.positions == "rope":  # one cos/sin table for the new positions, for every block
+            positions = torch.arange(past, past + x.size(1), device=x.device)
+            dtype = torch.promote_types(h.dtype, torch.float32)
+            rope = rope_tables(positions, self.d_k, self.rope_base, dtype)  # (len, d_k / 2)
         for i, block in enumerate(self.blocks):
             h = block(h, None if cache is None else cache[i], rope)
         return self.to_logits(self.norm(h))  # (batch, len, vocab)
 
 
 def modern_parameter_formula(
-    vocab: int, d_model: int, h: int, kv_heads: int, d_ff: int, N: int
+    vocab: int,
+    d_model: int,
+    h: int,
+    kv_heads: int,
+    d_ff: int,
+    N: int,
+    *,
+    norm: str = "rms",
+    positions: str = "rope",
+    feed_forward: str = "swiglu",
+    bias: bool = False,
+    max_len: int = 0,
 ) -> dict[str, int]:
-    """Parameters of :class:`ModernDecoderLM` per block, in closed form (no biases).
+    """Parameters of :class:`ModernDecoderLM`, per part, in closed form.
 
     attention: W^Q and W^O d², W^K and W^V d · kv_heads · d_k each (d_k = d / h), so
     2d² + 2d²·kv_heads/h: grouping saves 2d²(1 − kv_heads/h) per layer
-    SwiGLU: 3 · d · d_ff;  RMSNorm: d (a gain, no bias); two norms per block
-    embedding and output projection (untied): vocab · d each; final norm: d
+    SwiGLU: 3 · d · d_ff;  ReLU: 2 · d · d_ff;  a norm: d (a gain), + d with LayerNorm's bias
+    embedding and output projection (untied): vocab · d each; final norm
+    bias=True adds each linear layer's output width; learned positions max_len · d
     """
-    d, d_k = d_model, d_model // h
-    attention = 2 * d * d + 2 * d * kv_heads * d_k
-    block = attention + 3 * d * d_ff + 2 * d
+    d, kv = d_model, kv_heads * (d_model // h)  # kv: the width of W^K and W^V
+    norm_size = d + (d if norm == "layer" and bias else 0)
+    attention = 2 * d * d + 2 * d * kv + (2 * d + 2 * kv if bias else 0)
+    ff_bias = (2 * d_ff if feed_forward == "swiglu" else d_ff) + d
+    ff = (3 if feed_forward == "swiglu" else 2) * d * d_ff + (ff_bias if bias else 0)
     counts = {"embed": vocab * d}
+    if positions == "learned":
+        counts["position"] = max_len * d
     for i in range(N):
-        counts[f"blocks.{i}"] = block
-    counts["norm"] = d
-    counts["to_logits"] = vocab * d
+        counts[f"blocks.{i}"] = attention + ff + 2 * norm_size
+    counts["norm"] = norm_size
+    counts["to_logits"] = vocab * d + (vocab if bias else 0)
     return counts

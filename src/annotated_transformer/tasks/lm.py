@@ -8,7 +8,9 @@
   and learned positions (``block="2017"``), or :class:`~annotated_transformer.modern.
   ModernDecoderLM`, today's block (``block="modern"``: pre-norm RMSNorm, rotary positions,
   grouped-query attention with ``kv_heads`` key/value heads, SwiGLU of width
-  ``swiglu_width(d_ff)``, which keeps the feed-forward's parameter count, no biases).
+  ``swiglu_width(d_ff)``, which keeps the feed-forward's parameter count, no biases). The
+  modern block's switches ``norm``, ``positions``, ``feed_forward`` and ``bias`` step from
+  one to the other (chapter 17).
 - Loss: next-byte cross-entropy summed over the batch's positions.
 - Validation: the loss on the first ``eval_bytes`` of the validation split in consecutive
   windows (quick, for the learning curve); test: bits per byte of the *whole* validation
@@ -34,7 +36,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -47,7 +49,7 @@ from annotated_transformer.book.progress import tqdm
 from annotated_transformer.chars import DATASETS, load_splits, random_windows
 from annotated_transformer.metrics import BitsPerByte
 from annotated_transformer.model import DecoderLM
-from annotated_transformer.modern import ModernDecoderLM
+from annotated_transformer.modern import ModernDecoderLM, check_choices
 from annotated_transformer.sampling import check_sampling, decode, encode, sample
 from annotated_transformer.swiglu import swiglu_width
 from annotated_transformer.tasks.base import Task, TrainConfig
@@ -66,6 +68,10 @@ class LanguageModelConfig(TrainConfig):
     dataset: str = "tinyshakespeare"  # tinyshakespeare, enwik8 or enwik8_prefix
     block: str = "2017"  # "2017" (DecoderLM) or "modern" (ModernDecoderLM)
     kv_heads: int = 0  # modern: key/value heads (0: h, multi-head; 1: multi-query)
+    norm: str = "rms"  # modern: rms or layer
+    positions: str = "rope"  # modern: rope, alibi, learned, sinusoidal or none
+    feed_forward: str = "swiglu"  # modern: swiglu (width swiglu_width(d_ff)) or relu
+    bias: bool = False  # modern: biases in the linear layers and LayerNorm
     batch_size: int = 32  # windows per batch
     eval_bytes: int = 65_536  # validation bytes scored at every validation
     N: int = 4
@@ -87,6 +93,13 @@ class LanguageModelConfig(TrainConfig):
             raise ValueError(f"block={self.block!r}: use 2017 or modern")
         if self.kv_heads < 0 or (self.kv_heads and self.h % self.kv_heads):
             raise ValueError(f"kv_heads={self.kv_heads} must divide h={self.h} (0: h)")
+        check_choices(self.norm, self.positions, self.feed_forward)
+        if self.block == "2017":
+            modern = ("kv_heads", "norm", "positions", "feed_forward", "bias")
+            default = {f.name: f.default for f in fields(self)}
+            changed = [k for k in modern if getattr(self, k) != default[k]]
+            if changed:
+                raise ValueError(f"block=2017 has no {', '.join(changed)}: use block=modern")
         for key in ("batch_size", "max_len", "eval_bytes"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key}={getattr(self, key)} must be >= 1")
@@ -238,6 +251,25 @@ def fixed_windows(data: Tensor, context: int, batch_size: int) -> list[tuple[Ten
     return [(w[:, :-1], w[:, 1:]) for w in windows.split(batch_size)]
 
 
+def bits_by_position(model: nn.Module, data: Tensor, context: int, batch_size: int = 32) -> Tensor:
+    """Mean −log₂ p of the byte at each position of consecutive ``context``-byte windows.
+
+    Entry t is the mean over windows of the bits of the window's byte t + 1, predicted from
+    the t + 1 bytes before it in the window (each window starts afresh): how the loss falls,
+    or rises, with the position in the context. The model must accept ``context`` bytes.
+    returns float64 (context,)
+    """
+    device = next(model.parameters()).device
+    total, windows = torch.zeros(context, dtype=torch.float64), 0
+    with evaluating(model):
+        for x, y in fixed_windows(data, context, batch_size):
+            logits = model(x.to(device)).float()  # (b, context, 256)
+            nats = F.cross_entropy(logits.transpose(1, 2), y.to(device), reduction="none")
+            total += nats.double().sum(0).cpu()  # (context,)
+            windows += len(x)
+    return total / windows / math.log(2)
+
+
 # --- the task ---------------------------------------------------------------------------------
 
 
@@ -273,9 +305,11 @@ class LanguageModel(Task):
         c = self.config
         if c.block == "2017":
             return DecoderLM(vocab=256, **c.model)
-        width = swiglu_width(c.d_ff)  # the parameter count of the 2017 feed-forward
+        # SwiGLU's width keeps the parameter count of the 2017 feed-forward
+        width = swiglu_width(c.d_ff) if c.feed_forward == "swiglu" else c.d_ff
         options = {"d_ff": width, "kv_heads": c.kv_heads or c.h, "dropout": c.dropout}
-        return ModernDecoderLM(256, c.d_model, c.h, c.N, c.max_len, **options)
+        switches = {k: getattr(c, k) for k in ("norm", "positions", "feed_forward", "bias")}
+        return ModernDecoderLM(256, c.d_model, c.h, c.N, c.max_len, **options, **switches)
 
     def loss(self, model: nn.Module, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, int]:
         """Summed next-byte cross-entropy (nats) of a batch of windows ``(x, y)`` and its size."""
