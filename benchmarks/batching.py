@@ -11,7 +11,9 @@ schedule) trains on the same data three ways:
   budget is chosen so that a batch holds 32 sentences on average, hence about the same number
   of optimiser steps per epoch, so validation losses are comparable; fp32;
 - ``bucketed`` in bf16: the same batches under bf16 autocast (weights and loss stay fp32),
-  only on CPUs where bf16 matmuls are faster than fp32 (``bf16_is_fast``).
+  only on CPUs where bf16 matmuls are faster than fp32 (``bf16_is_fast``);
+- ``--pools P,...``: bucketed within shuffled pools of P pairs (``pool_size``), fp32, one row
+  each; a pool's budget is chosen again so that batches hold 32 sentences on average.
 
 For each: wall time of the epoch's training steps (and the process's CPU time, steadier on
 a shared machine), real (non-padding) target tokens per second of wall time, the padding
@@ -42,13 +44,13 @@ from annotated_transformer.training import Trainer, bf16_is_fast, make_optimizer
 ORIGINAL_LENGTH, ORIGINAL_BATCH = 72, 32
 
 
-def budget_for(lengths: list[tuple[int, int]], sentences: int) -> int:
+def budget_for(lengths: list[tuple[int, int]], sentences: int, pool: int | None = None) -> int:
     """The smallest token budget whose buckets hold ``sentences`` sentences on average."""
     target = math.ceil(len(lengths) / sentences)  # the original's number of batches
     low, high = max(max(pair) for pair in lengths), 100_000
     while low < high:  # fewer batches as the budget grows: bisect
         mid = (low + high) // 2
-        if len(bucket_batches(lengths, mid)) <= target:
+        if len(bucket_batches(lengths, mid, pool_size=pool)) <= target:
             high = mid
         else:
             low = mid + 1
@@ -89,6 +91,8 @@ def main() -> None:
     parser.add_argument("--fraction", type=float, help="train on this fraction of the epoch")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--data-dir", help="data mirror folder (default: $AT_DATA_MIRROR)")
+    parser.add_argument("--pools", default="", help="pool sizes for extra rows, e.g. 1000,4000")
+    parser.add_argument("--skip", default="", help="rows to leave out: original, bucketed")
     args = parser.parse_args()
     fraction = args.fraction or (0.1 if args.quick else 1.0)
     if args.threads:
@@ -116,6 +120,10 @@ def main() -> None:
         runs.append(("bucketed", bucketed, "bf16"))
     else:
         print("bf16 matmuls are slower than fp32 on this CPU (no AVX-512-BF16/AMX): no bf16 row")
+    for pool in (int(p) for p in args.pools.split(",") if p):
+        index = bucket_batches(lengths, budget_for(lengths, ORIGINAL_BATCH, pool), pool_size=pool)
+        runs.append((f"pools of {pool}", index[: max(1, round(len(index) * fraction))], "fp32"))
+    runs = [run for run in runs if run[0] not in args.skip.split(",")]
     rows = []
     for name, index, precision in runs:
         rows.append(train_once(name, index, pairs, task, val_batches, precision))

@@ -420,6 +420,21 @@ def test_bpe_translation_has_no_unknown_words_and_one_tied_matrix(multi30k_mirro
         type(task)(runner.new_config("translate", "tiny", ["tie=true"]), state=task.state())
 
 
+def test_translation_pool_size_buckets_within_random_pools(multi30k_mirror):
+    from annotated_transformer.tasks.translation import Translation
+
+    def epoch(pool: int) -> tuple[list[int], list]:
+        config = runner.new_config("translate", "tiny", ["train_limit=600", f"pool_size={pool}"])
+        task = Translation(config, data_dir=multi30k_mirror)
+        return [b.src.size(0) for b in task.batches(0)], task.train_pairs
+
+    (sorted_sizes, pairs), (pooled_sizes, _) = epoch(0), epoch(100)
+    assert sum(sorted_sizes) == sum(pooled_sizes) == len(pairs)  # every pair once, both ways
+    assert len(pooled_sizes) > len(sorted_sizes)  # pools of 100 cannot pack as tightly
+    with pytest.raises(ValueError, match="pool_size=-1 must be >= 0"):
+        runner.new_config("translate", "tiny", ["pool_size=-1"])
+
+
 def test_bits_by_position_is_the_mean_over_windows_of_each_positions_bits():
     from annotated_transformer.model import DecoderLM
     from annotated_transformer.tasks.lm import bits_by_position

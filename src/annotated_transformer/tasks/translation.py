@@ -6,7 +6,8 @@
   :class:`~annotated_transformer.bpe.BPE`), which spells any word in pieces: no ``<unk>``.
   ``tie=True`` then makes the source and target embeddings and the generator one matrix.
 - Batches: sentence pairs of similar length, up to ``max_tokens`` padded tokens per batch
-  (``batching.bucket_batches``), shuffled per epoch with a seed.
+  (``batching.bucket_batches``), shuffled per epoch with a seed; ``pool_size`` sorts by
+  length only within random pools of that many pairs (more padding, more varied batches).
 - Loss: label-smoothed cross-entropy summed over the target tokens.
 - Validation: loss per target token and greedy BLEU; test: test2016 with beam search.
 - Scores (:func:`score`): sacreBLEU on detokenized, cased text (comparable across papers),
@@ -53,6 +54,7 @@ class TranslationConfig(TrainConfig):
     bpe_merges: int = 8_000  # bpe: merges learned on German + English training text
     tie: bool = False  # bpe: one matrix for both embeddings and the generator
     max_tokens: int = 4_000  # padded tokens per batch (and per rank), <s>/</s> included
+    pool_size: int = 0  # bucket within shuffled pools of this many pairs (0: sort them all)
     N: int = 6
     d_model: int = 512
     d_ff: int = 2_048
@@ -74,6 +76,8 @@ class TranslationConfig(TrainConfig):
             raise ValueError("tie=true needs one shared vocabulary: set tokens=bpe too")
         if self.beam < 1:
             raise ValueError(f"beam={self.beam} must be >= 1 (1 is greedy decoding)")
+        if self.pool_size < 0:
+            raise ValueError(f"pool_size={self.pool_size} must be >= 0 (0: one pool)")
 
 
 PRESETS = {
@@ -343,7 +347,10 @@ class Translation(Task):
     def batches(self, epoch: int) -> Iterator[Batch]:
         """Length-bucketed batches of the training pairs, in a seeded order per epoch."""
         pairs, c = self.train_pairs, self.config
-        for index in bucket_batches(pair_lengths(pairs), c.max_tokens, seed=c.seed, epoch=epoch):
+        lengths, pool = pair_lengths(pairs), c.pool_size or None
+        for index in bucket_batches(
+            lengths, c.max_tokens, seed=c.seed, epoch=epoch, pool_size=pool
+        ):
             yield make_batch(pairs, index, self.src_vocab)
 
     # --- model and loss
