@@ -19,6 +19,7 @@ import time
 import pandas as pd
 import torch
 
+from annotated_transformer.kv_cache import cache_bytes
 from annotated_transformer.modern import ModernDecoderLM
 from annotated_transformer.sampling import sample
 from annotated_transformer.swiglu import swiglu_width
@@ -26,12 +27,12 @@ from annotated_transformer.swiglu import swiglu_width
 N, D_MODEL, HEADS, D_FF = 6, 512, 8, 2048
 
 
-def cache_bytes(model: ModernDecoderLM, prompt: torch.Tensor) -> int:
+def filled_cache_bytes(model: ModernDecoderLM, prompt: torch.Tensor) -> int:
     """Bytes held by a cache filled with ``prompt``'s keys and values (measured)."""
     cache = model.new_cache()
     with torch.inference_mode():
         model(prompt, cache)
-    return sum(t.numel() * t.element_size() for c in cache for t in (c.key, c.value))
+    return cache_bytes(cache)
 
 
 def main() -> None:
@@ -48,7 +49,7 @@ def main() -> None:
             256, D_MODEL, HEADS, N, max_len=1024, d_ff=swiglu_width(D_FF), kv_heads=kv_heads
         ).eval()
         prompt = torch.randint(0, 256, (batch, prompt_len))
-        measured = cache_bytes(model, prompt) / (batch * prompt_len)
+        measured = filled_cache_bytes(model, prompt) / (batch * prompt_len)
         formula = 2 * N * kv_heads * (D_MODEL // HEADS) * 4  # fp32
         sample(model, prompt, 2, generator=torch.Generator().manual_seed(0))  # warm-up
         start = time.perf_counter()

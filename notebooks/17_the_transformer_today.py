@@ -50,6 +50,8 @@ from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.gqa import GroupedQueryAttention
+from annotated_transformer.kv_cache import cache_bytes
+from annotated_transformer.model import count_parameters
 from annotated_transformer.modern import ModernBlock, ModernDecoderLM
 from annotated_transformer.norms import RMSNorm
 from annotated_transformer.rope import apply_rope, rope_tables, rotate_pairs
@@ -155,13 +157,10 @@ print("RMSNorm == torch.nn.RMSNorm; output rms per vector:",
 show_source(swiglu_width, SwiGLU)
 
 # %%
-def n_parameters(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
-
 pd.DataFrame([
     {"d_model": dm, "d_ff": dff, "ReLU (no biases)": 2 * dm * dff,
      "SwiGLU width": swiglu_width(dff),
-     "SwiGLU parameters": n_parameters(SwiGLU(dm, swiglu_width(dff)))}
+     "SwiGLU parameters": count_parameters(SwiGLU(dm, swiglu_width(dff)))}
     for dm, dff in ((128, 512), (512, 2048), (4096, 16384))
 ])
 
@@ -209,12 +208,12 @@ def cache_row(kv_heads: int, batch: int, new: int) -> dict:
     cache = model.new_cache()
     with torch.inference_mode():
         model(prompt, cache)
-    stored = sum(t.numel() * t.element_size() for c in cache for t in (c.key, c.value))
+    stored = cache_bytes(cache)
     sample(model, prompt, 2)  # warm-up
     start = time.perf_counter()
     sample(model, prompt, new, generator=torch.Generator().manual_seed(0))
     seconds = time.perf_counter() - start
-    return {"kv_heads": kv_heads, "parameters": n_parameters(model),
+    return {"kv_heads": kv_heads, "parameters": count_parameters(model),
             "cache bytes / token (measured)": stored // (batch * 64),
             "cache bytes / token (formula)": 2 * 6 * kv_heads * 64 * 4,
             "new bytes / s": round(batch * new / seconds)}
@@ -315,7 +314,7 @@ def bpb_after(run, t: float) -> float:
 
 equal_time = min(minutes(run) for run in runs.values())
 table = pd.DataFrame([
-    {"block": name, "seed": seed, "parameters": n_parameters(run.model),
+    {"block": name, "seed": seed, "parameters": count_parameters(run.model),
      "bits per byte": run.metrics["test"]["bits_per_byte"], "minutes": minutes(run),
      "at equal time": bpb_after(run, equal_time)}
     for (name, seed), run in runs.items()

@@ -5,6 +5,8 @@ are skipped with a reason, so the unit tests also run on a machine that has none
 """
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,3 +45,24 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def torchrun():
+    """Train with ``python -m torch.distributed.run`` on CPU processes (gloo); checks it ran.
+
+    ``torchrun(task, out, settings, nproc=2, env=None)`` runs ``task train --out out`` with
+    each setting as ``--set`` and one thread per process.
+    """
+
+    def run(task: str, out: Path, settings: list[str], *, nproc: int = 2, env=None) -> None:
+        env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        command += [f"--nproc_per_node={nproc}", "-m", "annotated_transformer", task, "train"]
+        command += ["--out", str(out), "--no-progress", "--device", "cpu"]
+        command += [arg for setting in settings for arg in ("--set", setting)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert f"on {nproc} process(es)" in (Path(out) / "train.log").read_text()
+
+    return run

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -144,16 +142,10 @@ SETTINGS += ["keep_last=0", "final=last"]
 
 
 def test_torchrun_two_processes_equal_one_process_accumulating_two_batches(
-    multi30k_mirror, tmp_path, one_thread
+    multi30k_mirror, tmp_path, one_thread, torchrun
 ):
-    env = {**os.environ, "AT_DATA_MIRROR": str(multi30k_mirror), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    command += [f"--nproc_per_node={WORLD}", "-m", "annotated_transformer", "translate", "train"]
-    command += ["--out", str(tmp_path / "ddp"), "--no-progress", "--device", "cpu"]
-    command += [arg for setting in SETTINGS for arg in ("--set", setting)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "on 2 process(es)" in (tmp_path / "ddp" / "train.log").read_text()
+    mirror = {"AT_DATA_MIRROR": str(multi30k_mirror)}
+    torchrun("translate", tmp_path / "ddp", SETTINGS, nproc=WORLD, env=mirror)
 
     one = runner.train(
         "translate",

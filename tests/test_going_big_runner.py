@@ -4,9 +4,6 @@ FSDP on two CPU processes (Gloo) equal to one process on the same global batch."
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -145,16 +142,10 @@ def test_bad_combinations_are_refused_at_set_time():
 FSDP_SETTINGS = ["steps=4", "eval_every=2", "warmup=2", "dropout=0", "batch_size=8"]
 
 
-def test_torchrun_fsdp_on_two_processes_equals_one_process_accumulating_two_batches(tmp_path):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    command += ["--nproc_per_node=2", "-m", "annotated_transformer", "lm", "train"]
-    command += ["--out", str(tmp_path / "fsdp"), "--no-progress", "--device", "cpu"]
-    settings = [*FSDP_SETTINGS, "sharding=fsdp"]
-    command += [arg for setting in settings for arg in ("--set", setting)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "on 2 process(es)" in (tmp_path / "fsdp" / "train.log").read_text()
+def test_torchrun_fsdp_on_two_processes_equals_one_process_accumulating_two_batches(
+    tmp_path, torchrun
+):
+    torchrun("lm", tmp_path / "fsdp", [*FSDP_SETTINGS, "sharding=fsdp"])
 
     one = runner.train(
         "lm",

@@ -82,3 +82,8 @@ class DecoderCache:
         for self_kv, src_kv in self.layers:
             self_kv.reorder(index)
             src_kv.reorder(index)
+
+
+def cache_bytes(caches: list[KVCache]) -> int:
+    """Bytes held by the keys and values of a list of self-attention caches (one per layer)."""
+    return sum(t.numel() * t.element_size() for c in caches for t in (c.key, c.value))

@@ -177,18 +177,19 @@ def tie_weights(model: EncoderDecoder, share_source: bool = False) -> EncoderDec
     return model
 
 
-def _count(module: nn.Module) -> int:
+def count_parameters(module: nn.Module) -> int:
+    """The number of numbers in ``module``'s parameters."""
     return sum(p.numel() for p in module.parameters())
 
 
 def parameter_counts(model: EncoderDecoder) -> dict[str, int]:
     """Trainable parameters of each block, counted from the tensors, in model order."""
-    counts = {"src_embed": _count(model.src_embed), "tgt_embed": _count(model.tgt_embed)}
+    counts = {name: count_parameters(getattr(model, name)) for name in ("src_embed", "tgt_embed")}
     for name, stack in (("encoder", model.encoder), ("decoder", model.decoder)):
         for i, layer in enumerate(stack.layers):
-            counts[f"{name}.layers.{i}"] = _count(layer)
-        counts[f"{name}.norm"] = _count(stack.norm)
-    counts["generator"] = _count(model.generator)
+            counts[f"{name}.layers.{i}"] = count_parameters(layer)
+        counts[f"{name}.norm"] = count_parameters(stack.norm)
+    counts["generator"] = count_parameters(model.generator)
     return counts
 
 

@@ -53,6 +53,7 @@ from annotated_transformer.checkpoint import (
     save_checkpoint,
 )
 from annotated_transformer.layers import DecoderLayer, EncoderLayer, TransformerBlock
+from annotated_transformer.model import count_parameters
 from annotated_transformer.modern import ModernBlock
 from annotated_transformer.schedule import make_scheduler
 from annotated_transformer.tasks import PRESETS, TASKS, Task
@@ -257,7 +258,7 @@ class Run:
             self.say(
                 f"{self.task_name} {self.preset}: {self.total} steps ({self.steps_per_epoch} "
                 f"per epoch) on {dist.world_size()} process(es), {self.device}, {c.precision}; "
-                f"{sum(p.numel() for p in self.model.parameters()):,} parameters"
+                f"{count_parameters(self.model):,} parameters"
             )
         elif self.trainer.step < stop:
             self.say(f"resumed at step {self.trainer.step} of {self.total}")
@@ -313,7 +314,7 @@ class Run:
             **run_config(self.task_name, self.preset, self.config),
             "steps": self.trainer.step,
             "train_seconds": round(float(self.trainer.history["seconds"].iloc[-1]), 1),
-            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "parameters": count_parameters(self.model),
             "final": pick,
             "validation": {k: float(v) for k, v in choice.items()},
             "test": test,
