@@ -69,3 +69,13 @@ def test_alibi_attention_equals_the_loop_and_its_cached_form(kv_heads):
 def test_rope_and_alibi_together_are_refused():
     with pytest.raises(ValueError, match="choose one way to give positions"):
         GroupedQueryAttention(16, 4, 2, rope=True, alibi=True)
+
+
+def test_a_bias_computed_once_by_the_model_is_the_one_each_layer_would_compute():
+    torch.manual_seed(0)
+    att = GroupedQueryAttention(16, 4, 2, rope=False, alibi=True).double().eval()
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    torch.testing.assert_close(att(x, alibi=alibi_bias(4, 6)), att(x))
+    plain = GroupedQueryAttention(16, 4, 2, rope=False).double()
+    with pytest.raises(ValueError, match="ALiBi bias was given to an attention built with"):
+        plain(x, alibi=alibi_bias(4, 6))

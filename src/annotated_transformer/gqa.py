@@ -88,6 +88,7 @@ class GroupedQueryAttention(nn.Module):
         x: Tensor,
         cache: KVCache | None = None,
         rope: tuple[Tensor, Tensor] | None = None,
+        alibi: Tensor | None = None,
     ) -> Tensor:
         """Each position attends to itself and every earlier one.
 
@@ -95,7 +96,8 @@ class GroupedQueryAttention(nn.Module):
         cached ones, whose keys and values (batch, kv_heads, past, d_k) the call extends.
         rope: optional (cos, sin) tables (new, d_k / 2) for positions past … past + new − 1,
         from :func:`~annotated_transformer.rope.rope_tables` (a model computes them once for
-        all its layers); computed here when omitted.
+        all its layers); computed here when omitted. alibi: likewise, the bias (h, new,
+        past + new) of :func:`~annotated_transformer.alibi.alibi_bias`.
         returns (batch, new, d_model)
         """
         if x.dim() != 3 or x.size(-1) != self.d_model:
@@ -121,7 +123,11 @@ class GroupedQueryAttention(nn.Module):
         # wrong for new queries after cached keys, so those get the offset mask instead.
         # ALiBi's bias carries the causal mask as −inf, for any past.
         if self.alibi:
-            mask = alibi_bias(self.h, new, past, x.device).to(q.dtype)  # (h, new, past + new)
+            if alibi is None:
+                alibi = alibi_bias(self.h, new, past, x.device)
+            mask = alibi.to(q.dtype)  # (h, new, past + new)
+        elif alibi is not None:
+            raise ValueError("an ALiBi bias was given to an attention built with alibi=False")
         else:
             mask = None if past == 0 else subsequent_mask(new, past, x.device).unsqueeze(1)
         out = F.scaled_dot_product_attention(

@@ -31,6 +31,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from annotated_transformer.alibi import alibi_bias
 from annotated_transformer.gqa import GroupedQueryAttention
 from annotated_transformer.kv_cache import KVCache
 from annotated_transformer.layers import PositionwiseFeedForward
@@ -70,7 +71,8 @@ class ModernBlock(nn.Module):
     norm, feed_forward, bias: the switches of the module docstring; positions: "rope" and
     "alibi" act here, in the attention, the others at the input of the model.
     x: (batch, new, d_model); cache: a :class:`KVCache` of kv_heads heads for generation;
-    rope: (cos, sin) tables for the new positions (with RoPE), or None to compute them here.
+    rope: (cos, sin) tables for the new positions (with RoPE), or None to compute them here;
+    alibi: likewise ALiBi's bias (h, new, past + new).
     returns (batch, new, d_model)
     """
 
@@ -108,9 +110,13 @@ class ModernBlock(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(
-        self, x: Tensor, cache: KVCache | None = None, rope: tuple[Tensor, Tensor] | None = None
+        self,
+        x: Tensor,
+        cache: KVCache | None = None,
+        rope: tuple[Tensor, Tensor] | None = None,
+        alibi: Tensor | None = None,
     ) -> Tensor:
-        x = x + self.dropout(self.attention(self.norm1(x), cache, rope))
+        x = x + self.dropout(self.attention(self.norm1(x), cache, rope, alibi))
         return x + self.dropout(self.feed_forward(self.norm2(x)))
 
 
@@ -178,7 +184,7 @@ class ModernDecoderLM(nn.Module):
         )
         self.norm = make_norm(norm, d_model, bias)
         self.to_logits = nn.Linear(d_model, vocab, bias=bias)
-        self.d_k = d_model // h
+        self.h, self.d_k = h, d_model // h
 
     def new_cache(self) -> list[KVCache]:
         """An empty key/value cache: one growing :class:`KVCache` per block."""
@@ -207,13 +213,16 @@ class ModernDecoderLM(nn.Module):
         if self.position is not None:
             h = self.position(h, past)
         h = self.dropout(h)
-        rope = None
-        if self.positions == "rope":  # one cos/sin table for the new positions, for every block
+        # Positions inside the attention are computed once, for every block.
+        rope = alibi = None
+        if self.positions == "rope":  # cos/sin tables for the new positions
             positions = torch.arange(past, past + x.size(1), device=x.device)
             dtype = torch.promote_types(h.dtype, torch.float32)
             rope = rope_tables(positions, self.d_k, self.rope_base, dtype)  # (len, d_k / 2)
+        elif self.positions == "alibi":
+            alibi = alibi_bias(self.h, x.size(1), past, x.device)  # (h, len, past + len)
         for i, block in enumerate(self.blocks):
-            h = block(h, None if cache is None else cache[i], rope)
+            h = block(h, None if cache is None else cache[i], rope, alibi)
         return self.to_logits(self.norm(h))  # (batch, len, vocab)
 
 
