@@ -60,8 +60,8 @@ from annotated_transformer.sampling import sample
 from annotated_transformer.swiglu import SwiGLU, swiglu_width
 from annotated_transformer.tasks.lm import bits_by_position
 
-torch.set_num_threads(1)
 torch.manual_seed(0)
+torch.set_num_threads(1)
 
 # %% [markdown]
 # ## Rotary position embeddings
