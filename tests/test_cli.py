@@ -25,6 +25,7 @@ import torch
 from annotated_transformer import cli, imdb, runner
 from annotated_transformer.chars import load_splits
 from annotated_transformer.checkpoint import read_checkpoint, save_checkpoint
+from annotated_transformer.decoding import beam_search
 from annotated_transformer.multi30k import load_split
 from annotated_transformer.tasks import PRESETS, TASKS
 
@@ -162,6 +163,25 @@ def test_translate_evaluate_prints_scores_that_sacrebleu_reproduces(trained, mir
     assert scores["chrf"] == pytest.approx(
         sacrebleu.corpus_chrf(hypotheses, [en[:n]]).score, abs=0.006
     )
+
+
+def test_translate_alpha_is_beam_searchs_length_penalty(trained, mirror, capsys, monkeypatch):
+    from annotated_transformer.tasks import translation
+
+    out, _ = trained("translate")
+    checkpoint = ["--checkpoint", str(out / "final.pt"), "--data-dir", str(mirror)]
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(args[7])  # beam_search(model, src, mask, max_len, bos, eos, beam, alpha)
+        return beam_search(*args, **kwargs)
+
+    monkeypatch.setattr(translation, "beam_search", spy)
+    argv = ["translate", "evaluate", *checkpoint, "--split", "val", "--beam", "2"]
+    scores = json.loads(ok(capsys, [*argv, "--alpha", "1.25"]))
+    assert (scores["beam"], scores["alpha"]) == (2, 1.25) and set(seen) == {1.25}
+    assert json.loads(ok(capsys, argv))["alpha"] == 0.6 and seen[-1] == 0.6  # the run's α
+    fails(capsys, [*argv, "--alpha", "-1"], "alpha=-1.0: the length penalty α must lie in [0, 5]")
 
 
 def test_translate_predict_arguments_and_stdin_agree(trained, capsys, monkeypatch):

@@ -192,6 +192,17 @@ def test_base_model_size_is_near_the_paper():
     assert abs(tied - 65e6) / 65e6 < 0.05
 
 
+def test_attention_dropout_is_separate_from_dropout():
+    def rates(model: nn.Module) -> set[tuple[bool, float]]:  # (in attention?, p) of every dropout
+        attention = {id(m.dropout) for m in model.modules() if isinstance(m, MultiHeadedAttention)}
+        drops = [m for m in model.modules() if isinstance(m, nn.Dropout)]
+        return {(id(m) in attention, m.p) for m in drops}
+
+    assert rates(make_model(11, 11, N=1, d_model=8, d_ff=16, h=2)) == {(True, 0.1), (False, 0.1)}
+    model = make_model(11, 11, N=1, d_model=8, d_ff=16, h=2, attn_dropout=0.0)
+    assert rates(model) == {(True, 0.0), (False, 0.1)}
+
+
 def test_bad_inputs_raise_with_sizes():
     model = small_model(max_len=10)
     src, tgt = random_batch(src_len=7, tgt_len=6)

@@ -151,6 +151,27 @@ def test_ensure_run_trains_reuses_resumes_and_refuses(mirror, tmp_path, one_thre
     assert {name: (tmp_path / "a" / name).stat().st_mtime_ns for name in files} == written
 
 
+def test_a_finished_run_is_retested_when_only_its_test_settings_differ(
+    uninterrupted, mirror, tmp_path
+):
+    import shutil
+
+    whole, _ = uninterrupted("translate")
+    out = shutil.copytree(whole, tmp_path / "copy")
+    weights = {p.name: p.stat().st_mtime_ns for p in out.glob("*.pt")}
+    settings = [*SETTINGS["translate"], "beam=2", "alpha=1.5"]
+    result = runner.ensure_run("translate", "tiny", out, settings=settings, data_dir=mirror)
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.pt")} == weights  # no training
+    # the test of the reused weights, scored again by the task with beam 2 and α 1.5
+    expected = result.task.scores(result.model, "test2016", beam=2, alpha=1.5)
+    assert result.metrics["test"] == {"split": "test2016", **expected}
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved == result.metrics
+    assert (saved["config"]["beam"], saved["config"]["alpha"]) == (2, 1.5)
+    with pytest.raises(ValueError, match="holds a run of another configuration"):
+        runner.ensure_run("translate", "tiny", out, settings=[*settings, "lr=0.01"])
+
+
 # ------------------------------------------------------------------- what a run folder holds
 
 

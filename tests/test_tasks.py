@@ -417,7 +417,7 @@ def test_bpe_translation_has_no_unknown_words_and_one_tied_matrix(multi30k_mirro
     assert unk not in task.src_vocab.encode([t for sentence in tokens for t in sentence])
     assert all("<unk>" not in line for line in task.predict(model, unseen))
     with pytest.raises(ValueError, match="tie=true needs one shared vocabulary"):
-        type(task)(runner.new_config("translate", "tiny", ["tie=true"]), state=task.state())
+        runner.new_config("translate", "tiny", ["tokens=words", "tie=true"])
 
 
 def test_translation_pool_size_buckets_within_random_pools(multi30k_mirror):

@@ -124,8 +124,12 @@ def make_model(
     h: int = 8,
     dropout: float = 0.1,
     max_len: int = 5000,
+    attn_dropout: float | None = None,
 ) -> EncoderDecoder:
     """The Transformer of the paper (base model by default: N=6, d_model=512, d_ff=2048, h=8).
+
+    ``attn_dropout``: dropout on the attention weights (None: ``dropout``, as in the paper's
+    code); 0 lets PyTorch use its fused attention kernels in training too.
 
     Matrices get Glorot/Xavier-uniform initialisation, as in the Annotated Transformer;
     biases keep PyTorch's defaults and LayerNorms start as the identity.
@@ -137,7 +141,8 @@ def make_model(
     if d_model % 2 != 0 or d_model < 2:
         raise ValueError(f"d_model={d_model} must be a positive even number (sin/cos pairs)")
     c = copy.deepcopy
-    attn = MultiHeadedAttention(h, d_model, dropout)  # raises if d_model % h != 0
+    attn_p = dropout if attn_dropout is None else attn_dropout
+    attn = MultiHeadedAttention(h, d_model, attn_p)  # raises if d_model % h != 0
     ff = PositionwiseFeedForward(d_model, d_ff, dropout)
     position = PositionalEncoding(d_model, dropout, max_len)
     model = EncoderDecoder(

@@ -4,7 +4,8 @@ A task (:mod:`annotated_transformer.tasks`) says what to train on and how to sco
 runner owns the rest:
 
 - **resume checks**: a folder holds one run; ``resume`` continues it from ``last.pt`` with the
-  config saved there, and a finished run is reused instead of trained again (:func:`ensure_run`);
+  config saved there, and a finished run is reused instead of trained again (:func:`ensure_run`;
+  when only its ``test_only`` settings differ, such as a beam size, it is re-tested);
 - **device, threads and precision**: ``auto`` picks CUDA, then Apple's MPS, then the CPU;
   ``precision`` is fp32, bf16, fp16 (with loss scaling) or ``auto``: bf16 where its matrix
   products are faster than fp32's; ``activation_checkpointing`` recomputes every layer's
@@ -411,21 +412,41 @@ def ensure_run(
         )
         assert result is not None
         return result
-    return load_run(out, data_dir=data_dir)
+    return retest(load_run(out, data_dir=data_dir), wanted)
 
 
 def same_run(saved: dict[str, Any], task: str, preset: str, wanted: Any) -> bool:
     """Is ``saved`` (a checkpoint's config) a run of ``task``/``preset`` with config ``wanted``?
 
-    Settings added to the config after the run was saved count as their defaults, and
-    ``precision="auto"`` matches whatever it became on the machine that trained the run.
+    Settings added to the config after the run was saved count as their defaults,
+    ``precision="auto"`` matches whatever it became on the machine that trained the run, and
+    the config's ``test_only`` settings (how the finished model is tested) do not count.
     """
     if saved.get("task") != task or saved.get("preset") != preset:
         return False
     have = TASKS[task].Config(**saved["config"])
     if wanted.precision == "auto":
         wanted = dataclasses.replace(wanted, precision=have.precision)
-    return have == wanted
+    return dataclasses.replace(have, **test_settings(wanted)) == wanted
+
+
+def test_settings(config: Any) -> dict[str, Any]:
+    """The settings of ``config`` that change only how a finished run is tested."""
+    return {k: getattr(config, k) for k in config.test_only}
+
+
+def retest(result: RunResult, wanted: Any) -> RunResult:
+    """``result`` tested again under ``wanted``'s test-only settings when they differ from the
+    run's (e.g. another beam size): its metrics.json gets the new settings and test scores."""
+    changes = test_settings(wanted)
+    saved = result.metrics["config"]
+    if all(saved.get(k) == v for k, v in changes.items()):
+        return result
+    result.task.config = dataclasses.replace(result.task.config, **changes)
+    metrics = {**result.metrics, "config": {**saved, **changes}}
+    metrics["test"] = result.task.test(result.model)
+    atomic_write(result.out / "metrics.json", (json.dumps(metrics, indent=2) + "\n").encode())
+    return dataclasses.replace(result, metrics=metrics)
 
 
 def load_run(out: str | Path, *, data_dir: str | Path | None = None) -> RunResult:

@@ -69,6 +69,10 @@ class TrainConfig:
     final: str = "last"  # final.pt: "last" weights, or the "best" validated (or averaged)
     seed: int = 0
 
+    # Settings that change only how the finished model is tested (a beam size), not training:
+    # a finished run is reused under other values of them, and re-tested.
+    test_only: ClassVar[tuple[str, ...]] = ()
+
     def __post_init__(self) -> None:
         """Refuse a setting that cannot work now, not after hours of training."""
         choices = {

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
@@ -40,6 +40,11 @@ from annotated_transformer.training import Batch, autocast, evaluating
 from annotated_transformer.vocab import SPECIALS, Vocab
 
 Pair = tuple[list[int], list[int]]  # (source ids, target ids), without <s> and </s>
+
+
+def check_alpha(alpha: float) -> None:
+    if not 0.0 <= alpha <= 5.0:
+        raise ValueError(f"alpha={alpha}: the length penalty α must lie in [0, 5] (0: none)")
 
 
 @dataclass(frozen=True)
@@ -60,13 +65,18 @@ class TranslationConfig(TrainConfig):
     d_ff: int = 2_048
     h: int = 8
     dropout: float = 0.1
+    attn_dropout: float | None = None  # on the attention weights (None: dropout; 0: fused kernel)
     max_len: int = 256  # positions: the longest sentence, <s> and </s> included
     label_smoothing: float = 0.1
     beam: int = 4  # for the test score
+    alpha: float = 0.6  # beam search's length penalty α (GNMT's; 0: none), for the test score
+
+    test_only: ClassVar[tuple[str, ...]] = ("beam", "alpha")
 
     @property
     def model(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("N", "d_model", "d_ff", "h", "dropout", "max_len")}
+        names = ("N", "d_model", "d_ff", "h", "dropout", "max_len", "attn_dropout")
+        return {k: getattr(self, k) for k in names}
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -76,6 +86,9 @@ class TranslationConfig(TrainConfig):
             raise ValueError("tie=true needs one shared vocabulary: set tokens=bpe too")
         if self.beam < 1:
             raise ValueError(f"beam={self.beam} must be >= 1 (1 is greedy decoding)")
+        check_alpha(self.alpha)
+        if self.attn_dropout is not None and not 0.0 <= self.attn_dropout < 1.0:
+            raise ValueError(f"attn_dropout={self.attn_dropout} must lie in [0, 1) (none: dropout)")
         if self.pool_size < 0:
             raise ValueError(f"pool_size={self.pool_size} must be >= 0 (0: one pool)")
 
@@ -83,6 +96,9 @@ class TranslationConfig(TrainConfig):
 PRESETS = {
     # CI: a one-layer model on 1,000 pairs; seconds, learns next to nothing.
     "tiny": TranslationConfig(
+        tokens="bpe",
+        bpe_merges=1_000,
+        tie=True,
         train_limit=1_000,
         eval_limit=50,
         max_tokens=1_200,
@@ -97,9 +113,12 @@ PRESETS = {
         final="best",
         beam=1,
     ),
-    # A laptop: 12 epochs of 183 steps; 57 minutes of training on 2 cores of an AVX2 CPU in
-    # fp32 (bf16 autocast only where the CPU does bf16 fast); test2016 tokenized BLEU 39.3.
+    # A laptop: 12 epochs of 206 steps on one shared byte-pair vocabulary (no <unk>) with tied
+    # embeddings; 41.5 minutes of training on one thread of a Xeon in bf16 (autocast only
+    # where the CPU does bf16 fast); see the README for its scores.
     "cpu": TranslationConfig(
+        tokens="bpe",
+        tie=True,
         max_tokens=2_500,
         N=3,
         d_model=256,
@@ -112,6 +131,8 @@ PRESETS = {
         checkpoint_every=200,
         keep_last=5,
         final="best",
+        beam=8,  # beam and α: the best on the validation set (chapter 12)
+        alpha=1.0,
     ),
     # The paper's base model (Vaswani et al. 2017, table 3), for a GPU: the Noam schedule with
     # factor 1, whose peak is (d_model · warmup)^-0.5 = 7.0e-4.
@@ -221,9 +242,14 @@ class Translator:
         return sorted({t for sentence in tokens for t in sentence if t not in self.src_vocab})
 
     def translate_tokens(
-        self, tokens: Sequence[Sequence[str]], beam: int = 1, batch_size: int = 100
+        self,
+        tokens: Sequence[Sequence[str]],
+        beam: int = 1,
+        alpha: float = 0.6,
+        batch_size: int = 100,
     ) -> list[list[str]]:
-        """Source token lists → target token lists (``beam`` 1: greedy decoding)."""
+        """Source token lists → target token lists (``beam`` 1: greedy decoding; ``alpha``:
+        beam search's length penalty)."""
         v = self.src_vocab
         pad, bos, eos = v.stoi["<pad>"], v.stoi["<s>"], v.stoi["</s>"]
         device = next(self.model.parameters()).device
@@ -236,7 +262,7 @@ class Translator:
             max_len = min(self.max_len, src.size(1) + 50)  # room for <s> + the output
             with autocast(device, self.precision):
                 if beam > 1:
-                    ys = beam_search(self.model, src, src_mask, max_len, bos, eos, beam)
+                    ys = beam_search(self.model, src, src_mask, max_len, bos, eos, beam, alpha)
                 else:
                     ys = greedy_decode(self.model, src, src_mask, max_len, bos, eos)
             for i, row in zip(index, ys.tolist(), strict=True):
@@ -244,9 +270,10 @@ class Translator:
                 out[i] = self.tgt_vocab.decode(row[: row.index(eos)] if eos in row else row)
         return out
 
-    def translate(self, sentences: Sequence[str], beam: int = 1) -> list[str]:
+    def translate(self, sentences: Sequence[str], beam: int = 1, alpha: float = 0.6) -> list[str]:
         """German sentences → English sentences."""
-        return [self.text(t) for t in self.translate_tokens(self.tokenize(sentences), beam)]
+        tokens = self.translate_tokens(self.tokenize(sentences), beam, alpha)
+        return [self.text(t) for t in tokens]
 
 
 def score(
@@ -382,23 +409,32 @@ class Translation(Task):
         bleu = self.scores(model, self.val, beam=1)["tokenized_bleu"]
         return {"val_loss": val_loss, "val_bleu": bleu}
 
-    def scores(self, model: nn.Module, data: Parallel | str, beam: int) -> dict[str, Any]:
-        """All scores of a split (or its name) with beam size ``beam`` (1: greedy)."""
+    def scores(
+        self, model: nn.Module, data: Parallel | str, beam: int, alpha: float | None = None
+    ) -> dict[str, Any]:
+        """All scores of a split (or its name) with beam size ``beam`` (1: greedy) and length
+        penalty ``alpha`` (None: the config's)."""
         data = self.split(data) if isinstance(data, str) else data
+        alpha = self.config.alpha if alpha is None else alpha
         translator = self.translator(model)
         with evaluating(model):
-            tokens = translator.translate_tokens(data.src, beam)
+            tokens = translator.translate_tokens(data.src, beam, alpha)
         words = tokens if self.bpe is None else None  # words: scored as the model wrote them
-        return {"beam": beam, **score([translator.text(t) for t in tokens], data, words)}
+        decoding = {"beam": beam} if beam == 1 else {"beam": beam, "alpha": alpha}
+        return {**decoding, **score([translator.text(t) for t in tokens], data, words)}
 
     def test(self, model: nn.Module) -> dict[str, Any]:
         return {"split": "test2016", **self.scores(model, "test2016", self.config.beam)}
 
-    def predict(self, model: nn.Module, inputs: Sequence[str], beam: int = 1) -> list[str]:
+    def predict(
+        self, model: nn.Module, inputs: Sequence[str], beam: int = 1, alpha: float | None = None
+    ) -> list[str]:
         """English translations; warns (``UnknownTokens``) when a word is read as ``<unk>``."""
         if not inputs:
             raise ValueError("nothing to translate: give German sentences")
         check_beam(beam)
+        alpha = self.config.alpha if alpha is None else alpha
+        check_alpha(alpha)
         translator = self.translator(model)
         tokens = translator.tokenize(inputs)
         unknown = translator.unknown(tokens)
@@ -410,28 +446,36 @@ class Translation(Task):
                 stacklevel=2,
             )
         with evaluating(model):
-            return [translator.text(t) for t in translator.translate_tokens(tokens, beam)]
+            return [translator.text(t) for t in translator.translate_tokens(tokens, beam, alpha)]
 
     # --- the command line
     @classmethod
     def add_evaluate_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--split", default="test2016", choices=list(multi30k.SPLITS))
-        parser.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
+        add_decoding_arguments(parser)
 
     @classmethod
     def add_predict_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
+        add_decoding_arguments(parser)
 
     def evaluate_split(self, model: nn.Module, args: argparse.Namespace) -> dict[str, Any]:
         check_beam(args.beam)
-        return {"split": args.split, **self.scores(model, args.split, args.beam)}
+        if args.alpha is not None:
+            check_alpha(args.alpha)
+        return {"split": args.split, **self.scores(model, args.split, args.beam, args.alpha)}
 
     def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
-        return {"beam": args.beam}
+        return {"beam": args.beam, "alpha": args.alpha}
 
 
 class UnknownTokens(UserWarning):
     """Input words that the vocabulary lacks: the model reads them as ``<unk>``."""
+
+
+def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
+    help_alpha = "beam search's length penalty α (default: the run's)"
+    parser.add_argument("--alpha", type=float, default=None, help=help_alpha)
 
 
 def check_beam(beam: int) -> None:
