@@ -184,6 +184,7 @@ class Run:
             precision=config.precision,
             checkpoint_path=last,
             config=self.saved,
+            stream=self.task.stream,
         )
         if resume:
             self.trainer.resume()
