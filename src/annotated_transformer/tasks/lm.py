@@ -391,15 +391,15 @@ class LanguageModel(Task):
         Transformer-XL: consecutive ``max_len``-byte segments with ``mem_len`` states of memory
         per layer (default: the training ``mem_len``); ``windows`` do not apply.
         """
+        if self.xl and windows:
+            raise ValueError("block=xl reads segments in order: no context, stride, batch size")
+        if not self.xl and mem_len is not None:
+            raise ValueError(f"mem_len={mem_len}: only a block=xl model has a memory")
         data = self.splits.get(split)
         if data is None:
             raise ValueError(
                 f"{self.config.dataset} has no {split} split; use one of {', '.join(self.splits)}"
             )
-        if self.xl and windows:
-            raise ValueError("block=xl reads segments in order: no context, stride, batch size")
-        if not self.xl and mem_len is not None:
-            raise ValueError(f"mem_len={mem_len}: only a block=xl model has a memory")
         data = data[:max_bytes]
         device, seg_len = next(model.parameters()).device, self.config.max_len
         mem_len = self.mem_len if mem_len is None else mem_len
