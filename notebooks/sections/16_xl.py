@@ -250,14 +250,15 @@ baselines = pd.DataFrame([
 sweep
 
 # %%
-xl_line = alt.Chart(sweep, title="Transformer-XL: bits per byte against the memory at evaluation"
-                    ).mark_line(point=True).encode(
+title = f"Transformer-XL ({xl.metrics['steps']} steps): bits per byte against the memory"
+xl_line = alt.Chart(sweep, title=title).mark_line(point=True).encode(
     x=alt.X("memory (bytes):Q", title="memory per layer at evaluation (bytes)"),
     y=alt.Y("bits per byte:Q", title="bits per byte (validation)", scale=alt.Scale(zero=False)),
     tooltip=["memory (segments)", alt.Tooltip("bits per byte", format=".4f")],
 )
 vanilla_rules = alt.Chart(baselines).mark_rule(strokeDash=[4, 4]).encode(
-    y="bits per byte:Q", color=alt.Color("vanilla protocol:N", title="vanilla, same time"),
+    y="bits per byte:Q",
+    color=alt.Color("vanilla protocol:N", title=f"vanilla, {vanilla.metrics['steps']} steps"),
     tooltip=["vanilla protocol", alt.Tooltip("bits per byte", format=".4f")],
 )
 (xl_line + vanilla_rules).properties(width=500, height=280)
