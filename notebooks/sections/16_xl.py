@@ -265,9 +265,10 @@ vanilla_rules = alt.Chart(baselines).mark_rule(strokeDash=[4, 4]).encode(
 
 # %% [markdown]
 # And the two runs side by side: the same width and depth, first each at the end of its
-# training (the validation split), then both at the XL run's last step on the first
-# `eval_bytes` of it, where chapter 14's validation (consecutive windows, no overlap) is
-# exactly Transformer-XL's evaluation without memory.
+# training, then both at the XL run's last step on the validation bytes that training
+# validated on (the first `eval_bytes`: the whole split at full size), where chapter 14's
+# validation (consecutive windows, no overlap) is Transformer-XL's evaluation without memory,
+# except that it leaves out the last, partial window.
 
 # %%
 def summary(name, run, bpb, protocol, step=None):
@@ -280,16 +281,35 @@ def summary(name, run, bpb, protocol, step=None):
 
 step = xl.metrics["steps"]
 val_head = xl.task.splits["val"][: xl.task.config.eval_bytes + 1]
-xl_no_memory, _ = evaluate_bits_per_byte(xl.model, val_head, seg_len, mem_len=0)
+xl_no_memory, n_head = evaluate_bits_per_byte(xl.model, val_head, seg_len, mem_len=0)
 table = pd.DataFrame([
     *(summary("vanilla (2017 block)", vanilla, b["bits per byte"], b["vanilla protocol"])
       for b in baselines.to_dict("records")),
     *(summary("Transformer-XL", xl, r["bits per byte"], f"memory {r['memory (bytes)']} bytes")
       for r in rows),
     summary("vanilla (2017 block)", vanilla, rows_with(vanilla.history, "val_bpb").set_index(
-        "step").loc[step, "val_bpb"], "first eval_bytes, windows, no overlap", step),
-    summary("Transformer-XL", xl, xl_no_memory, "first eval_bytes, memory 0"),
+        "step").loc[step, "val_bpb"], f"windows of {seg_len}, no overlap", step),
+    summary("Transformer-XL", xl, xl_no_memory, f"{n_head:,} bytes, memory 0"),
     summary("Transformer-XL", xl, xl.history.iloc[-1]["val_bpb"],
-            f"first eval_bytes, memory {xl.task.mem_len} bytes"),
+            f"{n_head:,} bytes, memory {xl.task.mem_len} bytes"),
 ])
 table.style.format({"bits per byte": "{:.3f}", "train seconds": "{:.0f}"}).hide(axis="index")
+
+# %% [markdown]
+# What the full-size runs showed (`AT_SIZE` unset; the tiny CI runs are too short to read
+# anything into):
+#
+# * **The memory is worth most of the gain, and one segment of it is enough here.** The same
+#   weights score 2.319 bits per byte without memory and 2.148 with one segment (128 bytes) of
+#   it. Two and four segments give 2.146 and 2.149: a model trained with 128 states of memory
+#   uses longer memories without harm (the sinusoids extend to the new distances) but, after
+#   1,000 steps on a million bytes, gains nothing from them.
+# * **Per step, Transformer-XL learns faster.** At 1,000 steps and on the same bytes, the
+#   vanilla model's windows score 2.459, Transformer-XL without memory 2.319 and with it 2.148.
+# * **Per unit of compute it is not yet ahead.** After 3,000 steps the vanilla model scores 2.173
+#   with windows that do not overlap and 2.114 with the stride-64 protocol, which reads every
+#   byte twice; Transformer-XL, at about 70% of that CPU time, lands between the two (2.148) and
+#   reads each byte once. Its "train seconds" (1,787 s against 959 s) are wall-clock time on a
+#   machine shared with other jobs and overstate its cost; the CPU-time measure above is the
+#   fair one. A longer run, a fused relative-attention kernel, or a longer text, where the
+#   distant context matters more, are the experiments that would settle the question.
