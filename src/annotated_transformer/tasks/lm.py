@@ -10,11 +10,16 @@
   grouped-query attention with ``kv_heads`` key/value heads, SwiGLU of width
   ``swiglu_width(d_ff)``, which keeps the feed-forward's parameter count, no biases). The
   modern block's switches ``norm``, ``positions``, ``feed_forward`` and ``bias`` step from
-  one to the other (chapter 17).
+  one to the other (chapter 17). ``block="xl"``: :class:`~annotated_transformer.relative.
+  TransformerXLLM` (relative positions and a memory of ``mem_len`` states per layer, chapter
+  16), which reads ``max_len``-byte segments of the text in order
+  (:mod:`annotated_transformer.segments`).
 - Loss: next-byte cross-entropy summed over the batch's positions.
 - Validation: the loss on the first ``eval_bytes`` of the validation split in consecutive
   windows (quick, for the learning curve); test: bits per byte of the *whole* validation
-  split with overlapping windows (:func:`evaluate_bits_per_byte`).
+  split with overlapping windows (:func:`evaluate_bits_per_byte`). Transformer-XL is
+  validated and tested on consecutive segments with its memory instead
+  (:func:`annotated_transformer.segments.evaluate_bits_per_byte`).
 
 Bits per byte over a whole text: the mean of −log₂ p(xₜ | context) over every byte xₜ after
 the first. The model reads at most ``max_len`` bytes, so the text is scored in overlapping
@@ -45,11 +50,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from annotated_transformer import distributed as dist
+from annotated_transformer import segments
 from annotated_transformer.book.progress import tqdm
 from annotated_transformer.chars import DATASETS, load_splits, random_windows
 from annotated_transformer.metrics import BitsPerByte
 from annotated_transformer.model import DecoderLM
 from annotated_transformer.modern import ModernDecoderLM, check_choices
+from annotated_transformer.relative import TransformerXLLM
 from annotated_transformer.sampling import check_sampling, decode, encode, sample
 from annotated_transformer.swiglu import swiglu_width
 from annotated_transformer.tasks.base import Task, TrainConfig
@@ -66,7 +74,7 @@ class LanguageModelConfig(TrainConfig):
     """A language-model run: the text, the window, the model (``make_model``'s names)."""
 
     dataset: str = "tinyshakespeare"  # tinyshakespeare, enwik8 or enwik8_prefix
-    block: str = "2017"  # "2017" (DecoderLM) or "modern" (ModernDecoderLM)
+    block: str = "2017"  # "2017" (DecoderLM), "modern" (ModernDecoderLM) or "xl"
     kv_heads: int = 0  # modern: key/value heads (0: h, multi-head; 1: multi-query)
     norm: str = "rms"  # modern: rms or layer
     positions: str = "rope"  # modern: rope, alibi, learned, sinusoidal or none
@@ -79,7 +87,9 @@ class LanguageModelConfig(TrainConfig):
     d_ff: int = 512
     h: int = 4
     dropout: float = 0.0
-    max_len: int = 128  # the context: bytes per window
+    max_len: int = 128  # the context: bytes per window (xl: per segment)
+    # block="xl" (Transformer-XL) only
+    mem_len: int | None = None  # states kept per layer from earlier segments (None: max_len)
 
     @property
     def model(self) -> dict[str, Any]:
@@ -89,20 +99,38 @@ class LanguageModelConfig(TrainConfig):
         super().__post_init__()
         if self.dataset not in DATASETS:
             raise ValueError(f"dataset={self.dataset!r}: use one of {', '.join(DATASETS)}")
-        if self.block not in ("2017", "modern"):
-            raise ValueError(f"block={self.block!r}: use 2017 or modern")
+        if self.block not in ("2017", "modern", "xl"):
+            raise ValueError(f"block={self.block!r}: use 2017, modern or xl")
         if self.kv_heads < 0 or (self.kv_heads and self.h % self.kv_heads):
             raise ValueError(f"kv_heads={self.kv_heads} must divide h={self.h} (0: h)")
         check_choices(self.norm, self.positions, self.feed_forward)
-        if self.block == "2017":
+        if self.block != "modern":
             modern = ("kv_heads", "norm", "positions", "feed_forward", "bias")
             default = {f.name: f.default for f in fields(self)}
             changed = [k for k in modern if getattr(self, k) != default[k]]
             if changed:
-                raise ValueError(f"block=2017 has no {', '.join(changed)}: use block=modern")
+                raise ValueError(
+                    f"block={self.block} has no {', '.join(changed)}: use block=modern"
+                )
+        check_xl(self)
         for key in ("batch_size", "max_len", "eval_bytes"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key}={getattr(self, key)} must be >= 1")
+
+
+def check_xl(c: LanguageModelConfig) -> None:
+    """Refuse Transformer-XL settings on another block, and runner options XL cannot take."""
+    if c.block != "xl":
+        if c.mem_len is not None:
+            raise ValueError(f"mem_len={c.mem_len} is Transformer-XL's memory: add block=xl")
+        return
+    if c.mem_len is not None and c.mem_len < 0:
+        raise ValueError(f"mem_len={c.mem_len} must be >= 0 states per layer (0: no memory)")
+    if c.activation_checkpointing or c.sharding != "none":
+        raise ValueError(
+            "block=xl supports neither activation_checkpointing nor sharding=fsdp (its blocks "
+            "take a memory): turn them off"
+        )
 
 
 PRESETS = {
@@ -289,20 +317,37 @@ class LanguageModel(Task):
         state: dict | None = None,
     ) -> None:
         super().__init__(config, data_dir=data_dir, state=state)
+        self.xl = self.config.block == "xl"
+        self.stream = segments.Memory() if self.xl else None
+
+    @property
+    def mem_len(self) -> int:
+        """Transformer-XL's memory per layer (its ``mem_len``, else one segment, ``max_len``)."""
+        c = self.config
+        return c.max_len if c.mem_len is None else c.mem_len
 
     @cached_property
     def splits(self) -> dict[str, Tensor]:
         return load_splits(self.config.dataset, mirror=self.data_dir)
 
-    def batches(self, epoch: int) -> Iterator[tuple[Tensor, Tensor]]:
-        """Random windows, the same for the same epoch (resumable)."""
+    def batches(self, epoch: int) -> list[tuple[Tensor, Tensor]] | list[segments.Segments]:
+        """Random windows, the same for the same epoch (resumable); Transformer-XL: the
+        text's consecutive segments in ``batch_size`` streams, from a seeded offset."""
         c, data = self.config, self.splits["train"]
         generator = torch.Generator().manual_seed(c.seed * 1_000_003 + epoch)
-        for _ in range(max(1, len(data) // (c.batch_size * c.max_len))):
-            yield random_windows(data, c.batch_size, c.max_len, generator)
+        if self.xl:
+            if dist.world_size() > 1:
+                raise ValueError("block=xl trains in one process: its streams are not sharded")
+            offset = int(torch.randint(c.max_len, (1,), generator=generator))
+            return segments.stream_segments(data, c.batch_size, c.max_len, offset)
+        n = max(1, len(data) // (c.batch_size * c.max_len))
+        return [random_windows(data, c.batch_size, c.max_len, generator) for _ in range(n)]
 
-    def build_model(self) -> DecoderLM | ModernDecoderLM:
+    def build_model(self) -> DecoderLM | ModernDecoderLM | TransformerXLLM:
         c = self.config
+        if self.xl:
+            shape = {k: getattr(c, k) for k in ("d_model", "h", "N", "d_ff", "dropout")}
+            return TransformerXLLM(256, mem_len=self.mem_len, **shape)
         if c.block == "2017":
             return DecoderLM(vocab=256, **c.model)
         # SwiGLU's width keeps the parameter count of the 2017 feed-forward
@@ -312,7 +357,10 @@ class LanguageModel(Task):
         return ModernDecoderLM(256, c.d_model, c.h, c.N, c.max_len, **options, **switches)
 
     def loss(self, model: nn.Module, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, int]:
-        """Summed next-byte cross-entropy (nats) of a batch of windows ``(x, y)`` and its size."""
+        """Summed next-byte cross-entropy (nats) of a batch of windows ``(x, y)`` and its size
+        (Transformer-XL: of a batch of segments, after the memory the previous batch left)."""
+        if self.xl:
+            return segments.segment_loss(model, batch, self.stream)
         x, y = batch  # (batch, context) each; y[:, t] = x[:, t + 1]
         device = next(model.parameters()).device
         logits = model(x.to(device))  # (batch, context, 256)
@@ -323,29 +371,49 @@ class LanguageModel(Task):
         """Loss and bits per byte on the first ``eval_bytes`` of the validation split."""
         c = self.config
         val = self.splits["val"][: c.eval_bytes + 1]
+        if self.xl:  # consecutive segments with the training memory
+            with autocast(next(model.parameters()).device, c.precision):
+                bpb, _ = segments.evaluate_bits_per_byte(model, val, c.max_len, self.mem_len)
+            return {"val_loss": bpb * math.log(2), "val_bpb": bpb}
         loss = self.mean_loss(model, fixed_windows(val, c.max_len, 4 * c.batch_size))
         return {"val_loss": loss, "val_bpb": loss / math.log(2)}
 
     def bits_per_byte(
-        self, model: nn.Module, split: str, max_bytes: int | None = None, **windows: Any
+        self,
+        model: nn.Module,
+        split: str,
+        max_bytes: int | None = None,
+        mem_len: int | None = None,
+        **windows: Any,
     ) -> dict[str, Any]:
-        """Bits per byte of a whole split (or its first ``max_bytes``), overlapping windows."""
+        """Bits per byte of a whole split (or its first ``max_bytes``), overlapping windows.
+
+        Transformer-XL: consecutive ``max_len``-byte segments with ``mem_len`` states of memory
+        per layer (default: the training ``mem_len``); ``windows`` do not apply.
+        """
+        if self.xl and windows:
+            raise ValueError("block=xl reads segments in order: no context, stride, batch size")
+        if not self.xl and mem_len is not None:
+            raise ValueError(f"mem_len={mem_len}: only a block=xl model has a memory")
         data = self.splits.get(split)
         if data is None:
             raise ValueError(
                 f"{self.config.dataset} has no {split} split; use one of {', '.join(self.splits)}"
             )
         data = data[:max_bytes]
-        with autocast(next(model.parameters()).device, self.config.precision):
-            bpb, scored = evaluate_bits_per_byte(model, data, **windows)
-        context = windows.get("context") or model.max_len
-        result = {
-            "split": split,
-            "bits_per_byte": bpb,
-            "bytes_scored": scored,
-            "context": context,
-            "stride": windows.get("stride") or max(context // 2, 1),
-        }
+        device, seg_len = next(model.parameters()).device, self.config.max_len
+        mem_len = self.mem_len if mem_len is None else mem_len
+        with autocast(device, self.config.precision):
+            if self.xl:
+                bpb, scored = segments.evaluate_bits_per_byte(model, data, seg_len, mem_len)
+            else:
+                bpb, scored = evaluate_bits_per_byte(model, data, **windows)
+        result = {"split": split, "bits_per_byte": bpb, "bytes_scored": scored}
+        if self.xl:
+            result |= {"segment": seg_len, "mem_len": mem_len}
+        else:
+            context = windows.get("context") or model.max_len
+            result |= {"context": context, "stride": windows.get("stride") or max(context // 2, 1)}
         if self.config.dataset == "enwik8_prefix":
             result["note"] = PREFIX_NOTE
         return result
@@ -365,6 +433,8 @@ class LanguageModel(Task):
         seed: int = 0,
     ) -> list[str]:
         """Each prompt followed by ``length`` sampled bytes, decoded as UTF-8 (seeded)."""
+        if self.xl:
+            raise ValueError("predict does not sample from block=xl models yet: use 2017/modern")
         if not inputs or not all(inputs):
             raise ValueError("the prompt is empty: give at least one character to continue")
         check_sampling(temperature, top_k, length)
@@ -378,6 +448,7 @@ class LanguageModel(Task):
         parser.add_argument("--stride", type=int, help="window step (default: half the context)")
         parser.add_argument("--max-bytes", type=int, help="score only the first N bytes")
         parser.add_argument("--batch-size", type=int, default=32, help="windows per forward")
+        parser.add_argument("--mem-len", type=int, help="block=xl: memory per layer (states)")
 
     @classmethod
     def add_predict_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -392,7 +463,9 @@ class LanguageModel(Task):
         if args.max_bytes is not None and args.max_bytes < 2:
             raise ValueError(f"--max-bytes must be >= 2, got {args.max_bytes}")
         windows = {"stride": args.stride, "batch_size": args.batch_size}
-        return self.bits_per_byte(model, args.split, args.max_bytes, **windows)
+        if self.xl:  # segments in order: a stride is refused, the batch size does not apply
+            windows = {} if args.stride is None else {"stride": args.stride}
+        return self.bits_per_byte(model, args.split, args.max_bytes, args.mem_len, **windows)
 
     def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
         keys = ("length", "temperature", "top_k", "seed")
