@@ -15,6 +15,10 @@
 - Tokens (chapter 16): ``tokens="bytes"`` (the default) or ``"bpe"``, a byte-level BPE of
   ``bpe_merges`` merges (:mod:`~annotated_transformer.byte_bpe`) learned on the training
   split only and saved in the task's state; the model then reads ``max_len`` *tokens*.
+- Sparse attention (chapter 16): ``attention="strided"`` or ``"fixed"`` replaces every
+  block's attention (``block=modern`` or ``gpt2``) by block-sparse attention under that
+  pattern's union mask (:func:`~annotated_transformer.sparse.sparsify_`), blocks of
+  ``sparse_stride`` positions and, for "fixed", ``sparse_summary`` summary positions each.
 - Loss: next-byte cross-entropy summed over the batch's positions.
 - Validation: the loss on the first ``eval_bytes`` of the validation split in consecutive
   windows (quick, for the learning curve); test: bits per byte of the *whole* validation
@@ -67,6 +71,7 @@ from annotated_transformer.metrics import BitsPerByte
 from annotated_transformer.model import DecoderLM
 from annotated_transformer.modern import ModernDecoderLM, check_choices
 from annotated_transformer.sampling import check_sampling, decode, encode, sample
+from annotated_transformer.sparse import PATTERNS, sparsify_
 from annotated_transformer.swiglu import swiglu_width
 from annotated_transformer.tasks.base import Task, TrainConfig
 from annotated_transformer.training import autocast, evaluating
@@ -99,6 +104,10 @@ class LanguageModelConfig(TrainConfig):
     # GPT-2's tokens (chapter 16)
     tokens: str = "bytes"  # "bytes" (256 ids) or "bpe" (byte-level BPE learned on train)
     bpe_merges: int = 0  # tokens=bpe: merges learned (vocabulary 256 + merges)
+    # Sparse attention (chapter 16)
+    attention: str = "dense"  # dense, strided or fixed (block-sparse, every head the union)
+    sparse_stride: int = 0  # sparse: l, the block length and stride
+    sparse_summary: int = 0  # fixed: c, summary positions at the end of every block (1..l)
 
     @property
     def model(self) -> dict[str, Any]:
@@ -128,9 +137,31 @@ class LanguageModelConfig(TrainConfig):
                 f"tokens={self.tokens} with bpe_merges={self.bpe_merges}: BPE needs "
                 "bpe_merges >= 1, bytes need bpe_merges=0"
             )
+        self._check_sparse()
         for key in ("batch_size", "max_len", "eval_bytes"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key}={getattr(self, key)} must be >= 1")
+
+    def _check_sparse(self) -> None:
+        if self.attention not in ("dense", *PATTERNS):
+            raise ValueError(f"attention={self.attention!r}: use dense, {', '.join(PATTERNS)}")
+        if self.attention == "dense":
+            if self.sparse_stride or self.sparse_summary:
+                raise ValueError("sparse_stride and sparse_summary need attention=strided/fixed")
+            return
+        if self.block == "2017" or self.positions == "alibi" or self.kv_heads not in (0, self.h):
+            raise ValueError(
+                f"attention={self.attention} needs block=modern or gpt2, kv_heads=0 and no ALiBi"
+            )
+        if self.sparse_stride < 1:
+            raise ValueError(f"attention={self.attention} needs sparse_stride >= 1")
+        if self.attention == "strided" and self.sparse_summary:
+            raise ValueError("sparse_summary is the fixed pattern's: use attention=fixed")
+        if self.attention == "fixed" and not 1 <= self.sparse_summary <= self.sparse_stride:
+            raise ValueError(
+                f"sparse_summary={self.sparse_summary} must lie in [1, "
+                f"sparse_stride={self.sparse_stride}]"
+            )
 
 
 PRESETS = {
@@ -378,6 +409,13 @@ class LanguageModel(Task):
             yield random_windows(data, c.batch_size, c.max_len, generator)
 
     def build_model(self) -> DecoderLM | ModernDecoderLM:
+        c = self.config
+        model = self.build_dense_model()
+        if c.attention != "dense":
+            sparsify_(model, c.attention, c.sparse_stride, c.sparse_summary or 1)
+        return model
+
+    def build_dense_model(self) -> DecoderLM | ModernDecoderLM:
         c = self.config
         if c.block == "2017":
             return DecoderLM(vocab=self.vocab, **c.model)
