@@ -11,8 +11,9 @@ whatever the script. The merges are learned exactly as chapter 12 learns them
 - Pieces: merges stay inside the pieces of :func:`~annotated_transformer.bpe.pretokenize`
   applied to that Latin-1 view (runs of word characters or of punctuation, each with the
   space before it). On ASCII text, such as Tiny Shakespeare, these are the pieces of the text
-  itself; GPT-2 cuts the *Unicode* text with a similar rule, which differs only on non-ASCII
-  bytes. Unlike chapter 12 the space is kept as the byte 0x20: ``" the"`` is one token.
+  itself. GPT-2 cuts the *Unicode* text with a similar regular expression (which also splits
+  off English contractions such as ``'s`` and keeps runs of spaces together). Unlike chapter
+  12 the space is kept as the byte 0x20: ``" the"`` is one token.
 - Ids: byte b is id b; each distinct merged symbol gets the next id in the order it was
   learned, so the vocabulary is 256 + (number of merges).
 
