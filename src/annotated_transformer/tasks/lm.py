@@ -160,8 +160,8 @@ class LanguageModelConfig(TrainConfig):
             if self.sparse_stride or self.sparse_summary:
                 raise ValueError("sparse_stride and sparse_summary need attention=strided/fixed")
             return
-        dense_kernel = self.block not in ("modern", "gpt2") or self.positions == "alibi"
-        if dense_kernel or self.kv_heads not in (0, self.h):
+        other_block = self.block not in ("modern", "gpt2") or self.positions == "alibi"
+        if other_block or self.kv_heads not in (0, self.h):
             raise ValueError(
                 f"attention={self.attention} needs block=modern or gpt2, kv_heads=0 and no ALiBi"
             )
