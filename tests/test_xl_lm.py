@@ -184,7 +184,9 @@ def test_a_resumed_xl_run_continues_with_its_memory(chars_mirror, tmp_path, one_
         ({"block": "xl", "mem_len": -1}, r"mem_len=-1 must be >= 0"),
         ({"block": "xl", "kv_heads": 1}, "block=xl has no kv_heads: use block=modern"),
         ({"block": "xl", "activation_checkpointing": True}, "supports neither"),
-        ({"block": "gpt"}, "use 2017, modern or xl"),
+        ({"block": "gpt"}, "use 2017, modern, gpt2 or xl"),
+        ({"block": "xl", "tokens": "bpe", "bpe_merges": 8}, "block=xl reads bytes"),
+        ({"block": "xl", "attention": "fixed", "sparse_stride": 4, "sparse_summary": 1}, "needs"),
     ],
 )
 def test_bad_xl_settings_are_refused_in_one_line(changes, message):
