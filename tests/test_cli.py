@@ -43,6 +43,15 @@ SETTINGS = {
         "N": 2,
         "lr": 0.01,
     },
+    "mlm": {
+        "train_subset": 600,
+        "val_size": 100,
+        "steps": 12,
+        "eval_every": 6,
+        "warmup": 2,
+        "N": 2,
+        "lr": 0.01,
+    },
     "lm": {
         "dataset": "enwik8_prefix",
         "steps": 12,
