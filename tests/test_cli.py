@@ -43,6 +43,15 @@ SETTINGS = {
         "N": 2,
         "lr": 0.01,
     },
+    "mlm": {
+        "train_subset": 600,
+        "val_size": 100,
+        "steps": 12,
+        "eval_every": 6,
+        "warmup": 2,
+        "N": 2,
+        "lr": 0.01,
+    },
     "lm": {
         "dataset": "enwik8_prefix",
         "steps": 12,
@@ -236,6 +245,7 @@ def test_lm_evaluate_equals_brute_force_and_predict_is_seeded(trained, mirror, c
     _, model = runner.load_model(out / "final.pt")
     text = load_splits("enwik8_prefix", mirror=mirror)["val"][:100]
     assert result["bits_per_byte"] == pytest.approx(brute_force_bits(model, text, 64), rel=1e-5)
+    fails(capsys, [*argv, "--mem-len", "64"], "only a block=xl model has a memory")
 
     argv = ["lm", "predict", *checkpoint, "[[", "--length", "30", "--top-k", "20", "--seed", "3"]
     first, again = ok(capsys, argv), ok(capsys, argv)

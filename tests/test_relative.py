@@ -195,6 +195,36 @@ def test_short_memory_keeps_the_last_mem_len_states():
     assert not torch.allclose(later[1], whole[1])
 
 
+@pytest.mark.parametrize("mem_len", [0, 2, 5])
+def test_memory_equals_one_masked_pass_over_both_segments(mem_len):
+    """An independent reference for the memory: run the blocks once over [previous; current]
+    with a mask that lets position p + i of the current segment see only the last mem_len
+    positions of the previous one (and itself and earlier current ones), the previous segment
+    seeing its own past only. The current segment's logits are those of the memory path."""
+    model = lm(mem_len=mem_len)
+    first, second = tokens(5, seed=1), tokens(4, seed=2)
+    p, total = first.size(1), first.size(1) + second.size(1)
+    i, j = torch.arange(total)[:, None], torch.arange(total)[None, :]
+    mask = (j <= i) & ((i < p) | (j >= p - mem_len))  # (total, total)
+    with torch.no_grad():
+        h = model.embed(torch.cat([first, second], 1))
+        for block in model.blocks:
+            h = block(h, None, mask)
+        expected = model.to_logits(h)[:, p:]
+        _, memories = model(first)
+        logits, _ = model(second, memories)
+    torch.testing.assert_close(logits, expected)
+
+
+def test_evaluation_may_keep_more_memory_than_training():
+    model = lm(mem_len=2)
+    with torch.no_grad():
+        _, memories = model(tokens(5, seed=1), mem_len=4)
+    assert [m.shape for m in memories] == [(B, 4, 16)] * 2
+    with pytest.raises(ValueError, match="mem_len=-1 must be >= 0"):
+        model(tokens(3), mem_len=-1)
+
+
 def test_lm_trains_through_one_segment_only():
     model = lm().train()
     first, second = tokens(5, seed=1), tokens(4, seed=2)

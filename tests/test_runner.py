@@ -25,6 +25,7 @@ from annotated_transformer.tasks import TASKS
 SETTINGS = {
     "translate": ["train_limit=500", "eval_limit=10", "checkpoint_every=3"],
     "classify": ["test_subset=200", "checkpoint_every=3"],
+    "mlm": ["checkpoint_every=3"],
     "lm": [
         "dataset=enwik8_prefix",
         "steps=30",

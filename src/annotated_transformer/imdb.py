@@ -24,7 +24,7 @@ import torch
 
 from annotated_transformer import settings
 from annotated_transformer.download import atomic_write, fetch, sha256_of
-from annotated_transformer.vocab import Vocab
+from annotated_transformer.vocab import SPECIALS, Vocab
 
 SPLITS = ("train", "test")
 _MEMBER = re.compile(r"(?:^|/)aclImdb/(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")
@@ -138,9 +138,13 @@ def train_val_split(
     )
 
 
-def build_vocab(train_tokens: Iterable[Sequence[str]], max_size: int = 20_000) -> Vocab:
-    """Vocabulary of the ``max_size`` most frequent TRAIN tokens (specials included)."""
-    return Vocab.build(train_tokens, max_size=max_size)
+def build_vocab(
+    train_tokens: Iterable[Sequence[str]],
+    max_size: int = 20_000,
+    specials: Sequence[str] = SPECIALS,
+) -> Vocab:
+    """Vocabulary of the ``max_size`` most frequent TRAIN tokens (``specials`` included)."""
+    return Vocab.build(train_tokens, specials=specials, max_size=max_size)
 
 
 def encode(tokens: Iterable[Sequence[str]], vocab: Vocab, max_len: int) -> list[list[int]]:

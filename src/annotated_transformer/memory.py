@@ -399,7 +399,7 @@ def _held_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
     return sum(storages.values())
 
 
-def _allocator_peak(step: Callable[[], None]) -> int:
+def allocator_peak(step: Callable[[], None]) -> int:
     """Highest sum of the CPU allocator's allocations minus frees while ``step`` runs."""
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
@@ -440,7 +440,7 @@ def peak_step_bytes(
         step()
         torch.cuda.synchronize(device)
         return torch.cuda.max_memory_allocated(device)
-    return _held_bytes(model, optimizer) + _allocator_peak(step)
+    return _held_bytes(model, optimizer) + allocator_peak(step)
 
 
 def measured_training_memory(

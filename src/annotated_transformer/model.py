@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -350,6 +351,17 @@ class EncoderClassifier(nn.Module):
 
     def forward(self, tokens: Tensor) -> Tensor:
         """tokens: integer (batch, len), padded with ``pad`` -> logits (batch, n_classes)."""
+        x, real = self.encode(tokens)
+        if self.cls is not None:
+            pooled = x[:, 0]  # (batch, d_model): the [CLS] position gathers the sequence
+        else:
+            weights = real.unsqueeze(-1).to(x.dtype)  # (batch, len, 1): 1 real, 0 padding
+            pooled = (x * weights).sum(dim=1) / weights.sum(dim=1)  # masked mean (batch, d)
+        return self.to_classes(pooled)
+
+    def encode(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
+        """tokens (batch, len) -> a vector per position (batch, len', d_model) and which
+        positions are real tokens (batch, len'); len' = len + 1 with a [CLS] vector in front."""
         check_tokens(tokens)
         batch, length = tokens.shape
         if length > self.max_len:
@@ -366,9 +378,44 @@ class EncoderClassifier(nn.Module):
         mask = real.unsqueeze(1)  # (batch, 1, len): every query sees the real keys
         for block in self.blocks:
             x = block(x, mask)
-        if self.cls is not None:
-            pooled = x[:, 0]  # (batch, d_model): the [CLS] position gathers the sequence
-        else:
-            weights = real.unsqueeze(-1).to(x.dtype)  # (batch, len, 1): 1 real, 0 padding
-            pooled = (x * weights).sum(dim=1) / weights.sum(dim=1)  # masked mean (batch, d)
-        return self.to_classes(pooled)
+        return x, real
+
+
+class MaskedLanguageModel(EncoderClassifier):
+    """BERT's pretraining model: the classifier's encoder, whose "classes" are the vocabulary.
+
+    tokens (batch, len) -> x = encode(tokens)   (batch, len, d_model), as the classifier's
+    -> logits = x W_embᵀ + b   (batch, len, vocab): one distribution over tokens per position.
+
+    The output matrix is the input embedding's (tied, as in BERT and the paper's §3.4), so the
+    model adds only a bias to the encoder. Every other weight has the name and shape it has in
+    :class:`EncoderClassifier`: ``embed``, ``position`` and ``blocks`` load into a classifier
+    of the same sizes (``load_encoder``). ``where`` (batch, len) bool computes the logits at
+    those positions only, (selected, vocab): the output layer, vocab × d_model multiply-adds
+    per position, costs more than the encoder, and the loss needs it at ~15 % of the tokens.
+    """
+
+    def __init__(self, vocab: int, **sizes: Any) -> None:
+        if sizes.get("cls"):
+            raise ValueError("cls=True: a masked language model predicts every token; use False")
+        super().__init__(vocab, vocab, **sizes)
+        self.to_classes.weight = self.embed.lut.weight  # (vocab, d_model), shared
+
+    def forward(self, tokens: Tensor, where: Tensor | None = None) -> Tensor:
+        """tokens: integer (batch, len) -> logits (batch, len, vocab), or (selected, vocab)."""
+        x, _ = self.encode(tokens)
+        return self.to_classes(x if where is None else x[where])
+
+
+ENCODER = ("embed.", "position.", "blocks.")
+"""The weights a classifier takes from a pretrained masked language model (not ``to_classes``)."""
+
+
+def load_encoder(classifier: EncoderClassifier, weights: dict[str, Tensor]) -> list[str]:
+    """Copy the encoder's weights (``ENCODER`` prefixes) of a model's ``weights`` into
+    ``classifier``; returns the names copied. Shapes must match (else a RuntimeError)."""
+    encoder = {k: v for k, v in weights.items() if k.startswith(ENCODER)}
+    missing, _ = classifier.load_state_dict(encoder, strict=False)
+    if [k for k in missing if k.startswith(ENCODER)]:
+        raise RuntimeError(f"the weights lack encoder tensors {missing[:3]}")
+    return sorted(encoder)

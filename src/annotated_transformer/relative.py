@@ -178,10 +178,13 @@ class TransformerXLLM(nn.Module):
     No position table: the relative attention supplies all positional information, so a
     segment may follow any amount of history.
 
-    forward(x, memories=None) -> (logits, new_memories)
+    forward(x, memories=None, mem_len=None) -> (logits, new_memories)
     x: integer (batch, len), ids in [0, vocab)
     memories: None (the first segment) or the ``new_memories`` of the previous call, one
-    (batch, m, d_model) tensor per block, m ≤ mem_len
+    (batch, m, d_model) tensor per block
+    mem_len: how many states to keep for the next segment (default: the ``mem_len`` the model
+    was built with); evaluation may keep more than training did, the relative scores extend
+    to any distance
     returns logits (batch, len, vocab) for each next byte, and new_memories: per block the last
     mem_len of [memory; this segment's inputs to the block], detached.
     """
@@ -205,14 +208,18 @@ class TransformerXLLM(nn.Module):
         self.blocks = nn.ModuleList(TransformerXLBlock(d_model, h, d_ff, dropout) for _ in range(N))
         self.to_logits = nn.Linear(d_model, vocab)
 
-    def _remember(self, memory: Tensor | None, h: Tensor) -> Tensor:
+    @staticmethod
+    def _remember(memory: Tensor | None, h: Tensor, mem_len: int) -> Tensor:
         """The next segment's memory: the last mem_len states of [memory; h], no gradient."""
         states = h if memory is None else torch.cat([memory, h], dim=1)
-        return states[:, max(0, states.size(1) - self.mem_len) :].detach()
+        return states[:, max(0, states.size(1) - mem_len) :].detach()
 
     def forward(
-        self, x: Tensor, memories: list[Tensor] | None = None
+        self, x: Tensor, memories: list[Tensor] | None = None, mem_len: int | None = None
     ) -> tuple[Tensor, list[Tensor]]:
+        mem_len = self.mem_len if mem_len is None else mem_len
+        if mem_len < 0:
+            raise ValueError(f"mem_len={mem_len} must be >= 0 states per layer")
         check_tokens(x, "x")
         if x.size(1) < 1 or int(x.min()) < 0 or int(x.max()) >= self.vocab:
             raise ValueError(f"x needs at least one position and ids in [0, {self.vocab})")
@@ -225,6 +232,6 @@ class TransformerXLLM(nn.Module):
         new_memories = []
         for i, block in enumerate(self.blocks):
             memory = None if memories is None else memories[i]
-            new_memories.append(self._remember(memory, h))
+            new_memories.append(self._remember(memory, h, mem_len))
             h = block(h, memory)
         return self.to_logits(h), new_memories

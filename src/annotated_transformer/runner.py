@@ -185,6 +185,7 @@ class Run:
             precision=config.precision,
             checkpoint_path=last,
             config=self.saved,
+            stream=self.task.stream,
         )
         if resume:
             self.trainer.resume()

@@ -26,6 +26,12 @@ With l ≈ √n each query attends to O(√n) keys, n√n pairs in all.
 :func:`strided_sparse_attention` and :func:`fixed_sparse_attention` compute exactly dense
 attention under the union mask (local | strided, block | summary: both patterns in one head)
 block by block, without ever forming an (n, n) score matrix.
+
+In a model (:class:`SparseSelfAttention`, :func:`sparsify_`), every head attends under the
+*union* of the pattern's two masks (the paper's "merged" head) rather than half the heads
+under each mask: the block-sparse kernels compute both parts in one softmax anyway, a union
+head reads everything a split pair of heads would, and one layer of union heads already
+passes information along both masks, so any two layers reach every earlier position.
 """
 
 from __future__ import annotations
@@ -33,7 +39,13 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import Tensor
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from annotated_transformer.kv_cache import KVCache
+from annotated_transformer.rope import rotate_pairs
+
+PATTERNS = ("strided", "fixed")
 
 
 def _check_pattern(n: int, stride: int, c: int | None = None) -> None:
@@ -215,3 +227,100 @@ def strided_sparse_attention(q: Tensor, k: Tensor, v: Tensor, stride: int) -> Te
     )
     out = w_loc @ v_loc + (w_col.transpose(2, 3) @ vc).transpose(2, 3)  # (.., m, stride, d_v)
     return out.reshape(batch, heads, n, v.size(-1))
+
+
+# --- in a model ------------------------------------------------------------------------------
+
+
+def sparse_mask(pattern: str, n: int, stride: int, c: int = 1) -> Tensor:
+    """The union of a pattern's masks, bool (n, n): local | strided, or block | summary."""
+    if pattern not in PATTERNS:
+        raise ValueError(f"pattern={pattern!r}: use one of {', '.join(PATTERNS)}")
+    first, second = strided_masks(n, stride) if pattern == "strided" else fixed_masks(n, stride, c)
+    return first | second
+
+
+def sparse_attention(
+    q: Tensor, k: Tensor, v: Tensor, pattern: str, stride: int, c: int = 1
+) -> Tensor:
+    """Block-sparse causal attention under ``pattern``'s union mask, for any length n.
+
+    q, k: (batch, heads, n, d_k); v: (batch, heads, n, d_v); returns (batch, heads, n, d_v).
+    n is padded at the end to a multiple of stride: the padded positions come after every
+    real query, so the causal masks never let a real query read them; their outputs are cut.
+    """
+    if pattern not in PATTERNS:
+        raise ValueError(f"pattern={pattern!r}: use one of {', '.join(PATTERNS)}")
+    n, pad = q.size(-2), -q.size(-2) % stride
+    q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+    if pattern == "strided":
+        out = strided_sparse_attention(q, k, v, stride)
+    else:
+        out = fixed_sparse_attention(q, k, v, stride, c)
+    return out[..., :n, :]
+
+
+class SparseSelfAttention(nn.Module):
+    """Causal multi-head self-attention, each head under ``pattern``'s union mask.
+
+    The projections W^Q, W^K, W^V, W^O of :class:`~annotated_transformer.gqa.
+    GroupedQueryAttention` (same names, so its weights load), with one key/value head per query
+    head. Training and scoring (no cache) run :func:`sparse_attention`, block by block; with a
+    :class:`KVCache` (generation) the new queries attend densely under rows past … past + new
+    of :func:`sparse_mask`, the same function. No dropout on the attention weights.
+
+    x: (batch, new, d_model); rope: optional (cos, sin) tables of the new positions (RoPE);
+    returns (batch, new, d_model)
+    """
+
+    def __init__(
+        self, d_model: int, h: int, pattern: str, stride: int, c: int = 1, bias: bool = False
+    ) -> None:
+        super().__init__()
+        _check_pattern(1, stride, c if pattern == "fixed" else None)
+        if pattern not in PATTERNS:
+            raise ValueError(f"pattern={pattern!r}: use one of {', '.join(PATTERNS)}")
+        self.h, self.d_k, self.pattern, self.stride, self.c = h, d_model // h, pattern, stride, c
+        self.w_q, self.w_k, self.w_v, self.w_o = (
+            nn.Linear(d_model, d_model, bias=bias) for _ in range(4)
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        cache: KVCache | None = None,
+        rope: tuple[Tensor, Tensor] | None = None,
+        alibi: Tensor | None = None,
+    ) -> Tensor:
+        if alibi is not None:
+            raise ValueError("sparse attention has no ALiBi bias: use rope or learned positions")
+        past, new = (0 if cache is None else cache.length), x.size(1)
+        q, k, v = (w(x).unflatten(-1, (self.h, self.d_k)).transpose(1, 2) for w in self.qkv)
+        if rope is not None:
+            q, k = rotate_pairs(q, *rope), rotate_pairs(k, *rope)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (batch, h, past + new, d_k)
+        if past == 0:
+            out = sparse_attention(q, k, v, self.pattern, self.stride, self.c)
+        else:
+            mask = sparse_mask(self.pattern, past + new, self.stride, self.c)[past:]
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(x.device))
+        return self.w_o(out.transpose(1, 2).flatten(2))  # (batch, new, d_model)
+
+    @property
+    def qkv(self) -> tuple[nn.Linear, nn.Linear, nn.Linear]:
+        return self.w_q, self.w_k, self.w_v
+
+
+def sparsify_(model: nn.Module, pattern: str, stride: int, c: int = 1) -> nn.Module:
+    """Replace the attention of every block of a ModernDecoderLM (or GPT2LM) by
+    :class:`SparseSelfAttention` with the same weights, in place; returns the model."""
+    for block in model.blocks:
+        dense = block.attention
+        if dense.kv_heads != dense.h or dense.alibi:
+            raise ValueError("sparse attention needs one key/value head per head and no ALiBi")
+        bias = dense.w_q.bias is not None
+        sparse = SparseSelfAttention(dense.d_model, dense.h, pattern, stride, c, bias)
+        sparse.load_state_dict(dense.state_dict())
+        block.attention = sparse.to(dense.w_q.weight.device)
+    return model

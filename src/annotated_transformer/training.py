@@ -305,7 +305,9 @@ class Trainer:
     accumulate: micro-batches per optimiser step; clip_norm: max gradient norm (None: no
     clipping, as in the paper); precision: "fp32", "bf16" or "fp16" (autocast; weights stay
     fp32; fp16 with a ``GradScaler``, ``scaler``);
-    checkpoint_path: where ``save``/``fit`` write; config: plain data saved with it.
+    checkpoint_path: where ``save``/``fit`` write; config: plain data saved with it;
+    stream: what the batches carry from one to the next (Transformer-XL's memory), an object
+    with ``state_dict``/``load_state_dict`` saved in the checkpoint and restored by ``resume``.
     State: ``step`` (optimiser steps done), ``epoch`` and ``batch_in_epoch`` (data position),
     ``history`` (a DataFrame, one row per step: loss, lr, tokens, tokens_per_s, grad_norm, ...).
     """
@@ -322,6 +324,7 @@ class Trainer:
         precision: str = "fp32",
         checkpoint_path: str | Path | None = None,
         config: dict[str, Any] | None = None,
+        stream: Any = None,
     ) -> None:
         if accumulate < 1:
             raise ValueError(f"accumulate={accumulate} must be >= 1 micro-batches per step")
@@ -330,7 +333,7 @@ class Trainer:
         self.scheduler = scheduler
         self.accumulate, self.clip_norm, self.precision = accumulate, clip_norm, precision
         self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
-        self.config = config or {}
+        self.config, self.stream = config or {}, stream
         self.device = next(model.parameters()).device
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
         self.step = self.epoch = self.batch_in_epoch = 0
@@ -487,6 +490,8 @@ class Trainer:
         extra = {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch, "history": self.rows}
         if self.scaler.is_enabled():
             extra["scaler"] = self.scaler.state_dict()
+        if self.stream is not None:
+            extra["stream"] = self.stream.state_dict()
         save_checkpoint(
             path, model, optimizer, self.scheduler, step=self.step, config=self.config, extra=extra
         )
@@ -494,8 +499,8 @@ class Trainer:
         return path
 
     def resume(self, path: str | Path | None = None) -> dict[str, Any]:
-        """Restore model, optimiser, scheduler, random generators, data position, history and
-        (fp16) the loss scale."""
+        """Restore model, optimiser, scheduler, random generators, data position, history,
+        (fp16) the loss scale and the stream's state."""
         path = Path(path) if path else self.checkpoint_path
         if path is None:
             raise ValueError("no checkpoint path: pass one or set Trainer(checkpoint_path=...)")
@@ -508,6 +513,8 @@ class Trainer:
         extra = state["extra"]
         if self.scaler.is_enabled() and "scaler" in extra:
             self.scaler.load_state_dict(extra["scaler"])
+        if self.stream is not None:
+            self.stream.load_state_dict(extra.get("stream", {}))
         self.step, self.saved_step = state["step"], state["step"]
         self.epoch, self.batch_in_epoch = extra["epoch"], extra["batch_in_epoch"]
         self.rows = list(extra["history"])

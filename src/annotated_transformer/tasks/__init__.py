@@ -5,19 +5,21 @@ Each preset is a config dataclass (a task's fields plus the shared
 ``--set KEY=VALUE`` on the command line, or ``dataclasses.replace`` in Python.
 """
 
-from annotated_transformer.tasks import classification, lm, translation
+from annotated_transformer.tasks import classification, lm, mlm, translation
 from annotated_transformer.tasks.base import Task, TrainConfig
 
 TASKS: dict[str, type[Task]] = {
     "translate": translation.Translation,
     "classify": classification.Classification,
     "lm": lm.LanguageModel,
+    "mlm": mlm.MaskedLM,
 }
 
 PRESETS = {
     "translate": translation.PRESETS,
     "classify": classification.PRESETS,
     "lm": lm.PRESETS,
+    "mlm": mlm.PRESETS,
 }
 
 __all__ = ["PRESETS", "TASKS", "Task", "TrainConfig"]

@@ -15,6 +15,9 @@ A task is a config dataclass and a class with six methods:
 
 A task's ``state()`` is what it learned from the data before training (a vocabulary, byte
 pairs); it is saved in every checkpoint, so a model can be loaded without the training data.
+Its ``stream`` (None for most tasks) is what one training batch hands to the next, e.g.
+Transformer-XL's memory: an object with ``state_dict``/``load_state_dict`` that ``last.pt``
+saves, so that a resumed run continues with it.
 """
 
 from __future__ import annotations
@@ -152,6 +155,7 @@ class Task(ABC):
     title: ClassVar[str]  # a line for --help
     Config: ClassVar[type]
     score: ClassVar[tuple[str, str]]  # (metric, "max" or "min")
+    stream: Any = None  # carried from one training batch to the next, saved in last.pt
 
     def __init__(
         self, config: Any, *, data_dir: str | Path | None = None, state: dict | None = None

@@ -10,6 +10,9 @@
   because any value > 0 takes ``scaled_dot_product_attention`` off its fused CPU kernel (a
   training step at length 256 was about 2.9× slower).
 - Loss: cross-entropy summed over the batch's reviews; metric: accuracy.
+- Pretrained start (``init``): a finished ``mlm`` run (:mod:`~annotated_transformer.tasks.mlm`)
+  of the same sizes, tokenizer and validation split gives its vocabulary (with ``<mask>``),
+  embeddings, positions and blocks; only the output layer starts from random weights.
 """
 
 from __future__ import annotations
@@ -28,17 +31,22 @@ from torch import Tensor, nn
 from annotated_transformer import imdb
 from annotated_transformer.batching import bucket_batches, collate
 from annotated_transformer.bpe import BPE
-from annotated_transformer.model import EncoderClassifier
+from annotated_transformer.checkpoint import read_checkpoint
+from annotated_transformer.model import EncoderClassifier, load_encoder
 from annotated_transformer.tasks.base import Task, TrainConfig
 from annotated_transformer.training import autocast, evaluating
-from annotated_transformer.vocab import Vocab
+from annotated_transformer.vocab import SPECIALS, Vocab
 
 LABELS = ("negative", "positive")  # label 0, label 1 (imdb.load_imdb)
 
 
 @dataclass(frozen=True)
-class ClassificationConfig(TrainConfig):
-    """A classification run: data and tokens, the model (``make_model``'s names)."""
+class ReviewsConfig(TrainConfig):
+    """The IMDb reviews and the encoder: data and tokens, the model (``make_model``'s names).
+
+    Shared by classification and masked-LM pretraining (:mod:`~annotated_transformer.tasks.
+    mlm`): the same fields give the same split, tokens and encoder in both.
+    """
 
     tokenizer: str = "word"  # "word": lower-cased words; "bpe": byte pairs of those words
     vocab_size: int = 20_000  # most frequent training tokens, specials included
@@ -64,6 +72,25 @@ class ClassificationConfig(TrainConfig):
         super().__post_init__()
         if self.tokenizer not in ("word", "bpe"):
             raise ValueError(f"tokenizer={self.tokenizer!r}: use word or bpe")
+
+
+# What must agree between a pretrained mlm run and the classifier that starts from it: the
+# encoder's shapes, and the data fields that make the same vocabulary and validation reviews.
+SHARED = ("tokenizer", "vocab_size", "val_size", "train_subset", "seed")
+SHAPES = ("N", "d_model", "d_ff", "h", "max_len", "cls")
+
+
+@dataclass(frozen=True)
+class ClassificationConfig(ReviewsConfig):
+    """A classification run; ``init``: a finished ``mlm`` run's folder to start from (its
+    vocabulary, embeddings and encoder blocks; the output layer starts afresh)."""
+
+    init: str = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.init and not (Path(self.init) / "final.pt").is_file():
+            raise ValueError(f"init={self.init}: no final.pt there; give a finished mlm run folder")
 
 
 PRESETS = {
@@ -130,6 +157,21 @@ PRESETS = {
         precision="bf16",
     ),
 }
+
+
+def check_pretrained(saved: dict[str, Any], config: ReviewsConfig) -> None:
+    """Refuse, in one line, a pretrained run (a checkpoint's config) that ``config`` cannot
+    start from: another task, other encoder shapes, or another vocabulary or validation split."""
+    if saved.get("task") != "mlm":
+        raise ValueError(f"init={config.init}: a {saved.get('task')!r} run, not mlm; pretrain one")
+    have = saved["config"]
+    differ = [
+        f"{k}={have[k]} there, {getattr(config, k)} here"
+        for k in (*SHAPES, *SHARED)
+        if have[k] != getattr(config, k)
+    ]
+    if differ:
+        raise ValueError(f"init={config.init} does not fit: {'; '.join(differ)}; set them equal")
 
 
 class ReviewTokenizer:
@@ -201,17 +243,15 @@ def _subset(texts: list[str], labels: list[int], n: int | None, seed: int) -> im
     return [texts[i] for i in keep], [labels[i] for i in keep]
 
 
-class Classification(Task):
-    """IMDb sentiment with an :class:`~annotated_transformer.model.EncoderClassifier`."""
+class ReviewsTask(Task):
+    """What every IMDb task shares: the splits, the tokenizer and vocabulary learned from the
+    training reviews (or restored from ``state``), and the encoded reviews."""
 
-    name = "classify"
-    title = "IMDb sentiment classification (an encoder-only classifier)"
-    Config = ClassificationConfig
-    score = ("val_accuracy", "max")
+    specials = SPECIALS  # the vocabulary's reserved tokens
 
     def __init__(
         self,
-        config: ClassificationConfig,
+        config: ReviewsConfig,
         *,
         data_dir: str | Path | None = None,
         state: dict | None = None,
@@ -221,7 +261,7 @@ class Classification(Task):
             texts = self.raw["train"][0]
             self.tokenizer = ReviewTokenizer.learn(config.tokenizer, texts, config.vocab_size)
             tokens = [self.tokenizer(text) for text in texts]
-            self.vocab = imdb.build_vocab(tokens, max_size=config.vocab_size)
+            self.vocab = imdb.build_vocab(tokens, config.vocab_size, self.specials)
             self._encoded = {"train": self._encode(texts, self.raw["train"][1], tokens)}
         else:
             bpe = BPE.from_dict(state["bpe"]) if state["bpe"] else None
@@ -259,15 +299,42 @@ class Classification(Task):
             self._encoded[split] = self._encode(texts, labels, [self.tokenizer(t) for t in texts])
         return self._encoded[split]
 
+
+class Classification(ReviewsTask):
+    """IMDb sentiment with an :class:`~annotated_transformer.model.EncoderClassifier`."""
+
+    name = "classify"
+    title = "IMDb sentiment classification (an encoder-only classifier)"
+    Config = ClassificationConfig
+    score = ("val_accuracy", "max")
+
+    def __init__(
+        self,
+        config: ClassificationConfig,
+        *,
+        data_dir: str | Path | None = None,
+        state: dict | None = None,
+    ) -> None:
+        self.pretrained: dict[str, Tensor] | None = None  # encoder weights for a new run
+        if state is None and config.init:  # the pretrained run's tokenizer and vocabulary
+            saved = read_checkpoint(Path(config.init) / "final.pt")
+            check_pretrained(saved["config"], config)
+            state, self.pretrained = saved["config"]["state"], saved["model"]
+        super().__init__(config, data_dir=data_dir, state=state)
+
     def batches(self, epoch: int) -> Iterator[ReviewBatch]:
         c, pad = self.config, self.vocab["<pad>"]
         return review_batches(self.reviews("train"), c.max_tokens, pad, seed=c.seed, epoch=epoch)
 
     # --- model and loss
     def build_model(self) -> EncoderClassifier:
-        return EncoderClassifier(
+        """The classifier; a new run with ``init`` starts from the pretrained encoder."""
+        model = EncoderClassifier(
             len(self.vocab), len(LABELS), pad=self.vocab["<pad>"], **self.config.model
         )
+        if self.pretrained is not None:
+            load_encoder(model, self.pretrained)
+        return model
 
     def loss(self, model: nn.Module, batch: ReviewBatch) -> tuple[Tensor, int]:
         """Cross-entropy summed over the batch's reviews, and their count."""

@@ -1,0 +1,230 @@
+"""Masked-language-model pretraining of the IMDb classifier's encoder (BERT, Part V).
+
+- Data: the classification task's (:class:`~annotated_transformer.tasks.classification.
+  ReviewsTask`): the same validation carve-out, tokenizer and vocabulary, plus one reserved
+  token ``<mask>``. Only the training reviews are read for training; their labels are unused.
+  The validation reviews are only scored, and the test reviews are never read.
+- Batches: the classifier's batches of similar-length reviews, corrupted by
+  :func:`~annotated_transformer.mlm.mask_tokens` (15 % of the ordinary tokens selected;
+  80/10/10 mask/random/keep), with a new seeded draw every epoch (RoBERTa's dynamic masking).
+  The reserved tokens (``<pad>``, ``<unk>``, ...) are never selected nor drawn.
+- Model: :class:`~annotated_transformer.model.MaskedLanguageModel`, the classifier's encoder
+  with the tied embedding as its output layer; ``classify --set init=RUN`` starts from it.
+- Loss: cross-entropy at the selected positions, summed, and their count.
+- Validation: loss (nats per selected token) and accuracy at the selected positions of the
+  validation reviews under one fixed seeded masking; ``test`` reports the same numbers (there
+  is no test set here: the IMDb test reviews are kept for the classifier).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from annotated_transformer.mlm import mask_tokens
+from annotated_transformer.model import MaskedLanguageModel
+from annotated_transformer.tasks.classification import (
+    Reviews,
+    ReviewsConfig,
+    ReviewsTask,
+    review_batches,
+)
+from annotated_transformer.training import autocast, evaluating
+from annotated_transformer.vocab import SPECIALS
+
+MASK = "<mask>"  # the vocabulary's [MASK] token
+MASK_TEXT = "[MASK]"  # how a blank is written in the text given to ``predict``
+VALIDATION_SEED = 12_345  # the one masking of the validation reviews
+
+
+@dataclass(frozen=True)
+class MaskedLMConfig(ReviewsConfig):
+    """A pretraining run: the reviews and encoder of ``classify`` and the share ``mask_p`` of
+    ordinary tokens selected for prediction."""
+
+    mask_p: float = 0.15
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 < self.mask_p < 1:
+            raise ValueError(f"mask_p={self.mask_p} must lie strictly between 0 and 1")
+        if self.cls:
+            raise ValueError("cls=true: the masked language model has no [CLS] vector; use false")
+
+
+PRESETS = {
+    # CI: the classify tiny preset's reviews and model; seconds.
+    "tiny": MaskedLMConfig(
+        vocab_size=5_000,
+        max_len=64,
+        val_size=300,
+        train_subset=1_500,
+        N=1,
+        d_model=32,
+        d_ff=128,
+        h=2,
+        steps=40,
+        max_tokens=2_048,
+        optimizer="adamw",
+        schedule="linear",
+        lr=5e-3,
+        weight_decay=0.01,
+        warmup=5,
+        clip_norm=1.0,
+        eval_every=20,
+    ),
+    # A laptop, one thread: chapter 13's cpu encoder (N 2, d_model 64) and vocabulary, about
+    # one pass over the training reviews. The output layer (20,000 × 64 per selected token)
+    # makes a step ~3× dearer than a classifier step of the same batch. 19 min on a Xeon
+    # thread shared with other jobs: validation 6.36 nats per hidden word, 13.4 % top-1 —
+    # still mostly frequent words; BERT-style models need far more steps than this.
+    "cpu": MaskedLMConfig(
+        vocab_size=20_000,
+        max_len=512,
+        N=2,
+        d_model=64,
+        d_ff=256,
+        h=4,
+        dropout=0.1,
+        steps=600,
+        max_tokens=8_192,
+        optimizer="adamw",
+        schedule="linear",
+        lr=2e-3,
+        weight_decay=0.01,
+        warmup=60,
+        clip_norm=1.0,
+        eval_every=300,
+    ),
+}
+
+
+@dataclass
+class MaskedBatch:
+    """inputs: (batch, len) corrupted ids; labels: (batch, len) the original id at the selected
+    positions, -100 elsewhere (``mlm.IGNORE_INDEX``)."""
+
+    inputs: Tensor
+    labels: Tensor
+
+    def to(self, device: torch.device | str) -> MaskedBatch:
+        return MaskedBatch(self.inputs.to(device), self.labels.to(device))
+
+    def __len__(self) -> int:
+        return self.inputs.shape[0]
+
+
+class MaskedLM(ReviewsTask):
+    """BERT's masked-LM objective on the IMDb training reviews (no labels)."""
+
+    name = "mlm"
+    title = "masked-LM pretraining of the IMDb encoder (BERT)"
+    Config = MaskedLMConfig
+    score = ("val_loss", "min")
+    specials = (*SPECIALS, MASK)
+
+    def masked(self, data: Reviews, seed: int, epoch: int) -> Iterator[MaskedBatch]:
+        """``data``'s batches (classify's), each corrupted with a draw seeded by seed, epoch."""
+        c, pad = self.config, self.vocab["<pad>"]
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        reserved = [self.vocab[token] for token in self.specials]
+        for batch in review_batches(data, c.max_tokens, pad, seed=seed, epoch=epoch):
+            inputs, labels = mask_tokens(
+                batch.tokens,
+                mask_id=self.vocab[MASK],
+                vocab_size=len(self.vocab),
+                special_ids=reserved,
+                p=c.mask_p,
+                generator=generator,
+            )
+            yield MaskedBatch(inputs, labels)
+
+    def batches(self, epoch: int) -> Iterator[MaskedBatch]:
+        return self.masked(self.reviews("train"), self.config.seed, epoch)
+
+    @cached_property
+    def validation(self) -> list[MaskedBatch]:
+        """The validation reviews under one fixed masking (the same for every run)."""
+        return list(self.masked(self.reviews("val"), VALIDATION_SEED, 0))
+
+    # --- model and loss
+    def build_model(self) -> MaskedLanguageModel:
+        return MaskedLanguageModel(len(self.vocab), pad=self.vocab["<pad>"], **self.config.model)
+
+    def loss(self, model: nn.Module, batch: MaskedBatch) -> tuple[Tensor, Tensor]:
+        """Cross-entropy summed over the selected positions, and their count."""
+        selected = batch.labels >= 0  # (batch, len)
+        logits = model(batch.inputs, selected).float()  # (selected, vocab)
+        return F.cross_entropy(logits, batch.labels[selected], reduction="sum"), selected.sum()
+
+    # --- metrics
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """Loss (nats per selected token) and accuracy at the selected validation positions."""
+        device = next(model.parameters()).device
+        loss, correct, count = 0.0, 0, 0
+        with evaluating(model), autocast(device, self.config.precision):
+            for batch in self.validation:
+                batch = batch.to(device)
+                selected = batch.labels >= 0
+                logits = model(batch.inputs, selected).float()
+                target = batch.labels[selected]
+                loss += F.cross_entropy(logits, target, reduction="sum").item()
+                correct += int((logits.argmax(dim=-1) == target).sum())
+                count += target.numel()
+        return {"val_loss": loss / count, "val_accuracy": correct / count}
+
+    def test(self, model: nn.Module) -> dict[str, Any]:
+        """The validation numbers again: pretraining keeps the IMDb test reviews unread."""
+        return {"split": "val", **self.evaluate(model)}
+
+    def tokens(self, text: str) -> list[str]:
+        """``text``'s tokens with ``<mask>`` for each ``[MASK]``, cut to ``max_len``."""
+        pieces = text.split(MASK_TEXT)
+        tokens = [t for piece in pieces[:-1] for t in (*self.tokenizer(piece), MASK)]
+        return (tokens + self.tokenizer(pieces[-1]))[: self.config.max_len]
+
+    def fill(self, model: nn.Module, text: str, top: int = 3) -> list[list[tuple[str, float]]]:
+        """The ``top`` likeliest words, with probabilities, for each ``[MASK]`` of ``text``."""
+        ids = torch.tensor([self.vocab.encode(self.tokens(text))])
+        where = ids == self.vocab[MASK]
+        if not where.any():
+            raise ValueError(f"no [MASK] in {text[:40]!r}: write [MASK] where a word is missing")
+        device = next(model.parameters()).device
+        with evaluating(model):
+            logits = model(ids.to(device), where.to(device)).float().cpu()  # (masks, vocab)
+            logits[:, [self.vocab[token] for token in self.specials]] = -torch.inf  # words only
+            probs, best = logits.softmax(dim=-1).topk(top, dim=-1)
+        return [
+            [(self.vocab.itos[i], p) for i, p in zip(row, prob, strict=True)]
+            for row, prob in zip(best.tolist(), probs.tolist(), strict=True)
+        ]
+
+    def predict(self, model: nn.Module, inputs: Sequence[str], top: int = 3) -> list[str]:
+        """Each text's tokens with every ``[MASK]`` shown as ``[first|second|third]``."""
+        if not inputs:
+            raise ValueError("nothing to fill in: give one or more texts with [MASK]")
+        if top < 1:
+            raise ValueError(f"--top {top}: show at least 1 candidate")
+        out = []
+        for text in inputs:
+            fills = iter(self.fill(model, text, top))
+            shown = [
+                "[" + "|".join(word for word, _ in next(fills)) + "]" if token == MASK else token
+                for token in self.tokens(text)
+            ]
+            out.append(" ".join(shown))
+        return out
+
+    @classmethod
+    def add_predict_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--top", type=int, default=3, help="candidates shown per [MASK]")
+
+    def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {"top": args.top}

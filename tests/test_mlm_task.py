@@ -1,0 +1,102 @@
+"""The ``mlm`` task and fine-tuning from it: the loss against ``F.cross_entropy`` with
+``ignore_index`` over every position, the masking of the batches, the pretrained weights in
+the classifier (compared with the checkpoint's tensors), and the one-line refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from annotated_transformer import runner
+from annotated_transformer.checkpoint import read_checkpoint
+from annotated_transformer.tasks.classification import Classification
+from annotated_transformer.tasks.mlm import MASK, MaskedBatch, MaskedLM
+from annotated_transformer.vocab import SPECIALS
+
+WORDS = ["the", "film", "was", "good", "bad", "not", "a", "great", "plot", "acting"]
+STATE = {"vocab": [*SPECIALS, MASK, *WORDS], "bpe": None}
+
+
+def small_task(**changes) -> MaskedLM:
+    config = runner.new_config("mlm", "tiny", [f"{k}={v}" for k, v in changes.items()])
+    return MaskedLM(config, state=STATE)  # the vocabulary given: no data read
+
+
+def test_the_loss_is_cross_entropy_at_the_selected_positions_only():
+    torch.manual_seed(0)
+    task = small_task(dropout=0.0)
+    model = task.build_model().eval()
+    tokens = torch.randint(5, len(STATE["vocab"]), (3, 7))
+    labels = torch.full_like(tokens, -100)
+    chosen = torch.rand(tokens.shape) < 0.4
+    labels[chosen] = tokens[chosen]
+    inputs = torch.where(chosen, torch.full_like(tokens, task.vocab[MASK]), tokens)
+    got, count = task.loss(model, MaskedBatch(inputs, labels))
+    logits = model(inputs)  # (batch, len, vocab): every position
+    want = F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=-100, reduction="sum")
+    assert count == chosen.sum() and got.item() == pytest.approx(want.item(), rel=1e-5)
+    assert model.to_classes.weight is model.embed.lut.weight  # tied output matrix
+
+
+def test_fill_gives_words_for_each_mask_and_refuses_text_without_one():
+    task = small_task()
+    model = task.build_model()
+    fills = task.fill(model, "The film was [MASK], not [MASK]!", top=4)
+    assert len(fills) == 2 and all(len(f) == 4 for f in fills)
+    assert all(word in WORDS for f in fills for word, _ in f)
+    assert all(sum(p for _, p in f) <= 1 + 1e-6 for f in fills)
+    shown = task.predict(model, ["the [MASK] plot"], top=2)[0].split()
+    assert shown[0] == "the" and shown[2] == "plot" and shown[1].count("|") == 1
+    with pytest.raises(ValueError, match="no \\[MASK\\]"):
+        task.fill(model, "no blank here")
+
+
+@pytest.fixture(scope="module")
+def pretrained(imdb_mirror, tmp_path_factory, one_thread) -> Path:
+    out = tmp_path_factory.mktemp("mlm") / "run"
+    options = {"data_dir": imdb_mirror, "device": "cpu", "progress": False, "echo": False}
+    settings = ["steps=3", "eval_every=3", "warmup=1"]
+    assert runner.train("mlm", out, preset="tiny", settings=settings, **options) is not None
+    return out
+
+
+def test_batches_mask_only_ordinary_tokens_with_a_new_draw_each_epoch(pretrained, imdb_mirror):
+    task, _ = runner.load_model(pretrained / "final.pt", data_dir=imdb_mirror)
+    reserved = torch.tensor([task.vocab[t] for t in task.specials])
+    first, again, second = (list(task.batches(e)) for e in (0, 0, 1))
+    selected = torch.cat([(b.labels >= 0).flatten() for b in first])
+    labels = torch.cat([b.labels.flatten() for b in first])
+    assert 0.13 < selected.double().mean() < 0.17  # of the tokens; padding is rare here
+    assert not torch.isin(labels[selected], reserved).any()
+    assert all(torch.equal(a.inputs, b.inputs) for a, b in zip(first, again, strict=True))
+    assert not all(torch.equal(a.labels, b.labels) for a, b in zip(first, second, strict=True))
+    model = task.build_model()
+    want = task.mean_loss(model, list(task.masked(task.reviews("val"), 12_345, 0)))
+    assert task.evaluate(model)["val_loss"] == pytest.approx(want, rel=1e-5)  # a fixed masking
+
+
+def test_fine_tuning_starts_from_the_pretrained_encoder(pretrained, imdb_mirror):
+    config = runner.new_config("classify", "tiny", [f"init={pretrained}"])
+    task = Classification(config, data_dir=imdb_mirror)
+    saved = read_checkpoint(pretrained / "final.pt")
+    assert task.vocab.itos == saved["config"]["state"]["vocab"] and MASK in task.vocab
+    model = task.build_model()
+    copied = [k for k in model.state_dict() if not k.startswith("to_classes")]
+    assert len(copied) > 10
+    for key in copied:
+        assert torch.equal(model.state_dict()[key], saved["model"][key]), key
+    assert model.to_classes.weight.shape == (2, 32)
+
+
+def test_a_pretrained_run_of_other_sizes_is_refused_in_one_line(pretrained, tmp_path):
+    config = runner.new_config("classify", "tiny", [f"init={pretrained}", "d_model=64"])
+    with pytest.raises(ValueError, match="d_model=32 there, 64 here; set them equal") as error:
+        Classification(config)
+    assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match=r"no final\.pt there"):
+        runner.new_config("classify", "tiny", [f"init={tmp_path}"])
+    with pytest.raises(ValueError, match=r"mask_p=1\.5 must lie strictly between 0 and 1"):
+        runner.new_config("mlm", "tiny", ["mask_p=1.5"])
