@@ -297,7 +297,8 @@ rule = (
     .mark_rule(strokeDash=[4, 4], color="gray")
     .encode(y="val_accuracy:Q", tooltip=["label:N", "val_accuracy:Q"])
 )
-(lines.mark_line(point=True) + rule).configure_axisY(format="%")
+zoomed = alt.Y("val_accuracy:Q", title="validation accuracy", scale=alt.Scale(zero=False))
+(lines.mark_line(point=True).encode(y=zoomed) + rule).configure_axisY(format="%")
 
 # %% [markdown]
 # At this budget pretraining did not pay. Measured on one Xeon thread shared with other jobs
