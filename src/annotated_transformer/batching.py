@@ -8,15 +8,24 @@ of batches is random. The Annotated Transformer instead padded every sentence to
 length (72 for its Multi30k run) in batches of 32 sentences: ``fixed_batches`` + ``collate``
 with ``pad_to`` reproduce that, for comparison.
 
+Sorting by length has a cost beyond padding: a batch of only short (or only long) sentences
+is a less varied sample than a random one, and one epoch of bucketed batches ends at a worse
+validation loss than random batches at the same number of steps (``benchmarks/batching.py``).
+``packed_batches`` keeps the batches random and removes the padding another way: it packs
+several pairs into each row (``pack_rows``), and masks keep the pairs apart
+(:class:`~annotated_transformer.training.PackedBatch`).
+
 Everything random takes ``seed`` and ``epoch``, so the same arguments give the same batches
 on every run and every rank, and training can resume mid-epoch from a batch position.
 """
 
 from __future__ import annotations
 
+import math
+import operator
 import random
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
@@ -27,6 +36,11 @@ T = TypeVar("T")
 def _size(length: Length) -> int:
     """An example's padded size: its longest side (what a batch must be padded to)."""
     return length if isinstance(length, int) else max(length)
+
+
+def _sides(length: Length) -> tuple[int, ...]:
+    """An example's token counts, one per side: (n,) or (src, tgt)."""
+    return (length,) if isinstance(length, int) else tuple(length)
 
 
 def _sort_key(length: Length) -> tuple[int, ...]:
@@ -78,6 +92,72 @@ def bucket_batches(
     return batches[start:]
 
 
+def pack_rows(lengths: Sequence[Length], width: int) -> list[list[int]]:
+    """Examples into rows of about ``width`` tokens each, as equal in length as possible.
+
+    lengths: as in ``bucket_batches``. Returns rows of indices into ``lengths``, every index in
+    exactly one row. The number of rows is what the examples fill at ``width`` tokens a row
+    (total tokens of the longer side / width, rounded up); each example, longest first, then
+    joins the row that stays shortest with it. This greedy schedule ("longest processing time
+    first") leaves rows that differ by less than one example's length, and a row is padded
+    only to the longest row, so padding stays a fraction of a sentence per row.
+    """
+    if width < 1:
+        raise ValueError(f"width={width} must be >= 1")
+    sides = [_sides(length) for length in lengths]
+    if not sides:
+        return []
+    totals = [sum(side) for side in zip(*sides, strict=True)]
+    n_rows = math.ceil(max(totals) / width)
+    rows: list[list[int]] = [[] for _ in range(n_rows)]
+    loads = [[0] * len(totals) for _ in range(n_rows)]  # per row, the tokens on each side
+    order = sorted(range(len(sides)), key=lambda i: _sort_key(lengths[i]), reverse=True)
+    for i in order:
+        r = min(range(n_rows), key=lambda r: max(map(operator.add, loads[r], sides[i])))
+        rows[r].append(i)
+        loads[r] = list(map(operator.add, loads[r], sides[i]))
+    return [row for row in rows if row]
+
+
+def packed_batches(
+    lengths: Sequence[Length],
+    max_tokens: int,
+    width: int,
+    *,
+    seed: int = 0,
+    epoch: int = 0,
+    start: int = 0,
+) -> list[list[list[int]]]:
+    """Random batches of about ``max_tokens`` real tokens, each packed into rows of ``width``.
+
+    The examples are shuffled (seeded by ``seed`` and ``epoch``, no sorting by length) and cut
+    into consecutive batches whose sizes (each example's longest side) sum to at most
+    ``max_tokens``; each batch is then packed with ``pack_rows``. Returns, per batch, its rows
+    of example indices. start: skip the first ``start`` batches, to resume an epoch.
+    """
+    sizes = [_size(length) for length in lengths]
+    if max(sizes, default=0) > max_tokens:
+        raise ValueError(
+            f"an example has {max(sizes)} tokens, more than max_tokens={max_tokens}: "
+            "filter it or raise max_tokens"
+        )
+    order = list(range(len(sizes)))
+    random.Random(f"{seed}/{epoch}").shuffle(order)
+    groups: list[list[int]] = [[]]
+    total = 0
+    for i in order:
+        if groups[-1] and total + sizes[i] > max_tokens:
+            groups.append([])
+            total = 0
+        groups[-1].append(i)
+        total += sizes[i]
+    return [
+        [[group[j] for j in row] for row in pack_rows([lengths[i] for i in group], width)]
+        for group in groups[start:]
+        if group
+    ]
+
+
 def fixed_batches(
     n: int, batch_size: int = 32, *, seed: int = 0, epoch: int = 0
 ) -> list[list[int]]:
@@ -90,17 +170,25 @@ def fixed_batches(
 
 
 def padding_ratio(
-    batches: Sequence[Sequence[int]], lengths: Sequence[Length], pad_to: int | None = None
+    batches: Sequence[Sequence[Any]],
+    lengths: Sequence[Length],
+    pad_to: int | None = None,
+    packed: bool = False,
 ) -> float:
     """Fraction of the padded positions that are padding, over all batches (and both sides).
 
     Each batch is padded to its longest example per side, or to ``pad_to`` (longer examples
-    are then cut to ``pad_to``, as ``collate`` does).
+    are then cut to ``pad_to``, as ``collate`` does). ``packed``: each batch is a list of rows
+    (``packed_batches``) whose examples lie end to end, padded to the batch's longest row.
     """
     real = padded = 0
     for batch in batches:
-        sides = [[lengths[i]] if isinstance(lengths[i], int) else lengths[i] for i in batch]
-        for side in zip(*sides, strict=True):  # per side: (n_examples,) token counts
+        rows = batch if packed else [[i] for i in batch]
+        row_lengths = [  # (rows, sides): the tokens of each row on each side
+            [sum(side) for side in zip(*(_sides(lengths[i]) for i in row), strict=True)]
+            for row in rows
+        ]
+        for side in zip(*row_lengths, strict=True):  # per side: (n_rows,) token counts
             width = pad_to if pad_to is not None else max(side)
             real += sum(min(length, width) for length in side)
             padded += width * len(side)

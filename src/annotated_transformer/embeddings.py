@@ -58,7 +58,8 @@ class TokenAndPosition(nn.Module):
     """Embed tokens, then add positions: position(embed(tokens), offset).
 
     tokens: integer (batch, len); offset: position of the first token (0, or
-    ``cache.length`` when decoding with a cache); returns (batch, len, d_model)
+    ``cache.length`` when decoding with a cache), or each token's position, a (batch, len)
+    tensor (packed rows); returns (batch, len, d_model)
     """
 
     def __init__(self, embed: nn.Module, position: nn.Module) -> None:
@@ -66,5 +67,5 @@ class TokenAndPosition(nn.Module):
         self.embed = embed
         self.position = position
 
-    def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, tokens: Tensor, offset: int | Tensor = 0) -> Tensor:
         return self.position(self.embed(tokens), offset)

@@ -7,7 +7,10 @@ All masks are boolean and ``True`` means *may attend* (the convention of
 - :func:`padding_mask` ``(batch, 1, len)``: hide padded keys from every query;
 - :func:`subsequent_mask` ``(1, len, len)``: hide the future (position i sees keys 0..i);
 - :func:`make_std_mask` (alias :func:`target_mask`) ``(batch, len, len)``: both, for the
-  decoder's self-attention, with padded query rows handled so that nothing becomes NaN.
+  decoder's self-attention, with padded query rows handled so that nothing becomes NaN;
+- :func:`segment_mask` ``(batch, q_len, k_len)`` and :func:`segment_positions`: for rows that
+  hold several sentences one after another (sequence packing), each token sees only its own
+  sentence and counts its position from that sentence's start.
 """
 
 from __future__ import annotations
@@ -77,6 +80,40 @@ def make_std_mask(tgt: Tensor, pad: int) -> Tensor:
 
 target_mask = make_std_mask
 """A descriptive name for :func:`make_std_mask`."""
+
+
+def segment_mask(q_segments: Tensor, k_segments: Tensor, causal: bool = False) -> Tensor:
+    """Attention inside packed rows: a query sees only the keys of its own sentence.
+
+    q_segments: integer (batch, q_len), k_segments: integer (batch, k_len): which sentence of
+    the row each token belongs to, numbered from 1; 0 marks padding. causal: also hide later
+    keys (the decoder's self-attention, where queries and keys are the same tokens).
+    returns bool (batch, q_len, k_len): ``mask[b, i, j]`` = may query i attend to key j
+
+    A real query attends to the keys of its segment (j ≤ i if causal), so packing several
+    sentences in a row computes exactly what one row per sentence would. A padding query
+    attends to every key: its row is never empty (no NaN) and its output is never used.
+    """
+    same = q_segments.unsqueeze(-1) == k_segments.unsqueeze(-2)  # (batch, q_len, k_len)
+    if causal:
+        q_len, k_len = q_segments.size(-1), k_segments.size(-1)
+        same = same & torch.ones(q_len, k_len, dtype=torch.bool, device=same.device).tril()
+    padding_query = (q_segments == 0).unsqueeze(-1)  # (batch, q_len, 1)
+    return (same & ~padding_query) | padding_query
+
+
+def segment_positions(segments: Tensor) -> Tensor:
+    """Each token's position within its own segment: 0, 1, 2, ... restarting at every one.
+
+    segments: integer (batch, len), as in :func:`segment_mask` -> long (batch, len).
+    E.g. segments [1, 1, 1, 2, 2, 0] -> positions [0, 1, 2, 0, 1, 0] (padding counts too;
+    its position is never used).
+    """
+    index = torch.arange(segments.size(-1), device=segments.device).expand_as(segments)
+    starts = torch.ones_like(segments, dtype=torch.bool)
+    starts[:, 1:] = segments[:, 1:] != segments[:, :-1]  # a new segment begins here
+    first = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=-1).values
+    return index - first
 
 
 def check_rows(mask: Tensor, name: str = "mask") -> None:

@@ -60,6 +60,11 @@ class EncoderDecoder(nn.Module):
     src_mask: bool (batch, 1, src_len) (:func:`~annotated_transformer.masks.padding_mask`)
     tgt_mask: bool (batch, tgt_len, tgt_len) (:func:`~annotated_transformer.masks.make_std_mask`)
     forward returns (batch, tgt_len, d_model); apply ``generator`` for the vocabulary.
+
+    Packed rows (several sentence pairs per row, :class:`~annotated_transformer.training.
+    PackedBatch`) also pass ``memory_mask`` (batch, tgt_len, src_len), which target token may
+    read which source token (src_mask then is the encoder's (batch, src_len, src_len)), and
+    ``src_pos``/``tgt_pos`` (batch, len), each token's position within its own sentence.
     """
 
     def __init__(
@@ -77,15 +82,28 @@ class EncoderDecoder(nn.Module):
         self.tgt_embed = tgt_embed
         self.generator = generator
 
-    def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> Tensor:
-        return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
+    def forward(
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        src_mask: Tensor,
+        tgt_mask: Tensor,
+        memory_mask: Tensor | None = None,
+        src_pos: Tensor | None = None,
+        tgt_pos: Tensor | None = None,
+    ) -> Tensor:
+        memory = self.encode(src, src_mask, src_pos)
+        memory_mask = src_mask if memory_mask is None else memory_mask
+        return self.decode(memory, memory_mask, tgt, tgt_mask, positions=tgt_pos)
 
-    def encode(self, src: Tensor, src_mask: Tensor | None) -> Tensor:
+    def encode(
+        self, src: Tensor, src_mask: Tensor | None, positions: Tensor | None = None
+    ) -> Tensor:
         """src (batch, src_len) -> memory (batch, src_len, d_model)."""
         check_tokens(src, "src")
         if src_mask is not None:
-            check_mask(src_mask, src.size(0), 1, src.size(1), name="src_mask")
-        return self.encoder(self.src_embed(src), src_mask)
+            check_mask(src_mask, src.size(0), src.size(1), src.size(1), name="src_mask")
+        return self.encoder(self.src_embed(src, 0 if positions is None else positions), src_mask)
 
     def decode(
         self,
@@ -94,6 +112,7 @@ class EncoderDecoder(nn.Module):
         tgt: Tensor,
         tgt_mask: Tensor | None,
         cache: DecoderCache | None = None,
+        positions: Tensor | None = None,
     ) -> Tensor:
         """Hidden states of the target positions, (batch, new, d_model).
 
@@ -102,17 +121,18 @@ class EncoderDecoder(nn.Module):
         positions (batch, new); they are numbered from ``cache.length`` on, earlier keys and
         values come from the cache (which this call extends), and tgt_mask is
         (batch or 1, new, cache.length + new) or None (a single new token may see everything).
+        src_mask: (batch, 1 or new, src_len). positions: (batch, new) for packed rows.
         """
         check_tokens(tgt, "tgt")
         batch, src_len = memory.size(0), memory.size(1)
         if tgt.size(0) != batch:
             raise ValueError(f"tgt has batch size {tgt.size(0)} but memory has {batch}")
         if src_mask is not None:
-            check_mask(src_mask, batch, 1, src_len, name="src_mask")
+            check_mask(src_mask, batch, tgt.size(1), src_len, name="src_mask")
         past = 0 if cache is None else cache.length  # read before the layers extend the cache
         if tgt_mask is not None:
             check_mask(tgt_mask, batch, tgt.size(1), past + tgt.size(1), name="tgt_mask")
-        x = self.tgt_embed(tgt, past)  # positions past .. past + new - 1
+        x = self.tgt_embed(tgt, past if positions is None else positions)  # past .. past+new-1
         return self.decoder(x, memory, src_mask, tgt_mask, cache)
 
 

@@ -8,7 +8,9 @@ adding a vector that depends only on the position to the token's embedding:
 - :class:`PositionalEmbedding`: one learned vector per position (Bloem's ``former``, BERT, GPT).
 
 Both take ``offset``: during cached decoding the new tokens start at position
-``offset = cache.length``, not 0.
+``offset = cache.length``, not 0. ``offset`` may also be a (batch, len) tensor holding each
+token's own position: rows packed with several sentences restart at 0 for every sentence
+(:func:`~annotated_transformer.masks.segment_positions`).
 """
 
 from __future__ import annotations
@@ -19,9 +21,19 @@ import torch
 from torch import Tensor, nn
 
 
-def _check_positions(x: Tensor, offset: int, d_model: int, max_len: int) -> None:
+def _positions(x: Tensor, offset: int | Tensor, d_model: int, max_len: int) -> Tensor:
+    """The positions of x's tokens: (len,) from an int offset, or the (batch, len) tensor given."""
     if x.dim() != 3 or x.size(-1) != d_model:
         raise ValueError(f"expected input (batch, len, d_model={d_model}), got {tuple(x.shape)}")
+    if isinstance(offset, Tensor):
+        if offset.shape != x.shape[:2] or offset.dtype != torch.long:
+            raise ValueError(
+                f"positions must be a long tensor of shape {tuple(x.shape[:2])} (batch, len), "
+                f"got {offset.dtype} {tuple(offset.shape)}"
+            )
+        if offset.numel() and not 0 <= int(offset.min()) <= int(offset.max()) < max_len:
+            raise ValueError(f"positions must lie in [0, max_len={max_len})")
+        return offset
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
     if offset + x.size(1) > max_len:
@@ -30,6 +42,7 @@ def _check_positions(x: Tensor, offset: int, d_model: int, max_len: int) -> None
             f"exceed the positional table of max_len={max_len}; build the model with a larger "
             "max_len or feed shorter sequences"
         )
+    return torch.arange(offset, offset + x.size(1), device=x.device)
 
 
 def sinusoids(max_len: int, d_model: int) -> Tensor:
@@ -53,7 +66,8 @@ class PositionalEncoding(nn.Module):
     """Add fixed sinusoidal position vectors, then dropout (§3.5 and §5.4).
 
     forward(x (batch, len, d_model), offset=0) -> (batch, len, d_model):
-    dropout(x + PE[offset : offset + len])
+    dropout(x + PE[offset : offset + len]), or dropout(x + PE[offset]) for a (batch, len)
+    tensor of positions
     """
 
     def __init__(self, d_model: int, dropout: float, max_len: int = 5000) -> None:
@@ -69,16 +83,17 @@ class PositionalEncoding(nn.Module):
         # recomputed exactly from (max_len, d_model), so checkpoints need not carry it.
         self.register_buffer("pe", sinusoids(max_len, d_model).unsqueeze(0), persistent=False)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        _check_positions(x, offset, self.d_model, self.max_len)
-        return self.dropout(x + self.pe[:, offset : offset + x.size(1)])
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
+        positions = _positions(x, offset, self.d_model, self.max_len)  # (len,) or (batch, len)
+        return self.dropout(x + self.pe[0, positions])
 
 
 class PositionalEmbedding(nn.Module):
     """Add a learned vector per position, then dropout (Bloem's ``former``; BERT; GPT-2).
 
     forward(x (batch, len, d_model), offset=0) -> (batch, len, d_model):
-    dropout(x + P[offset : offset + len]) with P a trained (max_len, d_model) table.
+    dropout(x + P[offset : offset + len]) with P a trained (max_len, d_model) table (or
+    P[offset] for a (batch, len) tensor of positions).
     Unlike sinusoids it cannot extrapolate past max_len: those positions were never trained.
     """
 
@@ -91,7 +106,6 @@ class PositionalEmbedding(nn.Module):
         self.embedding = nn.Embedding(max_len, d_model)
         self.dropout = nn.Dropout(p=dropout)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        _check_positions(x, offset, self.d_model, self.max_len)
-        positions = torch.arange(offset, offset + x.size(1), device=x.device)  # (len,)
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
+        positions = _positions(x, offset, self.d_model, self.max_len)  # (len,) or (batch, len)
         return self.dropout(x + self.embedding(positions))
