@@ -86,6 +86,12 @@ def init_distributed(device: torch.device, timeout_s: float = 1800.0) -> torch.d
     return target
 
 
+def barrier() -> None:
+    """Wait until every process gets here (nothing to wait for without a process group)."""
+    if is_distributed():
+        dist.barrier()
+
+
 def cleanup() -> None:
     """Leave the process group (call once at the end, also after an error)."""
     if is_distributed():

@@ -369,6 +369,7 @@ def train(
         if not run.train(max_steps):
             return None
         metrics = run.finish() if dist.is_main() else {}
+        dist.barrier()  # leave together: a rank that tears down early can abort gloo's threads
         return RunResult(run.out, run.task, run.model, run.trainer.history, metrics)
     finally:
         dist.cleanup()
