@@ -424,7 +424,8 @@ def test_translation_pool_size_buckets_within_random_pools(multi30k_mirror):
     from annotated_transformer.tasks.translation import Translation
 
     def epoch(pool: int) -> tuple[list[int], list]:
-        config = runner.new_config("translate", "tiny", ["train_limit=600", f"pool_size={pool}"])
+        settings = ["train_limit=600", "pack_width=0", f"pool_size={pool}"]
+        config = runner.new_config("translate", "tiny", settings)
         task = Translation(config, data_dir=multi30k_mirror)
         return [b.src.size(0) for b in task.batches(0)], task.train_pairs
 
@@ -432,7 +433,7 @@ def test_translation_pool_size_buckets_within_random_pools(multi30k_mirror):
     assert sum(sorted_sizes) == sum(pooled_sizes) == len(pairs)  # every pair once, both ways
     assert len(pooled_sizes) > len(sorted_sizes)  # pools of 100 cannot pack as tightly
     with pytest.raises(ValueError, match="pool_size=-1 must be >= 0"):
-        runner.new_config("translate", "tiny", ["pool_size=-1"])
+        runner.new_config("translate", "tiny", ["pack_width=0", "pool_size=-1"])
 
 
 def test_bits_by_position_is_the_mean_over_windows_of_each_positions_bits():

@@ -8,6 +8,8 @@
 - Batches: sentence pairs of similar length, up to ``max_tokens`` padded tokens per batch
   (``batching.bucket_batches``), shuffled per epoch with a seed; ``pool_size`` sorts by
   length only within random pools of that many pairs (more padding, more varied batches).
+  ``pack_width`` instead keeps batches random and packs their pairs several to a row of that
+  many tokens (``batching.packed_batches``, :class:`~annotated_transformer.training.PackedBatch`).
 - Loss: label-smoothed cross-entropy summed over the target tokens.
 - Validation: loss per target token and greedy BLEU; test: test2016 with beam search.
 - Scores (:func:`score`): sacreBLEU on detokenized, cased text (comparable across papers),
@@ -28,15 +30,13 @@ from typing import Any, ClassVar
 from torch import Tensor, nn
 
 from annotated_transformer import metrics, multi30k
-from annotated_transformer.batching import bucket_batches, collate
+from annotated_transformer.batching import bucket_batches, collate, packed_batches
 from annotated_transformer.bpe import BPE
-from annotated_transformer.checkpoint import unwrap
 from annotated_transformer.decoding import beam_search, greedy_decode
-from annotated_transformer.loss import smoothed_cross_entropy
 from annotated_transformer.masks import padding_mask
 from annotated_transformer.model import EncoderDecoder, make_model, tie_weights
 from annotated_transformer.tasks.base import Task, TrainConfig
-from annotated_transformer.training import Batch, autocast, evaluating
+from annotated_transformer.training import Batch, PackedBatch, autocast, evaluating, seq2seq_loss
 from annotated_transformer.vocab import SPECIALS, Vocab
 
 Pair = tuple[list[int], list[int]]  # (source ids, target ids), without <s> and </s>
@@ -60,6 +60,7 @@ class TranslationConfig(TrainConfig):
     tie: bool = False  # bpe: one matrix for both embeddings and the generator
     max_tokens: int = 4_000  # padded tokens per batch (and per rank), <s>/</s> included
     pool_size: int = 0  # bucket within shuffled pools of this many pairs (0: sort them all)
+    pack_width: int = 0  # >0: random batches of max_tokens real tokens, packed in rows this wide
     N: int = 6
     d_model: int = 512
     d_ff: int = 2_048
@@ -91,6 +92,11 @@ class TranslationConfig(TrainConfig):
             raise ValueError(f"attn_dropout={self.attn_dropout} must lie in [0, 1) (none: dropout)")
         if self.pool_size < 0:
             raise ValueError(f"pool_size={self.pool_size} must be >= 0 (0: one pool)")
+        if self.pack_width < 0 or (self.pack_width and self.pool_size):
+            raise ValueError(
+                f"pack_width={self.pack_width} must be >= 0 (0: bucketing), and packing does "
+                "not sort by length, so pool_size must stay 0"
+            )
 
 
 PRESETS = {
@@ -98,7 +104,7 @@ PRESETS = {
     "tiny": TranslationConfig(
         tokens="bpe",
         bpe_merges=1_000,
-        tie=True,
+        pack_width=48,
         train_limit=1_000,
         eval_limit=50,
         max_tokens=1_200,
@@ -113,12 +119,13 @@ PRESETS = {
         final="best",
         beam=1,
     ),
-    # A laptop: 12 epochs of 206 steps on one shared byte-pair vocabulary (no <unk>) with tied
-    # embeddings; 41.5 minutes of training on one thread of a Xeon in bf16 (autocast only
-    # where the CPU does bf16 fast); see the README for its scores.
+    # A laptop: 12 epochs of 205 steps on one shared byte-pair vocabulary (no <unk>), untied,
+    # random batches packed in rows of ~48 tokens (chapter 10; the README measures each
+    # choice); 65 minutes of training on one thread of a Xeon without AMX in fp32 (autocast to
+    # bf16 only where the CPU does it fast); see the README for its scores.
     "cpu": TranslationConfig(
         tokens="bpe",
-        tie=True,
+        pack_width=48,
         max_tokens=2_500,
         N=3,
         d_model=256,
@@ -131,7 +138,7 @@ PRESETS = {
         checkpoint_every=200,
         keep_last=5,
         final="best",
-        beam=8,  # beam and α: the best on the validation set (chapter 12)
+        beam=4,  # beam and α: the best on the validation set (README)
         alpha=1.0,
     ),
     # The paper's base model (Vaswani et al. 2017, table 3), for a GPU: the Noam schedule with
@@ -186,6 +193,13 @@ def make_batch(
     src = collate([pairs[i][0] for i in index], pad, bos, eos, pad_to)
     tgt = collate([pairs[i][1] for i in index], pad, bos, eos, pad_to)
     return Batch(src, tgt, pad)
+
+
+def make_packed_batch(pairs: Sequence[Pair], rows: Sequence[Sequence[int]], vocab: Vocab) -> Batch:
+    """The pairs of each row of ``rows`` (indices into ``pairs``) packed into one row each."""
+    pad, bos, eos = vocab.stoi["<pad>"], vocab.stoi["<s>"], vocab.stoi["</s>"]
+    packed = [[([bos, *pairs[i][0], eos], [bos, *pairs[i][1], eos]) for i in row] for row in rows]
+    return PackedBatch(packed, pad)
 
 
 def pair_lengths(pairs: Sequence[Pair]) -> list[tuple[int, int]]:
@@ -372,9 +386,15 @@ class Translation(Task):
         return [make_batch(pairs, i, self.src_vocab) for i in index]
 
     def batches(self, epoch: int) -> Iterator[Batch]:
-        """Length-bucketed batches of the training pairs, in a seeded order per epoch."""
+        """Length-bucketed (or packed) batches of the training pairs, seeded per epoch."""
         pairs, c = self.train_pairs, self.config
         lengths, pool = pair_lengths(pairs), c.pool_size or None
+        if c.pack_width:
+            for rows in packed_batches(
+                lengths, c.max_tokens, c.pack_width, seed=c.seed, epoch=epoch
+            ):
+                yield make_packed_batch(pairs, rows, self.src_vocab)
+            return
         for index in bucket_batches(
             lengths, c.max_tokens, seed=c.seed, epoch=epoch, pool_size=pool
         ):
@@ -391,10 +411,8 @@ class Translation(Task):
         The logits come from ``generator.logits`` so that ``F.cross_entropy`` does the fused
         log-softmax in fp32.
         """
-        hidden = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)  # (b, len, d)
-        logits = unwrap(model).generator.logits(hidden)  # (b, len, vocab)
         pad = self.tgt_vocab.stoi["<pad>"]
-        return smoothed_cross_entropy(logits, batch.tgt_y, pad, self.config.label_smoothing)
+        return seq2seq_loss(pad, self.config.label_smoothing)(model, batch)
 
     # --- metrics
     def translator(self, model: nn.Module | None) -> Translator:
