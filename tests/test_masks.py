@@ -10,6 +10,7 @@ from annotated_transformer.masks import (
     padding_mask,
     subsequent_mask,
     target_mask,
+    window_mask,
 )
 
 PAD = 0
@@ -95,3 +96,13 @@ def test_errors_name_the_problem():
     with pytest.raises(ValueError, match="boolean"):
         check_mask(torch.ones(2, 1, 5), batch=2, q_len=3, k_len=5)
     check_mask(torch.ones(1, 3, 5, dtype=torch.bool), batch=2, q_len=3, k_len=5)
+
+
+@pytest.mark.parametrize("size, window", [(1, 0), (6, 0), (6, 2), (5, 9)])
+def test_window_mask_matches_definition(size, window):
+    want = torch.tensor([[abs(i - j) <= window for j in range(size)] for i in range(size)])
+    got = window_mask(size, window)
+    assert got.shape == (1, size, size) and got.dtype == torch.bool
+    assert torch.equal(got[0], want)
+    with pytest.raises(ValueError, match="window=-1 must be >= 0"):
+        window_mask(size, -1)

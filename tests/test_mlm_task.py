@@ -79,7 +79,7 @@ def test_batches_mask_only_ordinary_tokens_with_a_new_draw_each_epoch(pretrained
 
 
 def test_fine_tuning_starts_from_the_pretrained_encoder(pretrained, imdb_mirror):
-    config = runner.new_config("classify", "tiny", [f"init={pretrained}"])
+    config = runner.new_config("classify", "tiny", [f"init={pretrained}", "window=2"])
     task = Classification(config, data_dir=imdb_mirror)
     saved = read_checkpoint(pretrained / "final.pt")
     assert task.vocab.itos == saved["config"]["state"]["vocab"] and MASK in task.vocab
@@ -92,10 +92,13 @@ def test_fine_tuning_starts_from_the_pretrained_encoder(pretrained, imdb_mirror)
 
 
 def test_a_pretrained_run_of_other_sizes_is_refused_in_one_line(pretrained, tmp_path):
-    config = runner.new_config("classify", "tiny", [f"init={pretrained}", "d_model=64"])
+    config = runner.new_config("classify", "tiny", [f"init={pretrained}", "d_model=64", "window=2"])
     with pytest.raises(ValueError, match="d_model=32 there, 64 here; set them equal") as error:
         Classification(config)
     assert "\n" not in str(error.value)
+    config = runner.new_config("classify", "tiny", [f"init={pretrained}", "window=0"])
+    with pytest.raises(ValueError, match="window=2 there, 0 here; set them equal"):
+        Classification(config)
     with pytest.raises(ValueError, match=r"no final\.pt there"):
         runner.new_config("classify", "tiny", [f"init={tmp_path}"])
     with pytest.raises(ValueError, match=r"mask_p=1\.5 must lie strictly between 0 and 1"):

@@ -317,6 +317,28 @@ def test_kept_attention_matches_the_fused_path_and_skips_padding():
     assert weights[..., 5:].abs().max() == 0  # padded keys get no weight
 
 
+@pytest.mark.parametrize("window", [1, 2])
+def test_a_window_limits_what_the_first_block_sees(window):
+    """One block: changing token j changes position i's output exactly when |i - j| <= window."""
+    model = small_model(N=1, window=window, dropout=0.0).eval()
+    tokens = torch.randint(1, 50, (1, 9))
+    before, _ = model.encode(tokens)
+    for j in range(9):
+        changed = tokens.clone()
+        changed[0, j] = 1 + changed[0, j] % 49
+        after, _ = model.encode(changed)
+        moved = (after - before).abs().amax(-1)[0] > 1e-6  # (len,)
+        assert moved.tolist() == [abs(i - j) <= window for i in range(9)], j
+
+
+def test_a_window_wider_than_the_review_changes_nothing():
+    tokens = F.pad(torch.randint(1, 50, (2, 7)), (0, 3), value=0)
+    wide, plain = small_model(window=10).eval(), small_model().eval()  # the same seed, weights
+    torch.testing.assert_close(wide(tokens), plain(tokens))
+    with pytest.raises(ValueError, match="window=-2 must be >= 0"):
+        small_model(window=-2)
+
+
 def test_it_learns_a_keyword_task(one_thread):
     """Label = does token 7 occur. 100 steps of a small model must get it (nearly) right."""
     torch.manual_seed(1)

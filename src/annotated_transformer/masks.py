@@ -44,6 +44,18 @@ def subsequent_mask(size: int, offset: int = 0, device: torch.device | str | Non
     return ones.tril(diagonal=offset).unsqueeze(0)
 
 
+def window_mask(size: int, window: int, device: torch.device | str | None = None) -> Tensor:
+    """Sliding-window mask: position i may attend to position j when |i − j| ≤ window.
+
+    The local pattern of sparse and long-document encoders, both directions (no look-ahead
+    rule); returns bool (1, size, size), a band of width 2·window + 1 around the diagonal.
+    """
+    if window < 0:
+        raise ValueError(f"window={window} must be >= 0 (0: each position sees itself)")
+    i = torch.arange(size, device=device)
+    return ((i[:, None] - i[None, :]).abs() <= window).unsqueeze(0)
+
+
 def padding_mask(tokens: Tensor, pad: int) -> Tensor:
     """Key-padding mask: every query may attend to every non-padding key.
 

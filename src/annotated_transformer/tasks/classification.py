@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -62,10 +62,11 @@ class ReviewsConfig(TrainConfig):
     dropout: float = 0.1
     attn_dropout: float = 0.0  # > 0 takes SDPA off its fast kernel (see the module docstring)
     cls: bool = False  # pool at a [CLS] vector instead of the mean over tokens
+    window: int = 0  # > 0: the first block attends within ±window tokens (chapter 16)
 
     @property
     def model(self) -> dict[str, Any]:
-        names = ("N", "d_model", "d_ff", "h", "dropout", "max_len", "attn_dropout", "cls")
+        names = ("N", "d_model", "d_ff", "h", "dropout", "max_len", "attn_dropout", "cls", "window")
         return {k: getattr(self, k) for k in names}
 
     def __post_init__(self) -> None:
@@ -77,7 +78,7 @@ class ReviewsConfig(TrainConfig):
 # What must agree between a pretrained mlm run and the classifier that starts from it: the
 # encoder's shapes, and the data fields that make the same vocabulary and validation reviews.
 SHARED = ("tokenizer", "vocab_size", "val_size", "train_subset", "seed")
-SHAPES = ("N", "d_model", "d_ff", "h", "max_len", "cls")
+SHAPES = ("N", "d_model", "d_ff", "h", "max_len", "cls", "window")
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ def check_pretrained(saved: dict[str, Any], config: ReviewsConfig) -> None:
     start from: another task, other encoder shapes, or another vocabulary or validation split."""
     if saved.get("task") != "mlm":
         raise ValueError(f"init={config.init}: a {saved.get('task')!r} run, not mlm; pretrain one")
-    have = saved["config"]
+    have = {f.name: f.default for f in fields(ReviewsConfig)} | saved["config"]  # older runs
     differ = [
         f"{k}={have[k]} there, {getattr(config, k)} here"
         for k in (*SHAPES, *SHARED)
