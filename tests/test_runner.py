@@ -4,6 +4,7 @@ files of a run folder (checkpoints, history, metrics, log) and what they say."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -171,6 +172,26 @@ def test_a_finished_run_is_retested_when_only_its_test_settings_differ(
     assert (saved["config"]["beam"], saved["config"]["alpha"]) == (2, 1.5)
     with pytest.raises(ValueError, match="holds a run of another configuration"):
         runner.ensure_run("translate", "tiny", out, settings=[*settings, "lr=0.01"])
+
+
+def test_a_finished_classifier_is_retested_on_more_test_reviews(uninterrupted, mirror, tmp_path):
+    import shutil
+
+    whole, _ = uninterrupted("classify")  # tested on 200 reviews
+    out = shutil.copytree(whole, tmp_path / "copy")
+    weights = {p.name: p.stat().st_mtime_ns for p in out.glob("*.pt")}
+    settings = [*SETTINGS["classify"][1:], "test_subset=300"]
+    result = runner.ensure_run("classify", "tiny", out, settings=settings, data_dir=mirror)
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.pt")} == weights  # no training
+    # the same 300 reviews a fresh task would test on, scored here from their labels
+    task = result.task
+    config = dataclasses.replace(task.config, test_subset=300)
+    fresh = type(task)(config, data_dir=mirror, state=task.state())
+    reviews = fresh.reviews("test")
+    predicted = task.probabilities(result.model, reviews).argmax(-1)
+    labels = torch.as_tensor(reviews.labels)
+    assert result.metrics["test"]["reviews"] == 300
+    assert result.metrics["test"]["accuracy"] == pytest.approx((predicted == labels).float().mean())
 
 
 # ------------------------------------------------------------------- what a run folder holds

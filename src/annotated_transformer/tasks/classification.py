@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -87,6 +87,9 @@ class ClassificationConfig(ReviewsConfig):
     vocabulary, embeddings and encoder blocks; the output layer starts afresh)."""
 
     init: str = ""
+
+    # How many test reviews score the finished model: another value re-tests a finished run.
+    test_only: ClassVar[tuple[str, ...]] = ("test_subset",)
 
     def __post_init__(self) -> None:
         super().__post_init__()
