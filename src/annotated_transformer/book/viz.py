@@ -118,7 +118,7 @@ def line_chart(
         "tooltip": [alt.Tooltip(f"{c}", format=".4g") if c != color else c for c in (x, y)],
     }
     if color is not None:
-        encoding["color"] = alt.Color(f"{color}:N", title=color, legend=alt.Legend(orient="bottom"))
+        encoding["color"] = alt.Color(f"{color}:N", title=color)
         encoding["tooltip"].append(f"{color}:N")
     return (
         alt.Chart(frame, title=title)
