@@ -304,8 +304,8 @@ table.style.format({"test accuracy": "{:.2%}", "CPU minutes": "{:.1f}"}).hide(ax
 # %% tags=["nbval-ignore-output"]
 curves = []
 for name, run, before in [
-    ("from scratch (chapter 13)", scratch, 0.0),
-    ("from scratch (chapter 13), as long", long, 0.0),
+    ("chapter 13", scratch, 0.0),
+    ("chapter 13, as long", long, 0.0),
     ("pretrained + fine-tuned", tuned, pretrain_min),
 ]:
     validated = rows_with(run.history, "val_accuracy")
@@ -327,7 +327,8 @@ rule = (
     .encode(y="val_accuracy:Q", tooltip=["label:N", "val_accuracy:Q"])
 )
 zoomed = alt.Y("val_accuracy:Q", title="validation accuracy", scale=alt.Scale(zero=False))
-(lines.mark_line(point=True).encode(y=zoomed) + rule).configure_axisY(format="%")
+chart = lines.mark_line(point=True).encode(y=zoomed) + rule
+chart.configure_axisY(format="%").configure_legend(orient="bottom", labelLimit=0)
 
 # %% [markdown]
 # Measured on one Xeon thread, beside one other run:
