@@ -205,7 +205,7 @@ chart = viz.line_chart(curves, "minutes", "val_bleu", "run",
                        title="Validation BLEU against training time, 12 epochs each",
                        x_title="minutes of training (validation excluded)",
                        y_title="BLEU (greedy, tokenized, lower-cased)")
-chart.mark_line(point=True).configure_legend(orient="bottom")
+chart.mark_line(point=True).configure_legend(orient="bottom", labelLimit=0)
 
 # %% [markdown]
 # The byte-pair model ends ahead (the stored outputs: 39.39 against 36.37 sacreBLEU on
