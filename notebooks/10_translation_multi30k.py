@@ -326,7 +326,7 @@ mask_chart = functools.partial(
         tgt_labels,
         title="Source attention",
     )
-)
+).configure_legend(orient="bottom")
 
 # %% [markdown]
 # The claim "as if each pair were alone" is checked, not assumed: a small random model gives

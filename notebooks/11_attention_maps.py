@@ -202,6 +202,12 @@ def head_grid(kind: str, layer: int, per_row: int = 3) -> alt.VConcatChart:
     return alt.vconcat(*rows, title=f"{kind}, layer {layer}").resolve_scale(color="shared")
 
 
+def layer_grids(kind: str) -> alt.VConcatChart:
+    """:func:`head_grid` for every layer, the colour legend below (beside, it would not fit)."""
+    grids = (head_grid(kind, layer) for layer in range(1, n_layers + 1))
+    return alt.vconcat(*grids).configure_legend(orient="bottom")
+
+
 # %% [markdown]
 # ### Encoder self-attention
 #
@@ -210,7 +216,7 @@ def head_grid(kind: str, layer: int, per_row: int = 3) -> alt.VConcatChart:
 # final punctuation and `</s>`, a common "nothing to do here" spot.
 
 # %% tags=["nbval-ignore-output"]
-alt.vconcat(*(head_grid("encoder self-attention", layer) for layer in range(1, n_layers + 1)))
+layer_grids("encoder self-attention")
 
 # %% [markdown]
 # ### Decoder self-attention
@@ -218,7 +224,7 @@ alt.vconcat(*(head_grid("encoder self-attention", layer) for layer in range(1, n
 # The look-ahead mask leaves only the lower triangle: token $i$ can look at tokens $1 … i$.
 
 # %% tags=["nbval-ignore-output"]
-alt.vconcat(*(head_grid("decoder self-attention", layer) for layer in range(1, n_layers + 1)))
+layer_grids("decoder self-attention")
 
 # %% [markdown]
 # ### Decoder-source attention
@@ -228,7 +234,7 @@ alt.vconcat(*(head_grid("decoder self-attention", layer) for layer in range(1, n
 # translates.
 
 # %% tags=["nbval-ignore-output"]
-alt.vconcat(*(head_grid("decoder-source attention", layer) for layer in range(1, n_layers + 1)))
+layer_grids("decoder-source attention")
 
 # %% [markdown]
 # ## How focused is each head?
