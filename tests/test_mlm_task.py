@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from annotated_transformer import runner
 from annotated_transformer.checkpoint import read_checkpoint
@@ -89,6 +90,30 @@ def test_fine_tuning_starts_from_the_pretrained_encoder(pretrained, imdb_mirror)
     for key in copied:
         assert torch.equal(model.state_dict()[key], saved["model"][key]), key
     assert model.to_classes.weight.shape == (2, 32)
+
+
+def test_word_dropout_hides_real_tokens_behind_mask_anew_each_epoch(pretrained, imdb_mirror):
+    def task(p: float) -> Classification:
+        settings = [f"init={pretrained}", "window=2", f"word_dropout={p}"]
+        return Classification(runner.new_config("classify", "tiny", settings), data_dir=imdb_mirror)
+
+    def rows(p: float, epoch: int) -> dict[bytes, Tensor]:
+        """Each training review's batched row of ids, keyed by its row without word dropout."""
+        pairs = zip(plain.batches(epoch), task(p).batches(epoch), strict=True)
+        rows = (zip(a.tokens, b.tokens, strict=True) for a, b in pairs)
+        return {was.numpy().tobytes(): now for row in rows for was, now in row}
+
+    plain = task(0.0)
+    first, again, second = rows(0.3, 0), rows(0.3, 0), rows(0.3, 1)
+    was = torch.cat([torch.frombuffer(bytearray(k), dtype=torch.int64) for k in first])
+    now = torch.cat(list(first.values()))
+    real, changed = was != plain.vocab["<pad>"], was != now
+    assert torch.equal(changed, real & (now == plain.vocab[MASK]))  # real tokens, to <mask>
+    assert 0.28 < changed[real].double().mean() < 0.32
+    assert all(torch.equal(first[k], again[k]) for k in first)  # seeded
+    assert sum(not torch.equal(first[k], second[k]) for k in first) > 0.9 * len(first)
+    with pytest.raises(ValueError, match=r"word_dropout=1\.0 must lie in \[0, 1\)"):
+        runner.new_config("classify", "tiny", ["word_dropout=1"])
 
 
 def test_a_pretrained_run_of_other_sizes_is_refused_in_one_line(pretrained, tmp_path):

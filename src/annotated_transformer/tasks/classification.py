@@ -84,9 +84,12 @@ SHAPES = ("N", "d_model", "d_ff", "h", "max_len", "cls", "window")
 @dataclass(frozen=True)
 class ClassificationConfig(ReviewsConfig):
     """A classification run; ``init``: a finished ``mlm`` run's folder to start from (its
-    vocabulary, embeddings and encoder blocks; the output layer starts afresh)."""
+    vocabulary, embeddings and encoder blocks; the output layer starts afresh);
+    ``word_dropout``: the share of training tokens hidden (``<mask>`` after pretraining, else
+    ``<unk>``), drawn anew each epoch, so that no single word decides a review."""
 
     init: str = ""
+    word_dropout: float = 0.0
 
     # How many test reviews score the finished model: another value re-tests a finished run.
     test_only: ClassVar[tuple[str, ...]] = ("test_subset",)
@@ -95,6 +98,8 @@ class ClassificationConfig(ReviewsConfig):
         super().__post_init__()
         if self.init and not (Path(self.init) / "final.pt").is_file():
             raise ValueError(f"init={self.init}: no final.pt there; give a finished mlm run folder")
+        if not 0 <= self.word_dropout < 1:
+            raise ValueError(f"word_dropout={self.word_dropout} must lie in [0, 1)")
 
 
 PRESETS = {
@@ -229,6 +234,11 @@ class ReviewBatch:
     def __len__(self) -> int:
         return self.labels.numel()
 
+    def hide(self, p: float, hidden: int, pad: int, generator: torch.Generator) -> ReviewBatch:
+        """The batch with each real token replaced by ``hidden`` with probability ``p``."""
+        chosen = (torch.rand(self.tokens.shape, generator=generator) < p) & (self.tokens != pad)
+        return ReviewBatch(self.tokens.masked_fill(chosen, hidden), self.labels)
+
 
 def review_batches(
     data: Reviews, max_tokens: int, pad: int, *, seed: int = 0, epoch: int = 0
@@ -328,7 +338,12 @@ class Classification(ReviewsTask):
 
     def batches(self, epoch: int) -> Iterator[ReviewBatch]:
         c, pad = self.config, self.vocab["<pad>"]
-        return review_batches(self.reviews("train"), c.max_tokens, pad, seed=c.seed, epoch=epoch)
+        batches = review_batches(self.reviews("train"), c.max_tokens, pad, seed=c.seed, epoch=epoch)
+        if not c.word_dropout:
+            return batches
+        hidden = self.vocab["<mask>" if "<mask>" in self.vocab else "<unk>"]
+        draws = torch.Generator().manual_seed(c.seed * 100_003 + epoch)  # resumable
+        return (b.hide(c.word_dropout, hidden, pad, draws) for b in batches)
 
     # --- model and loss
     def build_model(self) -> EncoderClassifier:
