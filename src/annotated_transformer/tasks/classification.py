@@ -342,7 +342,7 @@ class Classification(ReviewsTask):
         if not c.word_dropout:
             return batches
         hidden = self.vocab["<mask>" if "<mask>" in self.vocab else "<unk>"]
-        draws = torch.Generator().manual_seed(c.seed * 100_003 + epoch)  # resumable
+        draws = torch.Generator().manual_seed(c.seed * 1_000_003 + epoch)  # as lm, mlm do
         return (b.hide(c.word_dropout, hidden, pad, draws) for b in batches)
 
     # --- model and loss
