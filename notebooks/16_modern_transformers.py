@@ -89,6 +89,7 @@ from annotated_transformer import bow, imdb
 from annotated_transformer.mlm import mask_tokens
 from annotated_transformer.model import EncoderClassifier, MaskedLanguageModel
 from annotated_transformer.tasks.classification import SHAPES, Classification, check_pretrained
+from annotated_transformer.vocab import MASK
 
 PRESET = pick("tiny", "cpu")
 FRESH = PRESET == "tiny"  # CI: the same small runs every time
@@ -118,7 +119,7 @@ reserved = [vocab[token] for token in mlm.task.specials]
 review = mlm.task.reviews("val").ids[0][:60]
 inputs, labels = mask_tokens(
     torch.tensor(review),
-    mask_id=vocab["<mask>"],
+    mask_id=vocab[MASK],
     vocab_size=len(vocab),
     special_ids=reserved,
     generator=torch.Generator().manual_seed(3),
@@ -127,7 +128,7 @@ inputs, labels = mask_tokens(
 
 def shown(new: int, old: int) -> str:
     word = vocab.itos[new]
-    return "[MASK]" if word == "<mask>" else word if new == old else f"~{word}~"
+    return "[MASK]" if word == MASK else word if new == old else f"~{word}~"
 
 
 print("original:", " ".join(vocab.itos[i] for i in review))

@@ -14,8 +14,8 @@ from torch import Tensor
 from annotated_transformer import runner
 from annotated_transformer.checkpoint import read_checkpoint
 from annotated_transformer.tasks.classification import Classification
-from annotated_transformer.tasks.mlm import MASK, MaskedBatch, MaskedLM
-from annotated_transformer.vocab import SPECIALS
+from annotated_transformer.tasks.mlm import MaskedBatch, MaskedLM
+from annotated_transformer.vocab import MASK, SPECIALS
 
 WORDS = ["the", "film", "was", "good", "bad", "not", "a", "great", "plot", "acting"]
 STATE = {"vocab": [*SPECIALS, MASK, *WORDS], "bpe": None}

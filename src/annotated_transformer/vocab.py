@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")
+MASK = "<mask>"  # BERT's [MASK], reserved after SPECIALS by masked-LM pretraining (tasks.mlm)
 
 
 class Vocab:

@@ -35,7 +35,7 @@ from annotated_transformer.checkpoint import read_checkpoint
 from annotated_transformer.model import EncoderClassifier, load_encoder
 from annotated_transformer.tasks.base import Task, TrainConfig
 from annotated_transformer.training import autocast, evaluating
-from annotated_transformer.vocab import SPECIALS, Vocab
+from annotated_transformer.vocab import MASK, SPECIALS, Vocab
 
 LABELS = ("negative", "positive")  # label 0, label 1 (imdb.load_imdb)
 
@@ -341,7 +341,7 @@ class Classification(ReviewsTask):
         batches = review_batches(self.reviews("train"), c.max_tokens, pad, seed=c.seed, epoch=epoch)
         if not c.word_dropout:
             return batches
-        hidden = self.vocab["<mask>" if "<mask>" in self.vocab else "<unk>"]
+        hidden = self.vocab[MASK if MASK in self.vocab else "<unk>"]
         draws = torch.Generator().manual_seed(c.seed * 1_000_003 + epoch)  # as lm, mlm do
         return (b.hide(c.word_dropout, hidden, pad, draws) for b in batches)
 

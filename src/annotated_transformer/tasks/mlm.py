@@ -38,9 +38,8 @@ from annotated_transformer.tasks.classification import (
     review_batches,
 )
 from annotated_transformer.training import autocast, evaluating
-from annotated_transformer.vocab import SPECIALS
+from annotated_transformer.vocab import MASK, SPECIALS
 
-MASK = "<mask>"  # the vocabulary's [MASK] token
 MASK_TEXT = "[MASK]"  # how a blank is written in the text given to ``predict``
 VALIDATION_SEED = 12_345  # the one masking of the validation reviews
 
