@@ -370,7 +370,7 @@ viz.line_chart(
     title="The Noam learning rate schedule (factor 1)",
     x_title="optimiser step",
     y_title="learning rate",
-    width=470,  # leaves room for the legend beside it
+    width=455,  # leaves room for the legend beside it
 )
 
 # %% [markdown]
