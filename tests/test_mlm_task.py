@@ -92,6 +92,18 @@ def test_fine_tuning_starts_from_the_pretrained_encoder(pretrained, imdb_mirror)
     assert model.to_classes.weight.shape == (2, 32)
 
 
+def test_further_pretraining_starts_from_every_weight_of_the_run(pretrained, imdb_mirror):
+    config = runner.new_config("mlm", "tiny", [f"init={pretrained}", "lr=1e-4"])
+    task = MaskedLM(config, data_dir=imdb_mirror)
+    saved = read_checkpoint(pretrained / "final.pt")
+    assert task.vocab.itos == saved["config"]["state"]["vocab"]
+    weights = task.build_model().state_dict()
+    assert weights.keys() == saved["model"].keys()
+    assert all(torch.equal(weights[k], saved["model"][k]) for k in weights)
+    with pytest.raises(ValueError, match="d_ff=128 there, 64 here; set them equal"):
+        MaskedLM(runner.new_config("mlm", "tiny", [f"init={pretrained}", "d_ff=64"]))
+
+
 def test_word_dropout_hides_real_tokens_behind_mask_anew_each_epoch(pretrained, imdb_mirror):
     def task(p: float) -> Classification:
         settings = [f"init={pretrained}", "window=2", f"word_dropout={p}"]

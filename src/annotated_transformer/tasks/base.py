@@ -144,6 +144,13 @@ def apply_settings(config: Any, settings: Sequence[str]) -> Any:
     return dataclasses.replace(config, **changes)
 
 
+def epoch_generator(seed: int, epoch: int) -> torch.Generator:
+    """The random draws of one training epoch (windows, maskings, hidden words): the same for
+    the same ``seed`` and ``epoch``, so that a resumed run draws what the killed one would
+    have, and different for every other epoch."""
+    return torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+
+
 class Task(ABC):
     """One job: its data, model, loss, batches, metrics and predictions (see the module doc).
 

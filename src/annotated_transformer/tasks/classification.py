@@ -33,7 +33,7 @@ from annotated_transformer.batching import bucket_batches, collate
 from annotated_transformer.bpe import BPE
 from annotated_transformer.checkpoint import read_checkpoint
 from annotated_transformer.model import EncoderClassifier, load_encoder
-from annotated_transformer.tasks.base import Task, TrainConfig
+from annotated_transformer.tasks.base import Task, TrainConfig, epoch_generator
 from annotated_transformer.training import autocast, evaluating
 from annotated_transformer.vocab import MASK, SPECIALS, Vocab
 
@@ -63,6 +63,7 @@ class ReviewsConfig(TrainConfig):
     attn_dropout: float = 0.0  # > 0 takes SDPA off its fast kernel (see the module docstring)
     cls: bool = False  # pool at a [CLS] vector instead of the mean over tokens
     window: int = 0  # > 0: the first block attends within ±window tokens (chapter 16)
+    init: str = ""  # a finished mlm run's folder whose weights start this run
 
     @property
     def model(self) -> dict[str, Any]:
@@ -73,6 +74,8 @@ class ReviewsConfig(TrainConfig):
         super().__post_init__()
         if self.tokenizer not in ("word", "bpe"):
             raise ValueError(f"tokenizer={self.tokenizer!r}: use word or bpe")
+        if self.init and not (Path(self.init) / "final.pt").is_file():
+            raise ValueError(f"init={self.init}: no final.pt there; give a finished mlm run folder")
 
 
 # What must agree between a pretrained mlm run and the classifier that starts from it: the
@@ -88,7 +91,6 @@ class ClassificationConfig(ReviewsConfig):
     ``word_dropout``: the share of training tokens hidden (``<mask>`` after pretraining, else
     ``<unk>``), drawn anew each epoch, so that no single word decides a review."""
 
-    init: str = ""
     word_dropout: float = 0.0
 
     # How many test reviews score the finished model: another value re-tests a finished run.
@@ -96,8 +98,6 @@ class ClassificationConfig(ReviewsConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.init and not (Path(self.init) / "final.pt").is_file():
-            raise ValueError(f"init={self.init}: no final.pt there; give a finished mlm run folder")
         if not 0 <= self.word_dropout < 1:
             raise ValueError(f"word_dropout={self.word_dropout} must lie in [0, 1)")
 
@@ -259,7 +259,8 @@ def _subset(texts: list[str], labels: list[int], n: int | None, seed: int) -> im
 
 class ReviewsTask(Task):
     """What every IMDb task shares: the splits, the tokenizer and vocabulary learned from the
-    training reviews (or restored from ``state``), and the encoded reviews."""
+    training reviews (or restored from ``state``, or from the ``init`` run's), and the encoded
+    reviews. A new run with ``init`` keeps that run's weights in ``pretrained``."""
 
     specials = SPECIALS  # the vocabulary's reserved tokens
 
@@ -270,6 +271,11 @@ class ReviewsTask(Task):
         data_dir: str | Path | None = None,
         state: dict | None = None,
     ) -> None:
+        self.pretrained: dict[str, Tensor] | None = None  # the init run's weights, new runs only
+        if state is None and config.init:  # the pretrained run's tokenizer and vocabulary
+            saved = read_checkpoint(Path(config.init) / "final.pt")
+            check_pretrained(saved["config"], config)
+            state, self.pretrained = saved["config"]["state"], saved["model"]
         super().__init__(config, data_dir=data_dir, state=state)
         if state is None:  # tokenizer and vocabulary from the training reviews only
             texts = self.raw["train"][0]
@@ -322,27 +328,13 @@ class Classification(ReviewsTask):
     Config = ClassificationConfig
     score = ("val_accuracy", "max")
 
-    def __init__(
-        self,
-        config: ClassificationConfig,
-        *,
-        data_dir: str | Path | None = None,
-        state: dict | None = None,
-    ) -> None:
-        self.pretrained: dict[str, Tensor] | None = None  # encoder weights for a new run
-        if state is None and config.init:  # the pretrained run's tokenizer and vocabulary
-            saved = read_checkpoint(Path(config.init) / "final.pt")
-            check_pretrained(saved["config"], config)
-            state, self.pretrained = saved["config"]["state"], saved["model"]
-        super().__init__(config, data_dir=data_dir, state=state)
-
     def batches(self, epoch: int) -> Iterator[ReviewBatch]:
         c, pad = self.config, self.vocab["<pad>"]
         batches = review_batches(self.reviews("train"), c.max_tokens, pad, seed=c.seed, epoch=epoch)
         if not c.word_dropout:
             return batches
         hidden = self.vocab[MASK if MASK in self.vocab else "<unk>"]
-        draws = torch.Generator().manual_seed(c.seed * 1_000_003 + epoch)  # as lm, mlm do
+        draws = epoch_generator(c.seed, epoch)
         return (b.hide(c.word_dropout, hidden, pad, draws) for b in batches)
 
     # --- model and loss

@@ -81,7 +81,7 @@ from annotated_transformer.relative import TransformerXLLM
 from annotated_transformer.sampling import check_sampling, decode, encode, sample
 from annotated_transformer.sparse import PATTERNS, sparsify_
 from annotated_transformer.swiglu import swiglu_width
-from annotated_transformer.tasks.base import Task, TrainConfig
+from annotated_transformer.tasks.base import Task, TrainConfig, epoch_generator
 from annotated_transformer.training import autocast, evaluating
 
 PREFIX_NOTE = (
@@ -445,7 +445,7 @@ class LanguageModel(Task):
         Transformer-XL: the text's consecutive segments in ``batch_size`` streams, from a
         seeded offset."""
         c, data = self.config, self.train_ids
-        generator = torch.Generator().manual_seed(c.seed * 1_000_003 + epoch)
+        generator = epoch_generator(c.seed, epoch)
         if self.xl:
             if dist.world_size() > 1:
                 raise ValueError("block=xl trains in one process: its streams are not sharded")

@@ -10,6 +10,8 @@
   The reserved tokens (``<pad>``, ``<unk>``, ...) are never selected nor drawn.
 - Model: :class:`~annotated_transformer.model.MaskedLanguageModel`, the classifier's encoder
   with the tied embedding as its output layer; ``classify --set init=RUN`` starts from it.
+  ``mlm --set init=RUN`` pretrains further from all of a finished run's weights, under a new
+  schedule; its epochs draw the same batches and maskings as that run's.
 - Loss: cross-entropy at the selected positions, summed, and their count.
 - Validation: loss (nats per selected token) and accuracy at the selected positions of the
   validation reviews under one fixed seeded masking; ``test`` reports the same numbers (there
@@ -30,6 +32,7 @@ from torch import Tensor, nn
 
 from annotated_transformer.mlm import mask_tokens
 from annotated_transformer.model import MaskedLanguageModel
+from annotated_transformer.tasks.base import epoch_generator
 from annotated_transformer.tasks.classification import PRESETS as CLASSIFY_PRESETS
 from annotated_transformer.tasks.classification import (
     Reviews,
@@ -125,7 +128,7 @@ class MaskedLM(ReviewsTask):
     def masked(self, data: Reviews, seed: int, epoch: int) -> Iterator[MaskedBatch]:
         """``data``'s batches (classify's), each corrupted with a draw seeded by seed, epoch."""
         c, pad = self.config, self.vocab["<pad>"]
-        generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        generator = epoch_generator(seed, epoch)
         reserved = [self.vocab[token] for token in self.specials]
         for batch in review_batches(data, c.max_tokens, pad, seed=seed, epoch=epoch):
             inputs, labels = mask_tokens(
@@ -148,7 +151,12 @@ class MaskedLM(ReviewsTask):
 
     # --- model and loss
     def build_model(self) -> MaskedLanguageModel:
-        return MaskedLanguageModel(len(self.vocab), pad=self.vocab["<pad>"], **self.config.model)
+        """The model; a new run with ``init`` starts from all that run's weights (pretraining
+        goes on under a new schedule)."""
+        model = MaskedLanguageModel(len(self.vocab), pad=self.vocab["<pad>"], **self.config.model)
+        if self.pretrained is not None:
+            model.load_state_dict(self.pretrained)
+        return model
 
     def loss(self, model: nn.Module, batch: MaskedBatch) -> tuple[Tensor, Tensor]:
         """Cross-entropy summed over the selected positions, and their count."""
