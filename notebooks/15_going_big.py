@@ -503,7 +503,7 @@ time_chart = viz.line_chart(
     y_title="ms per step (1 thread)",
     width=300,
 )
-(memory_chart | time_chart).properties(
+(memory_chart & time_chart).properties(
     title="Activation checkpointing: memory against depth, and what it costs in time"
 )
 

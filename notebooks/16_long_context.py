@@ -311,7 +311,7 @@ vanilla_rules = alt.Chart(baselines).mark_rule(strokeDash=[4, 4]).encode(
     color=alt.Color("vanilla protocol:N", title=f"vanilla, {vanilla.metrics['steps']} steps"),
     tooltip=["vanilla protocol", alt.Tooltip("bits per byte", format=".4f")],
 )
-(xl_line + vanilla_rules).properties(width=500, height=280)
+(xl_line + vanilla_rules).properties(width=460, height=280)
 
 # %% [markdown]
 # And the two runs side by side, each at the end of its training, with its CPU cost: the
@@ -417,15 +417,12 @@ def pattern_picture(mask: torch.Tensor, title: str) -> alt.Chart:
     )
 
 
-pictures = [
-    (local, "strided: local"),
-    (strided, "strided: strided"),
-    (block, "fixed: block"),
-    (summary, "fixed: summary"),
+pictures = [  # a row per kind of pattern
+    [(local, "strided: local"), (strided, "strided: strided")],
+    [(block, "fixed: block"), (summary, "fixed: summary")],
 ]
-alt.hconcat(*(pattern_picture(m, t) for m, t in pictures)).properties(
-    title="The Sparse Transformer's patterns, n = 16, l = 4, c = 1"
-)
+rows = [alt.hconcat(*(pattern_picture(m, t) for m, t in row)) for row in pictures]
+alt.vconcat(*rows).properties(title="The Sparse Transformer's patterns, n = 16, l = 4, c = 1")
 
 # %% [markdown]
 # ### How many pairs
@@ -470,6 +467,7 @@ viz.line_chart(
     x_title="sequence length n",
     y_title="pairs (log scale)",
     log_y=True,
+    width=460,
 ).encode(x=alt.X("n:Q", scale=alt.Scale(type="log", base=2), title="sequence length n"))
 
 # %% [markdown]
@@ -569,7 +567,7 @@ charts = [
         ("MiB", "Peak memory allocated during it", "MiB (log scale)"),
     )
 ]
-alt.hconcat(*charts)
+alt.vconcat(*charts)
 
 # %% [markdown]
 # Read the slopes on the log-log axes: doubling n multiplies the explicit form's time and

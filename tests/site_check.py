@@ -1,8 +1,8 @@
 """Open the built site in a headless Chromium-family browser and check what a reader would see.
 
 For every chapter page: the math is typeset by the bundled MathJax, every Altair chart is drawn
-by the bundled Vega (no error box), and no request leaves the machine (every URL the page asks
-for is a local file). Run after ``jupyter-book build book``:
+by the bundled Vega (no error box) and fits the page column, and no request leaves the machine
+(every URL the page asks for is a local file). Run after ``jupyter-book build book``:
 
     python tests/site_check.py book/_build/html [--screenshot PAGE_STEM OUT.png]
 
@@ -32,6 +32,17 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
 ]
 
+# Charts whose cell output is wider than the page column (at the 1280 px window below; from
+# 1200 to 1279 px the column is 624 px), so that the reader must scroll
+# sideways (book.css lets a wide output scroll rather than be cut): (title, extra pixels).
+SCROLLING_CHARTS = """() => [...document.querySelectorAll("div[id^='altair-viz-']")]
+.flatMap(chart => {
+  const output = chart.closest('.cell_output .output');
+  const extra = output ? output.scrollWidth - output.clientWidth : 0;
+  const title = chart.querySelector('.role-title-text');
+  return extra > 0 ? [[title ? title.textContent : chart.id, extra]] : [];
+})"""
+
 
 def check_page(page, path: Path) -> tuple[list[str], int, int]:
     """Load one page; return (problems found, charts, typeset math elements)."""
@@ -55,6 +66,10 @@ def check_page(page, path: Path) -> tuple[list[str], int, int]:
             problems.append(f"{path.name}: only {drawn} of {charts} Altair charts were drawn")
         errors = page.locator("div[id^='altair-viz-'] .error").all_inner_texts()
         problems += [f"{path.name}: chart error: {text[:200]}" for text in errors]
+        problems += [
+            f"{path.name}: chart {title!r} makes its output scroll by {extra} px: narrow it"
+            for title, extra in page.evaluate(SCROLLING_CHARTS)
+        ]
     has_math = "$" in page.content() or page.locator(".math").count() > 0
     if has_math:
         try:
@@ -86,7 +101,7 @@ def main() -> int:
             executable_path=args.browser,
             headless=True,
             args=CHROMIUM_FLAGS,
-            viewport={"width": 1200, "height": 1600},
+            viewport={"width": 1280, "height": 1600},  # a laptop: a 688 px page column
         )
         for path in pages:
             page = browser.new_page()
