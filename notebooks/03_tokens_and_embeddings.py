@@ -577,7 +577,7 @@ print(
     f"features; loudest frequency rises from {peak_hz[1]:.0f} Hz to {peak_hz[-2]:.0f} Hz"
 )
 
-# %%
+# %% tags=["nbval-ignore-output"]
 viz.heatmap(
     log_frames,
     title="A chirp as a sequence of spectrogram frames",
