@@ -135,3 +135,20 @@ def test_vocabulary_and_truncated_encoding():
     assert ids == [[vocab["great"], vocab["film"], vocab["<unk>"]]]
     with pytest.raises(ValueError, match="max_len"):
         imdb.encode(train, vocab, max_len=0)
+
+
+def test_head_and_tail_encoding():
+    words = [f"w{i}" for i in range(10)]
+    vocab = imdb.build_vocab([words], max_size=14)
+    long_review, short_review = words, words[:4]
+    ids = imdb.encode([long_review, short_review], vocab, max_len=5, tail=3)
+    assert ids[0] == vocab.encode(["w0", "w1", "w7", "w8", "w9"])  # first 2, last 3
+    assert ids[1] == vocab.encode(short_review)  # fits: whole, nothing repeated
+    assert imdb.encode([words[:5]], vocab, max_len=5, tail=3) == [vocab.encode(words[:5])]
+    assert imdb.encode([words[:6]], vocab, max_len=5, tail=3)[0] == vocab.encode(
+        ["w0", "w1", "w3", "w4", "w5"]
+    )
+    assert imdb.encode([long_review], vocab, max_len=5, tail=0) == [vocab.encode(words[:5])]
+    for bad in (-1, 5):
+        with pytest.raises(ValueError, match="tail"):
+            imdb.encode([long_review], vocab, max_len=5, tail=bad)

@@ -4,6 +4,7 @@ the classifier (compared with the checkpoint's tensors), and the one-line refusa
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from annotated_transformer import runner
-from annotated_transformer.checkpoint import read_checkpoint
+from annotated_transformer import cli, imdb, runner
+from annotated_transformer.checkpoint import model_soup, read_checkpoint
 from annotated_transformer.tasks.classification import Classification
 from annotated_transformer.tasks.mlm import MaskedBatch, MaskedLM
 from annotated_transformer.vocab import MASK, SPECIALS
@@ -140,3 +141,72 @@ def test_a_pretrained_run_of_other_sizes_is_refused_in_one_line(pretrained, tmp_
         runner.new_config("classify", "tiny", [f"init={tmp_path}"])
     with pytest.raises(ValueError, match=r"mask_p=1\.5 must lie strictly between 0 and 1"):
         runner.new_config("mlm", "tiny", ["mask_p=1.5"])
+
+
+def test_tail_keeps_the_first_and_last_words_of_long_reviews(pretrained, imdb_mirror):
+    def task(tail: int) -> Classification:
+        settings = [f"init={pretrained}", "window=2", f"tail={tail}"]
+        return Classification(runner.new_config("classify", "tiny", settings), data_dir=imdb_mirror)
+
+    head_only, head_tail = task(0).reviews("val"), task(48).reviews("val")
+    vocab, max_len = task(0).vocab, 64
+    long = 0
+    for text, ids in zip(head_tail.texts, head_tail.ids, strict=True):
+        words = vocab.encode(imdb.tokenize(text))
+        if len(words) > max_len:  # 16 first words, then the last 48
+            long += 1
+            assert ids == words[:16] + words[-48:]
+        else:
+            assert ids == words
+    assert long > 50 and head_only.ids != head_tail.ids
+    with pytest.raises(ValueError, match=r"tail=64 must lie in \[0, max_len=64\)"):
+        runner.new_config("classify", "tiny", ["tail=64"])
+
+
+def test_a_model_soup_is_the_mean_of_fine_tunes_of_one_pretrained_run(
+    pretrained, imdb_mirror, tmp_path, capsys
+):
+    options = {"data_dir": imdb_mirror, "device": "cpu", "progress": False, "echo": False}
+    paths = []
+    for name, lr in (("a", "5e-3"), ("b", "1e-3"), ("c", "2e-3")):
+        settings = [
+            f"init={pretrained}",
+            "window=2",
+            f"lr={lr}",
+            "steps=3",
+            "eval_every=3",
+            "warmup=1",
+        ]
+        settings += ["test_subset=40"]
+        assert runner.train(
+            "classify", tmp_path / name, preset="tiny", settings=settings, **options
+        )
+        paths.append(tmp_path / name / "final.pt")
+    saved = [torch.load(p, weights_only=True)["model"] for p in paths]
+    config, weights = model_soup(paths)
+    assert config == read_checkpoint(paths[0])["config"]
+    for key, value in weights.items():
+        want = (saved[0][key].double() + saved[1][key].double() + saved[2][key].double()) / 3
+        torch.testing.assert_close(value, want.to(value.dtype), rtol=0, atol=0)
+    assert not torch.equal(weights["to_classes.weight"], saved[0]["to_classes.weight"])
+    # the command line scores the soup: the same accuracy as the averaged weights loaded here
+    task, _ = runner.load_model(paths[0], data_dir=imdb_mirror)
+    model = task.build_model().eval()
+    model.load_state_dict(weights)
+    want = task.accuracy(model, "test")
+    argv = ["classify", "evaluate", "--data-dir", str(imdb_mirror)]
+    argv += [arg for path in paths for arg in ("--checkpoint", str(path))]
+    assert cli.main(argv) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["accuracy"], got["reviews"]) == (want["accuracy"], 40)
+    assert cli.main([*argv, "--checkpoint", str(pretrained / "final.pt")]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and "does not fit" in error and error.count("\n") == 1
+    # another task (the mlm run itself) or a single checkpoint: one line, no traceback
+    for wrong, message in (
+        ([paths[0], pretrained / "final.pt"], "does not fit"),
+        ([paths[0]], "two or more"),
+    ):
+        with pytest.raises(ValueError, match=message) as error:
+            model_soup(wrong)
+        assert "\n" not in str(error.value)

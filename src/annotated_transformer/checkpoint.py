@@ -282,3 +282,37 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> tuple[dict[str, A
             total[key] += value.double()
     dtypes = {k: v.dtype for k, v in first["model"].items()}
     return config, {k: (v / len(paths)).to(dtypes[k]) for k, v in total.items()}
+
+
+def model_soup(paths: Sequence[str | os.PathLike]) -> tuple[dict[str, Any], dict]:
+    """Element-wise mean of the weights of several runs; returns (the first's config, weights).
+
+    A "uniform model soup" (Wortsman et al. 2022): models fine-tuned from one pretrained start,
+    with different settings, tend to lie in one basin of the loss, so their mean is a model
+    too, often better than each, at the cost of one. From different random starts it is not.
+    The runs must be of one task and vocabulary (``state``) and have weights of the same
+    names and shapes; the mean is taken in float64 and cast back to each tensor's dtype.
+    """
+    if len(paths) < 2:
+        raise ValueError("a model soup needs two or more checkpoints")
+    states = [read_checkpoint(path) for path in paths]
+    kinds = [  # what must agree: the task, its vocabulary, every weight's name and shape
+        (
+            s["config"].get("task"),
+            s["config"].get("state"),
+            {k: v.shape for k, v in s["model"].items()},
+        )
+        for s in states
+    ]
+    for path, kind in zip(paths[1:], kinds[1:], strict=True):
+        if kind != kinds[0]:
+            raise CheckpointError(
+                f"{path} does not fit {paths[0]} (another task, vocabulary or model shape): "
+                "average runs fine-tuned from one pretrained run with the same sizes"
+            )
+    first = states[0]["model"]
+    weights = {
+        k: torch.stack([s["model"][k].double() for s in states]).mean(dim=0).to(v.dtype)
+        for k, v in first.items()
+    }
+    return states[0]["config"], weights

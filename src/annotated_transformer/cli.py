@@ -6,6 +6,8 @@
         --split test2016 --beam 4
     python -m annotated_transformer translate predict --checkpoint runs/translate-cpu/final.pt \\
         "Ein Mann fährt Fahrrad."
+    python -m annotated_transformer classify evaluate --checkpoint runs/a/final.pt \\
+        --checkpoint runs/b/final.pt
     python -m annotated_transformer classify train --preset cpu --set tokenizer=bpe --out runs/x
     python -m annotated_transformer lm train --preset cpu --set dataset=enwik8_prefix --out runs/y
     python -m annotated_transformer lm predict --checkpoint runs/y/final.pt "ROMEO:" --top-k 40
@@ -47,6 +49,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+SOUP = "a run's checkpoint; repeated: the mean of their weights (fine-tunes of one pretrained run)"
+
+
 def _settings_help(task: str) -> str:
     config = PRESETS[task]["tiny"]
     return "settings: " + ", ".join(f.name for f in dataclasses.fields(config))
@@ -81,11 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         train.add_argument("--no-progress", action="store_true", help="no progress bars")
 
         evaluate = commands.add_parser("evaluate", help="score a checkpoint")
-        evaluate.add_argument("--checkpoint", required=True, type=Path)
-        cls.add_evaluate_arguments(evaluate)
-
         predict = commands.add_parser("predict", help="run a checkpoint on texts")
-        predict.add_argument("--checkpoint", required=True, type=Path)
+        for command in (evaluate, predict):
+            command.add_argument(
+                "--checkpoint", required=True, type=Path, action="append", help=SOUP
+            )
+        cls.add_evaluate_arguments(evaluate)
         predict.add_argument("inputs", nargs="*", help="texts (default: lines on stdin)")
         cls.add_predict_arguments(predict)
 
@@ -118,9 +124,10 @@ def run(args: argparse.Namespace) -> int:
         if result is not None and result.metrics:
             print(json.dumps(result.metrics["test"], indent=2, ensure_ascii=False))
         return 0
-    task, model = runner.load_model(args.checkpoint, data_dir=args.data_dir, device=args.device)
+    checkpoint = args.checkpoint[0] if len(args.checkpoint) == 1 else args.checkpoint
+    task, model = runner.load_model(checkpoint, data_dir=args.data_dir, device=args.device)
     if TASKS[args.task] is not type(task):
-        raise ValueError(f"{args.checkpoint} is a {task.name} checkpoint, not {args.task}")
+        raise ValueError(f"{args.checkpoint[0]} is a {task.name} checkpoint, not {args.task}")
     if args.command == "evaluate":
         print(json.dumps(task.evaluate_split(model, args), indent=2, ensure_ascii=False))
     else:

@@ -147,8 +147,18 @@ def build_vocab(
     return Vocab.build(train_tokens, specials=specials, max_size=max_size)
 
 
-def encode(tokens: Iterable[Sequence[str]], vocab: Vocab, max_len: int) -> list[list[int]]:
-    """Token ids of each review, cut to its first ``max_len`` tokens (reviews average ~235)."""
+def encode(
+    tokens: Iterable[Sequence[str]], vocab: Vocab, max_len: int, tail: int = 0
+) -> list[list[int]]:
+    """Token ids of each review, cut to its first ``max_len`` tokens (reviews average ~235),
+    or, with ``tail``, a review longer than ``max_len`` to its first ``max_len - tail`` and its
+    last ``tail`` tokens: a review's verdict is often in its closing lines (Sun et al. 2019)."""
     if max_len < 1:
         raise ValueError(f"max_len={max_len} must be at least 1")
-    return [vocab.encode(review[:max_len]) for review in tokens]
+    if not 0 <= tail < max_len:
+        raise ValueError(f"tail={tail} must lie in [0, max_len={max_len})")
+    head = max_len - tail
+    return [
+        vocab.encode([*review[:head], *review[max(head, len(review) - tail) :]])
+        for review in tokens
+    ]

@@ -32,6 +32,7 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ from annotated_transformer.checkpoint import (
     average_checkpoints,
     full_state_dicts,
     is_sharded,
+    model_soup,
     read_checkpoint,
     save_checkpoint,
 )
@@ -460,10 +462,19 @@ def load_run(out: str | Path, *, data_dir: str | Path | None = None) -> RunResul
 
 
 def load_model(
-    checkpoint: str | Path, *, data_dir: str | Path | None = None, device: str = "cpu"
+    checkpoint: str | Path | Sequence[str | Path],
+    *,
+    data_dir: str | Path | None = None,
+    device: str = "cpu",
 ) -> tuple[Task, nn.Module]:
-    """The task (with its saved vocabulary) and the model (eval mode) of a run's checkpoint."""
-    state = read_checkpoint(checkpoint)
+    """The task (with its saved vocabulary) and the model (eval mode) of a run's checkpoint;
+    given several checkpoints, their :func:`~annotated_transformer.checkpoint.model_soup` with
+    the first one's task and settings."""
+    if isinstance(checkpoint, str | Path):
+        state = read_checkpoint(checkpoint)
+    else:
+        config, weights = model_soup(checkpoint)
+        state, checkpoint = {"config": config, "model": weights}, checkpoint[0]
     saved = state["config"]
     if saved.get("task") not in TASKS or "config" not in saved:
         raise CheckpointError(

@@ -2,7 +2,8 @@
 
 - Tokens: lower-cased words (``imdb.tokenize``), or with ``tokenizer="bpe"`` byte pairs learned
   from those words (chapter 03's :class:`~annotated_transformer.bpe.BPE`): a rare word is then
-  spelled in pieces instead of becoming ``<unk>``. Reviews are cut to ``max_len`` tokens.
+  spelled in pieces instead of becoming ``<unk>``. Reviews are cut to ``max_len`` tokens: their
+  first ones, or with ``tail`` their first and last ones.
 - Splits: ``val_size`` validation reviews are a seeded draw from the 25,000 training reviews;
   tokenizer and vocabulary see the remaining training reviews only; the test set is IMDb's.
 - Model: :class:`~annotated_transformer.model.EncoderClassifier` (embed, N post-norm blocks,
@@ -51,6 +52,7 @@ class ReviewsConfig(TrainConfig):
     tokenizer: str = "word"  # "word": lower-cased words; "bpe": byte pairs of those words
     vocab_size: int = 20_000  # most frequent training tokens, specials included
     max_len: int = 512  # reviews are cut to their first max_len tokens
+    tail: int = 0  # > 0: a longer review keeps its first max_len - tail and last tail tokens
     val_size: int = 2_500  # validation reviews carved out of the 25,000 training reviews
     train_subset: int | None = None  # use only this many training reviews (tiny runs)
     test_subset: int | None = None  # evaluate on this many test reviews (None: all 25,000)
@@ -74,6 +76,8 @@ class ReviewsConfig(TrainConfig):
         super().__post_init__()
         if self.tokenizer not in ("word", "bpe"):
             raise ValueError(f"tokenizer={self.tokenizer!r}: use word or bpe")
+        if not 0 <= self.tail < self.max_len:
+            raise ValueError(f"tail={self.tail} must lie in [0, max_len={self.max_len})")
         if self.init and not (Path(self.init) / "final.pt").is_file():
             raise ValueError(f"init={self.init}: no final.pt there; give a finished mlm run folder")
 
@@ -127,7 +131,8 @@ PRESETS = {
     # A laptop: 8.5 minutes of training on one thread; test accuracy 88%. Narrow and shallow,
     # whole reviews (max_len 512 cuts only the longest ~8%), about two epochs, then the
     # learning rate is 0: at max_len 256 and four epochs the model memorised the training
-    # reviews. fp32: at d_model 64, bf16 autocast was slower on an AVX2 CPU.
+    # reviews. precision auto: bf16 where the CPU runs it faster (e.g. AVX-512 with bf16),
+    # else fp32 (on an AVX2 CPU, bf16 autocast was slower).
     "cpu": ClassificationConfig(
         vocab_size=20_000,
         max_len=512,
@@ -145,6 +150,7 @@ PRESETS = {
         warmup=100,
         clip_norm=1.0,
         eval_every=325,
+        precision="auto",
     ),
     # One GPU: Bloem's depth-6 model at full length, ~10 epochs (an epoch is ~4.8M tokens).
     "gpu": ClassificationConfig(
@@ -309,7 +315,8 @@ class ReviewsTask(Task):
 
     def _encode(self, texts: list[str], labels: list[int], tokens: list[list[str]]) -> Reviews:
         """A review with no words at all becomes a single <unk>."""
-        ids = imdb.encode([t or ["<unk>"] for t in tokens], self.vocab, self.config.max_len)
+        c = self.config
+        ids = imdb.encode([t or ["<unk>"] for t in tokens], self.vocab, c.max_len, c.tail)
         return Reviews(texts, ids, labels)
 
     def reviews(self, split: str) -> Reviews:
@@ -390,7 +397,7 @@ class Classification(ReviewsTask):
             tokens = self.tokenizer(text)
             if not tokens:
                 raise ValueError(f"review {i} is empty: give some words to classify")
-            ids = imdb.encode([tokens], self.vocab, self.config.max_len)
+            ids = imdb.encode([tokens], self.vocab, self.config.max_len, self.config.tail)
             probs = self.probabilities(model, Reviews([text], ids, [0]))[0]
             label = int(probs.argmax())
             out.append(f"{LABELS[label]}\t{float(probs[label]):.3f}")
