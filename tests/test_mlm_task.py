@@ -5,6 +5,7 @@ the classifier (compared with the checkpoint's tensors), and the one-line refusa
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -138,7 +139,7 @@ def test_a_pretrained_run_of_other_sizes_is_refused_in_one_line(pretrained, tmp_
     with pytest.raises(ValueError, match="window=2 there, 0 here; set them equal"):
         Classification(config)
     with pytest.raises(ValueError, match=r"no final\.pt there"):
-        runner.new_config("classify", "tiny", [f"init={tmp_path}"])
+        Classification(runner.new_config("classify", "tiny", [f"init={tmp_path}"]))
     with pytest.raises(ValueError, match=r"mask_p=1\.5 must lie strictly between 0 and 1"):
         runner.new_config("mlm", "tiny", ["mask_p=1.5"])
 
@@ -210,3 +211,28 @@ def test_a_model_soup_is_the_mean_of_fine_tunes_of_one_pretrained_run(
         with pytest.raises(ValueError, match=message) as error:
             model_soup(wrong)
         assert "\n" not in str(error.value)
+
+
+def test_a_pretrained_run_has_one_name_at_the_top_and_in_a_chapter(
+    pretrained, imdb_mirror, tmp_path, monkeypatch
+):
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text("")
+    shutil.copytree(pretrained, repo / "runs" / "mlm")
+
+    def init_of(cwd: Path, path: str) -> str:
+        monkeypatch.chdir(cwd)
+        config = runner.new_config("classify", "tiny", ["window=2", f"init={path}"])
+        Classification(config, data_dir=imdb_mirror)  # finds and reads the run's final.pt
+        return config.init
+
+    at_top = init_of(repo, "runs/mlm")
+    assert at_top == "runs/mlm"
+    assert init_of(repo / "notebooks", "../runs/mlm") == at_top  # a chapter's relative path
+    assert init_of(repo / "notebooks", "runs/mlm") == at_top  # a saved config, read there
+    assert init_of(repo / "notebooks", str(repo / "runs" / "mlm")) == at_top
+    monkeypatch.chdir(repo)
+    missing = runner.new_config("classify", "tiny", ["window=2", "init=runs/none"])
+    with pytest.raises(ValueError, match=r"init=runs/none: no final\.pt there"):
+        Classification(missing, data_dir=imdb_mirror)

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import TypeVar
 
+from annotated_transformer.tasks.base import repository_root
+
 T = TypeVar("T")
 
 SIZES = ("ci", "full")
@@ -37,8 +39,5 @@ def runs_dir(start: str | Path | None = None) -> Path:
     The repository is the nearest folder, upwards, with a ``pyproject.toml``; a chapter runs
     in ``notebooks/``, a command line usually at the top. Outside a repository: ``./runs``.
     """
-    here = Path(start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "pyproject.toml").is_file():
-            return folder / "runs"
-    return here / "runs"
+    root = repository_root(start) or Path(start or Path.cwd()).resolve()
+    return root / "runs"

@@ -151,6 +151,33 @@ def epoch_generator(seed: int, epoch: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + epoch)
 
 
+def repository_root(start: str | Path | None = None) -> Path | None:
+    """The nearest folder upwards from ``start`` (default: the working directory) with a
+    ``pyproject.toml``, or None: the repository a command line or a chapter (in
+    ``notebooks/``) runs in."""
+    here = Path(start or Path.cwd()).resolve()
+    return next((f for f in (here, *here.parents) if (f / "pyproject.toml").is_file()), None)
+
+
+def run_folder(name: str | Path) -> Path:
+    """The folder of the run ``name``: absolute, or found from the working directory, or else
+    from the repository's root; so ``runs/mlm-cpu`` names one run at the top and in a chapter."""
+    path, root = Path(name).expanduser(), repository_root()
+    if path.is_absolute() or path.exists() or root is None:
+        return path.resolve()
+    return (root / path).resolve()
+
+
+def run_path(name: str | Path) -> str:
+    """``name`` written the same wherever it was given: its folder relative to the repository's
+    root (``../runs/x`` in a chapter and ``runs/x`` at the top are both ``runs/x``), or absolute
+    outside the repository. A setting that names a run (``init``) is stored this way."""
+    folder, root = run_folder(name), repository_root()
+    return (
+        folder.relative_to(root).as_posix() if root and folder.is_relative_to(root) else str(folder)
+    )
+
+
 class Task(ABC):
     """One job: its data, model, loss, batches, metrics and predictions (see the module doc).
 

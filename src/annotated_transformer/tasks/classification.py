@@ -34,7 +34,13 @@ from annotated_transformer.batching import bucket_batches, collate
 from annotated_transformer.bpe import BPE
 from annotated_transformer.checkpoint import read_checkpoint
 from annotated_transformer.model import EncoderClassifier, load_encoder
-from annotated_transformer.tasks.base import Task, TrainConfig, epoch_generator
+from annotated_transformer.tasks.base import (
+    Task,
+    TrainConfig,
+    epoch_generator,
+    run_folder,
+    run_path,
+)
 from annotated_transformer.training import autocast, evaluating
 from annotated_transformer.vocab import MASK, SPECIALS, Vocab
 
@@ -78,8 +84,8 @@ class ReviewsConfig(TrainConfig):
             raise ValueError(f"tokenizer={self.tokenizer!r}: use word or bpe")
         if not 0 <= self.tail < self.max_len:
             raise ValueError(f"tail={self.tail} must lie in [0, max_len={self.max_len})")
-        if self.init and not (Path(self.init) / "final.pt").is_file():
-            raise ValueError(f"init={self.init}: no final.pt there; give a finished mlm run folder")
+        if self.init:  # one name for the run, at the command line and in a chapter
+            object.__setattr__(self, "init", run_path(self.init))
 
 
 # What must agree between a pretrained mlm run and the classifier that starts from it: the
@@ -279,7 +285,10 @@ class ReviewsTask(Task):
     ) -> None:
         self.pretrained: dict[str, Tensor] | None = None  # the init run's weights, new runs only
         if state is None and config.init:  # the pretrained run's tokenizer and vocabulary
-            saved = read_checkpoint(Path(config.init) / "final.pt")
+            final = run_folder(config.init) / "final.pt"
+            if not final.is_file():
+                raise ValueError(f"init={config.init}: no final.pt there; give a finished mlm run")
+            saved = read_checkpoint(final)
             check_pretrained(saved["config"], config)
             state, self.pretrained = saved["config"]["state"], saved["model"]
         super().__init__(config, data_dir=data_dir, state=state)
