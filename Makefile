@@ -6,6 +6,7 @@
 #                        chapter (nbval, CI size), build the site and check it in a headless browser
 #
 # Smaller steps: make setup | doctor | lint | unit | nbval | site | site-check | sync | format
+#                make listings   (refresh the package listings stored in the chapters)
 #                make execute CHAPTER=02_self_attention   (one chapter, full size, in place)
 #                make lock [UPGRADE=1]   re-resolve .ci/requirements.lock (see README)
 
@@ -51,7 +52,7 @@ NBVAL := -p no:cacheprovider --nbval --nbval-current-env --nbval-cell-timeout=90
          --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: help setup doctor lock test book lint unit nbval site site-check chromium sync format \
-        execute clean
+        execute listings clean
 
 help:
 	@sed -n '1,10p' Makefile
@@ -137,6 +138,10 @@ execute: setup
 	$(NOTEBOOK_ENV) AT_SIZE=full $(BIN)/jupyter execute --inplace --timeout=-1 \
 	  notebooks/$(CHAPTER).ipynb
 	$(BIN)/jupytext --sync notebooks/$(CHAPTER).ipynb
+
+# After a change to package code that a chapter shows: render its stored listings again.
+listings: setup
+	$(PY) -m annotated_transformer.book.listings $(CHAPTERS:.py=.ipynb)
 
 sync: setup
 	$(BIN)/jupytext --sync $(CHAPTERS)
