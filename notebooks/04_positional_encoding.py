@@ -395,7 +395,7 @@ except ValueError as error:
 # practice sinusoidal models also degrade on sequences much longer than their training data
 # (Press et al. 2022 measured this and proposed ALiBi). Encodings of *relative* position
 # (Shaw et al. 2018, Transformer-XL, rotary embeddings, ALiBi) attack the problem directly;
-# chapter 17 returns to them. In the rotary embeddings of many current models the rotation
+# chapter 15 returns to them. In the rotary embeddings of many current models the rotation
 # $M_k$ of this chapter comes back, applied to queries and keys instead of being added to the
 # input.
 #

@@ -154,7 +154,7 @@ def test_bad_inputs_raise_like_decoder_lm():
         ModernDecoderLM(h=4, kv_heads=3)
 
 
-# --- the switches of chapter 17's ablation ----------------------------------------------------
+# --- the switches of chapter 15's ablation ----------------------------------------------------
 
 PRE_NORM_2017 = {"norm": "layer", "positions": "learned", "feed_forward": "relu", "bias": True}
 SWITCHES = [

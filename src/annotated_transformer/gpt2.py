@@ -1,6 +1,6 @@
 """GPT-2's decoder-only recipe (Radford et al. 2019), from the package's blocks.
 
-GPT-2 is chapter 14's decoder-only model with four changes, and chapter 17's switches already
+GPT-2 is chapter 14's decoder-only model with four changes, and chapter 15's switches already
 hold the first one:
 
 - pre-norm LayerNorm blocks, learned positions, biases, one key/value head per query head:

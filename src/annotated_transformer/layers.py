@@ -78,7 +78,7 @@ class PositionwiseFeedForward(nn.Module):
     """FFN(x) = max(0, x W₁ + b₁) W₂ + b₂, the same two-layer MLP at every position (eq. 2).
 
     x: (batch, len, d_model) -> (batch, len, d_model); hidden width d_ff (2048 in the paper);
-    ``bias=False`` drops b₁ and b₂ (chapter 17's ablation)
+    ``bias=False`` drops b₁ and b₂ (chapter 15's ablation)
     """
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1, bias: bool = True) -> None:

@@ -19,7 +19,7 @@ output projection. It keeps the contract of :class:`~annotated_transformer.model
 (``forward(x, cache)``, ``new_cache()``, ``max_len``), so
 :func:`~annotated_transformer.sampling.sample` generates from either.
 
-Each change is also a switch, so that chapter 17 can add them one at a time to a pre-norm
+Each change is also a switch, so that chapter 15 can add them one at a time to a pre-norm
 block and measure each: ``norm`` ("rms" or "layer"), ``positions`` ("rope", "alibi",
 "learned", "sinusoidal" or "none"), ``feed_forward`` ("swiglu" or "relu"), ``bias`` and
 ``kv_heads``. With ``norm="layer", positions="learned", feed_forward="relu", bias=True,

@@ -10,15 +10,15 @@
   grouped-query attention with ``kv_heads`` key/value heads, SwiGLU of width
   ``swiglu_width(d_ff)``, which keeps the feed-forward's parameter count, no biases). The
   modern block's switches ``norm``, ``positions``, ``feed_forward`` and ``bias`` step from
-  one to the other (chapter 17). ``block="gpt2"``: :class:`~annotated_transformer.gpt2.GPT2LM`,
+  one to the other (chapter 15). ``block="gpt2"``: :class:`~annotated_transformer.gpt2.GPT2LM`,
   GPT-2's recipe (pre-norm LayerNorm, GELU, tied embeddings, 1/√(2N) residual init).
   ``block="xl"``: :class:`~annotated_transformer.relative.TransformerXLLM` (relative
-  positions and a memory of ``mem_len`` states per layer, chapter 16), which reads
+  positions and a memory of ``mem_len`` states per layer, chapter 17), which reads
   ``max_len``-byte segments of the text in order (:mod:`annotated_transformer.segments`).
 - Tokens (chapter 16): ``tokens="bytes"`` (the default) or ``"bpe"``, a byte-level BPE of
   ``bpe_merges`` merges (:mod:`~annotated_transformer.byte_bpe`) learned on the training
   split only and saved in the task's state; the model then reads ``max_len`` *tokens*.
-- Sparse attention (chapter 16): ``attention="strided"`` or ``"fixed"`` replaces every
+- Sparse attention (chapter 17): ``attention="strided"`` or ``"fixed"`` replaces every
   block's attention (``block=modern`` or ``gpt2``) by block-sparse attention under that
   pattern's union mask (:func:`~annotated_transformer.sparse.sparsify_`), blocks of
   ``sparse_stride`` positions and, for "fixed", ``sparse_summary`` summary positions each.
@@ -114,7 +114,7 @@ class LanguageModelConfig(TrainConfig):
     # GPT-2's tokens (chapter 16)
     tokens: str = "bytes"  # "bytes" (256 ids) or "bpe" (byte-level BPE learned on train)
     bpe_merges: int = 0  # tokens=bpe: merges learned (vocabulary 256 + merges)
-    # Sparse attention (chapter 16)
+    # Sparse attention (chapter 17)
     attention: str = "dense"  # dense, strided or fixed (block-sparse, every head the union)
     sparse_stride: int = 0  # sparse: l, the block length and stride
     sparse_summary: int = 0  # fixed: c, summary positions at the end of every block (1..l)

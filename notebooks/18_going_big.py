@@ -10,7 +10,7 @@
 # ---
 
 # %% [markdown]
-# # 15 · Going big
+# # 18 · Going big
 #
 # Peter Bloem's *Transformers from scratch* ends with the tricks that let transformers grow:
 # half precision, gradient accumulation, gradient checkpointing and many GPUs. Every model in

@@ -10,7 +10,7 @@
 # ---
 
 # %% [markdown]
-# # 17 · The Transformer today
+# # 15 · The Transformer today
 #
 # A model released in 2026 still has the 2017 skeleton: embeddings, a stack of attention and
 # feed-forward blocks with residual connections, a softmax over the vocabulary. Its block

@@ -10,7 +10,7 @@
 # ---
 
 # %% [markdown]
-# # 16 (continued) · Longer contexts: Transformer-XL and sparse attention
+# # 17 · Longer contexts: Transformer-XL and sparse attention
 #
 # ```{note}
 # The stored outputs on this page come from the `cpu`-size runs named in each section,
@@ -19,7 +19,7 @@
 # the numbers mean nothing.
 # ```
 #
-# The first half of this chapter changed what a transformer is trained *for* (BERT, GPT-2).
+# Chapter 16 changed what a transformer is trained *for* (BERT, GPT-2).
 # This half changes how far it can see. A model that reads windows of $n$ tokens pays for
 # attention in proportion to $n^2$ and forgets everything before the window. Two answers from
 # 2019:
@@ -520,7 +520,7 @@ torch.testing.assert_close(fixed_sparse_attention(q, k, v, 16, 2), dense_out)
 # parts in one softmax anyway; a union head reads everything the two split heads would; and
 # with union heads *any* two layers reach every earlier position, whatever their order, where
 # split heads need the right mask below the right one. `sparsify_` swaps the attention of each
-# block of chapter 17's model (or GPT-2's) for this module, keeping its weights; generation
+# block of chapter 15's model (or GPT-2's) for this module, keeping its weights; generation
 # from a key/value cache scores the few new queries densely under the same mask.
 
 # %%
@@ -580,7 +580,7 @@ alt.vconcat(*charts)
 #
 # ### Bits per byte: sparse against dense
 #
-# The same small model (chapter 17's block: 2 layers, d_model 64, 4 heads) on the enwik8
+# The same small model (chapter 15's block: 2 layers, d_model 64, 4 heads) on the enwik8
 # prefix with 2,048-byte windows, dense and with the fixed pattern (l = 64, c = 4), the same
 # seed, data and steps; scored on the whole validation split with overlapping 2,048-byte
 # windows. In CI the windows are 256 bytes and the runs a few dozen steps.

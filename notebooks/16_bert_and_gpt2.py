@@ -508,7 +508,7 @@ show_source(imdb.encode, model_soup)
 # initialisation keeps the stream's variance flat with depth; BPE gives fewer, longer tokens
 # and still no unknown input.
 #
-# The first row is already one of chapter 17's switches (`norm="layer"` on the pre-norm
+# The first row is already one of chapter 15's switches (`norm="layer"` on the pre-norm
 # block); the rest is one small module, `gpt2.py`. Tokens come from a byte-level version of
 # chapter 12's BPE. Every piece is a `--set` option of the `lm` task:
 #
@@ -530,11 +530,11 @@ from annotated_transformer.model import count_parameters
 from annotated_transformer.tasks.lm import evaluate_bits_per_byte, evaluate_token_bits_per_byte
 
 # %% [markdown]
-# ### The block: chapter 17's pre-norm switches, GELU, tying, and the 1/√(2N) init
+# ### The block: chapter 15's pre-norm switches, GELU, tying, and the 1/√(2N) init
 #
 # GELU weighs its input by the probability that a standard normal variable lies below it,
 # $\mathrm{GELU}(x) = x\,\Phi(x)$; GPT-2's code uses the tanh approximation. The model class
-# builds chapter 17's `ModernDecoderLM` with `norm="layer", positions="learned", bias=True` and
+# builds chapter 15's `ModernDecoderLM` with `norm="layer", positions="learned", bias=True` and
 # one key/value head per query head, then swaps each feed-forward for the GELU one, ties the
 # output to the embedding table, and initialises.
 
