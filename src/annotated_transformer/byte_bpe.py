@@ -1,68 +1,174 @@
 """Byte-level BPE, GPT-2's tokenizer (Radford et al. 2019, §2.2), on the package's BPE learner.
 
 Chapter 12's :class:`~annotated_transformer.bpe.BPE` starts from the *characters* of the
-training text and spells unseen ones in bytes. GPT-2 starts from the 256 *byte values*: every
-byte string has an encoding, no character is ever unknown, and the base vocabulary is 256
-whatever the script. The merges are learned exactly as chapter 12 learns them
-(:func:`~annotated_transformer.bpe.learn_merges`, same tie rule); only the symbols change.
+training text and spells unseen ones in bytes. GPT-2 starts from the 256 *byte values*:
+every byte string has an encoding, no character is ever unknown, and the base vocabulary is
+256 whatever the script. The merges are learned as chapter 12 learns them
+(:func:`~annotated_transformer.bpe.learn_merges`); only the symbols change.
 
-- Bytes as symbols: a byte string is viewed as the Latin-1 string with one character per byte
-  (``bytes.decode("latin-1")`` is a bijection), so merged symbols are ordinary strings.
-- Pieces: merges stay inside the pieces of :func:`~annotated_transformer.bpe.pretokenize`
-  applied to that Latin-1 view (runs of word characters or of punctuation, each with the
-  space before it). On ASCII text, such as Tiny Shakespeare, these are the pieces of the text
-  itself. GPT-2 cuts the *Unicode* text with a similar regular expression (which also splits
-  off English contractions such as ``'s`` and keeps runs of spaces together). Unlike chapter
-  12 the space is kept as the byte 0x20: ``" the"`` is one token.
-- Ids: byte b is id b; each distinct merged symbol gets the next id in the order it was
-  learned, so the vocabulary is 256 + (number of merges).
-
-``decode(encode(data)) == data`` for every byte string.
+- Pieces: the *text* is cut into pieces and merges stay inside them, so the bytes of one
+  character always share a piece ("café" is one piece, and can become one token). The bytes
+  are read as UTF-8; a byte that is not valid UTF-8 stands alone as one character
+  (``surrogateescape``), so any byte string has pieces and ``decode(encode(data)) == data``.
+  Two patterns (``PATTERNS``): ``"words"``, chapter 12's
+  :func:`~annotated_transformer.bpe.pretokenize` (runs of word characters or of punctuation,
+  each with the space before it), and ``"gpt2"``, GPT-2's own, which also splits off English
+  contractions (``it|'s``) and keeps runs of spaces together. The space stays a byte, 0x20:
+  ``" the"`` is one token.
+- Bytes as symbols: a piece's bytes are held as the Latin-1 string with one character per
+  byte (``bytes.decode("latin-1")`` is a bijection), so merged symbols are ordinary strings.
+- Ties: among equally frequent pairs, the pair of *older* symbols is merged first, bytes
+  ordered by value, merged symbols by when they were made (chapter 12's rule). Hugging Face
+  ``tokenizers`` breaks ties the same way but orders the bytes by GPT-2's printable stand-ins
+  (:func:`byte_stand_ins`), which put the space (Ġ, U+0120) after every printable ASCII
+  byte: where two pairs tie, the two trainers may pick different merges.
+- Special tokens (GPT-2's ``<|endoftext|>``): their text is cut out before the pieces, so
+  training never merges into them and encoding turns each occurrence into its one id.
+- Ids: byte b is id b, then each distinct merged symbol in the order it was learned, then
+  the special tokens. :meth:`ByteBPE.from_files` reads GPT-2's published ``vocab.json`` and
+  ``merges.txt`` instead, and keeps their ids.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
+import regex
 import torch
 from torch import Tensor
 
-from annotated_transformer.bpe import learn_merges, merge_word, pretokenize
+from annotated_transformer.bpe import PIECE, learn_merges, merge_word
 
 Pair = tuple[str, str]
 
+GPT2_PATTERN = (
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+)
+PATTERNS = {"words": PIECE, "gpt2": regex.compile(GPT2_PATTERN)}
 
-def byte_pieces(data: bytes) -> list[str]:
-    """The pieces of ``data``, each a Latin-1 string with one character per byte."""
-    return pretokenize(data.decode("latin-1"))
+
+def byte_pieces(data: bytes, pattern: str = "words") -> list[str]:
+    """The pieces of ``data``'s text, each as a Latin-1 string with one character per byte.
+
+    >>> byte_pieces("café".encode())
+    ['cafÃ©']
+    """
+    text = data.decode("utf-8", errors="surrogateescape")
+    return [_latin1(piece) for piece in PATTERNS[pattern].findall(text)]
+
+
+def _latin1(text: str) -> str:
+    """A text's UTF-8 bytes (invalid ones given back as they were) as a Latin-1 string."""
+    return text.encode("utf-8", errors="surrogateescape").decode("latin-1")
+
+
+def split_special(data: bytes, special: Sequence[str]) -> list[bytes]:
+    """``data`` cut around the special tokens: [text, special, text, …, text]."""
+    if not special:
+        return [data]
+    longest_first = sorted((s.encode() for s in special), key=len, reverse=True)
+    return re.split(b"(" + b"|".join(map(re.escape, longest_first)) + b")", data)
+
+
+def byte_stand_ins() -> list[str]:
+    """GPT-2's printable character for each byte, as its files write tokens.
+
+    The 188 bytes that Latin-1 prints (``!`` … ``~``, ``¡`` … ``¬``, ``®`` … ``ÿ``) stand for
+    themselves; the other 68 (controls, the space, soft hyphen …) get chr(256 + n), n = 0,
+    1, … in byte order: the space (0x20, the 33rd of them) is ``Ġ`` (U+0120).
+    """
+    printable = {*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)}
+    others = iter(range(256, 512))
+    return [chr(b) if b in printable else chr(next(others)) for b in range(256)]
 
 
 class ByteBPE:
     """A learned byte-level BPE: the ordered merges of byte strings (as Latin-1 strings).
 
+    pattern: how text is cut into pieces (``PATTERNS``); special: tokens never split.
+    ids: symbol (Latin-1 string, special tokens as their text) -> id, to keep a published
+    vocabulary's ids; by default bytes 0–255, merged symbols, special tokens.
     encode(data: bytes) -> ids; decode(ids) -> bytes; ``vocab`` ids in all;
     ``token_bytes`` (vocab,): how many bytes each id stands for.
     """
 
-    def __init__(self, merges: Sequence[Pair]) -> None:
+    def __init__(
+        self,
+        merges: Sequence[Pair],
+        pattern: str = "words",
+        special: Sequence[str] = (),
+        ids: dict[str, int] | None = None,
+    ) -> None:
+        if pattern not in PATTERNS:
+            raise ValueError(f"pattern={pattern!r}: use one of {', '.join(PATTERNS)}")
         self.merges = [(a, b) for a, b in merges]
+        self.pattern, self.special = pattern, list(special)
         self.ranks = {pair: rank for rank, pair in enumerate(self.merges)}
         symbols = [chr(b) for b in range(256)] + [a + b for a, b in self.merges]
-        self.symbols = list(dict.fromkeys(symbols))  # id -> symbol (a merge may repeat one)
-        self.ids = {symbol: i for i, symbol in enumerate(self.symbols)}
+        symbols += [_latin1(s) for s in self.special]
+        if ids is None:  # a merge may repeat a symbol: ids of distinct ones
+            ids = {s: i for i, s in enumerate(dict.fromkeys(symbols))}
+        missing = [s for s in symbols if s not in ids]
+        if missing or sorted(ids.values()) != list(range(len(ids))):
+            raise ValueError(
+                f"the vocabulary must number its tokens 0 … n − 1 and hold every byte, "
+                f"merged symbol and special token; missing {missing[:3]}"
+            )
+        self.ids = ids
+        self.symbols = sorted(ids, key=ids.__getitem__)  # id -> symbol
         self._cache: dict[str, list[int]] = {}
 
     @classmethod
-    def learn(cls, data: bytes, num_merges: int, min_frequency: int = 2) -> ByteBPE:
-        """Learn up to ``num_merges`` merges of pairs seen at least ``min_frequency`` times."""
+    def learn(
+        cls,
+        data: bytes,
+        num_merges: int,
+        min_frequency: int = 2,
+        pattern: str = "words",
+        special: Sequence[str] = (),
+    ) -> ByteBPE:
+        """Learn up to ``num_merges`` merges of pairs seen at least ``min_frequency`` times;
+        the special tokens' text is cut out first and never merged."""
         if num_merges < 0 or min_frequency < 1:
             raise ValueError(
                 f"need num_merges >= 0 and min_frequency >= 1, got {num_merges}, {min_frequency}"
             )
-        words = Counter(tuple(piece) for piece in byte_pieces(data))
-        return cls(learn_merges(dict(words), num_merges, min_frequency))
+        texts = split_special(data, special)[::2]  # the text between special tokens
+        words = Counter(tuple(p) for text in texts for p in byte_pieces(text, pattern))
+        return cls(learn_merges(dict(words), num_merges, min_frequency), pattern, special)
+
+    @classmethod
+    def from_files(cls, vocab_json: str | Path, merges_txt: str | Path) -> ByteBPE:
+        """GPT-2's tokenizer from its published ``vocab.json`` (token -> id, tokens written
+        with :func:`byte_stand_ins`) and ``merges.txt`` (a ``#version`` line, then one merge
+        ``left right`` a line, in order); GPT-2's pattern. Tokens that are neither a byte nor
+        a merge (``<|endoftext|>``) are the special tokens."""
+        byte_of = {c: chr(b) for b, c in enumerate(byte_stand_ins())}  # stand-in -> Latin-1
+
+        def symbol(token: str) -> str:
+            return "".join(byte_of[c] for c in token)
+
+        lines = Path(merges_txt).read_text(encoding="utf-8").splitlines()
+        merges = []
+        for line in lines:
+            if line and not line.startswith("#version"):
+                left, right = line.split(" ")
+                merges.append((symbol(left), symbol(right)))
+        vocab = json.loads(Path(vocab_json).read_text(encoding="utf-8"))
+        known = {chr(b) for b in range(256)} | {a + b for a, b in merges}
+        ids, special = {}, []
+        for token, i in vocab.items():
+            if all(c in byte_of for c in token) and symbol(token) in known:
+                ids[symbol(token)] = i
+            else:
+                ids[_latin1(token)] = i
+                special.append(token)
+        return cls(merges, "gpt2", special, ids)
 
     @property
     def vocab(self) -> int:
@@ -84,24 +190,37 @@ class ByteBPE:
         return [self.ids[symbol] for symbol in word]
 
     def encode(self, data: bytes) -> list[int]:
-        """Bytes -> token ids."""
+        """Bytes -> token ids; each special token's text becomes its one id."""
         ids = []
-        for piece in byte_pieces(data):
-            if piece not in self._cache:
-                if len(self._cache) > 100_000:
-                    self._cache.clear()
-                self._cache[piece] = self._encode_piece(piece)
-            ids.extend(self._cache[piece])
+        for k, text in enumerate(split_special(data, self.special)):
+            if k % 2:  # a special token
+                ids.append(self.ids[text.decode("latin-1")])
+                continue
+            for piece in byte_pieces(text, self.pattern):
+                if piece not in self._cache:
+                    if len(self._cache) > 100_000:
+                        self._cache.clear()
+                    self._cache[piece] = self._encode_piece(piece)
+                ids.extend(self._cache[piece])
         return ids
 
     def decode(self, ids: Iterable[int]) -> bytes:
         """Token ids -> the bytes they stand for."""
         return "".join(self.symbols[i] for i in ids).encode("latin-1")
 
-    def to_dict(self) -> dict[str, list]:
-        """The merges as plain lists of strings (checkpoint state)."""
-        return {"merges": [list(pair) for pair in self.merges]}
+    def to_dict(self) -> dict[str, list | str]:
+        """The merges, pattern and special tokens as plain data (checkpoint state)."""
+        return {
+            "merges": [list(pair) for pair in self.merges],
+            "pattern": self.pattern,
+            "special": self.special,
+            "symbols": self.symbols,
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, list]) -> ByteBPE:
-        return cls([(a, b) for a, b in data["merges"]])
+    def from_dict(cls, data: dict) -> ByteBPE:
+        """From :meth:`to_dict` (states saved before patterns and specials: the defaults)."""
+        merges = [(a, b) for a, b in data["merges"]]
+        symbols = data.get("symbols")
+        ids = None if symbols is None else {s: i for i, s in enumerate(symbols)}
+        return cls(merges, data.get("pattern", "words"), data.get("special", ()), ids)
