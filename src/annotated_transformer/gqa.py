@@ -89,6 +89,7 @@ class GroupedQueryAttention(nn.Module):
         cache: KVCache | None = None,
         rope: tuple[Tensor, Tensor] | None = None,
         alibi: Tensor | None = None,
+        mask: Tensor | None = None,
     ) -> Tensor:
         """Each position attends to itself and every earlier one.
 
@@ -97,7 +98,10 @@ class GroupedQueryAttention(nn.Module):
         rope: optional (cos, sin) tables (new, d_k / 2) for positions past … past + new − 1,
         from :func:`~annotated_transformer.rope.rope_tables` (a model computes them once for
         all its layers); computed here when omitted. alibi: likewise, the bias (h, new,
-        past + new) of :func:`~annotated_transformer.alibi.alibi_bias`.
+        past + new) of :func:`~annotated_transformer.alibi.alibi_bias`. With left-padded
+        rows the tables are (batch, 1, new, d_k / 2), each row's own positions, and
+        mask: bool (batch, new, past + new), True = may attend, replaces the causal mask
+        (:func:`~annotated_transformer.masks.left_padding_mask`, which includes it).
         returns (batch, new, d_model)
         """
         if x.dim() != 3 or x.size(-1) != self.d_model:
@@ -122,21 +126,27 @@ class GroupedQueryAttention(nn.Module):
         # usual lower triangle (is_causal); SDPA's is_causal aligns it top-left, which would be
         # wrong for new queries after cached keys, so those get the offset mask instead.
         # ALiBi's bias carries the causal mask as −inf, for any past.
+        keep = None if mask is None else mask.unsqueeze(1)  # (batch, 1, new, past + new)
         if self.alibi:
             if alibi is None:
                 alibi = alibi_bias(self.h, new, past, x.device)
-            mask = alibi.to(q.dtype)  # (h, new, past + new)
+            scores_mask = alibi.to(q.dtype)  # (h, new, past + new)
+            if keep is not None:
+                scores_mask = scores_mask.masked_fill(~keep, float("-inf"))
         elif alibi is not None:
             raise ValueError("an ALiBi bias was given to an attention built with alibi=False")
+        elif keep is not None:
+            scores_mask = keep
         else:
-            mask = None if past == 0 else subsequent_mask(new, past, x.device).unsqueeze(1)
+            future = None if past == 0 else subsequent_mask(new, past, x.device)
+            scores_mask = None if future is None else future.unsqueeze(1)
         out = F.scaled_dot_product_attention(
             q,
             k,
             v,
-            attn_mask=mask,
+            attn_mask=scores_mask,
             dropout_p=self.dropout_p if self.training else 0.0,
-            is_causal=past == 0 and not self.alibi,
+            is_causal=past == 0 and not self.alibi and mask is None,
             enable_gqa=True,  # query head j uses key/value head j // (h / kv_heads)
         )  # (batch, h, new, d_k)
         return self.w_o(out.transpose(1, 2).flatten(2))

@@ -10,7 +10,9 @@ All masks are boolean and ``True`` means *may attend* (the convention of
   decoder's self-attention, with padded query rows handled so that nothing becomes NaN;
 - :func:`segment_mask` ``(batch, q_len, k_len)`` and :func:`segment_positions`: for rows that
   hold several sentences one after another (sequence packing), each token sees only its own
-  sentence and counts its position from that sentence's start.
+  sentence and counts its position from that sentence's start;
+- :func:`left_padding_mask` ``(batch, new, past + new)`` and :func:`left_padding_positions`:
+  for prompts of different lengths padded on the left, generated in one batch.
 """
 
 from __future__ import annotations
@@ -126,6 +128,32 @@ def segment_positions(segments: Tensor) -> Tensor:
     starts[:, 1:] = segments[:, 1:] != segments[:, :-1]  # a new segment begins here
     first = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=-1).values
     return index - first
+
+
+def left_padding_mask(real: Tensor, new: int) -> Tensor:
+    """Which keys the last ``new`` queries may see in left-padded rows.
+
+    real: bool (batch, past + new), True = a token, False = padding before the prompt
+    returns bool (batch, new, past + new): query i (position past + i) sees key j iff
+    j ≤ past + i and j is a token. A padding query sees only itself: its output is never
+    read, and a row with no key would make the softmax NaN.
+    """
+    if real.dtype != torch.bool or real.dim() != 2 or not 1 <= new <= real.size(1):
+        raise ValueError(
+            f"real must be bool (batch, past + new) with new={new} positions, "
+            f"got {real.dtype} {tuple(real.shape)}"
+        )
+    past = real.size(1) - new
+    causal = subsequent_mask(new, past, real.device)  # (1, new, past + new)
+    keys = torch.arange(real.size(1), device=real.device)
+    itself = keys == keys[past:, None]  # (new, past + new): key j = past + i
+    return causal & real.unsqueeze(1) | itself
+
+
+def left_padding_positions(real: Tensor, new: int) -> Tensor:
+    """Positions (batch, new) of the last ``new`` places, counted from each row's first
+    token, as if the row had no padding (padding gets 0). real: bool (batch, past + new)."""
+    return (real.long().cumsum(-1) - 1).clamp(min=0)[:, real.size(1) - new :]
 
 
 def check_rows(mask: Tensor, name: str = "mask") -> None:

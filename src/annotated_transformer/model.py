@@ -30,7 +30,13 @@ from annotated_transformer.layers import (
     PositionwiseFeedForward,
     TransformerBlock,
 )
-from annotated_transformer.masks import check_mask, check_tokens, window_mask
+from annotated_transformer.masks import (
+    check_mask,
+    check_tokens,
+    left_padding_mask,
+    left_padding_positions,
+    window_mask,
+)
 from annotated_transformer.positional import PositionalEmbedding, PositionalEncoding
 
 
@@ -244,13 +250,20 @@ def parameter_formula(
     return counts
 
 
-def check_lm_input(x: Tensor, cache: list[KVCache] | None, n_blocks: int, max_len: int) -> int:
+def check_lm_input(
+    x: Tensor,
+    cache: list[KVCache] | None,
+    n_blocks: int,
+    max_len: int,
+    mask: Tensor | None = None,
+) -> int:
     """Raise a ValueError unless ``x`` (batch, len) fits a decoder-only LM; return the number
     of cached positions (the position of x's first token).
 
     The model has ``n_blocks`` blocks and a context of ``max_len`` positions; ``cache`` must
-    hold one :class:`KVCache` per block. Shapes only: the ids' values are checked where they
-    enter (``embeddings.check_ids``), not in every forward pass.
+    hold one :class:`KVCache` per block; ``mask``, if given, is bool (batch, past + len).
+    Shapes only: the ids' values are checked where they enter (``embeddings.check_ids``),
+    not in every forward pass.
     """
     check_tokens(x, "x")
     if cache is not None and len(cache) != n_blocks:
@@ -267,6 +280,14 @@ def check_lm_input(x: Tensor, cache: list[KVCache] | None, n_blocks: int, max_le
             f"model's context of max_len={max_len}; feed at most the last "
             f"{max_len} bytes (sampling.sample crops the context for you)"
         )
+    if mask is not None and (
+        mask.dtype != torch.bool or tuple(mask.shape) != (x.size(0), past + x.size(1))
+    ):
+        raise ValueError(
+            f"mask must be bool (batch, cached + new) = ({x.size(0)}, {past + x.size(1)}), "
+            f"True at tokens and False at left padding; got {mask.dtype} "
+            f"{tuple(mask.shape)}"
+        )
     return past
 
 
@@ -281,6 +302,8 @@ class DecoderLM(nn.Module):
     (0 without a cache) and must stay below ``max_len``, the longest context it was built for.
     cache: from :meth:`new_cache`, one :class:`KVCache` per block; then x holds only the new
     bytes and the cache is extended in place.
+    mask: bool (batch, past + len), False at the padding on the left of shorter prompts:
+    never attended to, and each row's positions start at its first token.
     returns logits (batch, len, vocab): scores of the byte at each position's next position
     """
 
@@ -312,11 +335,17 @@ class DecoderLM(nn.Module):
         """An empty key/value cache: one growing :class:`KVCache` per block."""
         return [KVCache() for _ in self.blocks]
 
-    def forward(self, x: Tensor, cache: list[KVCache] | None = None) -> Tensor:
-        past = check_lm_input(x, cache, len(self.blocks), self.max_len)
-        h = self.embed(x, past)  # (batch, len, d_model)
+    def forward(
+        self, x: Tensor, cache: list[KVCache] | None = None, mask: Tensor | None = None
+    ) -> Tensor:
+        past = check_lm_input(x, cache, len(self.blocks), self.max_len, mask)
+        if mask is None:
+            h, keys = self.embed(x, past), None  # (batch, len, d_model)
+        else:  # left padding: each row's own positions, padded keys hidden
+            h = self.embed(x, left_padding_positions(mask, x.size(1)))
+            keys = left_padding_mask(mask, x.size(1))  # (batch, len, past + len)
         for i, block in enumerate(self.blocks):
-            h = block(h, cache=None if cache is None else cache[i])
+            h = block(h, keys, cache=None if cache is None else cache[i])
         return self.to_logits(h)  # (batch, len, vocab)
 
 

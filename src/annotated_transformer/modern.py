@@ -35,6 +35,7 @@ from annotated_transformer.alibi import alibi_bias
 from annotated_transformer.gqa import GroupedQueryAttention
 from annotated_transformer.kv_cache import KVCache
 from annotated_transformer.layers import PositionwiseFeedForward
+from annotated_transformer.masks import left_padding_mask, left_padding_positions
 from annotated_transformer.model import check_lm_input
 from annotated_transformer.norms import RMSNorm
 from annotated_transformer.positional import PositionalEmbedding, PositionalEncoding
@@ -57,10 +58,15 @@ def check_choices(norm: str, positions: str, feed_forward: str) -> None:
             raise ValueError(f"{name}={value!r}: use one of {', '.join(choices)}")
 
 
-def make_norm(norm: str, d_model: int, bias: bool, eps: float = 1e-6) -> nn.Module:
-    """RMSNorm (``"rms"``, eps ``eps``) or LayerNorm (``"layer"``, PyTorch's eps, its bias
-    only if ``bias``)."""
-    return RMSNorm(d_model, eps) if norm == "rms" else nn.LayerNorm(d_model, bias=bias)
+def make_norm(norm: str, d_model: int, bias: bool, eps: float | None = None) -> nn.Module:
+    """RMSNorm (``"rms"``) or LayerNorm (``"layer"``, its bias only if ``bias``).
+
+    eps: added to the variance; None takes each norm's usual one, 1e-6 for RMSNorm and
+    PyTorch's 1e-5 for LayerNorm (Llama's checkpoints use 1e-5 with RMSNorm, GPT-2's 1e-5).
+    """
+    if norm == "rms":
+        return RMSNorm(d_model, 1e-6 if eps is None else eps)
+    return nn.LayerNorm(d_model, eps=1e-5 if eps is None else eps, bias=bias)
 
 
 class ModernBlock(nn.Module):
@@ -72,7 +78,8 @@ class ModernBlock(nn.Module):
     "alibi" act here, in the attention, the others at the input of the model.
     x: (batch, new, d_model); cache: a :class:`KVCache` of kv_heads heads for generation;
     rope: (cos, sin) tables for the new positions (with RoPE), or None to compute them here;
-    alibi: likewise ALiBi's bias (h, new, past + new).
+    alibi: likewise ALiBi's bias (h, new, past + new); mask: bool (batch, new, past + new)
+    for left-padded rows (see :meth:`GroupedQueryAttention.forward`).
     returns (batch, new, d_model)
     """
 
@@ -84,7 +91,7 @@ class ModernBlock(nn.Module):
         d_ff: int,
         dropout: float = 0.0,
         rope_base: float = 10000.0,
-        eps: float = 1e-6,
+        eps: float | None = None,
         *,
         norm: str = "rms",
         positions: str = "rope",
@@ -115,8 +122,9 @@ class ModernBlock(nn.Module):
         cache: KVCache | None = None,
         rope: tuple[Tensor, Tensor] | None = None,
         alibi: Tensor | None = None,
+        mask: Tensor | None = None,
     ) -> Tensor:
-        x = x + self.dropout(self.attention(self.norm1(x), cache, rope, alibi))
+        x = x + self.dropout(self.attention(self.norm1(x), cache, rope, alibi, mask))
         return x + self.dropout(self.feed_forward(self.norm2(x)))
 
 
@@ -136,11 +144,15 @@ class ModernDecoderLM(nn.Module):
     model is trained, and :func:`~annotated_transformer.sampling.sample` crops, to this
     length). norm, positions, feed_forward, bias: the switches of the module docstring;
     "learned" and "sinusoidal" positions are added to the token vectors, as in chapter 14.
+    eps: the norms' (None: each norm's usual one, see :func:`make_norm`).
 
     x: integer (batch, len), ids in [0, vocab); positions start at ``cache[0].length`` (0
     without a cache) and must stay below max_len.
     cache: from :meth:`new_cache`, one :class:`KVCache` per block; then x holds only the new
     bytes and the cache is extended in place.
+    mask: bool (batch, past + len), False at the padding on the left of shorter prompts
+    (cached places included): padding is never attended to and each row's positions start
+    at its first token, so a row's logits are those of its prompt alone.
     returns logits (batch, len, vocab): scores of the byte at each position's next position
     """
 
@@ -160,6 +172,7 @@ class ModernDecoderLM(nn.Module):
         positions: str = "rope",
         feed_forward: str = "swiglu",
         bias: bool = False,
+        eps: float | None = None,
     ) -> None:
         super().__init__()
         for name, value in (("vocab", vocab), ("N", N), ("max_len", max_len)):
@@ -179,10 +192,10 @@ class ModernDecoderLM(nn.Module):
         self.dropout = nn.Dropout(dropout)
         options = {"norm": norm, "positions": positions, "feed_forward": feed_forward}
         self.blocks = nn.ModuleList(
-            ModernBlock(d_model, h, kv_heads, d_ff, dropout, rope_base, bias=bias, **options)
+            ModernBlock(d_model, h, kv_heads, d_ff, dropout, rope_base, eps, bias=bias, **options)
             for _ in range(N)
         )
-        self.norm = make_norm(norm, d_model, bias)
+        self.norm = make_norm(norm, d_model, bias, eps)
         self.to_logits = nn.Linear(d_model, vocab, bias=bias)
         self.h, self.d_k = h, d_model // h
 
@@ -207,22 +220,31 @@ class ModernDecoderLM(nn.Module):
             )
         self.max_len = max_len
 
-    def forward(self, x: Tensor, cache: list[KVCache] | None = None) -> Tensor:
-        past = check_lm_input(x, cache, len(self.blocks), self.max_len)
+    def forward(
+        self, x: Tensor, cache: list[KVCache] | None = None, mask: Tensor | None = None
+    ) -> Tensor:
+        past = check_lm_input(x, cache, len(self.blocks), self.max_len, mask)
+        keys = None if mask is None else left_padding_mask(mask, x.size(1))
+        positions = (  # (len,), or (batch, len) with padding
+            torch.arange(past, past + x.size(1), device=x.device)
+            if mask is None
+            else left_padding_positions(mask, x.size(1))
+        )
         h = self.embed(x)  # (batch, len, d_model)
         if self.position is not None:
-            h = self.position(h, past)
+            h = self.position(h, past if mask is None else positions)
         h = self.dropout(h)
         # Positions inside the attention are computed once, for every block.
         rope = alibi = None
-        if self.positions == "rope":  # cos/sin tables for the new positions
-            positions = torch.arange(past, past + x.size(1), device=x.device)
+        if self.positions == "rope":  # cos/sin tables (len or batch, 1, len; d_k / 2)
             dtype = torch.promote_types(h.dtype, torch.float32)
-            rope = rope_tables(positions, self.d_k, self.rope_base, dtype)  # (len, d_k / 2)
+            rope = rope_tables(positions, self.d_k, self.rope_base, dtype)
+            if mask is not None:
+                rope = (rope[0].unsqueeze(1), rope[1].unsqueeze(1))  # one row per batch row
         elif self.positions == "alibi":
             alibi = alibi_bias(self.h, x.size(1), past, x.device)  # (h, len, past + len)
         for i, block in enumerate(self.blocks):
-            h = block(h, None if cache is None else cache[i], rope, alibi)
+            h = block(h, None if cache is None else cache[i], rope, alibi, keys)
         return self.to_logits(self.norm(h))  # (batch, len, vocab)
 
 

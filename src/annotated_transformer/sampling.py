@@ -74,10 +74,15 @@ def sample(
     top_k: int | None = None,
     generator: torch.Generator | None = None,
     use_cache: bool = True,
+    mask: Tensor | None = None,
 ) -> Tensor:
     """Continue ``prompt`` (batch, prompt_len) by ``length`` sampled bytes.
 
     generator: a seeded ``torch.Generator`` on the model's device makes the draw reproducible.
+    mask: bool (batch, prompt_len), False at the padding on the left of shorter prompts
+    (prompts of different lengths in one batch; the model's forward takes ``mask``): each
+    row is continued as if its prompt were alone. Rows are cropped together, so a padded
+    row sees fewer tokens of context than the window holds.
     returns (batch, prompt_len + length): the prompt followed by the new bytes.
     The model runs in eval mode (no dropout) and is put back in its former mode afterwards.
     """
@@ -88,22 +93,34 @@ def sample(
             "the model needs at least one byte to condition on"
         )
     check_ids(prompt, model.vocab)  # once, not in every forward pass
+    if mask is not None and (
+        mask.dtype != torch.bool or mask.shape != prompt.shape or not mask[:, -1].all()
+    ):
+        raise ValueError(
+            f"mask must be bool {tuple(prompt.shape)} like the prompt, False only at "
+            "padding on the left (every prompt's last place is a token)"
+        )
     with evaluating(model):
         text = prompt.to(next(model.parameters()).device)
+        real = None if mask is None else mask.to(text.device)  # (batch, text_len)
         start, cache = max(0, text.size(1) - model.max_len), None  # a long prompt: its end
         for _ in range(length):
             new_start = context_start(text.size(1), start, model.max_len)
+            # the mask covers the context, cached places included
+            padding = {} if real is None else {"mask": real[:, new_start:]}
             if not use_cache:
-                logits = model(text[:, new_start:])
+                logits = model(text[:, new_start:], **padding)
             elif cache is None or new_start != start:
                 cache = model.new_cache()  # (re)fill: run the whole context once
-                logits = model(text[:, new_start:], cache)
+                logits = model(text[:, new_start:], cache, **padding)
             else:
-                logits = model(text[:, -1:], cache)  # only the newest byte
+                logits = model(text[:, -1:], cache, **padding)  # only the newest byte
             start = new_start
             probs = next_byte_distribution(logits[:, -1], temperature, top_k)  # (batch, vocab)
             next_byte = torch.multinomial(probs, 1, generator=generator)  # (batch, 1)
             text = torch.cat([text, next_byte], dim=1)
+            if real is not None:
+                real = torch.cat([real, torch.ones_like(next_byte, dtype=torch.bool)], dim=1)
     return text
 
 
