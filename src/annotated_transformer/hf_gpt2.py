@@ -1,0 +1,160 @@
+"""GPT-2's published checkpoints: Hugging Face's layout and names <-> the package's.
+
+A checkpoint is a folder with ``config.json`` (the sizes: ``n_embd``, ``n_head``,
+``n_layer``, ``n_positions``, ``vocab_size``, ``n_inner``, ``layer_norm_epsilon``) and
+``model.safetensors``, whose names map to :class:`~annotated_transformer.gpt2.GPT2LM`'s
+(some files put ``transformer.`` in front of every name):
+
+    wte, wpe, ln_f                  embed, position.embedding, norm
+    h.i.ln_1, h.i.ln_2              blocks.i.norm1, blocks.i.norm2
+    h.i.attn.c_attn                 blocks.i.attention.w_q, w_k, w_v (stacked, split in 3)
+    h.i.attn.c_proj                 blocks.i.attention.w_o
+    h.i.mlp.c_fc, h.i.mlp.c_proj    blocks.i.feed_forward.w_1, w_2
+
+GPT-2's code writes its linear layers as ``Conv1D``, y = x W + b with W (in, out): the
+transpose of ``nn.Linear``'s (out, in), so every matrix is transposed on the way in and
+out. Not weights, and skipped: ``h.i.attn.bias`` and ``h.i.attn.masked_bias`` (the causal
+mask, stored by older files) and ``lm_head.weight`` when it equals ``wte`` (tied).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+SKIPPED = (".attn.bias", ".attn.masked_bias")
+LINEARS = {  # Conv1D -> nn.Linear
+    "attn.c_proj": "attention.w_o",
+    "mlp.c_fc": "feed_forward.w_1",
+    "mlp.c_proj": "feed_forward.w_2",
+}
+NORMS = {"ln_1": "norm1", "ln_2": "norm2"}
+
+
+def gpt2_sizes(config: dict[str, Any]) -> dict[str, Any]:
+    """:class:`~annotated_transformer.gpt2.GPT2LM`'s arguments from a ``config.json``."""
+    unsupported = {
+        "activation_function": ("gelu_new", "gelu_pytorch_tanh"),
+        "scale_attn_weights": (True,),
+        "scale_attn_by_inverse_layer_idx": (False,),
+        "tie_word_embeddings": (True,),
+    }
+    for key, allowed in unsupported.items():
+        if config.get(key, allowed[0]) not in allowed:
+            raise ValueError(
+                f"config.json has {key}={config[key]!r}; GPT2LM implements GPT-2's "
+                f"{allowed[0]!r} only"
+            )
+    return {
+        "vocab": config["vocab_size"],
+        "d_model": config["n_embd"],
+        "h": config["n_head"],
+        "N": config["n_layer"],
+        "max_len": config["n_positions"],
+        "d_ff": config.get("n_inner") or 4 * config["n_embd"],
+        "eps": config.get("layer_norm_epsilon", 1e-5),
+    }
+
+
+def gpt2_config(sizes: dict[str, Any], dropout: float = 0.0) -> dict[str, Any]:
+    """The ``config.json`` of a model built with ``sizes`` (:func:`gpt2_sizes`' keys)."""
+    return {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "vocab_size": sizes["vocab"],
+        "n_positions": sizes["max_len"],
+        "n_embd": sizes["d_model"],
+        "n_layer": sizes["N"],
+        "n_head": sizes["h"],
+        "n_inner": sizes["d_ff"],
+        "activation_function": "gelu_new",
+        "layer_norm_epsilon": sizes["eps"],
+        "resid_pdrop": dropout,
+        "embd_pdrop": dropout,
+        "attn_pdrop": dropout,
+        "tie_word_embeddings": True,
+    }
+
+
+def from_hf(weights: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Hugging Face's GPT-2 weights -> GPT2LM's state dict (not checked: see
+    :func:`check_names`). Matrices (in, out) become (out, in)."""
+    weights = {name.removeprefix("transformer."): w for name, w in weights.items()}
+    state = {
+        "embed.weight": weights["wte.weight"],
+        "to_logits.weight": weights["wte.weight"],  # tied
+        "position.embedding.weight": weights["wpe.weight"],
+        "norm.weight": weights["ln_f.weight"],
+        "norm.bias": weights["ln_f.bias"],
+    }
+    blocks = {name.split(".")[1] for name in weights if name.startswith("h.")}
+    for i in blocks:
+        hf, book = f"h.{i}.", f"blocks.{i}."
+        for part in ("weight", "bias"):
+            for ln, norm in NORMS.items():
+                state[f"{book}{norm}.{part}"] = weights[f"{hf}{ln}.{part}"]
+            for conv, linear in LINEARS.items():
+                w = weights[f"{hf}{conv}.{part}"]
+                state[f"{book}{linear}.{part}"] = w.T if part == "weight" else w
+            qkv = weights[f"{hf}attn.c_attn.{part}"]
+            qkv = qkv.T if part == "weight" else qkv  # (3 d_model, d_model) or (3 d_model,)
+            for name, w in zip(("w_q", "w_k", "w_v"), qkv.chunk(3, dim=0), strict=True):
+                state[f"{book}attention.{name}.{part}"] = w
+    return state
+
+
+def to_hf(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """GPT2LM's state dict -> Hugging Face's GPT-2 names (contiguous, as safetensors
+    stores them; the tied output matrix once, as ``wte``)."""
+    weights = {
+        "wte.weight": state["embed.weight"],
+        "wpe.weight": state["position.embedding.weight"],
+        "ln_f.weight": state["norm.weight"],
+        "ln_f.bias": state["norm.bias"],
+    }
+    blocks = {name.split(".")[1] for name in state if name.startswith("blocks.")}
+    for i in blocks:
+        hf, book = f"h.{i}.", f"blocks.{i}."
+        for part in ("weight", "bias"):
+            for ln, norm in NORMS.items():
+                weights[f"{hf}{ln}.{part}"] = state[f"{book}{norm}.{part}"]
+            for conv, linear in LINEARS.items():
+                w = state[f"{book}{linear}.{part}"]
+                weights[f"{hf}{conv}.{part}"] = w.T if part == "weight" else w
+            qkv = torch.cat([state[f"{book}attention.{n}.{part}"] for n in ("w_q", "w_k", "w_v")])
+            weights[f"{hf}attn.c_attn.{part}"] = qkv.T if part == "weight" else qkv
+    return {name: w.detach().contiguous() for name, w in weights.items()}
+
+
+def check_names(weights: dict[str, Tensor], expected: dict[str, Tensor]) -> None:
+    """Raise one ValueError line unless ``weights`` (a file's) hold exactly the names and
+    shapes of ``expected`` (:func:`to_hf` of the model that config.json describes)."""
+    found = {n.removeprefix("transformer."): w for n, w in weights.items()}
+    found = {n: w for n, w in found.items() if not n.endswith(SKIPPED)}
+    head = found.pop("lm_head.weight", None)
+    if head is not None and "wte.weight" in found and not torch.equal(head, found["wte.weight"]):
+        raise ValueError("lm_head.weight differs from wte.weight: GPT2LM ties the two")
+
+    def listed(names: set[str]) -> str:
+        names_sorted = sorted(names)
+        more = f" (+{len(names) - 3} more)" if len(names) > 3 else ""
+        return ", ".join(names_sorted[:3]) + more
+
+    missing, extra = set(expected) - set(found), set(found) - set(expected)
+    if missing or extra:
+        raise ValueError(
+            "model.safetensors does not match config.json: "
+            + "; ".join(
+                f"{what} {listed(names)}"
+                for what, names in (("missing", missing), ("unexpected", extra))
+                if names
+            )
+        )
+    for name, w in expected.items():
+        if found[name].shape != w.shape:
+            raise ValueError(
+                f"model.safetensors has {name} of shape {tuple(found[name].shape)}, but "
+                f"config.json implies {tuple(w.shape)}"
+            )
