@@ -122,3 +122,16 @@ def test_unsupported_config_and_missing_files_are_refused(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config | {"activation_function": "relu"}))
     with pytest.raises(ValueError, match="activation_function='relu'"):
         GPT2LM.from_pretrained(tmp_path)
+
+
+def test_left_padded_batch_equals_transformers_with_its_attention_mask(tmp_path):
+    ref = reference(tmp_path, **SMALL)
+    model = GPT2LM.from_pretrained(tmp_path).eval()
+    x = torch.randint(1, 300, (3, 10))
+    mask = torch.ones(3, 10, dtype=torch.bool)
+    mask[0, :4], mask[1, :7] = False, False  # rows of 6, 3 and 10 tokens
+    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # Hugging Face's recipe
+    with torch.no_grad():
+        ours = model(x, mask=mask)
+        theirs = ref(x, attention_mask=mask.long(), position_ids=positions).logits
+    torch.testing.assert_close(ours[mask], theirs[mask], rtol=0, atol=1e-5)
