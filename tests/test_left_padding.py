@@ -10,7 +10,7 @@ from annotated_transformer.gpt2 import GPT2LM
 from annotated_transformer.masks import left_padding_mask, left_padding_positions
 from annotated_transformer.model import DecoderLM
 from annotated_transformer.modern import ModernDecoderLM
-from annotated_transformer.sampling import sample
+from annotated_transformer.sampling import left_pad, sample
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17]]
 MODELS = {
@@ -20,13 +20,6 @@ MODELS = {
     "sinusoidal": lambda: ModernDecoderLM(40, 32, 4, 2, 24, positions="sinusoidal"),
     "GPT2LM": lambda: GPT2LM(40, 32, 4, 2, 24),
 }
-
-
-def padded(prompts: list[list[int]], pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(map(len, prompts))
-    x = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[False] * (width - len(p)) + [True] * len(p) for p in prompts])
-    return x, mask
 
 
 def test_mask_and_positions_by_hand():
@@ -40,13 +33,15 @@ def test_mask_and_positions_by_hand():
     assert left_padding_mask(real, 1)[:, 0].int().tolist() == [[0, 0, 1, 1], [1, 1, 1, 1]]
     assert left_padding_positions(real, 4).tolist() == [[0, 0, 0, 1], [0, 1, 2, 3]]
     assert left_padding_positions(real, 2).tolist() == [[0, 1], [2, 3]]
+    ids, mask = left_pad([[7, 8], [9, 10, 11, 12]], pad=3)
+    assert ids.tolist() == [[3, 3, 7, 8], [9, 10, 11, 12]] and torch.equal(mask, real)
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_padded_batch_gives_each_prompts_own_logits_with_and_without_cache(name):
     torch.manual_seed(0)
     model = MODELS[name]().eval()
-    x, mask = padded(PROMPTS)
+    x, mask = left_pad(PROMPTS)
     width = x.size(1)
     with torch.no_grad():
         full = model(x, mask=mask)
@@ -66,7 +61,7 @@ def test_padded_batch_gives_each_prompts_own_logits_with_and_without_cache(name)
 def test_batched_greedy_sampling_equals_one_prompt_at_a_time(name, use_cache):
     torch.manual_seed(0)
     model = MODELS[name]()
-    x, mask = padded(PROMPTS)
+    x, mask = left_pad(PROMPTS)
     out = sample(model, x, 20, top_k=1, mask=mask, use_cache=use_cache)  # crops at 24
     for i, prompt in enumerate(PROMPTS):
         alone = sample(model, torch.tensor([prompt]), 20, top_k=1, use_cache=use_cache)
@@ -79,7 +74,7 @@ def test_batched_greedy_sampling_equals_one_prompt_at_a_time(name, use_cache):
 
 def test_bad_masks_are_refused_in_one_line():
     model = MODELS["rope"]()
-    x, mask = padded(PROMPTS)
+    x, mask = left_pad(PROMPTS)
     with pytest.raises(ValueError, match=r"mask must be bool \(batch, cached \+ new\)"):
         model(x, mask=mask[:, 1:])
     with pytest.raises(ValueError, match="padding on the left"):

@@ -21,6 +21,8 @@ half a window of context and the cache is refilled rarely.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
@@ -63,6 +65,20 @@ def check_sampling(temperature: float, top_k: int | None, length: int) -> None:
         raise ValueError(f"top_k must be >= 1 (or None for no cut), got {top_k}")
     if length < 0:
         raise ValueError(f"length must be >= 0 new bytes, got {length}")
+
+
+def left_pad(prompts: Sequence[Sequence[int]], pad: int = 0) -> tuple[Tensor, Tensor]:
+    """Prompts of different lengths as one batch for :func:`sample`, padded on the left.
+
+    returns ids (batch, longest) with ``pad`` before the shorter prompts, and their mask,
+    bool (batch, longest), False at the padding
+    """
+    if not prompts or min(map(len, prompts)) < 1:
+        raise ValueError("give at least one prompt, each of at least one token")
+    width = max(map(len, prompts))
+    ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts])
+    lengths = torch.tensor([len(p) for p in prompts])
+    return ids, torch.arange(width) >= (width - lengths).unsqueeze(1)
 
 
 def sample(
