@@ -776,16 +776,17 @@ for i in range(rows):
 # %% [markdown]
 # ### The published GPT-2, in the reader's own classes
 #
-# The published GPT-2 (124M: 12 blocks, d_model 768, 12 heads, 1,024 positions, 50,257
-# tokens) is `GPT2LM` with bigger numbers, and its weights load into it. Hugging Face's files
-# name each block's parts (`h.0.attn.c_attn.weight`, …), store the linear layers transposed
-# (GPT-2's `Conv1D` computes x W + b with W of shape (in, out), `nn.Linear` keeps (out, in)),
-# and keep W^Q, W^K and W^V in one matrix. `GPT2LM.from_pretrained` maps the names,
-# transposes, splits, and refuses a file with a weight missing, extra or of the wrong shape.
-# The tests check it against Hugging Face's own `GPT2LMHeadModel` with random weights, at a
-# small size and at the 124M shape: logits equal within 1e-5 in float32, the same greedy
-# tokens. `ByteBPE.from_files` reads GPT-2's `vocab.json` and `merges.txt` and gives the
-# ids of the `tokenizers` library on English, German, accented and emoji text.
+# The published GPT-2 (124M: 12 blocks, d_model 768, 12 heads, 1,024 positions,
+# 50,257 tokens) is `GPT2LM` with bigger numbers, and its weights load into it.
+# Hugging Face's files name each block's parts (`h.0.attn.c_attn.weight`, …), store
+# the linear layers transposed (GPT-2's `Conv1D` computes x W + b with W of shape
+# (in, out), where `nn.Linear` keeps (out, in)), and keep W^Q, W^K and W^V in one
+# matrix. `GPT2LM.from_pretrained` maps the names, transposes, splits, and refuses a
+# file with a weight missing, extra or of the wrong shape. The tests check it
+# against Hugging Face's own `GPT2LMHeadModel` with random weights, at a small size
+# and at the 124M shape: logits equal within 1e-5 in float32, the same greedy
+# tokens. `ByteBPE.from_files` reads GPT-2's `vocab.json` and `merges.txt` and gives
+# the ids of the `tokenizers` library on English, German, accented and emoji text.
 
 # %%
 from tokenizers import ByteLevelBPETokenizer
@@ -798,58 +799,63 @@ from annotated_transformer.sampling import left_pad, sample
 show_source(hf_gpt2.from_hf)
 
 # %% [markdown]
-# The tokenizer had to change for this. GPT-2 cuts the *text* into pieces before merging, so
-# the two bytes of "é" share a piece and can merge; cutting the bytes' Latin-1 view, as this
-# chapter's first version did, split them and no merge could ever join them. GPT-2's pattern
-# (`"gpt2"`, next to chapter 12's `"words"`) also splits off English contractions and keeps
-# a run of spaces together, except the last space, which starts the next word:
+# The tokenizer had to change for this. GPT-2 cuts the *text* into pieces before
+# merging, so the two bytes of "é" share a piece and can merge; cutting the bytes'
+# Latin-1 view, as this chapter's first version did, split them, and no merge could
+# ever join them. GPT-2's pattern (`"gpt2"`, next to chapter 12's `"words"`) also
+# splits off English contractions and keeps a run of spaces together, except the
+# last space, which starts the next word:
 
 # %%
 sentence = "It's   GPT-2's café: 3.14 🙂"
 for pattern in PATTERNS:
-    pieces = [p.encode("latin-1").decode() for p in byte_pieces(sentence.encode(), pattern)]
-    print(f"{pattern:>5}: " + " | ".join(repr(p) for p in pieces))
+    pieces = byte_pieces(sentence.encode(), pattern)
+    text = [p.encode("latin-1").decode() for p in pieces]  # bytes back to text
+    print(f"{pattern:>5}: " + " | ".join(repr(p) for p in text))
 
 # %% [markdown]
-# The files (548 MB) are not part of the book. The cells below run where they are, in
-# `$AT_GPT2_DIR` or by default `~/.cache/annotated_transformer/gpt2`; online, one command
-# downloads them from Hugging Face and checks their sha256:
+# The files (548 MB) are not part of the book. The cells below run where they are,
+# in `$AT_GPT2_DIR` or by default `~/.cache/annotated_transformer/gpt2`; online, one
+# call downloads them from Hugging Face and checks their sha256:
 #
-# ```
-# python -c "from annotated_transformer.download import gpt2_folder; gpt2_folder(online=True)"
+# ```python
+# from annotated_transformer.download import gpt2_folder
+# gpt2_folder(online=True)
 # ```
 
 # %% tags=["nbval-ignore-output"]
 folder = gpt2_folder()  # None unless all four files are there (each verified)
 if folder is None:
-    print("GPT-2's files are not in $AT_GPT2_DIR or ~/.cache/annotated_transformer/gpt2: "
-          "the GPT-2 cells below print nothing")
+    print("GPT-2's files are not in $AT_GPT2_DIR or ~/.cache/annotated_transformer/"
+          "gpt2: the GPT-2 cells below print nothing")
 else:
     gpt2 = GPT2LM.from_pretrained(folder).eval()
     gpt2_bpe = ByteBPE.from_files(folder / "vocab.json", folder / "merges.txt")
-    print(f"GPT-2: {count_parameters(gpt2):,} parameters, {gpt2_bpe.vocab:,} tokens")
+    print(f"GPT-2: {count_parameters(gpt2):,} parameters, {gpt2_bpe.vocab:,} ids")
 
 # %% [markdown]
-# Three prompts of different lengths, generated in one batch: `left_pad` puts padding before
-# the shorter ones, and the mask keeps the model from reading it and starts each row's
-# positions at its first token, so each row continues as if its prompt were alone (tested).
-# Temperature 0.8 and top-k 40, as in chapter 14:
+# Three prompts of different lengths, generated in one batch: `left_pad` puts
+# padding before the shorter ones, and the mask keeps the model from reading it and
+# starts each row's positions at its first token, so each row continues as if its
+# prompt were alone (tested). Temperature 0.8 and top-k 40, as in chapter 14:
 
 # %% tags=["nbval-ignore-output"]
 if folder is not None:
-    prompts = ["The meaning of life is", "Once upon a time, in a village by the sea,",
+    prompts = ["The meaning of life is",
+               "Once upon a time, in a village by the sea,",
                "In 2017, a paper titled Attention Is All You Need"]
     ids, mask = left_pad([gpt2_bpe.encode(p.encode()) for p in prompts])
     out = sample(gpt2, ids, 40, temperature=0.8, top_k=40, mask=mask,
                  generator=torch.Generator().manual_seed(0))
     for row, real in zip(out, mask, strict=True):
         tokens = row[int((~real).sum()):].tolist()  # without the padding
-        print(textwrap.fill(gpt2_bpe.decode(tokens).decode(errors="replace"), 84), end="\n\n")
+        text = gpt2_bpe.decode(tokens).decode(errors="replace")
+        print(textwrap.fill(text, 84), end="\n\n")
 
 # %% [markdown]
-# GPT-2's tokenizer against this chapter's (512 merges learned on Tiny Shakespeare): the
-# same algorithm, 50,000 merges learned on 40 GB of web text. Its ids equal those of the
-# `tokenizers` library built from the same two files:
+# GPT-2's tokenizer against this chapter's (512 merges learned on Tiny Shakespeare):
+# the same algorithm, 50,000 merges learned on 40 GB of web text. Its ids equal
+# those of the `tokenizers` library built from the same two files:
 
 # %% tags=["nbval-ignore-output"]
 texts = {
@@ -859,7 +865,8 @@ texts = {
     "emoji": "Party 🎉 with 👩🏾‍💻 and 🇩🇪!",
 }
 if folder is not None:
-    reference = ByteLevelBPETokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
+    files = (str(folder / "vocab.json"), str(folder / "merges.txt"))
+    reference = ByteLevelBPETokenizer(*files)
     counts = {}
     for name, text in texts.items():
         ids = gpt2_bpe.encode(text.encode())

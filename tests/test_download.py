@@ -228,19 +228,18 @@ def test_interrupted_download_leaves_nothing(tmp_path, monkeypatch):
     assert files_in(tmp_path) == []
 
 
-def test_gpt2_folder_finds_verifies_or_downloads_gpt2s_files(server, tmp_path, monkeypatch):
-    fake = {f: Resource(f"gpt2/{f}", SHA, url(server, "/good")) for f in ("a.json", "b.txt")}
+def test_gpt2_folder_finds_verifies_or_downloads(server, tmp_path, monkeypatch):
+    fake = {f: Resource(f"gpt2/{f}", SHA, url(server, "/good")) for f in "ab"}
     monkeypatch.setattr(download, "GPT2_FILES", fake)
     monkeypatch.setenv("AT_GPT2_DIR", str(tmp_path / "gpt2"))
     assert download.gpt2_folder() is None  # absent, and not asked to download
     assert server.hits == {}
     assert download.gpt2_folder(online=True) == tmp_path / "gpt2"
-    assert files_in(tmp_path / "gpt2") == ["a.json", "b.txt"] and server.hits["/good"] == 2
-    assert download.gpt2_folder() == tmp_path / "gpt2"  # present: verified, no download
+    assert files_in(tmp_path / "gpt2") == ["a", "b"] and server.hits["/good"] == 2
+    assert download.gpt2_folder() == tmp_path / "gpt2"  # verified, not downloaded
     assert server.hits["/good"] == 2
-    (tmp_path / "gpt2" / "b.txt").write_bytes(b"another file")
-    with pytest.raises(ChecksumError, match="b.txt has sha256"):
+    (tmp_path / "gpt2" / "b").write_bytes(b"another file")
+    with pytest.raises(ChecksumError, match="gpt2/b has sha256"):
         download.gpt2_folder()
     monkeypatch.delenv("AT_GPT2_DIR")
     assert download.settings.gpt2_dir() == tmp_path / "default-cache" / "gpt2"
-

@@ -1,8 +1,8 @@
 """GPT2LM.from_pretrained / save_pretrained against Hugging Face's GPT2LMHeadModel.
 
-No network: the reference models are built by ``transformers`` from a GPT2Config with
-random weights and saved with its own ``save_pretrained``, the layout of the published
-checkpoints.
+No network: the reference models are built by ``transformers`` from a GPT2Config
+with random weights and saved by its own ``save_pretrained``, the layout of the
+published checkpoints.
 """
 
 import json
@@ -15,12 +15,14 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from annotated_transformer.gpt2 import GPT2LM
 from annotated_transformer.sampling import sample
 
-SMALL = {"vocab_size": 300, "n_positions": 64, "n_embd": 48, "n_layer": 3, "n_head": 4}
+SMALL = {"vocab_size": 300, "n_positions": 64, "n_embd": 48, "n_layer": 3}
+SMALL["n_head"] = 4
 
 
 def reference(tmp_path, **sizes) -> GPT2LMHeadModel:
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(**sizes, bos_token_id=0, eos_token_id=0)).eval()
+    config = GPT2Config(**sizes, bos_token_id=0, eos_token_id=0)
+    model = GPT2LMHeadModel(config).eval()
     model.save_pretrained(tmp_path)
     return model
 
@@ -51,7 +53,7 @@ def test_loaded_gpt2_gives_the_logits_and_greedy_tokens_of_transformers(tmp_path
 
 
 def test_gpt2_124m_shape_equals_transformers():
-    """GPT2Config's defaults are GPT-2 (124M); its weights are taken from memory (the
+    """GPT2Config's defaults are GPT-2 (124M). The weights come from memory (the
     files' path is the small test's), so that the test takes seconds."""
     torch.manual_seed(0)
     ref = GPT2LMHeadModel(GPT2Config(bos_token_id=0, eos_token_id=0)).eval()
@@ -63,68 +65,34 @@ def test_gpt2_124m_shape_equals_transformers():
 
 def test_saved_gpt2_loads_into_transformers(tmp_path):
     torch.manual_seed(0)
-    model = GPT2LM(vocab=120, d_model=32, h=4, N=2, max_len=40, d_ff=80, eps=1e-6).eval()
-    model.save_pretrained(tmp_path)
+    model = GPT2LM(vocab=120, d_model=32, h=4, N=2, max_len=40, d_ff=80, eps=1e-6)
+    model.eval().save_pretrained(tmp_path)
     ref = GPT2LMHeadModel.from_pretrained(tmp_path).eval()
     assert ref.config.n_inner == 80 and ref.config.layer_norm_epsilon == 1e-6
     x = torch.randint(0, 120, (3, 17))
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x).logits, rtol=0, atol=1e-5)
     again = GPT2LM.from_pretrained(tmp_path)
-    assert all(torch.equal(a, b) for a, b in zip(again.parameters(), model.parameters()))
+    loaded, saved = again.state_dict(), model.state_dict()
+    assert all(torch.equal(loaded[name], w) for name, w in saved.items())
 
 
 def test_published_layout_without_prefix_and_with_mask_buffers_loads(tmp_path):
     ref = reference(tmp_path, **SMALL)
-    weights = {n.removeprefix("transformer."): w for n, w in ref.state_dict().items()}
+    state = ref.state_dict()
+    weights = {n.removeprefix("transformer."): w.clone() for n, w in state.items()}
     n = SMALL["n_positions"]
-    for i in range(SMALL["n_layer"]):  # older files store the causal mask as a buffer
+    for i in range(SMALL["n_layer"]):  # older files store the causal mask
         weights[f"h.{i}.attn.bias"] = torch.ones(n, n).tril().view(1, 1, n, n)
-    weights["lm_head.weight"] = weights["wte.weight"]
-    save_file({k: v.clone().contiguous() for k, v in weights.items()}, tmp_path / "model.safetensors")
+    weights["lm_head.weight"] = weights["wte.weight"].clone()
+    save_file(weights, tmp_path / "model.safetensors")
     model = GPT2LM.from_pretrained(tmp_path).eval()
     x = torch.randint(0, 300, (1, 9))
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x).logits, rtol=0, atol=1e-5)
 
 
-def edit(tmp_path, change):
-    weights = load_file(tmp_path / "model.safetensors")
-    change(weights)
-    save_file(weights, tmp_path / "model.safetensors")
-
-
-@pytest.mark.parametrize(
-    "change, message",
-    [
-        (lambda w: w.pop("transformer.h.1.mlp.c_fc.bias"), "missing h.1.mlp.c_fc.bias"),
-        (lambda w: w.update(extra=torch.zeros(2)), "unexpected extra"),
-        (
-            lambda w: w.update({"transformer.wpe.weight": torch.zeros(10, 48)}),
-            r"wpe.weight of shape \(10, 48\), but config.json implies \(64, 48\)",
-        ),
-        (lambda w: w.update({"lm_head.weight": torch.zeros(300, 48)}), "ties the two"),
-    ],
-)
-def test_missing_extra_or_misshapen_weights_are_named_in_one_line(tmp_path, change, message):
-    reference(tmp_path, **SMALL)
-    edit(tmp_path, change)
-    with pytest.raises(ValueError, match=message) as error:
-        GPT2LM.from_pretrained(tmp_path)
-    assert "\n" not in str(error.value)
-
-
-def test_unsupported_config_and_missing_files_are_refused(tmp_path):
-    with pytest.raises(FileNotFoundError, match="config.json and model.safetensors"):
-        GPT2LM.from_pretrained(tmp_path)
-    reference(tmp_path, **SMALL)
-    config = json.loads((tmp_path / "config.json").read_text())
-    (tmp_path / "config.json").write_text(json.dumps(config | {"activation_function": "relu"}))
-    with pytest.raises(ValueError, match="activation_function='relu'"):
-        GPT2LM.from_pretrained(tmp_path)
-
-
-def test_left_padded_batch_equals_transformers_with_its_attention_mask(tmp_path):
+def test_left_padded_batch_equals_transformers_attention_mask(tmp_path):
     ref = reference(tmp_path, **SMALL)
     model = GPT2LM.from_pretrained(tmp_path).eval()
     x = torch.randint(1, 300, (3, 10))
@@ -135,3 +103,40 @@ def test_left_padded_batch_equals_transformers_with_its_attention_mask(tmp_path)
         ours = model(x, mask=mask)
         theirs = ref(x, attention_mask=mask.long(), position_ids=positions).logits
     torch.testing.assert_close(ours[mask], theirs[mask], rtol=0, atol=1e-5)
+
+
+def drop_bias(w):
+    w.pop("transformer.h.1.mlp.c_fc.bias")
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (drop_bias, "missing h.1.mlp.c_fc.bias"),
+        (lambda w: w.update(extra=torch.zeros(2)), "unexpected extra"),
+        (
+            lambda w: w.update({"transformer.wpe.weight": torch.zeros(10, 48)}),
+            r"wpe.weight of shape \(10, 48\), but config.json implies \(64, 48\)",
+        ),
+        (lambda w: w.update({"lm_head.weight": torch.zeros(300, 48)}), "ties them"),
+    ],
+)
+def test_missing_extra_or_misshapen_weights_are_named(tmp_path, change, message):
+    reference(tmp_path, **SMALL)
+    weights = load_file(tmp_path / "model.safetensors")
+    change(weights)
+    save_file(weights, tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match=message) as error:
+        GPT2LM.from_pretrained(tmp_path)
+    assert "\n" not in str(error.value)
+
+
+def test_unsupported_config_and_missing_files_are_refused(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"config\.json and model\."):
+        GPT2LM.from_pretrained(tmp_path)
+    reference(tmp_path, **SMALL)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["activation_function"] = "relu"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="activation_function='relu'"):
+        GPT2LM.from_pretrained(tmp_path)

@@ -1,32 +1,36 @@
-"""Byte-level BPE, GPT-2's tokenizer (Radford et al. 2019, §2.2), on the package's BPE learner.
+"""Byte-level BPE, GPT-2's tokenizer (Radford et al. 2019, §2.2).
 
-Chapter 12's :class:`~annotated_transformer.bpe.BPE` starts from the *characters* of the
-training text and spells unseen ones in bytes. GPT-2 starts from the 256 *byte values*:
-every byte string has an encoding, no character is ever unknown, and the base vocabulary is
-256 whatever the script. The merges are learned as chapter 12 learns them
-(:func:`~annotated_transformer.bpe.learn_merges`); only the symbols change.
+Chapter 12's :class:`~annotated_transformer.bpe.BPE` starts from the *characters* of
+the training text and spells unseen ones in bytes. GPT-2 starts from the 256 *byte
+values*: every byte string has an encoding, no character is ever unknown, and the
+base vocabulary is 256 whatever the script. The merges are learned as chapter 12
+learns them (:func:`~annotated_transformer.bpe.learn_merges`); only the symbols
+change.
 
-- Pieces: the *text* is cut into pieces and merges stay inside them, so the bytes of one
-  character always share a piece ("café" is one piece, and can become one token). The bytes
-  are read as UTF-8; a byte that is not valid UTF-8 stands alone as one character
-  (``surrogateescape``), so any byte string has pieces and ``decode(encode(data)) == data``.
-  Two patterns (``PATTERNS``): ``"words"``, chapter 12's
-  :func:`~annotated_transformer.bpe.pretokenize` (runs of word characters or of punctuation,
-  each with the space before it), and ``"gpt2"``, GPT-2's own, which also splits off English
-  contractions (``it|'s``) and keeps runs of spaces together. The space stays a byte, 0x20:
-  ``" the"`` is one token.
-- Bytes as symbols: a piece's bytes are held as the Latin-1 string with one character per
-  byte (``bytes.decode("latin-1")`` is a bijection), so merged symbols are ordinary strings.
-- Ties: among equally frequent pairs, the pair of *older* symbols is merged first, bytes
-  ordered by value, merged symbols by when they were made (chapter 12's rule). Hugging Face
-  ``tokenizers`` breaks ties the same way but orders the bytes by GPT-2's printable stand-ins
-  (:func:`byte_stand_ins`), which put the space (Ġ, U+0120) after every printable ASCII
-  byte: where two pairs tie, the two trainers may pick different merges.
-- Special tokens (GPT-2's ``<|endoftext|>``): their text is cut out before the pieces, so
-  training never merges into them and encoding turns each occurrence into its one id.
-- Ids: byte b is id b, then each distinct merged symbol in the order it was learned, then
-  the special tokens. :meth:`ByteBPE.from_files` reads GPT-2's published ``vocab.json`` and
-  ``merges.txt`` instead, and keeps their ids.
+- Pieces: the *text* is cut into pieces and merges stay inside them, so the bytes of
+  one character share a piece ("café" is one piece, and can become one token). The
+  bytes are read as UTF-8; a byte that is not valid UTF-8 stands alone as one
+  character (``surrogateescape``), so every byte string has pieces and
+  ``decode(encode(data)) == data``. Two patterns (``PATTERNS``): ``"words"``,
+  chapter 12's :func:`~annotated_transformer.bpe.pretokenize` (runs of word
+  characters or of punctuation, each with the space before it), and ``"gpt2"``,
+  GPT-2's own, which also splits off English contractions (``it|'s``) and keeps runs
+  of spaces together. The space stays a byte, 0x20: ``" the"`` is one token.
+- Bytes as symbols: a piece's bytes are held as the Latin-1 string with one
+  character per byte (``bytes.decode("latin-1")`` is a bijection), so merged symbols
+  are ordinary strings.
+- Ties: among equally frequent pairs, the pair of *older* symbols is merged first,
+  bytes ordered by value, merged symbols by when they were made (chapter 12's rule).
+  Hugging Face ``tokenizers`` breaks ties the same way but orders the bytes by
+  GPT-2's printable stand-ins (:func:`byte_stand_ins`), which put the space (Ġ,
+  U+0120) after every printable ASCII byte: where pairs tie, the two trainers may
+  pick different merges.
+- Special tokens (GPT-2's ``<|endoftext|>``): their text is cut out before the
+  pieces, so training never merges into them and encoding turns each occurrence into
+  its one id.
+- Ids: byte b is id b, then each distinct merged symbol in the order it was learned,
+  then the special tokens. :meth:`ByteBPE.from_files` reads GPT-2's published
+  ``vocab.json`` and ``merges.txt`` instead, and keeps their ids.
 """
 
 from __future__ import annotations
@@ -46,14 +50,13 @@ from annotated_transformer.bpe import PIECE, learn_merges, merge_word
 
 Pair = tuple[str, str]
 
-GPT2_PATTERN = (
-    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-)
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+"""
+GPT2_PATTERN += r"""|\s+(?!\S)|\s+"""  # runs of spaces but the last, other spaces
 PATTERNS = {"words": PIECE, "gpt2": regex.compile(GPT2_PATTERN)}
 
 
 def byte_pieces(data: bytes, pattern: str = "words") -> list[str]:
-    """The pieces of ``data``'s text, each as a Latin-1 string with one character per byte.
+    """The pieces of ``data``'s text, each as Latin-1: one character per byte.
 
     >>> byte_pieces("café".encode())
     ['cafÃ©']
@@ -63,7 +66,7 @@ def byte_pieces(data: bytes, pattern: str = "words") -> list[str]:
 
 
 def _latin1(text: str) -> str:
-    """A text's UTF-8 bytes (invalid ones given back as they were) as a Latin-1 string."""
+    """A text's UTF-8 bytes (invalid ones as they were) as a Latin-1 string."""
     return text.encode("utf-8", errors="surrogateescape").decode("latin-1")
 
 
@@ -78,9 +81,9 @@ def split_special(data: bytes, special: Sequence[str]) -> list[bytes]:
 def byte_stand_ins() -> list[str]:
     """GPT-2's printable character for each byte, as its files write tokens.
 
-    The 188 bytes that Latin-1 prints (``!`` … ``~``, ``¡`` … ``¬``, ``®`` … ``ÿ``) stand for
-    themselves; the other 68 (controls, the space, soft hyphen …) get chr(256 + n), n = 0,
-    1, … in byte order: the space (0x20, the 33rd of them) is ``Ġ`` (U+0120).
+    The 188 bytes that Latin-1 prints (``!`` … ``~``, ``¡`` … ``¬``, ``®`` … ``ÿ``)
+    stand for themselves; the other 68 (controls, the space, the soft hyphen) get
+    chr(256 + n), n = 0, 1, … in byte order: the space (the 33rd) is ``Ġ`` (U+0120).
     """
     printable = {*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)}
     others = iter(range(256, 512))
@@ -88,11 +91,11 @@ def byte_stand_ins() -> list[str]:
 
 
 class ByteBPE:
-    """A learned byte-level BPE: the ordered merges of byte strings (as Latin-1 strings).
+    """A learned byte-level BPE: ordered merges of byte strings (Latin-1 strings).
 
-    pattern: how text is cut into pieces (``PATTERNS``); special: tokens never split.
-    ids: symbol (Latin-1 string, special tokens as their text) -> id, to keep a published
-    vocabulary's ids; by default bytes 0–255, merged symbols, special tokens.
+    pattern: how text is cut into pieces (``PATTERNS``); special: never split.
+    ids: symbol (Latin-1 string; special tokens as their text) -> id, to keep a
+    published vocabulary's ids; by default bytes 0–255, merged symbols, specials.
     encode(data: bytes) -> ids; decode(ids) -> bytes; ``vocab`` ids in all;
     ``token_bytes`` (vocab,): how many bytes each id stands for.
     """
@@ -105,7 +108,8 @@ class ByteBPE:
         ids: dict[str, int] | None = None,
     ) -> None:
         if pattern not in PATTERNS:
-            raise ValueError(f"pattern={pattern!r}: use one of {', '.join(PATTERNS)}")
+            choices = ", ".join(PATTERNS)
+            raise ValueError(f"pattern={pattern!r}: use one of {choices}")
         self.merges = [(a, b) for a, b in merges]
         self.pattern, self.special = pattern, list(special)
         self.ranks = {pair: rank for rank, pair in enumerate(self.merges)}
@@ -116,8 +120,8 @@ class ByteBPE:
         missing = [s for s in symbols if s not in ids]
         if missing or sorted(ids.values()) != list(range(len(ids))):
             raise ValueError(
-                f"the vocabulary must number its tokens 0 … n − 1 and hold every byte, "
-                f"merged symbol and special token; missing {missing[:3]}"
+                "the vocabulary must number its tokens 0 … n − 1 and hold every "
+                f"byte, merged symbol and special token; missing {missing[:3]}"
             )
         self.ids = ids
         self.symbols = sorted(ids, key=ids.__getitem__)  # id -> symbol
@@ -132,23 +136,27 @@ class ByteBPE:
         pattern: str = "words",
         special: Sequence[str] = (),
     ) -> ByteBPE:
-        """Learn up to ``num_merges`` merges of pairs seen at least ``min_frequency`` times;
-        the special tokens' text is cut out first and never merged."""
+        """Learn up to ``num_merges`` merges of pairs seen at least
+        ``min_frequency`` times; special tokens are cut out first, never merged."""
         if num_merges < 0 or min_frequency < 1:
-            raise ValueError(
-                f"need num_merges >= 0 and min_frequency >= 1, got {num_merges}, {min_frequency}"
-            )
-        texts = split_special(data, special)[::2]  # the text between special tokens
-        words = Counter(tuple(p) for text in texts for p in byte_pieces(text, pattern))
-        return cls(learn_merges(dict(words), num_merges, min_frequency), pattern, special)
+            need = "need num_merges >= 0 and min_frequency >= 1"
+            raise ValueError(f"{need}, got {num_merges}, {min_frequency}")
+        texts = split_special(data, special)[::2]  # the text between specials
+        pieces = (p for text in texts for p in byte_pieces(text, pattern))
+        words = Counter(tuple(piece) for piece in pieces)
+        merges = learn_merges(dict(words), num_merges, min_frequency)
+        return cls(merges, pattern, special)
 
     @classmethod
     def from_files(cls, vocab_json: str | Path, merges_txt: str | Path) -> ByteBPE:
-        """GPT-2's tokenizer from its published ``vocab.json`` (token -> id, tokens written
-        with :func:`byte_stand_ins`) and ``merges.txt`` (a ``#version`` line, then one merge
-        ``left right`` a line, in order); GPT-2's pattern. Tokens that are neither a byte nor
-        a merge (``<|endoftext|>``) are the special tokens."""
-        byte_of = {c: chr(b) for b, c in enumerate(byte_stand_ins())}  # stand-in -> Latin-1
+        """GPT-2's tokenizer from its published files; GPT-2's pattern.
+
+        vocab_json: token -> id, tokens written with :func:`byte_stand_ins`;
+        merges_txt: a ``#version`` line, then one merge ``left right`` a line, in
+        order. Tokens neither a byte nor a merge (``<|endoftext|>``) are special.
+        """
+        stand_ins = byte_stand_ins()
+        byte_of = {c: chr(b) for b, c in enumerate(stand_ins)}  # -> Latin-1
 
         def symbol(token: str) -> str:
             return "".join(byte_of[c] for c in token)
@@ -209,7 +217,7 @@ class ByteBPE:
         return "".join(self.symbols[i] for i in ids).encode("latin-1")
 
     def to_dict(self) -> dict[str, list | str]:
-        """The merges, pattern and special tokens as plain data (checkpoint state)."""
+        """Merges, pattern, specials and ids as plain data (checkpoint state)."""
         return {
             "merges": [list(pair) for pair in self.merges],
             "pattern": self.pattern,
@@ -219,8 +227,9 @@ class ByteBPE:
 
     @classmethod
     def from_dict(cls, data: dict) -> ByteBPE:
-        """From :meth:`to_dict` (states saved before patterns and specials: the defaults)."""
+        """From :meth:`to_dict` (older states hold merges only: the defaults)."""
         merges = [(a, b) for a, b in data["merges"]]
         symbols = data.get("symbols")
         ids = None if symbols is None else {s: i for i, s in enumerate(symbols)}
-        return cls(merges, data.get("pattern", "words"), data.get("special", ()), ids)
+        pattern, special = data.get("pattern", "words"), data.get("special", ())
+        return cls(merges, pattern, special, ids)

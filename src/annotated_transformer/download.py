@@ -11,9 +11,9 @@ Every file the book reads is listed in ``REGISTRY`` by name, each with one or mo
    only then renamed into the cache (``os.replace`` is atomic), so a partial or corrupted
    download never sits in the cache under the real name. Failed attempts are retried.
 
-GPT-2's published files (:data:`GPT2_FILES`, 124M, from Hugging Face at a fixed revision)
-are not a dataset: :func:`gpt2_folder` finds them verified in ``AT_GPT2_DIR`` (default the
-cache's ``gpt2/``) and downloads them only when asked.
+GPT-2's published files (:data:`GPT2_FILES`, 124M, from Hugging Face at a fixed
+revision) are not a dataset: :func:`gpt2_folder` finds them verified in
+``AT_GPT2_DIR`` (default the cache's ``gpt2/``) and downloads them only when asked.
 
 Some hashes are of the decompressed bytes (``content="gzip"`` or ``"zip:<member>"``): the
 mirror keeps Tiny Shakespeare gzip'd, and enwik8's published hash is of the unzipped file.
@@ -261,28 +261,29 @@ REGISTRY: dict[str, tuple[Resource, ...]] = {
     ),
 }
 
-# GPT-2 (124M) as Hugging Face publishes it, at a fixed revision of openai-community/gpt2.
-GPT2_URL = (
-    "https://huggingface.co/openai-community/gpt2/resolve/"
-    "607a30d783dfa663caf39e06633721c8d4cfcd7e/"
+# GPT-2 (124M) as Hugging Face publishes it, at a fixed revision of
+# openai-community/gpt2: each file's sha256, in the order of the names.
+GPT2_REVISION = "607a30d783dfa663caf39e06633721c8d4cfcd7e"
+GPT2_URL = f"https://huggingface.co/openai-community/gpt2/resolve/{GPT2_REVISION}/"
+GPT2_SHA256 = zip(
+    ("config.json", "model.safetensors", "vocab.json", "merges.txt"),
+    (
+        "0daed7749b4f02b8f76240d5444551d7b08712dab4d0adb8239c56ba823bb7b4",
+        "248dfc3911869ec493c76e65bf2fcf7f615828b0254c12b473182f0f81d3a707",
+        "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+        "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+    ),
+    strict=True,
 )
-GPT2_FILES = {
-    file: Resource(f"gpt2/{file}", sha, GPT2_URL + file)
-    for file, sha in {
-        "config.json": "0daed7749b4f02b8f76240d5444551d7b08712dab4d0adb8239c56ba823bb7b4",
-        "model.safetensors": "248dfc3911869ec493c76e65bf2fcf7f615828b0254c12b473182f0f81d3a707",
-        "vocab.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
-        "merges.txt": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
-    }.items()
-}
+GPT2_FILES = {f: Resource(f"gpt2/{f}", sha, GPT2_URL + f) for f, sha in GPT2_SHA256}
 
 
 def gpt2_folder(online: bool = False) -> Path | None:
     """The folder holding GPT-2's published files, each verified by sha256.
 
     The folder is ``settings.gpt2_dir()`` (``AT_GPT2_DIR``, default
-    ``~/.cache/annotated_transformer/gpt2``). A missing file is downloaded into it when
-    ``online`` (548 MB in all); otherwise a missing file gives None.
+    ``~/.cache/annotated_transformer/gpt2``). A missing file is downloaded into it
+    when ``online`` (548 MB in all); otherwise a missing file gives None.
     """
     folder = settings.gpt2_dir()
     for file, resource in GPT2_FILES.items():

@@ -18,9 +18,9 @@ hold the first one:
   residual stream is a sum of 2N contributions; with the scaling its variance at
   initialisation stays near that of the embeddings however deep the model is.
 
-GPT-2's tokens are byte-level BPE (:mod:`~annotated_transformer.byte_bpe`). The published
-checkpoints load with :meth:`GPT2LM.from_pretrained` (Hugging Face's layout,
-:mod:`~annotated_transformer.hf_gpt2`).
+GPT-2's tokens are byte-level BPE (:mod:`~annotated_transformer.byte_bpe`). The
+published checkpoints load with :meth:`GPT2LM.from_pretrained` (Hugging Face's
+layout, :mod:`~annotated_transformer.hf_gpt2`).
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ class GPT2LM(ModernDecoderLM):
 
     logits = LayerNorm(blocks(dropout(E[x] + P))) Eᵀ; the contract of
     :class:`~annotated_transformer.modern.ModernDecoderLM` (``forward(x, cache)``,
-    ``new_cache()``, ``max_len``). d_ff: the feed-forward's width (GPT-2: 4 · d_model);
-    eps: the LayerNorms' (GPT-2: 1e-5).
+    ``new_cache()``, ``max_len``). d_ff: the feed-forward's width (GPT-2:
+    4 · d_model); eps: the LayerNorms' (GPT-2: 1e-5).
 
     x: integer (batch, len), ids in [0, vocab); returns logits (batch, len, vocab)
     """
@@ -94,7 +94,8 @@ class GPT2LM(ModernDecoderLM):
     ) -> None:
         d_ff = d_ff or 4 * d_model
         switches = {"norm": "layer", "positions": "learned", "feed_forward": "relu", "bias": True}
-        super().__init__(vocab, d_model, h, N, max_len, d_ff, h, dropout, **switches, eps=eps)
+        switches["eps"] = eps
+        super().__init__(vocab, d_model, h, N, max_len, d_ff, h, dropout, **switches)
         self.sizes = {"vocab": vocab, "d_model": d_model, "h": h, "N": N}
         self.sizes |= {"max_len": max_len, "d_ff": d_ff, "eps": eps}
         for block in self.blocks:
@@ -105,36 +106,41 @@ class GPT2LM(ModernDecoderLM):
 
     @classmethod
     def from_pretrained(cls, path: str | Path, dropout: float = 0.0) -> GPT2LM:
-        """A published GPT-2 from a folder in Hugging Face's layout (``config.json`` +
-        ``model.safetensors``, :mod:`~annotated_transformer.hf_gpt2`); every weight must be
-        there and no other (one-line error naming the difference)."""
+        """A published GPT-2 from a folder in Hugging Face's layout: config.json
+        and model.safetensors (:mod:`~annotated_transformer.hf_gpt2`). Every weight
+        must be there and no other (one-line error naming the difference)."""
         path = Path(path).expanduser()
         files = [path / "config.json", path / "model.safetensors"]
         if not all(f.is_file() for f in files):
             raise FileNotFoundError(
-                f"{path} must hold config.json and model.safetensors (a GPT-2 checkpoint in "
-                "Hugging Face's layout)"
+                f"{path} must hold config.json and model.safetensors (a GPT-2 "
+                "checkpoint in Hugging Face's layout)"
             )
         config = json.loads(files[0].read_text(encoding="utf-8"))
         return cls.from_weights(config, load_file(files[1]), dropout)
 
     @classmethod
     def from_weights(
-        cls, config: dict, weights: dict[str, Tensor], dropout: float = 0.0
+        cls,
+        config: dict,
+        weights: dict[str, Tensor],
+        dropout: float = 0.0,
     ) -> GPT2LM:
-        """A GPT-2 from ``config.json``'s content and weights named as in Hugging Face's
-        ``model.safetensors`` (or its ``GPT2LMHeadModel.state_dict()``), strictly."""
+        """A GPT-2 from ``config.json``'s content and weights named as in Hugging
+        Face's ``model.safetensors`` (or a ``GPT2LMHeadModel.state_dict()``),
+        strictly."""
         with torch.device("meta"):  # sizes only: every weight is then replaced
             model = cls(**hf_gpt2.gpt2_sizes(config), dropout=dropout)
         hf_gpt2.check_names(weights, hf_gpt2.to_hf(model.state_dict()))
         dtype = torch.get_default_dtype()
-        state = {k: w.to(dtype).contiguous() for k, w in hf_gpt2.from_hf(weights).items()}
+        state = hf_gpt2.from_hf(weights)
+        state = {name: w.to(dtype).contiguous() for name, w in state.items()}
         model.load_state_dict(state, assign=True)
-        model.to_logits.weight = model.embed.weight  # tied again: assign set two tensors
+        model.to_logits.weight = model.embed.weight  # tied again (assign set two)
         return model
 
     def save_pretrained(self, path: str | Path) -> None:
-        """Write ``config.json`` and ``model.safetensors`` in Hugging Face's GPT-2 layout."""
+        """Write config.json and model.safetensors in Hugging Face's layout."""
         path = Path(path).expanduser()
         path.mkdir(parents=True, exist_ok=True)
         config = hf_gpt2.gpt2_config(self.sizes, self.dropout.p)

@@ -98,10 +98,11 @@ class GroupedQueryAttention(nn.Module):
         rope: optional (cos, sin) tables (new, d_k / 2) for positions past … past + new − 1,
         from :func:`~annotated_transformer.rope.rope_tables` (a model computes them once for
         all its layers); computed here when omitted. alibi: likewise, the bias (h, new,
-        past + new) of :func:`~annotated_transformer.alibi.alibi_bias`. With left-padded
-        rows the tables are (batch, 1, new, d_k / 2), each row's own positions, and
-        mask: bool (batch, new, past + new), True = may attend, replaces the causal mask
-        (:func:`~annotated_transformer.masks.left_padding_mask`, which includes it).
+        past + new) of :func:`~annotated_transformer.alibi.alibi_bias`.
+        Left-padded rows: the tables are (batch, 1, new, d_k / 2), each row's own
+        positions, and mask, bool (batch, new, past + new), True = may attend,
+        replaces the causal mask (it includes it, see
+        :func:`~annotated_transformer.masks.left_padding_mask`).
         returns (batch, new, d_model)
         """
         if x.dim() != 3 or x.size(-1) != self.d_model:
@@ -126,7 +127,7 @@ class GroupedQueryAttention(nn.Module):
         # usual lower triangle (is_causal); SDPA's is_causal aligns it top-left, which would be
         # wrong for new queries after cached keys, so those get the offset mask instead.
         # ALiBi's bias carries the causal mask as −inf, for any past.
-        keep = None if mask is None else mask.unsqueeze(1)  # (batch, 1, new, past + new)
+        keep = None if mask is None else mask.unsqueeze(1)  # (batch, 1, new, all)
         if self.alibi:
             if alibi is None:
                 alibi = alibi_bias(self.h, new, past, x.device)

@@ -1,20 +1,22 @@
 """GPT-2's published checkpoints: Hugging Face's layout and names <-> the package's.
 
 A checkpoint is a folder with ``config.json`` (the sizes: ``n_embd``, ``n_head``,
-``n_layer``, ``n_positions``, ``vocab_size``, ``n_inner``, ``layer_norm_epsilon``) and
-``model.safetensors``, whose names map to :class:`~annotated_transformer.gpt2.GPT2LM`'s
-(some files put ``transformer.`` in front of every name):
+``n_layer``, ``n_positions``, ``vocab_size``, ``n_inner``, ``layer_norm_epsilon``)
+and ``model.safetensors``, whose names map to
+:class:`~annotated_transformer.gpt2.GPT2LM`'s (some files put ``transformer.`` in
+front of every name):
 
     wte, wpe, ln_f                  embed, position.embedding, norm
     h.i.ln_1, h.i.ln_2              blocks.i.norm1, blocks.i.norm2
-    h.i.attn.c_attn                 blocks.i.attention.w_q, w_k, w_v (stacked, split in 3)
+    h.i.attn.c_attn                 blocks.i.attention.w_q, w_k, w_v (stacked)
     h.i.attn.c_proj                 blocks.i.attention.w_o
     h.i.mlp.c_fc, h.i.mlp.c_proj    blocks.i.feed_forward.w_1, w_2
 
-GPT-2's code writes its linear layers as ``Conv1D``, y = x W + b with W (in, out): the
-transpose of ``nn.Linear``'s (out, in), so every matrix is transposed on the way in and
-out. Not weights, and skipped: ``h.i.attn.bias`` and ``h.i.attn.masked_bias`` (the causal
-mask, stored by older files) and ``lm_head.weight`` when it equals ``wte`` (tied).
+GPT-2's code writes its linear layers as ``Conv1D``, y = x W + b with W (in, out):
+the transpose of ``nn.Linear``'s (out, in), so every matrix is transposed on the way
+in and out. Not weights, and skipped: ``h.i.attn.bias`` and ``h.i.attn.masked_bias``
+(the causal mask, stored by older files) and ``lm_head.weight`` when it equals
+``wte`` (tied).
 """
 
 from __future__ import annotations
@@ -31,17 +33,18 @@ LINEARS = {  # Conv1D -> nn.Linear
     "mlp.c_proj": "feed_forward.w_2",
 }
 NORMS = {"ln_1": "norm1", "ln_2": "norm2"}
+QKV = ("w_q", "w_k", "w_v")
 
 
 def gpt2_sizes(config: dict[str, Any]) -> dict[str, Any]:
-    """:class:`~annotated_transformer.gpt2.GPT2LM`'s arguments from a ``config.json``."""
-    unsupported = {
+    """:class:`~annotated_transformer.gpt2.GPT2LM`'s arguments from config.json."""
+    supported = {
         "activation_function": ("gelu_new", "gelu_pytorch_tanh"),
         "scale_attn_weights": (True,),
         "scale_attn_by_inverse_layer_idx": (False,),
         "tie_word_embeddings": (True,),
     }
-    for key, allowed in unsupported.items():
+    for key, allowed in supported.items():
         if config.get(key, allowed[0]) not in allowed:
             raise ValueError(
                 f"config.json has {key}={config[key]!r}; GPT2LM implements GPT-2's "
@@ -59,7 +62,7 @@ def gpt2_sizes(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def gpt2_config(sizes: dict[str, Any], dropout: float = 0.0) -> dict[str, Any]:
-    """The ``config.json`` of a model built with ``sizes`` (:func:`gpt2_sizes`' keys)."""
+    """The config.json of a model of ``sizes`` (the keys of :func:`gpt2_sizes`)."""
     return {
         "architectures": ["GPT2LMHeadModel"],
         "model_type": "gpt2",
@@ -79,8 +82,8 @@ def gpt2_config(sizes: dict[str, Any], dropout: float = 0.0) -> dict[str, Any]:
 
 
 def from_hf(weights: dict[str, Tensor]) -> dict[str, Tensor]:
-    """Hugging Face's GPT-2 weights -> GPT2LM's state dict (not checked: see
-    :func:`check_names`). Matrices (in, out) become (out, in)."""
+    """Hugging Face's GPT-2 weights -> GPT2LM's state dict; matrices (in, out)
+    become (out, in). Names are not checked here: see :func:`check_names`."""
     weights = {name.removeprefix("transformer."): w for name, w in weights.items()}
     state = {
         "embed.weight": weights["wte.weight"],
@@ -90,24 +93,23 @@ def from_hf(weights: dict[str, Tensor]) -> dict[str, Tensor]:
         "norm.bias": weights["ln_f.bias"],
     }
     blocks = {name.split(".")[1] for name in weights if name.startswith("h.")}
-    for i in blocks:
+    for i, part in ((i, part) for i in blocks for part in ("weight", "bias")):
         hf, book = f"h.{i}.", f"blocks.{i}."
-        for part in ("weight", "bias"):
-            for ln, norm in NORMS.items():
-                state[f"{book}{norm}.{part}"] = weights[f"{hf}{ln}.{part}"]
-            for conv, linear in LINEARS.items():
-                w = weights[f"{hf}{conv}.{part}"]
-                state[f"{book}{linear}.{part}"] = w.T if part == "weight" else w
-            qkv = weights[f"{hf}attn.c_attn.{part}"]
-            qkv = qkv.T if part == "weight" else qkv  # (3 d_model, d_model) or (3 d_model,)
-            for name, w in zip(("w_q", "w_k", "w_v"), qkv.chunk(3, dim=0), strict=True):
-                state[f"{book}attention.{name}.{part}"] = w
+        for ln, norm in NORMS.items():
+            state[f"{book}{norm}.{part}"] = weights[f"{hf}{ln}.{part}"]
+        for conv, linear in LINEARS.items():
+            w = weights[f"{hf}{conv}.{part}"]
+            state[f"{book}{linear}.{part}"] = w.T if part == "weight" else w
+        qkv = weights[f"{hf}attn.c_attn.{part}"]
+        qkv = qkv.T if part == "weight" else qkv  # (3 d_model, d_model), or bias
+        for name, w in zip(QKV, qkv.chunk(3, dim=0), strict=True):
+            state[f"{book}attention.{name}.{part}"] = w
     return state
 
 
 def to_hf(state: dict[str, Tensor]) -> dict[str, Tensor]:
-    """GPT2LM's state dict -> Hugging Face's GPT-2 names (contiguous, as safetensors
-    stores them; the tied output matrix once, as ``wte``)."""
+    """GPT2LM's state dict -> Hugging Face's GPT-2 names, contiguous as safetensors
+    stores them; the tied output matrix once, as ``wte``."""
     weights = {
         "wte.weight": state["embed.weight"],
         "wpe.weight": state["position.embedding.weight"],
@@ -115,46 +117,42 @@ def to_hf(state: dict[str, Tensor]) -> dict[str, Tensor]:
         "ln_f.bias": state["norm.bias"],
     }
     blocks = {name.split(".")[1] for name in state if name.startswith("blocks.")}
-    for i in blocks:
+    for i, part in ((i, part) for i in blocks for part in ("weight", "bias")):
         hf, book = f"h.{i}.", f"blocks.{i}."
-        for part in ("weight", "bias"):
-            for ln, norm in NORMS.items():
-                weights[f"{hf}{ln}.{part}"] = state[f"{book}{norm}.{part}"]
-            for conv, linear in LINEARS.items():
-                w = state[f"{book}{linear}.{part}"]
-                weights[f"{hf}{conv}.{part}"] = w.T if part == "weight" else w
-            qkv = torch.cat([state[f"{book}attention.{n}.{part}"] for n in ("w_q", "w_k", "w_v")])
-            weights[f"{hf}attn.c_attn.{part}"] = qkv.T if part == "weight" else qkv
+        for ln, norm in NORMS.items():
+            weights[f"{hf}{ln}.{part}"] = state[f"{book}{norm}.{part}"]
+        for conv, linear in LINEARS.items():
+            w = state[f"{book}{linear}.{part}"]
+            weights[f"{hf}{conv}.{part}"] = w.T if part == "weight" else w
+        qkv = torch.cat([state[f"{book}attention.{name}.{part}"] for name in QKV])
+        weights[f"{hf}attn.c_attn.{part}"] = qkv.T if part == "weight" else qkv
     return {name: w.detach().contiguous() for name, w in weights.items()}
 
 
+def _listed(names: set[str]) -> str:
+    """At most three names, then how many more."""
+    more = f" (+{len(names) - 3} more)" if len(names) > 3 else ""
+    return ", ".join(sorted(names)[:3]) + more
+
+
 def check_names(weights: dict[str, Tensor], expected: dict[str, Tensor]) -> None:
-    """Raise one ValueError line unless ``weights`` (a file's) hold exactly the names and
-    shapes of ``expected`` (:func:`to_hf` of the model that config.json describes)."""
+    """Raise a one-line ValueError unless ``weights`` (a file's) hold exactly the
+    names and shapes of ``expected`` (:func:`to_hf` of the model config.json
+    describes), once :data:`SKIPPED` buffers and a tied ``lm_head`` are removed."""
     found = {n.removeprefix("transformer."): w for n, w in weights.items()}
     found = {n: w for n, w in found.items() if not n.endswith(SKIPPED)}
-    head = found.pop("lm_head.weight", None)
-    if head is not None and "wte.weight" in found and not torch.equal(head, found["wte.weight"]):
-        raise ValueError("lm_head.weight differs from wte.weight: GPT2LM ties the two")
-
-    def listed(names: set[str]) -> str:
-        names_sorted = sorted(names)
-        more = f" (+{len(names) - 3} more)" if len(names) > 3 else ""
-        return ", ".join(names_sorted[:3]) + more
-
+    head, wte = found.pop("lm_head.weight", None), found.get("wte.weight")
+    if head is not None and wte is not None and not torch.equal(head, wte):
+        raise ValueError("lm_head.weight differs from wte.weight: GPT2LM ties them")
     missing, extra = set(expected) - set(found), set(found) - set(expected)
     if missing or extra:
-        raise ValueError(
-            "model.safetensors does not match config.json: "
-            + "; ".join(
-                f"{what} {listed(names)}"
-                for what, names in (("missing", missing), ("unexpected", extra))
-                if names
-            )
-        )
+        differences = [("missing", missing), ("unexpected", extra)]
+        what = "; ".join(f"{kind} {_listed(n)}" for kind, n in differences if n)
+        raise ValueError(f"model.safetensors does not match config.json: {what}")
     for name, w in expected.items():
         if found[name].shape != w.shape:
+            shape = tuple(found[name].shape)
             raise ValueError(
-                f"model.safetensors has {name} of shape {tuple(found[name].shape)}, but "
-                f"config.json implies {tuple(w.shape)}"
+                f"model.safetensors has {name} of shape {shape}, but config.json "
+                f"implies {tuple(w.shape)}"
             )

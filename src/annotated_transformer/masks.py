@@ -11,8 +11,9 @@ All masks are boolean and ``True`` means *may attend* (the convention of
 - :func:`segment_mask` ``(batch, q_len, k_len)`` and :func:`segment_positions`: for rows that
   hold several sentences one after another (sequence packing), each token sees only its own
   sentence and counts its position from that sentence's start;
-- :func:`left_padding_mask` ``(batch, new, past + new)`` and :func:`left_padding_positions`:
-  for prompts of different lengths padded on the left, generated in one batch.
+- :func:`left_padding_mask` ``(batch, new, past + new)`` and
+  :func:`left_padding_positions`: prompts of different lengths, padded on the left,
+  generated in one batch.
 """
 
 from __future__ import annotations
@@ -133,10 +134,10 @@ def segment_positions(segments: Tensor) -> Tensor:
 def left_padding_mask(real: Tensor, new: int) -> Tensor:
     """Which keys the last ``new`` queries may see in left-padded rows.
 
-    real: bool (batch, past + new), True = a token, False = padding before the prompt
-    returns bool (batch, new, past + new): query i (position past + i) sees key j iff
-    j ≤ past + i and j is a token. A padding query sees only itself: its output is never
-    read, and a row with no key would make the softmax NaN.
+    real: bool (batch, past + new), True = a token, False = padding before it
+    returns bool (batch, new, past + new): query i (position past + i) sees key j
+    iff j ≤ past + i and j is a token. A padding query sees only itself: its output
+    is never read, and a row with no key would make the softmax NaN.
     """
     if real.dtype != torch.bool or real.dim() != 2 or not 1 <= new <= real.size(1):
         raise ValueError(
@@ -151,8 +152,8 @@ def left_padding_mask(real: Tensor, new: int) -> Tensor:
 
 
 def left_padding_positions(real: Tensor, new: int) -> Tensor:
-    """Positions (batch, new) of the last ``new`` places, counted from each row's first
-    token, as if the row had no padding (padding gets 0). real: bool (batch, past + new)."""
+    """Positions (batch, new) of the last ``new`` places, counted from each row's
+    first token as if it had no padding (padding: 0). real: (batch, past + new)."""
     return (real.long().cumsum(-1) - 1).clamp(min=0)[:, real.size(1) - new :]
 
 

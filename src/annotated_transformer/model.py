@@ -261,9 +261,9 @@ def check_lm_input(
     of cached positions (the position of x's first token).
 
     The model has ``n_blocks`` blocks and a context of ``max_len`` positions; ``cache`` must
-    hold one :class:`KVCache` per block; ``mask``, if given, is bool (batch, past + len).
-    Shapes only: the ids' values are checked where they enter (``embeddings.check_ids``),
-    not in every forward pass.
+    hold one :class:`KVCache` per block; ``mask``, if given, is bool
+    (batch, past + len). Shapes only: the ids' values are checked where they enter
+    (``embeddings.check_ids``), not in every forward pass.
     """
     check_tokens(x, "x")
     if cache is not None and len(cache) != n_blocks:
@@ -280,13 +280,11 @@ def check_lm_input(
             f"model's context of max_len={max_len}; feed at most the last "
             f"{max_len} bytes (sampling.sample crops the context for you)"
         )
-    if mask is not None and (
-        mask.dtype != torch.bool or tuple(mask.shape) != (x.size(0), past + x.size(1))
-    ):
+    shape = (x.size(0), past + x.size(1))
+    if mask is not None and (mask.dtype, tuple(mask.shape)) != (torch.bool, shape):
         raise ValueError(
-            f"mask must be bool (batch, cached + new) = ({x.size(0)}, {past + x.size(1)}), "
-            f"True at tokens and False at left padding; got {mask.dtype} "
-            f"{tuple(mask.shape)}"
+            f"mask must be bool (batch, cached + new) = {shape}, True at tokens "
+            f"and False at left padding; got {mask.dtype} {tuple(mask.shape)}"
         )
     return past
 
@@ -302,8 +300,8 @@ class DecoderLM(nn.Module):
     (0 without a cache) and must stay below ``max_len``, the longest context it was built for.
     cache: from :meth:`new_cache`, one :class:`KVCache` per block; then x holds only the new
     bytes and the cache is extended in place.
-    mask: bool (batch, past + len), False at the padding on the left of shorter prompts:
-    never attended to, and each row's positions start at its first token.
+    mask: bool (batch, past + len), False at the padding on the left of shorter
+    prompts: never attended to, and each row's positions start at its first token.
     returns logits (batch, len, vocab): scores of the byte at each position's next position
     """
 
@@ -336,7 +334,10 @@ class DecoderLM(nn.Module):
         return [KVCache() for _ in self.blocks]
 
     def forward(
-        self, x: Tensor, cache: list[KVCache] | None = None, mask: Tensor | None = None
+        self,
+        x: Tensor,
+        cache: list[KVCache] | None = None,
+        mask: Tensor | None = None,
     ) -> Tensor:
         past = check_lm_input(x, cache, len(self.blocks), self.max_len, mask)
         if mask is None:

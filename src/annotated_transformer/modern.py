@@ -58,11 +58,16 @@ def check_choices(norm: str, positions: str, feed_forward: str) -> None:
             raise ValueError(f"{name}={value!r}: use one of {', '.join(choices)}")
 
 
-def make_norm(norm: str, d_model: int, bias: bool, eps: float | None = None) -> nn.Module:
+def make_norm(
+    norm: str,
+    d_model: int,
+    bias: bool,
+    eps: float | None = None,
+) -> nn.Module:
     """RMSNorm (``"rms"``) or LayerNorm (``"layer"``, its bias only if ``bias``).
 
-    eps: added to the variance; None takes each norm's usual one, 1e-6 for RMSNorm and
-    PyTorch's 1e-5 for LayerNorm (Llama's checkpoints use 1e-5 with RMSNorm, GPT-2's 1e-5).
+    eps: added to the variance; None takes each norm's usual one, 1e-6 for RMSNorm
+    and PyTorch's 1e-5 for LayerNorm (Llama's checkpoints set 1e-5 for RMSNorm).
     """
     if norm == "rms":
         return RMSNorm(d_model, 1e-6 if eps is None else eps)
@@ -78,8 +83,9 @@ class ModernBlock(nn.Module):
     "alibi" act here, in the attention, the others at the input of the model.
     x: (batch, new, d_model); cache: a :class:`KVCache` of kv_heads heads for generation;
     rope: (cos, sin) tables for the new positions (with RoPE), or None to compute them here;
-    alibi: likewise ALiBi's bias (h, new, past + new); mask: bool (batch, new, past + new)
-    for left-padded rows (see :meth:`GroupedQueryAttention.forward`).
+    alibi: likewise ALiBi's bias (h, new, past + new);
+    mask: bool (batch, new, past + new) for left-padded rows
+    (:meth:`~annotated_transformer.gqa.GroupedQueryAttention.forward`).
     returns (batch, new, d_model)
     """
 
@@ -124,7 +130,8 @@ class ModernBlock(nn.Module):
         alibi: Tensor | None = None,
         mask: Tensor | None = None,
     ) -> Tensor:
-        x = x + self.dropout(self.attention(self.norm1(x), cache, rope, alibi, mask))
+        attended = self.attention(self.norm1(x), cache, rope, alibi, mask)
+        x = x + self.dropout(attended)
         return x + self.dropout(self.feed_forward(self.norm2(x)))
 
 
@@ -150,9 +157,9 @@ class ModernDecoderLM(nn.Module):
     without a cache) and must stay below max_len.
     cache: from :meth:`new_cache`, one :class:`KVCache` per block; then x holds only the new
     bytes and the cache is extended in place.
-    mask: bool (batch, past + len), False at the padding on the left of shorter prompts
-    (cached places included): padding is never attended to and each row's positions start
-    at its first token, so a row's logits are those of its prompt alone.
+    mask: bool (batch, past + len), False at the padding on the left of shorter
+    prompts (cached places included): padding is never attended to and each row's
+    positions start at its first token, so a row's logits are its prompt's alone.
     returns logits (batch, len, vocab): scores of the byte at each position's next position
     """
 
@@ -190,11 +197,11 @@ class ModernDecoderLM(nn.Module):
         elif positions == "sinusoidal":
             self.position = PositionalEncoding(d_model, 0.0, max_len)
         self.dropout = nn.Dropout(dropout)
-        options = {"norm": norm, "positions": positions, "feed_forward": feed_forward}
-        self.blocks = nn.ModuleList(
-            ModernBlock(d_model, h, kv_heads, d_ff, dropout, rope_base, eps, bias=bias, **options)
-            for _ in range(N)
-        )
+        sizes = (d_model, h, kv_heads, d_ff, dropout, rope_base, eps)
+        switches = {"norm": norm, "positions": positions, "bias": bias}
+        switches["feed_forward"] = feed_forward
+        blocks = (ModernBlock(*sizes, **switches) for _ in range(N))
+        self.blocks = nn.ModuleList(blocks)
         self.norm = make_norm(norm, d_model, bias, eps)
         self.to_logits = nn.Linear(d_model, vocab, bias=bias)
         self.h, self.d_k = h, d_model // h
@@ -221,7 +228,10 @@ class ModernDecoderLM(nn.Module):
         self.max_len = max_len
 
     def forward(
-        self, x: Tensor, cache: list[KVCache] | None = None, mask: Tensor | None = None
+        self,
+        x: Tensor,
+        cache: list[KVCache] | None = None,
+        mask: Tensor | None = None,
     ) -> Tensor:
         past = check_lm_input(x, cache, len(self.blocks), self.max_len, mask)
         keys = None if mask is None else left_padding_mask(mask, x.size(1))
@@ -236,11 +246,11 @@ class ModernDecoderLM(nn.Module):
         h = self.dropout(h)
         # Positions inside the attention are computed once, for every block.
         rope = alibi = None
-        if self.positions == "rope":  # cos/sin tables (len or batch, 1, len; d_k / 2)
+        if self.positions == "rope":  # cos, sin: (len or batch, 1, len; d_k / 2)
             dtype = torch.promote_types(h.dtype, torch.float32)
             rope = rope_tables(positions, self.d_k, self.rope_base, dtype)
             if mask is not None:
-                rope = (rope[0].unsqueeze(1), rope[1].unsqueeze(1))  # one row per batch row
+                rope = (rope[0].unsqueeze(1), rope[1].unsqueeze(1))  # a row per row
         elif self.positions == "alibi":
             alibi = alibi_bias(self.h, x.size(1), past, x.device)  # (h, len, past + len)
         for i, block in enumerate(self.blocks):

@@ -67,11 +67,14 @@ def check_sampling(temperature: float, top_k: int | None, length: int) -> None:
         raise ValueError(f"length must be >= 0 new bytes, got {length}")
 
 
-def left_pad(prompts: Sequence[Sequence[int]], pad: int = 0) -> tuple[Tensor, Tensor]:
-    """Prompts of different lengths as one batch for :func:`sample`, padded on the left.
+def left_pad(
+    prompts: Sequence[Sequence[int]],
+    pad: int = 0,
+) -> tuple[Tensor, Tensor]:
+    """Prompts of different lengths as one batch for :func:`sample`, padded left.
 
-    returns ids (batch, longest) with ``pad`` before the shorter prompts, and their mask,
-    bool (batch, longest), False at the padding
+    returns ids (batch, longest) with ``pad`` before the shorter prompts, and their
+    mask, bool (batch, longest), False at the padding
     """
     if not prompts or min(map(len, prompts)) < 1:
         raise ValueError("give at least one prompt, each of at least one token")
@@ -95,10 +98,11 @@ def sample(
     """Continue ``prompt`` (batch, prompt_len) by ``length`` sampled bytes.
 
     generator: a seeded ``torch.Generator`` on the model's device makes the draw reproducible.
-    mask: bool (batch, prompt_len), False at the padding on the left of shorter prompts
-    (prompts of different lengths in one batch; the model's forward takes ``mask``): each
-    row is continued as if its prompt were alone. Rows are cropped together, so a padded
-    row sees fewer tokens of context than the window holds.
+    mask: bool (batch, prompt_len), False at the padding on the left of shorter
+    prompts (prompts of different lengths in one batch, :func:`left_pad`; the
+    model's forward takes ``mask``): each row is continued as if its prompt were
+    alone. Rows are cropped together, so a padded row sees fewer tokens of context
+    than the window holds.
     returns (batch, prompt_len + length): the prompt followed by the new bytes.
     The model runs in eval mode (no dropout) and is put back in its former mode afterwards.
     """
@@ -109,13 +113,13 @@ def sample(
             "the model needs at least one byte to condition on"
         )
     check_ids(prompt, model.vocab)  # once, not in every forward pass
-    if mask is not None and (
-        mask.dtype != torch.bool or mask.shape != prompt.shape or not mask[:, -1].all()
-    ):
-        raise ValueError(
-            f"mask must be bool {tuple(prompt.shape)} like the prompt, False only at "
-            "padding on the left (every prompt's last place is a token)"
-        )
+    if mask is not None:
+        like_prompt = (mask.dtype, mask.shape) == (torch.bool, prompt.shape)
+        if not like_prompt or not mask[:, -1].all():
+            raise ValueError(
+                f"mask must be bool {tuple(prompt.shape)} like the prompt, False "
+                "only at padding on the left (every prompt's last place is a token)"
+            )
     with evaluating(model):
         text = prompt.to(next(model.parameters()).device)
         real = None if mask is None else mask.to(text.device)  # (batch, text_len)
@@ -130,13 +134,13 @@ def sample(
                 cache = model.new_cache()  # (re)fill: run the whole context once
                 logits = model(text[:, new_start:], cache, **padding)
             else:
-                logits = model(text[:, -1:], cache, **padding)  # only the newest byte
+                logits = model(text[:, -1:], cache, **padding)  # the newest byte
             start = new_start
             probs = next_byte_distribution(logits[:, -1], temperature, top_k)  # (batch, vocab)
             next_byte = torch.multinomial(probs, 1, generator=generator)  # (batch, 1)
             text = torch.cat([text, next_byte], dim=1)
-            if real is not None:
-                real = torch.cat([real, torch.ones_like(next_byte, dtype=torch.bool)], dim=1)
+            if real is not None:  # the new byte is a token
+                real = torch.cat([real, next_byte >= 0], dim=1)
     return text
 
 

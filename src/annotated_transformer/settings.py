@@ -5,7 +5,8 @@ Every chapter and command line reads these, so one switch changes them all:
 - ``AT_DATA_MIRROR``: a folder laid out like the canonical downloads (``multi30k/``, ``imdb/``,
   ``chars/``); files found there are checksum-verified and used instead of the network.
 - ``AT_CACHE_DIR``: where downloads are kept (default ``~/.cache/annotated_transformer``).
-- ``AT_GPT2_DIR``: the folder of GPT-2's published files (default the cache's ``gpt2/``).
+- ``AT_GPT2_DIR``: the folder of GPT-2's published files (default: the cache's
+  ``gpt2/``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,6 @@ def cache_dir() -> Path:
 
 
 def gpt2_dir() -> Path:
-    """GPT-2's files: ``AT_GPT2_DIR``, else ``gpt2/`` in the cache (:func:`cache_dir`)."""
+    """GPT-2's files: ``AT_GPT2_DIR``, else ``gpt2/`` in :func:`cache_dir`."""
     folder = os.environ.get("AT_GPT2_DIR")
     return Path(folder).expanduser() if folder else cache_dir() / "gpt2"
