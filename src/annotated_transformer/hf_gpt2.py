@@ -81,51 +81,49 @@ def gpt2_config(sizes: dict[str, Any], dropout: float = 0.0) -> dict[str, Any]:
     }
 
 
+def _one_to_one(blocks: set[str]) -> list[tuple[str, str, bool]]:
+    """(Hugging Face's name, GPT2LM's name, transposed?) of every weight but W^Q,
+    W^K and W^V, for the blocks numbered ``blocks``."""
+    pairs = [("wte", "embed"), ("wpe", "position.embedding")]
+    names = [(f"{hf}.weight", f"{book}.weight", False) for hf, book in pairs]
+    names += [(f"ln_f.{p}", f"norm.{p}", False) for p in ("weight", "bias")]
+    for i, part in ((i, part) for i in blocks for part in ("weight", "bias")):
+        hf, book = f"h.{i}.", f"blocks.{i}."
+        for ln, norm in NORMS.items():
+            names.append((f"{hf}{ln}.{part}", f"{book}{norm}.{part}", False))
+        for conv, linear in LINEARS.items():
+            conv_name, linear_name = f"{hf}{conv}.{part}", f"{book}{linear}.{part}"
+            names.append((conv_name, linear_name, part == "weight"))
+    return names
+
+
 def from_hf(weights: dict[str, Tensor]) -> dict[str, Tensor]:
     """Hugging Face's GPT-2 weights -> GPT2LM's state dict; matrices (in, out)
     become (out, in). Names are not checked here: see :func:`check_names`."""
     weights = {name.removeprefix("transformer."): w for name, w in weights.items()}
-    state = {
-        "embed.weight": weights["wte.weight"],
-        "to_logits.weight": weights["wte.weight"],  # tied
-        "position.embedding.weight": weights["wpe.weight"],
-        "norm.weight": weights["ln_f.weight"],
-        "norm.bias": weights["ln_f.bias"],
-    }
     blocks = {name.split(".")[1] for name in weights if name.startswith("h.")}
+    state = {}
+    for hf, book, transposed in _one_to_one(blocks):
+        state[book] = weights[hf].T if transposed else weights[hf]
+    state["to_logits.weight"] = state["embed.weight"]  # tied
     for i, part in ((i, part) for i in blocks for part in ("weight", "bias")):
-        hf, book = f"h.{i}.", f"blocks.{i}."
-        for ln, norm in NORMS.items():
-            state[f"{book}{norm}.{part}"] = weights[f"{hf}{ln}.{part}"]
-        for conv, linear in LINEARS.items():
-            w = weights[f"{hf}{conv}.{part}"]
-            state[f"{book}{linear}.{part}"] = w.T if part == "weight" else w
-        qkv = weights[f"{hf}attn.c_attn.{part}"]
+        qkv = weights[f"h.{i}.attn.c_attn.{part}"]
         qkv = qkv.T if part == "weight" else qkv  # (3 d_model, d_model), or bias
         for name, w in zip(QKV, qkv.chunk(3, dim=0), strict=True):
-            state[f"{book}attention.{name}.{part}"] = w
+            state[f"blocks.{i}.attention.{name}.{part}"] = w
     return state
 
 
 def to_hf(state: dict[str, Tensor]) -> dict[str, Tensor]:
     """GPT2LM's state dict -> Hugging Face's GPT-2 names, contiguous as safetensors
     stores them; the tied output matrix once, as ``wte``."""
-    weights = {
-        "wte.weight": state["embed.weight"],
-        "wpe.weight": state["position.embedding.weight"],
-        "ln_f.weight": state["norm.weight"],
-        "ln_f.bias": state["norm.bias"],
-    }
     blocks = {name.split(".")[1] for name in state if name.startswith("blocks.")}
+    weights = {}
+    for hf, book, transposed in _one_to_one(blocks):
+        weights[hf] = state[book].T if transposed else state[book]
     for i, part in ((i, part) for i in blocks for part in ("weight", "bias")):
-        hf, book = f"h.{i}.", f"blocks.{i}."
-        for ln, norm in NORMS.items():
-            weights[f"{hf}{ln}.{part}"] = state[f"{book}{norm}.{part}"]
-        for conv, linear in LINEARS.items():
-            w = state[f"{book}{linear}.{part}"]
-            weights[f"{hf}{conv}.{part}"] = w.T if part == "weight" else w
-        qkv = torch.cat([state[f"{book}attention.{name}.{part}"] for name in QKV])
-        weights[f"{hf}attn.c_attn.{part}"] = qkv.T if part == "weight" else qkv
+        qkv = torch.cat([state[f"blocks.{i}.attention.{n}.{part}"] for n in QKV])
+        weights[f"h.{i}.attn.c_attn.{part}"] = qkv.T if part == "weight" else qkv
     return {name: w.detach().contiguous() for name, w in weights.items()}
 
 
