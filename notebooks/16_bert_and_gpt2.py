@@ -799,12 +799,11 @@ from annotated_transformer.sampling import left_pad, sample
 show_source(hf_gpt2.from_hf)
 
 # %% [markdown]
-# The tokenizer had to change for this. GPT-2 cuts the *text* into pieces before
-# merging, so the two bytes of "é" share a piece and can merge; cutting the bytes'
-# Latin-1 view, as this chapter's first version did, split them, and no merge could
-# ever join them. GPT-2's pattern (`"gpt2"`, next to chapter 12's `"words"`) also
-# splits off English contractions and keeps a run of spaces together, except the
-# last space, which starts the next word:
+# GPT-2 cuts the *text* into pieces before merging, so the two bytes of "é" share a
+# piece and can merge; cutting the Latin-1 view of the bytes instead would split
+# them, and no merge could ever join them. GPT-2's pattern (`"gpt2"`, next to chapter
+# 12's `"words"`) also splits off English contractions and keeps a run of spaces
+# together, except the last space, which starts the next word:
 
 # %%
 sentence = "It's   GPT-2's café: 3.14 🙂"
