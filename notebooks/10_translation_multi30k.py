@@ -274,12 +274,7 @@ ratios.assign(padding=ratios["padding"].map("{:.1%}".format))
 # left at their ends:
 
 # %% [markdown]
-# ![Three sentence pairs laid end to end in one row, each in its own colour, with
-# positions restarting at 0 for each pair and one padding token at the end of each
-# side. Below, three attention masks from segment_mask: encoder self-attention and
-# decoder-to-source attention are block-diagonal, one block per pair, and the
-# decoder's self-attention is block-diagonal and lower-triangular; the padding row
-# may attend to every key.](figures/10_packing.svg)
+# ![Three sentence pairs laid end to end in one row, each in its own colour, with positions restarting at 0 for each pair and one padding token at the end of each side. Below, three attention masks from segment_mask: encoder self-attention and decoder-to-source attention are block-diagonal, one block per pair, and the decoder's self-attention is block-diagonal and lower-triangular; the padding row may attend to every key.](figures/10_packing.svg)
 #
 # *Packing: several pairs share a row; `segment_positions` restarts the positions
 # and `segment_mask` keeps every token inside its own pair (drawn from

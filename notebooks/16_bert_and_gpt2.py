@@ -105,10 +105,7 @@ FRESH = PRESET == "tiny"  # CI: the same small runs every time
 # a good representation of every one of them.
 
 # %% [markdown]
-# ![A table of ten tokens, [CLS] the film was a great waste of time [SEP], with
-# the inputs and labels mask_tokens returns. Three are selected: film becomes
-# [MASK], waste becomes the random word piano, time stays time; their labels are
-# the original words, every other label is -100.](figures/16_bert_masking.svg)
+# ![A table of ten tokens, [CLS] the film was a great waste of time [SEP], with the inputs and labels mask_tokens returns. Three are selected: film becomes [MASK], waste becomes the random word piano, time stays time; their labels are the original words, every other label is -100.](figures/16_bert_masking.svg)
 #
 # *BERT's corruption of one review: `mask_tokens` returns the inputs and the
 # labels the loss reads.*

@@ -75,6 +75,8 @@ def test_every_figure_is_in_a_chapter_with_alt_text() -> None:
             r"!\[([^\]]*(?:\[[^\]]*\][^\]]*)*)\]\(figures/(\w+)\.svg\)", markdown
         ):
             assert len(alt.split()) >= 10, f"{chapter.name}: {name} needs an alt text"
+            # MyST joins the lines of an alt text without a space: keep it on one line
+            assert "\n" not in alt, f"{chapter.name}: {name}'s image on one line"
             assert name.startswith(chapter.name[:2]), f"{name} is in {chapter.name}"
             used[name] = chapter.name
     assert sorted(used) == sorted(figures.FIGURES)

@@ -267,10 +267,10 @@ def rnn_bottleneck() -> str:
         c.box(x, 64, 64, 28, f"h{SUB[i]}", "blue", mono=False)
         if i:
             c.line([(x - 8, 78), (x - 1, 78)])
-    c.box(158, 112, 64, 30, "c", "red", mono=False)
-    c.line([(xs[4] + 32, 92), (222, 124)])
-    c.text(230, 134, "fixed size, any length", 13, anchor="start", fill=MUTED)
-    c.line([(158, 130), (xs[0] + 32, 160)])
+    c.box(xs[4], 110, 64, 28, "c", "red", mono=False)
+    down(c, xs[4] + 32, 92, 108)
+    c.text(xs[4] - 8, 129, "fixed size, any length", 13, anchor="end", fill=MUTED)
+    c.line([(xs[4] + 32, 138), (xs[4] + 32, 148), (xs[0] + 32, 148), (xs[0] + 32, 160)])
     for i, x in enumerate(xs):
         c.box(x, 162, 64, 28, f"s{SUB[i]}", "orange", mono=False)
         if i:
@@ -297,7 +297,16 @@ def rnn_bottleneck() -> str:
             color=TONES["blue"][1],
             width=0.8 + 7 * weights[i],
         )
-        c.text(x + 32, top + 78, f"{weights[i]:.2f}", 13, fill=MUTED)
+        line_x = x + 32 + (190 - x - 32) * 20 / 48  # where the line is at the label
+        left = i <= 2
+        c.text(
+            line_x + (-6 if left else 6),
+            top + 82,
+            f"{weights[i]:.2f}",
+            13,
+            anchor="end" if left else "start",
+            fill=MUTED,
+        )
     c.circle(190, top + 122, 15, "Σ", "grey")
     c.text(212, top + 140, "c₃", 14, anchor="start")
     down(c, 190, top + 137, top + 160)
@@ -922,8 +931,6 @@ def teacher_forcing() -> str:
     for i in range(5):
         down(c, x0 + i * cw + 26, 198, 212)
         c.box(x0 + i * cw, 214, cw - 6, 28, f"p{SUB[i]}", "blue", mono=False)
-    c.text(312, 226, "pᵢ: next-", 13, anchor="start", fill=MUTED)
-    c.text(312, 243, "word guess", 13, anchor="start", fill=MUTED)
     for i in range(5):
         c.text(x0 + i * cw + 26, 262, "vs", 13, fill=MUTED)
     row(292, "tgt_y = target[:, 1:]  (expected output)", TEACHER[1:], "green")
@@ -938,9 +945,10 @@ def teacher_forcing() -> str:
         )
     lines = [
         "The decoder reads the true target, shifted right by",
-        "one: at every position it predicts the next word, all",
-        "positions at once. loss = Σᵢ −log pᵢ(tgt_yᵢ), divided",
-        "by ntokens (here 4): <pad> targets are skipped.",
+        "one: at every position i it predicts pᵢ, a distribution",
+        "over the next word, all positions at once. The loss,",
+        "Σᵢ −log pᵢ(tgt_yᵢ), is divided by ntokens (here 4):",
+        "<pad> targets are skipped.",
     ]
     for i, s_ in enumerate(lines):
         c.text(14, 370 + i * 18, s_, 13, anchor="start", fill=MUTED)
@@ -1406,11 +1414,11 @@ def xl_memory(seg_len: int = 4, n_blocks: int = 2) -> str:
         )
     y = ys[0] + 36
     lines = [
-        "Each block's queries (current segment) attend to the",
-        "previous segment's states kept as memory, no gradient",
-        "through them; orange: what the last position reads.",
-        "The memory each block leaves (memory.tensors) is the",
-        "next segment's. Reach grows a segment per block.",
+        "Queries of the current segment attend to the previous",
+        "segment's states, kept as memory without gradient;",
+        "orange: what the last position reads. The memory",
+        "each block leaves (memory.tensors) is the next",
+        "segment's; reach grows by a segment per block.",
     ]
     for i, s in enumerate(lines):
         c.text(14, y + i * 18, s, 13, anchor="start", fill=MUTED)
