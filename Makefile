@@ -56,7 +56,7 @@ NBVAL := -p no:cacheprovider --nbval --nbval-current-env --nbval-cell-timeout=90
         execute listings figures clean
 
 help:
-	@sed -n '1,11p' Makefile
+	@sed -n '1,12p' Makefile
 
 # The venv's Python must be 3.11 or newer: say so, instead of failing deep inside pip.
 $(PY):
