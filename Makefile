@@ -7,6 +7,7 @@
 #
 # Smaller steps: make setup | doctor | lint | unit | nbval | site | site-check | sync | format
 #                make listings   (refresh the package listings stored in the chapters)
+#                make figures    (draw the diagrams in notebooks/figures again from their source)
 #                make execute CHAPTER=02_self_attention   (one chapter, full size, in place)
 #                make lock [UPGRADE=1]   re-resolve .ci/requirements.lock (see README)
 
@@ -52,10 +53,10 @@ NBVAL := -p no:cacheprovider --nbval --nbval-current-env --nbval-cell-timeout=90
          --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: help setup doctor lock test book lint unit nbval site site-check chromium sync format \
-        execute listings clean
+        execute listings figures clean
 
 help:
-	@sed -n '1,10p' Makefile
+	@sed -n '1,12p' Makefile
 
 # The venv's Python must be 3.11 or newer: say so, instead of failing deep inside pip.
 $(PY):
@@ -142,6 +143,11 @@ execute: setup
 # After a change to package code that a chapter shows: render its stored listings again.
 listings: setup
 	$(PY) -m annotated_transformer.book.listings $(CHAPTERS:.py=.ipynb)
+
+# The diagrams: annotated_transformer/book/figures.py -> notebooks/figures/*.svg (committed;
+# a unit test checks them). Needs only the venv's Python and torch, not a fresh setup.
+figures:
+	PYTHONPATH=src $(PY) -m annotated_transformer.book.figures notebooks/figures
 
 sync: setup
 	$(BIN)/jupytext --sync $(CHAPTERS)

@@ -166,6 +166,12 @@ viz.heatmap(
 #
 # These three maps are the only parameters self-attention has.
 
+# %% [markdown]
+# ![Data flow: x of shape (b, t, k) goes through three linear maps, to_queries, to_keys and to_values, giving queries, keys and values of shape (b, t, k). Queries times keys transposed gives raw_weights (b, t, t); a softmax over the keys gives weights; weights times values gives the output y of shape (b, t, k).](figures/02_qkv_flow.svg)
+#
+# *Queries, keys and values as a data flow, with the names this chapter's code
+# uses.*
+
 # %%
 torch.manual_seed(1)
 to_queries, to_keys, to_values = (nn.Linear(k, k, bias=False) for _ in range(3))
@@ -290,6 +296,13 @@ print("bmm derivation with 1/√d_k == annotated_transformer.attention.attention
 # features (Bloem calls this *narrow* self-attention; the paper uses $h = 8$ heads of
 # $d_k = 64$ for $d_\text{model} = 512$). Here is the package's class; we then derive what it
 # computes in three ways and check each against it, using its own weights.
+
+# %% [markdown]
+# ![Seven tensor shapes, top to bottom, with the feature axis coloured by head: x (2, 6, 16); linears[0] keeps (2, 6, 16); view gives (2, 6, 4, 4); transpose(1, 2) gives (2, 4, 6, 4), four separate slabs, one per head; attention keeps (2, 4, 6, 4) with weights (2, 4, 6, 6); transpose and reshape merge the heads back into (2, 6, 16); linears[3] gives (2, 6, 16).](figures/02_multihead_shapes.svg)
+#
+# *How `MultiHeadedAttention` splits $d_\text{model}$ into $h$ heads of $d_k$
+# features and merges them again, with the sizes of the example below (batch 2, t
+# 6, d_model 16, h 4).*
 
 # %%
 show_source(MultiHeadedAttention)

@@ -57,6 +57,12 @@ from annotated_transformer.vocab import SPECIALS, Vocab
 _ = torch.manual_seed(0)
 
 # %% [markdown]
+# ![The sentence Two dogs play. cut three ways: into words (Two, dogs, play, full stop), into byte pairs (▁Two, ▁dog, s, ▁play, full stop) and into characters (T, w, o, space, d, o, g, s and so on), each token with an example id below it. Then four ids each point to a row of the embedding table, giving a (len, d_model) matrix of vectors.](figures/03_tokens_to_vectors.svg)
+#
+# *From text to vectors: tokens (words, byte pairs or characters), their ids in a
+# vocabulary, and the rows of the embedding table those ids select.*
+
+# %% [markdown]
 # ## The data: Multi30k
 #
 # Multi30k (Elliott et al. 2016) is the translation task of Part IV: 29,000 training pairs of

@@ -340,6 +340,12 @@ assert summary["with residuals"].min() > 0.1 * summary["with residuals"].max()
 #
 # The package's encoder-decoder follows the code:
 
+# %% [markdown]
+# ![Two residual blocks side by side. Post-norm (TransformerBlock): x goes through the sublayer and dropout, is added to x, then LayerNorm: LN(x + Sublayer(x)). Pre-norm (SublayerConnection): x goes through LayerNorm, the sublayer and dropout, then is added to x, so the skip path from x to the output is a plain identity: x + Sublayer(LN(x)).](figures/05_residual_norms.svg)
+#
+# *Where the norm goes: after the residual sum (post-norm, the paper's text) or
+# before the sublayer (pre-norm, the Annotated Transformer's code).*
+
 # %%
 show_source(SublayerConnection)
 

@@ -45,6 +45,12 @@ _ = torch.manual_seed(0)
 PAD = 0  # the padding token's id in this chapter's toy vocabulary
 
 # %% [markdown]
+# ![Masks on one pair, source ein Hund läuft with two padding tokens and target start-token a dog runs with one. Padding masks: a row per sentence, real tokens allowed, padding hidden. subsequent_mask(5): a lower-triangular 5 by 5 grid. make_std_mask(tgt, PAD): the same triangle without the padding column, and the padding query row allowed only its own position.](figures/06_masks.svg)
+#
+# *The three masks of this chapter on one sentence pair, drawn from the package's
+# `padding_mask`, `subsequent_mask` and `make_std_mask`.*
+
+# %% [markdown]
 # ## Padding
 #
 # Four source sentences of lengths 7, 4, 3 and 5, padded to 7 tokens with id 0:

@@ -62,6 +62,12 @@ _ = torch.manual_seed(0)
 PAD = 0
 
 # %% [markdown]
+# ![The whole EncoderDecoder built by make_model, top to bottom: src goes through src_embed (TokenAndPosition: Embeddings plus PositionalEncoding) into the encoder (Encoder: N = 6 EncoderLayers, each self_attn MultiHeadedAttention and feed_forward PositionwiseFeedForward, then norm LayerNorm), which gives memory. tgt goes through tgt_embed into the decoder (Decoder: N = 6 DecoderLayers, each self_attn, src_attn reading memory, feed_forward, then norm), then generator (Generator) gives log-probabilities.](figures/07_full_model.svg)
+#
+# *The model this chapter assembles, each box labelled with its attribute and the
+# package class that implements it (`make_model`'s default N = 6).*
+
+# %% [markdown]
 # ## Position-wise feed-forward network
 #
 # Attention mixes information *between* positions; it is a weighted average, so on its own it

@@ -74,6 +74,12 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # and padding), and counts the real (non-padding) tokens of `tgt_y` — the number the loss will
 # be divided by.
 
+# %% [markdown]
+# ![The target start a dog runs end pad. The decoder input tgt = target[:, :-1] is start a dog runs end; the model and generator predict a distribution p1 to p5 at every position; each is compared with tgt_y = target[:, 1:], a dog runs end pad, by -log p, and the padding target is skipped.](figures/08_teacher_forcing.svg)
+#
+# *Teacher forcing: the decoder reads the target shifted right and predicts it,
+# all positions at once; the loss compares each prediction with `tgt_y` there.*
+
 # %%
 show_source(Batch)
 

@@ -280,6 +280,12 @@ for name, value in accuracy.items():
 # token on 64 fresh sequences, for the trained model and for the partly trained one (whose less
 # certain choices would expose a difference sooner):
 
+# %% [markdown]
+# ![Four decoding steps of one decoder layer. self_kv.key grows by one position a step, from (1, h, 1, d_k) to (1, h, 4, d_k), the newest position projected that step and the others read from the cache. src_kv.key holds all 5 source positions, (1, h, 5, d_k), projected from the memory at step 1 and only read afterwards.](figures/09_kv_cache.svg)
+#
+# *A decoder layer's key/value caches while decoding: `self_kv` gains one position
+# a step, `src_kv` is projected once.*
+
 # %%
 bench_src = variable_copy_batch(V, 64, MAX_SYMBOLS, torch.Generator().manual_seed(777)).src
 bench_mask = padding_mask(bench_src, PAD)
@@ -362,6 +368,12 @@ viz.line_chart(
 # with $\alpha = 0.6$ (§6.1). $\alpha = 0$ turns the penalty off; $\alpha = 1$ divides by
 # (almost) the length, i.e. ranks by the average log-probability per token. The 5 damps the
 # effect on very short outputs, and $lp = 1$ for a single token.
+
+# %% [markdown]
+# ![A beam search tree with beam size 2. From the start token, candidates 3 (-0.4), 5 (-0.6) and 2 (-2.3): 3 and 5 are kept. Next, 3 1 (-2.0) and 5 7 (-0.8) are kept, 3 4 (-2.3) and 5 1 (-2.1) dropped. Then 3 1 end (-2.3) and 5 7 end (-0.9) are kept. Greedy would have taken 3 first and ended at -2.3.](figures/09_beam_search.svg)
+#
+# *Beam search keeps the `beam_size` best partial hypotheses by total
+# log-probability (filled boxes) and drops the rest (dashed).*
 
 # %%
 show_source(gnmt_length_penalty)

@@ -273,6 +273,13 @@ ratios.assign(padding=ratios["padding"].map("{:.1%}".format))
 # the row that stays shortest with it. Rows come out nearly equally long, so little padding is
 # left at their ends:
 
+# %% [markdown]
+# ![Three sentence pairs laid end to end in one row, each in its own colour, with positions restarting at 0 for each pair and one padding token at the end of each side. Below, three attention masks from segment_mask: encoder self-attention and decoder-to-source attention are block-diagonal, one block per pair, and the decoder's self-attention is block-diagonal and lower-triangular; the padding row may attend to every key.](figures/10_packing.svg)
+#
+# *Packing: several pairs share a row; `segment_positions` restarts the positions
+# and `segment_mask` keeps every token inside its own pair (drawn from
+# `PackedBatch`).*
+
 # %%
 show_source(pack_rows)
 

@@ -104,6 +104,12 @@ FRESH = PRESET == "tiny"  # CI: the same small runs every time
 # 10 % stay as they are: the model cannot tell which visible words are genuine and must keep
 # a good representation of every one of them.
 
+# %% [markdown]
+# ![A table of ten tokens, [CLS] the film was a great waste of time [SEP], with the inputs and labels mask_tokens returns. Three are selected: film becomes [MASK], waste becomes the random word piano, time stays time; their labels are the original words, every other label is -100.](figures/16_bert_masking.svg)
+#
+# *BERT's corruption of one review: `mask_tokens` returns the inputs and the
+# labels the loss reads.*
+
 # %%
 show_source(mask_tokens)
 

@@ -1,8 +1,9 @@
 """Open the built site in a headless Chromium-family browser and check what a reader would see.
 
 For every chapter page: the math is typeset by the bundled MathJax, every Altair chart is drawn
-by the bundled Vega (no error box) and fits the page column, and no request leaves the machine
-(every URL the page asks for is a local file). Run after ``jupyter-book build book``:
+by the bundled Vega (no error box) and fits the page column, every figure (an image of the
+article) loads and has alt text, and no request leaves the machine (every URL the page asks for
+is a local file). Run after ``jupyter-book build book``:
 
     python tests/site_check.py book/_build/html [--screenshot PAGE_STEM OUT.png]
 
@@ -44,8 +45,26 @@ SCROLLING_CHARTS = """() => [...document.querySelectorAll("div[id^='altair-viz-'
 })"""
 
 
-def check_page(page, path: Path) -> tuple[list[str], int, int]:
-    """Load one page; return (problems found, charts, typeset math elements)."""
+# The article's images (the diagrams): [src, loaded with a width, alt text] each.
+FIGURES = """() => [...document.querySelectorAll('article img')]
+.map(img => [img.getAttribute('src'), img.complete && img.naturalWidth > 0,
+             (img.getAttribute('alt') || '').trim()])"""
+
+
+def check_figures(page, name: str) -> tuple[list[str], int]:
+    """Every image of the article loaded (naturalWidth > 0) and says what it shows (alt)."""
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('article img')].every(img => img.complete)",
+        timeout=20_000,
+    )
+    images = page.evaluate(FIGURES)
+    problems = [f"{name}: figure {src} did not load" for src, loaded, _ in images if not loaded]
+    problems += [f"{name}: figure {src} has no alt text" for src, _, alt in images if not alt]
+    return problems, len(images)
+
+
+def check_page(page, path: Path) -> tuple[list[str], int, int, int]:
+    """Load one page; return (problems found, charts, typeset math elements, figures)."""
     outside: list[str] = []
     page.on("request", lambda r: None if r.url.startswith(LOCAL_SCHEMES) else outside.append(r.url))
     page.goto(path.as_uri(), wait_until="load")
@@ -76,8 +95,10 @@ def check_page(page, path: Path) -> tuple[list[str], int, int]:
             page.wait_for_selector("article mjx-container", state="attached", timeout=20_000)
         except Exception:
             problems.append(f"{path.name}: math is not typeset (no mjx-container)")
+    found, figures = check_figures(page, path.name)
+    problems += found
     problems += [f"{path.name}: request left the machine: {url}" for url in sorted(set(outside))]
-    return problems, charts, page.locator("mjx-container").count()
+    return problems, charts, page.locator("mjx-container").count(), figures
 
 
 def main() -> int:
@@ -105,9 +126,12 @@ def main() -> int:
         )
         for path in pages:
             page = browser.new_page()
-            found, charts, math = check_page(page, path)
+            found, charts, math, figures = check_page(page, path)
             problems += found
-            print(f"  {path.name}: {charts} charts, {math} math elements, {len(found)} problems")
+            print(
+                f"  {path.name}: {charts} charts, {math} math elements, {figures} figures, "
+                f"{len(found)} problems"
+            )
             if args.screenshot and path.stem == args.screenshot[0]:
                 page.screenshot(path=args.screenshot[1], full_page=False)
             page.close()
