@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import io
 import json
 import math
@@ -563,3 +564,11 @@ def test_a_full_disk_while_saving_is_one_line(
     )
     assert read_checkpoint(out / "last.pt")["step"] == 3
     assert not list(out.glob(".*"))  # no temporary file left
+
+    def log_on_a_full_disk(*args, **kwargs):  # a write outside atomic_write
+        log = str(out / "train.log")
+        raise OSError(errno.ENOSPC, "No space left on device", log)
+
+    monkeypatch.setattr(runner, "train", log_on_a_full_disk)
+    said = f"no space left on the disk of {out} to write train.log"
+    fails(capsys, argv, said, "free some space")
