@@ -4,6 +4,9 @@ Tests that need the real datasets take one of the ``*_mirror`` fixtures; without
 are skipped with a reason, so the unit tests also run on a machine that has none.
 """
 
+import contextlib
+import errno
+import io
 import os
 import subprocess
 import sys
@@ -66,3 +69,46 @@ def torchrun():
         assert f"on {nproc} process(es)" in (Path(out) / "train.log").read_text()
 
     return run
+
+
+class FullDisk(io.RawIOBase):
+    """A file whose disk fills after ``room`` bytes: then ``OSError`` ENOSPC, as the
+    kernel says it."""
+
+    def __init__(self, file: io.BufferedWriter, room: int) -> None:
+        self.file, self.room = file, room
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(data)
+        return self.file.write(data)
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
+@pytest.fixture
+def full_disk():
+    """``with full_disk(room):`` files opened with ``os.fdopen`` (how
+    ``atomic_write`` writes) take ``room`` bytes, then fail as a full disk does."""
+
+    @contextlib.contextmanager
+    def filled(room: int = 0):
+        fdopen = os.fdopen
+
+        def full(fd: int, mode: str) -> FullDisk:
+            return FullDisk(fdopen(fd, mode), room)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(os, "fdopen", full)
+            yield
+
+    return filled

@@ -1,4 +1,5 @@
 import builtins
+import errno
 import random
 from pathlib import Path
 from typing import BinaryIO
@@ -76,7 +77,7 @@ def test_truncated_or_garbage_files_give_a_clear_error(tmp_path: Path) -> None:
     path = save_checkpoint(tmp_path / "last.pt", model, opt, sched)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match=r"last\.pt is not a readable checkpoint.*delete it"):
+    with pytest.raises(CheckpointError, match=r"last\.pt is not a readable"):
         load_checkpoint(path, model)
     path.write_bytes(bytes(range(256)) * 10)
     with pytest.raises(CheckpointError, match="truncated or corrupt"):
@@ -125,3 +126,97 @@ def test_wrapped_models_are_saved_unwrapped(tmp_path: Path) -> None:
     bare = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
     load_checkpoint(path, bare)
     torch.testing.assert_close(bare[0].weight, model[0].weight)
+
+
+# ------------------------------------------------------- checksums, full disks
+
+
+def flip_inside(data: bytes, pattern: bytes) -> bytes:
+    """``data`` with the 8 bytes after the start of ``pattern`` inverted."""
+    at = data.index(pattern) + len(pattern)
+    return data[:at] + bytes(b ^ 0xFF for b in data[at : at + 8]) + data[at + 8 :]
+
+
+def test_a_corrupt_file_that_still_unpickles_is_named_corrupt(tmp_path: Path):
+    model = nn.Linear(64, 1)
+    with torch.no_grad():
+        model.weight.copy_(torch.arange(64.0).reshape(1, 64))
+    path = save_checkpoint(tmp_path / "last.pt", model, step=5)
+    first_floats = torch.arange(64.0).numpy().tobytes()[:32]
+    path.write_bytes(flip_inside(path.read_bytes(), first_floats))
+    raw = torch.load(path, weights_only=True)  # torch reads the damaged file ...
+    weight = raw["model"]["weight"]
+    assert not torch.equal(weight, model.weight.detach())  # ... altered
+    corrupt = r"last\.pt is corrupt: its contents do not match"
+    with pytest.raises(CheckpointError, match=corrupt):
+        load_checkpoint(path, model)
+    del raw["checksum"]  # a version-2 file must carry its checksum
+    torch.save(raw, path)
+    with pytest.raises(CheckpointError, match=corrupt):
+        load_checkpoint(path)
+
+
+def test_checkpoints_without_a_checksum_still_load(tmp_path: Path) -> None:
+    """What version 1 wrote: the same dictionary, without the checksum."""
+    model, opt, sched = trained_objects()
+    path = save_checkpoint(tmp_path / "old.pt", model, opt, sched, step=7)
+    state = torch.load(path, weights_only=True)
+    del state["checksum"]
+    state["version"] = 1
+    torch.save(state, path)
+    other, opt2, sched2 = trained_objects(1)
+    assert load_checkpoint(path, other, opt2, sched2)["step"] == 7
+    saved, loaded = model.state_dict(), other.state_dict()
+    for a, b in zip(saved.values(), loaded.values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_the_content_hash_sees_every_value_and_type() -> None:
+    base = {"w": torch.zeros(3), "step": 1, "names": ("a", "b"), "lr": 0.1}
+    same = {"w": torch.zeros(3), "step": 1, "names": ("a", "b"), "lr": 0.1}
+    assert ckpt.content_hash(base) == ckpt.content_hash(same)
+    changes = [
+        {"w": torch.tensor([0.0, 0.0, 1e-30])},  # one element
+        {"w": torch.zeros(3, dtype=torch.float64)},  # the dtype
+        {"w": torch.zeros(1, 3)},  # the shape
+        {"step": 2},
+        {"step": 1.0},  # the type
+        {"names": ["a", "b"]},
+        {"lr": 0.1 + 2**-55},  # the last bit of a float
+    ]
+    for change in changes:
+        assert ckpt.content_hash(base | change) != ckpt.content_hash(base), change
+    bf16 = torch.ones(2, 2, dtype=torch.bfloat16)
+    assert ckpt.content_hash(bf16) != ckpt.content_hash(bf16 * 2)
+
+
+def test_a_full_disk_is_one_clear_error_and_leaves_the_old_checkpoint(
+    tmp_path: Path, full_disk
+) -> None:
+    model, opt, sched = trained_objects()
+    path = save_checkpoint(tmp_path / "last.pt", model, opt, sched, step=1)
+    with full_disk(room=2000), pytest.raises(ckpt.DiskFullError) as caught:
+        save_checkpoint(path, model, opt, sched, step=2)  # torch wraps the ENOSPC
+    assert str(caught.value) == (
+        f"no space left on the disk of {tmp_path} to write last.pt (the previous "
+        "last.pt, if any, is intact): free some space, then run again (a "
+        "training run: with --resume)"
+    )
+    assert caught.value.errno == errno.ENOSPC
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]  # nothing else
+    assert load_checkpoint(path, model)["step"] == 1
+
+
+def test_keep_previous_keeps_the_replaced_checkpoint(tmp_path: Path) -> None:
+    model, _, _ = trained_objects()
+    path = tmp_path / "last.pt"
+    ckpt.keep_previous(path)  # nothing to keep yet
+    assert not ckpt.previous(path).exists()
+    for step in (1, 2, 3):
+        ckpt.keep_previous(path)
+        save_checkpoint(path, model, step=step)
+    assert ckpt.previous(path).name == "last.previous.pt"
+    assert load_checkpoint(ckpt.previous(path))["step"] == 2
+    assert load_checkpoint(path)["step"] == 3
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["last.previous.pt", "last.pt"]

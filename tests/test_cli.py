@@ -7,13 +7,16 @@ For every task at tiny size: train, then evaluate and predict from the checkpoin
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import io
 import json
 import math
 import os
 import subprocess
 import sys
+import typing
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -22,7 +25,7 @@ import pytest
 import sacrebleu
 import torch
 
-from annotated_transformer import cli, imdb, runner
+from annotated_transformer import cli, imdb, runner, training
 from annotated_transformer.chars import load_splits
 from annotated_transformer.checkpoint import read_checkpoint, save_checkpoint
 from annotated_transformer.decoding import beam_search
@@ -356,8 +359,8 @@ def test_empty_and_impossible_inputs_to_predict(trained, capsys, monkeypatch):
     fails(capsys, predict("translate", "Hallo", "--beam", "0"), "--beam 0 must be >= 1")
     fails(capsys, predict("classify", stdin=""), "nothing to classify")
     fails(capsys, predict("classify", "<br /><br />"), "review 1 is empty")
-    fails(capsys, predict("lm", stdin=""), "the prompt is empty")
-    fails(capsys, predict("lm", ""), "the prompt is empty")
+    fails(capsys, predict("lm", stdin=""), "nothing to continue")
+    fails(capsys, predict("lm", ""), "prompt 1 is empty")
     fails(capsys, predict("lm", "a", "--temperature", "0"), "temperature")
     fails(capsys, predict("lm", "a", "--top-k", "0"), "top_k")
 
@@ -366,8 +369,17 @@ def test_an_interrupt_is_one_line_and_exit_status_130(capsys, monkeypatch, tmp_p
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "train", interrupted)
-    fails(capsys, ["lm", "train", "--out", str(tmp_path)], "continue with --resume", code=130)
+    # before the first checkpoint: the line says there is nothing to resume
+    monkeypatch.setattr(runner.Run, "train", interrupted)
+    out = tmp_path / "run"
+    argv = ["lm", "train", "--out", str(out), "--device", "cpu"]
+    said = f"interrupted: no checkpoint was written in {out} yet: start the run"
+    fails(capsys, [*argv, "--set", "dataset=enwik8_prefix"], said, code=130)
+    assert not (out / "last.pt").exists()
+    # evaluate and predict: just interrupted
+    monkeypatch.setattr(runner, "load_model", interrupted)
+    err = fails(capsys, ["lm", "predict", "--checkpoint", "x.pt", "a"], code=130)
+    assert err == "interrupted\n"
 
 
 def test_errors_in_a_real_process_are_one_line(mirror, tmp_path):
@@ -378,3 +390,185 @@ def test_errors_in_a_real_process_are_one_line(mirror, tmp_path):
     )
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == "error: unknown preset 'huge' for lm; use one of tiny, cpu, gpu\n"
+
+
+# ---------------------------------------------------------- every setting, in range
+
+# What each kind of setting may not be: the specification, written here
+# independently of the configs' own tables. 0 means something only for these
+# settings (no epochs, no validation steps, no kept checkpoints, no pool, no window,
+# ...), and these are shares of something dropped or hidden, below 1.
+ZERO_MEANS_SOMETHING = {
+    *("epochs", "eval_every", "checkpoint_every", "keep_last", "seed"),
+    *("pool_size", "pack_width", "bpe_merges", "kv_heads", "tail", "window"),
+    *("mem_len", "sparse_stride", "sparse_summary", "alpha", "weight_decay"),
+    *("dropout", "attn_dropout", "label_smoothing", "word_dropout"),
+}
+SHARES = {"dropout", "attn_dropout", "label_smoothing", "word_dropout", "mask_p"}
+
+
+def invalid_values(name: str, kind, config) -> list[str]:
+    """Values of the setting ``name`` (of type ``kind``) that must be refused."""
+    kinds = typing.get_args(kind) or (kind,)
+    if bool in kinds:
+        return ["maybe"]
+    if str in kinds:  # init: a run's folder, checked when the run starts (below)
+        return [] if name == "init" else ["nonsense"]
+    values = ["-1"]
+    if name not in ZERO_MEANS_SOMETHING and not (name == "steps" and config.epochs):
+        values.append("0")
+    if float in kinds:
+        values += ["nan", "inf", "-inf"]
+    if name in SHARES:
+        values += ["1", "1.5"]
+    return values
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_every_setting_of_every_task_is_range_checked(
+    task,
+    tmp_path,
+    capsys,
+    monkeypatch,
+):
+    def accepted(*args, **kwargs):
+        raise AssertionError(f"a run started with {kwargs.get('config')}")
+
+    monkeypatch.setattr(runner, "Run", accepted)  # an accepted value fails here
+    config = PRESETS[task]["tiny"]
+    hints = typing.get_type_hints(type(config))
+    untested = []
+    for field in dataclasses.fields(config):
+        values = invalid_values(field.name, hints[field.name], config)
+        for value in values:
+            argv = [task, "train", "--out", str(tmp_path / "run"), "--set"]
+            fails(capsys, [*argv, f"{field.name}={value}"], field.name)
+        untested += [] if values else [field.name]
+    assert untested in ([], ["init"])
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_a_model_width_its_heads_do_not_divide_is_refused(task, tmp_path, capsys):
+    argv = [task, "train", "--out", str(tmp_path / "run")]
+    argv += ["--set", "h=3", "--set", "d_model=64"]
+    fails(capsys, argv, "d_model=64 must be a multiple of h=3")
+
+
+def test_an_init_run_that_is_not_there_is_refused(tmp_path, capsys, mirror):
+    argv = ["classify", "train", "--out", str(tmp_path / "run")]
+    argv += ["--data-dir", str(mirror), "--set", f"init={tmp_path / 'nowhere'}"]
+    fails(capsys, argv, "no final.pt there")
+
+
+def test_clip_norm_is_a_positive_bound_or_none():
+    assert runner.new_config("lm", "tiny", ["clip_norm=none"]).clip_norm is None
+    assert runner.new_config("lm", "tiny", ["clip_norm=0.5"]).clip_norm == 0.5
+    for value in ("-1", "0"):
+        refused = f"clip_norm={float(value)} must be > 0"
+        with pytest.raises(ValueError, match=refused):
+            runner.new_config("lm", "tiny", [f"clip_norm={value}"])
+
+
+# ----------------------------------------------------- evaluate and predict options
+
+
+def test_every_numeric_option_of_evaluate_and_predict_is_checked(trained, capsys):
+    def checkpoint(task: str) -> list[str]:
+        return ["--checkpoint", str(trained(task)[0] / "final.pt")]
+
+    lm = ["lm", "evaluate", *checkpoint("lm")]
+    fails(capsys, [*lm, "--max-bytes", "1"], "--max-bytes must be >= 2, got 1")
+    lm += ["--max-bytes", "100"]
+    fails(capsys, [*lm, "--stride", "0"], "--stride must be >= 1, got 0")
+    fails(capsys, [*lm, "--stride", "-3"], "--stride must be >= 1, got -3")
+    fails(capsys, [*lm, "--stride", "65"], "1 <= stride <= context")
+    fails(capsys, [*lm, "--batch-size", "0"], "--batch-size must be >= 1, got 0")
+    fails(capsys, [*lm, "--mem-len", "-1"], "--mem-len must be >= 0, got -1")
+    lm = ["lm", "predict", *checkpoint("lm"), "a"]
+    fails(capsys, [*lm, "--length", "-1"], "length must be >= 0")
+    fails(capsys, [*lm, "--temperature", "nan"], "temperature must be > 0")
+    fails(capsys, [*lm, "--top-k", "-2"], "top_k must be >= 1")
+    mlm = ["mlm", "predict", *checkpoint("mlm"), "a [MASK] film", "--top"]
+    fails(capsys, [*mlm, "0"], "--top 0: show from 1 to")
+    fails(capsys, [*mlm, "100000"], "--top 100000: show from 1 to")
+    translate = ["translate", "predict", *checkpoint("translate"), "Hallo"]
+    fails(capsys, [*translate, "--beam", "-1"], "--beam -1 must be >= 1")
+    fails(capsys, [*translate, "--alpha", "nan"], "alpha=nan")
+    threads = ["translate", "train", "--out", "x", "--threads", "-1"]
+    fails(capsys, threads, "--threads -1 must be >= 1")
+
+
+BLANK = [("translate", "sentence"), ("classify", "review"), ("mlm", "text")]
+
+
+@pytest.mark.parametrize(("task", "what"), [*BLANK, ("lm", "prompt")])
+def test_blank_input_is_refused_by_every_predict(
+    task,
+    what,
+    trained,
+    capsys,
+    monkeypatch,
+):
+    argv = [task, "predict", "--checkpoint", str(trained(task)[0] / "final.pt")]
+    fails(capsys, [*argv, "   "], f"{what} 1 is empty or blank")
+    fails(capsys, [*argv, "Gut [MASK].", " \t "], f"{what} 2 is empty or blank")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("  \n"))
+    fails(capsys, argv, f"{what} 1 is empty")
+
+
+# ----------------------------------------------------------- resources that run out
+
+
+def test_out_of_memory_is_one_line(mirror, tmp_path, capsys, monkeypatch):
+    argv = ["lm", "train", "--out", str(tmp_path / "run"), "--device", "cpu"]
+    argv += ["--data-dir", str(mirror), "--set", "dataset=enwik8_prefix"]
+    huge = [*argv, "--set", f"d_ff={10**13}"]  # 64 × 10^13 weights: no machine
+    said = "error: out of CPU (RAM) memory: the model or its batches do not fit"
+    fails(capsys, huge, said)
+    assert not (tmp_path / "run" / "last.pt").exists()
+
+    def cuda_oom(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9 GiB")
+
+    monkeypatch.setattr(runner, "train", cuda_oom)
+    fails(capsys, argv, "out of GPU memory", "train a smaller one")
+
+
+def test_a_full_disk_while_saving_is_one_line(
+    mirror,
+    tmp_path,
+    capsys,
+    monkeypatch,
+    full_disk,
+):
+    """The disk fills while last.pt is written the second time: one line, and the
+    folder holds the first last.pt, intact, and no half-written file."""
+    save, writes = training.save_checkpoint, []
+
+    def save_checkpoint(path, *args, **kwargs):  # the 2nd last.pt finds it full
+        writes.append(path)
+        with full_disk() if len(writes) == 2 else contextlib.nullcontext():
+            return save(path, *args, **kwargs)
+
+    monkeypatch.setattr(training, "save_checkpoint", save_checkpoint)
+    out = tmp_path / "run"
+    argv = ["lm", "train", "--out", str(out), "--device", "cpu", "--no-progress"]
+    argv += ["--data-dir", str(mirror), *set_args(SETTINGS["lm"])]
+    status, _, err = call(capsys, [*argv, "--set", "checkpoint_every=3"])
+    assert status == 1 and "Traceback" not in err
+    assert err.splitlines()[-1] == (  # the lines before: the run's log
+        f"error: no space left on the disk of {out} to write last.pt (the previous "
+        "last.pt, if any, is intact): free some space, then run again (a training "
+        "run: with --resume)"
+    )
+    assert read_checkpoint(out / "last.pt")["step"] == 3
+    assert not list(out.glob(".*"))  # no temporary file left
+
+    def log_on_a_full_disk(*args, **kwargs):  # a write outside atomic_write
+        log = str(out / "train.log")
+        raise OSError(errno.ENOSPC, "No space left on device", log)
+
+    monkeypatch.setattr(runner, "train", log_on_a_full_disk)
+    said = f"no space left on the disk of {out} to write train.log"
+    fails(capsys, argv, said, "free some space")

@@ -86,9 +86,13 @@ def test_parsed_archive_is_cached_as_json(tmp_path, monkeypatch):
     assert imdb.load_imdb("test", path=archive) == first
     imdb._load_all.cache_clear()
     monkeypatch.setattr(imdb, "_read_reviews", read_reviews)
-    parsed.write_text('{"train": [')  # a damaged cache file is ignored and rewritten
-    assert imdb.load_imdb("test", path=archive) == first
-    assert parsed.read_text().startswith('{"train": [[')
+    # a damaged or malformed cache file is ignored and rewritten
+    bad = ['{"train": [', "{}", '{"train": [[], []]}', '{"train": 1, "test": 2}']
+    for text in bad:
+        parsed.write_text(text)
+        imdb._load_all.cache_clear()
+        assert imdb.load_imdb("test", path=archive) == first
+        assert parsed.read_text().startswith('{"train": [[')
 
 
 def test_incomplete_copy_is_rejected(tmp_path, monkeypatch):

@@ -50,6 +50,16 @@ def train(task: str, out: Path, mirror: Path, **options) -> runner.RunResult | N
     return runner.train(task, out, **quiet, **options)
 
 
+def same_history(out: Path, whole_dir: Path, task: str) -> None:
+    """The history of the run in ``out`` is, bit for bit, ``whole_dir``'s."""
+    got = pd.read_csv(out / "history.csv")
+    expected = pd.read_csv(whole_dir / "history.csv")
+    assert list(got.columns) == list(expected.columns)
+    for column in [*SAME, "val_loss", TASKS[task].score[0]]:
+        exact = {"check_exact": True}
+        pd.testing.assert_series_equal(got[column], expected[column], **exact)
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(mirror, tmp_path_factory, one_thread):
     """``uninterrupted(task)``: the folder and result of one whole run of SETTINGS[task]."""
@@ -102,11 +112,7 @@ def test_a_run_killed_mid_epoch_resumes_to_exactly_the_uninterrupted_run(
 
     resumed = train(task, out, mirror, resume=True)
     assert f"resumed at step {step} of {len(whole.history)}" in (out / "train.log").read_text()
-    got, expected = pd.read_csv(out / "history.csv"), pd.read_csv(whole_dir / "history.csv")
-    metric = TASKS[task].score[0]
-    assert list(got.columns) == list(expected.columns)
-    for column in [*SAME, "val_loss", metric]:
-        pd.testing.assert_series_equal(got[column], expected[column], check_exact=True)
+    same_history(out, whole_dir, task)
     final, final_whole = (read_checkpoint(d / "final.pt")["model"] for d in (out, whole_dir))
     assert all(torch.equal(final[k], final_whole[k]) for k in final_whole)
     assert resumed.metrics["test"] == whole.metrics["test"]
@@ -279,3 +285,189 @@ def test_history_metrics_and_log_agree(task, every, uninterrupted):
         assert metrics["validation"] == {"last": validated[metric].iloc[-1]}
     assert metrics["test"] == result.metrics["test"]
     assert metrics["config"] == read_checkpoint(out / "final.pt")["config"]["config"]
+
+
+# ------------------------------------------------------ runs that survive anything
+
+# ``python -m annotated_transformer ARGS``, but the second write of last.pt (the
+# file with an optimiser) stops half-way: half its bytes reach the temporary file,
+# and the process is killed (SIGKILL) there.
+KILLED_MID_WRITE = """
+import io, os, signal, sys, torch
+from annotated_transformer import checkpoint, cli
+save, last_pt = torch.save, []
+def save_half(state, file):
+    last_pt.extend([1] if state["optimizer"] is not None else [])
+    if len(last_pt) < 2:
+        return save(state, file)
+    data = io.BytesIO()
+    save(state, data)
+    file.write(data.getvalue()[: len(data.getvalue()) // 2])
+    file.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+checkpoint.torch.save = save_half
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def command(task: str, out: Path, *extra: str) -> list[str]:
+    """The training command line of ``task``'s SETTINGS into ``out``."""
+    argv = [task, "train", "--preset", "tiny", "--out", str(out), "--no-progress"]
+    settings = [arg for setting in SETTINGS[task] for arg in ("--set", setting)]
+    return [*argv, "--device", "cpu", *settings, *extra]
+
+
+def environment(mirror: Path) -> dict[str, str]:
+    return {**os.environ, "AT_DATA_MIRROR": str(mirror), "OMP_NUM_THREADS": "1"}
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_a_run_killed_inside_a_checkpoint_write_resumes_exactly(
+    task, mirror, tmp_path, uninterrupted
+):
+    whole_dir, whole = uninterrupted(task)
+    out = tmp_path / "killed"
+    argv = [sys.executable, "-c", KILLED_MID_WRITE, *command(task, out)]
+    env = environment(mirror)
+    done = subprocess.run(argv, env=env, capture_output=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
+    (half,) = out.glob(".last.pt.*.tmp")  # the write that was cut
+    assert read_checkpoint(out / "last.pt")["step"] == 3  # the first write, intact
+    assert half.stat().st_size < (out / "last.pt").stat().st_size
+
+    resumed = train(task, out, mirror, resume=True)
+    log = (out / "train.log").read_text()
+    assert f"removed what a killed write left unfinished: {half.name}" in log
+    assert "resumed at step 3 of" in log
+    assert not list(out.glob(".*.tmp"))
+    same_history(out, whole_dir, task)
+    assert resumed.metrics["test"] == whole.metrics["test"]
+
+
+def flip_middle(path: Path) -> None:
+    """Invert 20 bytes in the middle of ``path`` (in a checkpoint: tensor data)."""
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 20] = bytes(b ^ 0xFF for b in data[middle : middle + 20])
+    path.write_bytes(bytes(data))
+
+
+def test_a_corrupt_last_pt_resumes_from_the_one_before(
+    mirror,
+    tmp_path,
+    uninterrupted,
+):
+    whole_dir, whole = uninterrupted("lm")
+    out = tmp_path / "run"
+    settings = {"preset": "tiny", "settings": SETTINGS["lm"]}
+    assert train("lm", out, mirror, **settings, max_steps=7) is None
+    flip_middle(out / "last.pt")  # step 7; last.previous.pt: step 6
+    torch.load(out / "last.pt", weights_only=True)  # unpickles: a checksum knows
+    resumed = train("lm", out, mirror, resume=True)
+    log = (out / "train.log").read_text()
+    assert "resuming from last.previous.pt; last.pt.damaged set aside:" in log
+    said = f"{out / 'last.pt'} is corrupt: its contents do not match the checksum"
+    assert said in log
+    assert "resumed at step 6 of 30" in log
+    same_history(out, whole_dir, "lm")
+    assert resumed.metrics["test"] == whole.metrics["test"]
+
+
+@pytest.mark.parametrize("damage", ["damaged", "missing"])
+def test_a_final_best_run_whose_best_pt_is_damaged_still_finishes(
+    damage, mirror, tmp_path, uninterrupted
+):
+    import shutil
+
+    whole_dir, _ = uninterrupted("translate")  # final=best, keep_last=2
+    out = shutil.copytree(whole_dir, tmp_path / "copy")
+    for name in ("metrics.json", "final.pt", "averaged.pt"):  # trained, unfinished
+        (out / name).unlink()
+    if damage == "damaged":
+        flip_middle(out / "best.pt")
+    else:
+        (out / "best.pt").unlink()
+    result = train("translate", out, mirror, resume=True)
+    # the best intact candidate, by the validation scores that the history recorded
+    history = pd.read_csv(out / "history.csv").dropna(subset=["val_bleu"])
+    steps, scores = history["step"], history["val_bleu"]
+    kept = {f"keep-{int(s):06d}.pt": b for s, b in zip(steps, scores, strict=True)}
+    kept = {name: kept[name] for name in sorted(kept)[-2:]}
+    best = max(kept, key=kept.get)
+    assert (out / "best.pt").read_bytes() == (out / best).read_bytes()
+    log = (out / "train.log").read_text()
+    assert f"best.pt was {damage}: written again from {best}, the best" in log
+    assert result.metrics["validation"]["best"] == kept[best]
+    assert (out / "metrics.json").is_file()
+
+
+def test_a_folder_that_mixes_two_runs_is_refused(mirror, tmp_path, uninterrupted):
+    import shutil
+
+    whole_dir, _ = uninterrupted("lm")
+    out = shutil.copytree(whole_dir, tmp_path / "copy")
+    other = tmp_path / "other"
+    settings = [*SETTINGS["lm"], "lr=0.01"]
+    train("lm", other, mirror, preset="tiny", settings=settings, max_steps=3)
+    shutil.copy(other / "last.pt", out / "last.pt")  # beside this run's files
+    mixed = r"mixes two runs: its metrics\.json comes from another"
+    with pytest.raises(ValueError, match=mixed):
+        train("lm", out, mirror, resume=True)
+    (out / "metrics.json").unlink()
+    with pytest.raises(ValueError, match=r"mixes two runs: its best\.pt comes"):
+        train("lm", out, mirror, resume=True)
+
+
+def test_two_trainers_on_one_folder_one_refuses_and_sigterm_stops_the_other(
+    mirror,
+    tmp_path,
+):
+    """Both start together; the one that loses the lock refuses in one line. The
+    other trains on until SIGTERM stops it: one line that names its checkpoint, exit
+    status 130."""
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "annotated_transformer", *command("lm", out)]
+    argv += ["--set", "steps=100000"]  # longer than any wait below
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    env = environment(mirror)
+    both = [subprocess.Popen(argv, env=env, **pipes) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 180
+        while all(p.poll() is None for p in both) or not (out / "last.pt").exists():
+            assert time.monotonic() < deadline, "no refusal and no checkpoint"
+            time.sleep(0.05)
+        (refused,) = [p for p in both if p.poll() is not None]
+        (running,) = [p for p in both if p is not refused]
+        assert running.poll() is None
+        _, err = refused.communicate()
+        assert refused.returncode == 1 and err == (
+            f"error: {out} is in use by another training run: wait for it to end, "
+            "or train into another --out\n"
+        )
+        running.send_signal(signal.SIGTERM)
+        _, err = running.communicate(timeout=60)
+    finally:
+        for process in both:
+            process.kill() if process.poll() is None else None
+    assert running.returncode == 130
+    last = out / "last.pt"
+    said = f"the last checkpoint, {last}, is intact: continue with --resume"
+    assert err.splitlines()[-1] == f"interrupted: {said}"
+    assert "Traceback" not in err
+    log = (out / "train.log").read_text().splitlines()
+    assert sum("lm tiny:" in line for line in log) == 1  # one run wrote here
+    step = read_checkpoint(out / "last.pt")["step"]
+    resumed = train("lm", out, mirror, resume=True, max_steps=step + 1)
+    assert resumed is None and read_checkpoint(out / "last.pt")["step"] == step + 1
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line(mirror, tmp_path):
+    argv = [sys.executable, "-m", "annotated_transformer"]
+    argv += command("lm", tmp_path / "run")
+    env, pipe = environment(mirror), subprocess.PIPE
+    process = subprocess.Popen(argv, env=env, stderr=pipe, text=True)
+    time.sleep(0.5)  # loading the libraries
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert len(err.splitlines()) == 1 and err.startswith("interrupted"), err

@@ -11,10 +11,19 @@ history). That is everything needed for a resumed run to continue exactly where 
   half-written file.
 - Loaded with ``torch.load(weights_only=True)``: only tensors and plain Python data are
   unpickled, so a tampered file cannot execute code.
+- Checked when loaded: every checkpoint holds a SHA-256 of its own contents
+  (:func:`content_hash`: every tensor's bytes and every plain value, in order),
+  computed again on load, so a damaged file that still unpickles is named corrupt
+  instead of trained on. Files written before the checksum (version 1) load
+  unchecked.
+- A full disk is one clear error (:class:`DiskFullError`); the temporary file is
+  removed.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
 import random
 import shutil
@@ -29,7 +38,7 @@ import torch
 from torch import nn
 
 FORMAT = "annotated_transformer.checkpoint"
-VERSION = 1
+VERSION = 2  # 2: with a checksum of the contents; 1: without
 PLAIN = (str, int, float, bool, type(None), torch.Tensor)
 UMASK = os.umask(0o022)  # read the process's umask (the only way is to set it) ...
 os.umask(UMASK)  # ... and put it back
@@ -37,6 +46,43 @@ os.umask(UMASK)  # ... and put it back
 
 class CheckpointError(ValueError):
     """A checkpoint file that cannot be read or does not fit the model it is loaded into."""
+
+
+class DiskFullError(OSError):
+    """A file could not be written for want of disk space (or quota); nothing was
+    replaced."""
+
+
+def content_hash(value: Any) -> str:
+    """SHA-256 (hex) of plain data and tensors: each leaf's type and value, in
+    order.
+
+    A tensor counts with its dtype, shape and bytes; a str, int, float, bool or None
+    with its ``repr`` (exact for floats); dicts, lists and tuples by their items in
+    order. The same contents give the same hash after a ``torch.save`` and
+    ``torch.load`` round trip.
+    """
+    digest = hashlib.sha256()
+
+    def walk(item: Any) -> None:
+        digest.update(type(item).__name__.encode())
+        if isinstance(item, torch.Tensor):
+            data = item.detach().cpu().contiguous().reshape(-1)
+            digest.update(f"{item.dtype}{tuple(item.shape)}".encode())
+            digest.update(data.view(torch.uint8).numpy().tobytes())
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                walk(key)
+                walk(inner)
+        elif isinstance(item, list | tuple):
+            digest.update(str(len(item)).encode())
+            for inner in item:
+                walk(inner)
+        else:
+            digest.update(repr(item).encode())
+
+    walk(value)
+    return digest.hexdigest()
 
 
 def _check_plain(value: Any, where: str) -> None:
@@ -153,6 +199,7 @@ def save_checkpoint(
     }
     _check_plain(state["config"], "config")
     _check_plain(state["extra"], "extra")
+    state["checksum"] = content_hash(state)
     return atomic_write(path, lambda f: torch.save(state, f))
 
 
@@ -167,7 +214,9 @@ def atomic_write(
     a temporary file in the same folder, are flushed to disk (fsync), ``check(temporary
     path)`` may refuse them by raising (e.g. a checksum), and the temporary file is renamed
     over ``path`` with ``os.replace`` (atomic on POSIX and Windows); then the folder is synced
-    so that the rename itself survives a power cut. Folders are created as needed.
+    so that the rename itself survives a power cut. Folders are created as needed. A
+    full disk raises :class:`DiskFullError` (however deep the writer wrapped it)
+    and, like any other failure, removes the temporary file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -184,8 +233,10 @@ def atomic_write(
         if check is not None:
             check(Path(tmp))
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
+        if is_disk_full(error):
+            raise disk_full(path) from error
         raise
     if hasattr(os, "O_DIRECTORY"):  # POSIX: make the rename durable
         dir_fd = os.open(path.parent, os.O_DIRECTORY)
@@ -194,6 +245,54 @@ def atomic_write(
         finally:
             os.close(dir_fd)
     return path
+
+
+def disk_full(path: str | os.PathLike) -> DiskFullError:
+    """The error for a write of ``path`` that found the disk full: what ran out, and
+    what to do."""
+    path = Path(path)
+    error = DiskFullError(
+        f"no space left on the disk of {path.parent} to write {path.name} (the "
+        f"previous {path.name}, if any, is intact): free some space, then run "
+        "again (a training run: with --resume)"
+    )
+    error.errno = errno.ENOSPC
+    return error
+
+
+def is_disk_full(error: BaseException | None) -> bool:
+    """Is ``error``, or one it was raised from (torch wraps them), a full disk?"""
+    seen = 0
+    while error is not None and seen < 10:  # a chain of causes, not a cycle
+        full = (errno.ENOSPC, errno.EDQUOT)
+        if isinstance(error, OSError) and error.errno in full:
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
+
+
+def previous(path: str | os.PathLike) -> Path:
+    """Where :func:`keep_previous` keeps the file that ``path`` replaces
+    (``last.previous.pt``)."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.previous{path.suffix}")
+
+
+def keep_previous(path: str | os.PathLike) -> None:
+    """Keep the file at ``path`` (if any) as :func:`previous` of it, atomically,
+    before a new one replaces it: a checkpoint damaged later still has an intact
+    predecessor. A hard link (no copy, no space) where the file system has them,
+    else a copy."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    link = path.with_name(f".{previous(path).name}.{os.getpid()}.tmp")
+    link.unlink(missing_ok=True)
+    try:
+        os.link(path, link)
+    except OSError:  # no hard links here
+        shutil.copyfile(path, link)
+    os.replace(link, previous(path))
 
 
 def atomic_copy(source: str | os.PathLike, target: str | os.PathLike) -> Path:
@@ -216,13 +315,21 @@ def read_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
         raise CheckpointError(
             f"{path} is not a readable checkpoint ({type(err).__name__}: {reason}). "
             "It is truncated or corrupt (an interrupted copy, a full disk) or not a checkpoint "
-            "at all: delete it and resume from an earlier checkpoint, or train from scratch."
+            "at all: use an earlier checkpoint, or train again."
         ) from err
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(
             f"{path} is a torch file but not a checkpoint written by save_checkpoint "
             "(no 'format' marker): pass a file that save_checkpoint wrote"
         )
+    if "checksum" in state or state.get("version", 1) >= 2:
+        stored = state.pop("checksum", None)
+        if stored != content_hash(state):
+            raise CheckpointError(
+                f"{path} is corrupt: its contents do not match the checksum stored "
+                "in it (a damaged disk or an altered copy); use an earlier "
+                "checkpoint, or train again"
+            )
     return state
 
 

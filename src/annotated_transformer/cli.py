@@ -20,8 +20,9 @@ checkpoints and logs into ``--out`` (see :mod:`annotated_transformer.runner`); `
 continues a killed run exactly where its last checkpoint stopped.
 
 Every error is one line on stderr and a non-zero exit status: 2 for a bad command line, 1
-for bad input (a missing file, an unknown setting, a device that is not there), 130 when
-interrupted.
+for bad input (a missing file, an unknown setting, a device that is not there) or a
+resource that ran out (memory, disk), 130 when interrupted by Ctrl-C or SIGTERM
+(``__main__`` turns SIGTERM into Ctrl-C).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pathlib import Path
 import torch
 
 from annotated_transformer import runner
+from annotated_transformer.checkpoint import DiskFullError, disk_full, is_disk_full
 from annotated_transformer.tasks import PRESETS, TASKS
 from annotated_transformer.training import NonFiniteLossError
 
@@ -142,16 +144,41 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def out_of_memory(error: BaseException) -> str | None:
+    """The memory that ran out, when ``error`` says so (PyTorch's messages), else
+    None."""
+    text = str(error)
+    if isinstance(error, torch.OutOfMemoryError) or "CUDA out of memory" in text:
+        return "GPU"
+    if "MPS backend out of memory" in text:
+        return "MPS (GPU)"
+    if isinstance(error, MemoryError) or "can't allocate memory" in text:
+        return "CPU (RAM)"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; errors become one line on stderr and a non-zero exit status."""
-    args = build_parser().parse_args(argv)
     try:
-        return run(args)
+        return run(build_parser().parse_args(argv))
     except (ValueError, OSError, NonFiniteLossError, tarfile.TarError) as error:
+        if is_disk_full(error) and not isinstance(error, DiskFullError):
+            error = disk_full(getattr(error, "filename", None) or "a file")
         message = " ".join(str(error).split()) or type(error).__name__
         print(f"error: {message}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        resume = "; the last checkpoint is intact: continue with --resume"
-        print(f"interrupted{resume if args.command == 'train' else ''}", file=sys.stderr)
+    except (MemoryError, RuntimeError) as error:
+        memory = out_of_memory(error)
+        if memory is None:
+            raise
+        print(
+            f"error: out of {memory} memory: the model or its batches do not "
+            "fit; train a smaller one (a smaller preset, or --set smaller d_model, "
+            "d_ff, N, max_len, max_tokens or batch_size; or precision=bf16, "
+            "activation_checkpointing=true), or evaluate with smaller batches",
+            file=sys.stderr,
+        )
+        return 1
+    except KeyboardInterrupt as stop:  # the runner says what a training run left
+        print(f"interrupted{f': {stop}' if str(stop) else ''}", file=sys.stderr)
         return 130

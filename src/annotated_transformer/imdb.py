@@ -13,12 +13,14 @@ the marks ``!`` and ``?``; the ``<br />`` line breaks of the HTML source are rem
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import tarfile
 from collections.abc import Iterable, Iterator, Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -72,11 +74,9 @@ def _load_all(source: Path) -> dict[str, Reviews]:
         parsed = settings.cache_dir() / "imdb" / f"parsed-{sha256_of(source)[:16]}.json"
     result = None
     if parsed is not None and parsed.is_file():
-        try:
+        with contextlib.suppress(OSError, ValueError):  # unreadable: parsed again
             result = json.loads(parsed.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            result = None  # unreadable: parse the archive again
-    if result is None:
+    if not _well_formed(result):  # unreadable, damaged or altered: parse again
         result = _parse(source)
         if parsed is not None:
             atomic_write(parsed, json.dumps(result, ensure_ascii=False).encode("utf-8"))
@@ -88,6 +88,21 @@ def _load_all(source: Path) -> dict[str, Reviews]:
                 f"reviews, expected {PER_CLASS:,} each; the copy is incomplete: fetch it again"
             )
     return result
+
+
+def _well_formed(result: Any) -> bool:
+    """Does a parsed cache hold both splits, as texts and labels of one length?"""
+    return (
+        isinstance(result, dict)
+        and sorted(result) == sorted(SPLITS)
+        and all(
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(isinstance(part, list) for part in pair)
+            and len(pair[0]) == len(pair[1])
+            for pair in result.values()
+        )
+    )
 
 
 def _parse(source: Path) -> dict[str, Reviews]:

@@ -3,18 +3,26 @@
 A task (:mod:`annotated_transformer.tasks`) says what to train on and how to score it; the
 runner owns the rest:
 
-- **resume checks**: a folder holds one run; ``resume`` continues it from ``last.pt`` with the
-  config saved there, and a finished run is reused instead of trained again (:func:`ensure_run`;
-  when only its ``test_only`` settings differ, such as a beam size, it is re-tested);
+- **resume checks**: a folder holds one run, trained by one process at a time (an
+  OS lock on the folder, :func:`holding`); ``resume`` continues it from ``last.pt``
+  with the config saved there, or from ``last.previous.pt`` when ``last.pt`` is
+  damaged, and a finished run is reused instead of trained again
+  (:func:`ensure_run`; when only its ``test_only`` settings differ, such as a beam
+  size, it is re-tested);
 - **device, threads and precision**: ``auto`` picks CUDA, then Apple's MPS, then the CPU;
   ``precision`` is fp32, bf16, fp16 (with loss scaling) or ``auto``: bf16 where its matrix
   products are faster than fp32's; ``activation_checkpointing`` recomputes every layer's
   activations in the backward pass instead of keeping them;
 - **optimiser and schedule**: Adam (the paper's) or AdamW, ``schedule.make_scheduler``;
-- **checkpoints**, every file written atomically: ``last.pt`` (everything needed to resume),
+- **checkpoints**, every file written atomically and checked when read: ``last.pt``
+  (everything needed to resume; the one before stays as ``last.previous.pt``),
   ``best.pt`` (the best validation score), ``keep-NNNNNN.pt`` (the last ``keep_last``
   validations, averaged at the end into ``averaged.pt``) and ``final.pt`` (the weights of the
   finished run: the last, or the best of best and averaged);
+- **interruptions**: Ctrl-C (and SIGTERM, which ``python -m annotated_transformer``
+  turns into Ctrl-C) abandons the step and ends in one line that names the
+  checkpoint to resume from, when there is one; a damaged ``best.pt`` is chosen
+  again from the intact checkpoints;
 - **logs**: ``history.csv`` (one row per optimiser step, validation metrics on the steps
   where they were measured), ``metrics.json`` (the finished run's numbers, the test included)
   and ``train.log`` (what was printed, for people);
@@ -27,12 +35,14 @@ What a chapter calls is :func:`ensure_run`; the command line is :mod:`annotated_
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +62,7 @@ from annotated_transformer.checkpoint import (
     full_state_dicts,
     is_sharded,
     model_soup,
+    previous,
     read_checkpoint,
     save_checkpoint,
 )
@@ -67,6 +78,11 @@ from annotated_transformer.training import (
     make_optimizer,
     resolve_precision,
 )
+
+try:
+    import fcntl  # POSIX: the lock that keeps one run per folder
+except ImportError:  # Windows: runs are not locked
+    fcntl = None
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 BLOCKS = (EncoderLayer, DecoderLayer, TransformerBlock, ModernBlock)  # a stack's layers
@@ -142,15 +158,14 @@ class Run:
         self.out, self.progress, self.echo = Path(out), progress, echo
         last = self.out / LAST
         if resume:
-            if not last.is_file():
-                raise FileNotFoundError(f"nothing to resume: {last} does not exist")
-            saved = read_checkpoint(last)["config"]
+            source, saved = self.resumable()
             if saved.get("task") != task:
                 raise ValueError(f"{self.out} holds a {saved.get('task')!r} run, not {task}")
             preset, config = saved["preset"], TASKS[task].Config(**saved["config"])
+            self.check_one_run(task, preset, config)
             state = saved["state"]
         else:
-            if last.exists():
+            if last.exists() or previous(last).exists():
                 raise ValueError(
                     f"{self.out} already holds a run (last.pt): add --resume to continue it, "
                     "or choose another --out"
@@ -190,11 +205,49 @@ class Run:
             stream=self.task.stream,
         )
         if resume:
-            self.trainer.resume()
+            self.trainer.resume(source)
             if dist.world_size() > 1:  # every rank restored rank 0's generators: re-split them
                 torch.manual_seed(config.seed + 1000 * self.trainer.step + dist.rank())
         elif dist.world_size() > 1:
             torch.manual_seed(config.seed + dist.rank())  # different dropout on each rank
+
+    # --- resuming
+    def resumable(self) -> tuple[Path, dict[str, Any]]:
+        """The newest intact checkpoint to resume from, and its run's config:
+        ``last.pt``, or ``last.previous.pt`` when last.pt is damaged (it is then set
+        aside, and said)."""
+        last = self.out / LAST
+        found = [path for path in (last, previous(last)) if path.is_file()]
+        if not found:
+            raise FileNotFoundError(f"nothing to resume: {last} does not exist")
+        try:
+            return found[0], read_checkpoint(found[0])["config"]
+        except CheckpointError as damaged:
+            if len(found) == 1:
+                raise
+            saved = read_checkpoint(found[1])["config"]  # both damaged: this error
+            aside = last.with_name(f"{LAST}.damaged")
+            last.replace(aside)
+            shown = f"{found[1].name}; {aside.name} set aside"
+            self.say(f"resuming from {shown}: {damaged}")
+            return found[1], saved
+
+    def check_one_run(self, task: str, preset: str, config: Any) -> None:
+        """Refuse to resume a last.pt into a folder whose metrics.json or best.pt
+        belong to another run (another preset or settings): two runs would mix."""
+        others, metrics = {}, self.out / "metrics.json"
+        if metrics.is_file():
+            others[metrics.name] = json.loads(metrics.read_text())
+        damaged = (CheckpointError, FileNotFoundError)  # chosen again at the end
+        with contextlib.suppress(*damaged):
+            others[BEST] = read_checkpoint(self.out / BEST)["config"]
+        for name, saved in others.items():
+            if not same_run(saved, task, preset, config):
+                raise ValueError(
+                    f"{self.out} mixes two runs: its {name} comes from another "
+                    "preset or settings than its last.pt; move one run's files to "
+                    "another folder"
+                )
 
     # --- data
     def shard(self, epoch: int) -> list[Any]:
@@ -254,6 +307,42 @@ class Run:
     def kept(self) -> list[Path]:
         return sorted(self.out.glob("keep-[0-9][0-9][0-9][0-9][0-9][0-9].pt"))
 
+    def intact(self, paths: list[Path]) -> list[Path]:
+        """The checkpoints of ``paths`` that read back intact; the others are
+        named."""
+        good = []
+        for path in paths:
+            try:
+                read_checkpoint(path)
+                good.append(path)
+            except CheckpointError as damaged:
+                self.say(f"left out of the final choice: {damaged}")
+        return good
+
+    def best_score(self, kept: list[Path]) -> float:
+        """best.pt's validation score. A missing or damaged best.pt is written again
+        from the best intact candidate (the ``kept`` checkpoints and the last
+        weights), and said."""
+        metric = self.task.score[0]
+        try:
+            return read_checkpoint(self.out / BEST)["extra"][metric]
+        except (CheckpointError, FileNotFoundError) as error:
+            missing = isinstance(error, FileNotFoundError)
+        scores = {p.name: read_checkpoint(p)["extra"][metric] for p in kept}
+        scores["the last weights"] = self.trainer.rows[-1][metric]  # validated
+        pick = self.best_of(scores)
+        if pick in {p.name for p in kept}:
+            atomic_copy(self.out / pick, self.out / BEST)
+        else:
+            extra = {"step": self.trainer.step, metric: scores[pick]}
+            self.save_weights(BEST, extra)
+        self.say(
+            f"best.pt was {'missing' if missing else 'damaged'}: written again "
+            f"from {pick}, the best intact checkpoint ({metric} "
+            f"{scores[pick]:.4g}); an earlier best's weights are lost"
+        )
+        return scores[pick]
+
     def train(self, max_steps: int | None = None) -> bool:
         """Train to the end of the run (or to ``max_steps``); True when the run is complete."""
         stop = self.total if max_steps is None else min(max_steps, self.total)
@@ -300,10 +389,11 @@ class Run:
             choice = {"last": self.trainer.rows[-1][metric]}
             self.save_weights(FINAL, {"step": self.trainer.step})
         else:  # "best"
-            choice = {"best": read_checkpoint(self.out / BEST)["extra"][metric]}
-            if len(self.kept()) > 1:
-                self.model.load_state_dict(average_checkpoints(self.kept())[1])
-                self.save_weights(AVERAGED, {"averaged": [p.name for p in self.kept()]})
+            kept = self.intact(self.kept())
+            choice = {"best": self.best_score(kept)}
+            if len(kept) > 1:
+                self.model.load_state_dict(average_checkpoints(kept)[1])
+                self.save_weights(AVERAGED, {"averaged": [p.name for p in kept]})
                 choice["averaged"] = self.task.evaluate(self.model)[metric]
             source = BEST if self.best_of(choice) == "best" else AVERAGED
             atomic_copy(self.out / source, self.out / FINAL)
@@ -356,25 +446,83 @@ def train(
     if resume and (preset is not None or settings):
         raise ValueError("--resume continues the run with its saved settings: drop --preset/--set")
     config = None if resume else new_config(task, preset or "tiny", settings)
+    out = Path(out)
     try:
-        run = Run(
-            task,
-            out,
-            preset=preset or "tiny",
-            config=config,
-            resume=resume,
-            data_dir=data_dir,
-            device=device,
-            progress=progress,
-            echo=echo,
-        )
-        if not run.train(max_steps):
-            return None
-        metrics = run.finish() if dist.is_main() else {}
-        dist.barrier()  # leave together: a rank that tears down early can abort gloo's threads
-        return RunResult(run.out, run.task, run.model, run.trainer.history, metrics)
+        with holding(out) as stale:
+            run = Run(
+                task,
+                out,
+                preset=preset or "tiny",
+                config=config,
+                resume=resume,
+                data_dir=data_dir,
+                device=device,
+                progress=progress,
+                echo=echo,
+            )
+            if stale:
+                names = ", ".join(path.name for path in stale)
+                run.say(f"removed what a killed write left unfinished: {names}")
+            if not run.train(max_steps):
+                return None
+            metrics = run.finish() if dist.is_main() else {}
+            # leave together: a rank that tears down early can abort gloo's threads
+            dist.barrier()
+            history = run.trainer.history
+            return RunResult(run.out, run.task, run.model, history, metrics)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(resume_hint(out)) from None
     finally:
         dist.cleanup()
+
+
+@contextlib.contextmanager
+def holding(out: Path) -> Iterator[list[Path]]:
+    """Train in the folder ``out`` alone: an exclusive OS lock on it (``flock``) for
+    the run's life, refused in one line while another process holds it; the OS
+    releases it however the process ends, so a killed run leaves nothing stale.
+
+    Yields the temporary files of writes that a killed process left
+    (``.NAME.*.tmp``), removed: no writer is left to finish them. Under torchrun,
+    rank 0 locks; without ``fcntl`` (Windows) nothing is locked. A folder created
+    here and still empty at the end (a run refused at its start) is removed
+    again."""
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    folder, locked = os.open(out, os.O_RDONLY), False
+    try:
+        stale: list[Path] = []
+        if fcntl is not None and os.environ.get("RANK", "0") == "0":
+            try:
+                fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                # the folder locked is still the one at ``out`` (not removed since)
+                locked = os.path.samestat(os.fstat(folder), os.stat(out))
+            except (BlockingIOError, FileNotFoundError):
+                pass
+            if not locked:
+                raise ValueError(
+                    f"{out} is in use by another training run: wait for it to end, "
+                    "or train into another --out"
+                )
+            stale = sorted(out.glob(".*.tmp"))
+            for path in stale:
+                path.unlink()
+        yield stale
+    finally:
+        if created and locked:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only when empty: nothing was written
+        os.close(folder)
+
+
+def resume_hint(out: Path) -> str:
+    """What an interrupted run in ``out`` leaves: the checkpoint to resume from, if
+    there is one."""
+    found = [path for path in (out / LAST, previous(out / LAST)) if path.is_file()]
+    if found:
+        return f"the last checkpoint, {found[0]}, is intact: continue with --resume"
+    again = "start the run again (without --resume)"
+    return f"no checkpoint was written in {out} yet: {again}"
 
 
 def ensure_run(

@@ -57,6 +57,7 @@ from annotated_transformer.book.progress import tqdm
 from annotated_transformer.checkpoint import (
     full_state_dicts,
     is_sharded,
+    keep_previous,
     load_checkpoint,
     save_checkpoint,
     unwrap,
@@ -531,7 +532,9 @@ class Trainer:
         return self.history
 
     def save(self, path: str | Path | None = None) -> Path | None:
-        """Write a checkpoint (rank 0 only) with everything ``resume`` needs.
+        """Write a checkpoint (rank 0 only) with everything ``resume`` needs; the
+        one it replaces is kept as ``checkpoint.previous(path)``
+        (``last.previous.pt``).
 
         An FSDP model's full weights and optimiser state are gathered first: call it on every
         rank then (``fit`` does).
@@ -549,6 +552,7 @@ class Trainer:
             extra["scaler"] = self.scaler.state_dict()
         if self.stream is not None:
             extra["stream"] = self.stream.state_dict()
+        keep_previous(path)
         save_checkpoint(
             path, model, optimizer, self.scheduler, step=self.step, config=self.config, extra=extra
         )

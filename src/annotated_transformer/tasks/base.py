@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import types
 import typing
 from abc import ABC, abstractmethod
@@ -75,9 +76,15 @@ class TrainConfig:
     # Settings that change only how the finished model is tested (a beam size), not training:
     # a finished run is reused under other values of them, and re-tested.
     test_only: ClassVar[tuple[str, ...]] = ()
+    # The ranges of the numbers (check_numbers): every number is finite and >= 0;
+    # these must be > 0 (an int: >= 1), and these are shares of tokens or units to
+    # drop, in [0, 1).
+    positive: ClassVar = ("lr", "warmup", "clip_norm", "accumulate")
+    shares: ClassVar = ()
 
     def __post_init__(self) -> None:
         """Refuse a setting that cannot work now, not after hours of training."""
+        check_numbers(self)
         choices = {
             "optimizer": ("adam", "adamw"),
             "schedule": tuple(SCHEDULES),
@@ -88,25 +95,35 @@ class TrainConfig:
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
                 raise ValueError(f"{key}={getattr(self, key)!r}: use one of {', '.join(allowed)}")
-        at_least = {
-            "epochs": 0,
-            "warmup": 1,
-            "accumulate": 1,
-            "eval_every": 0,
-            "checkpoint_every": 0,
-            "keep_last": 0,
-            "steps": 0 if self.epochs else 1,
-        }
-        for key, low in at_least.items():
-            if getattr(self, key) < low:
-                raise ValueError(f"{key}={getattr(self, key)} must be >= {low}")
-        if not self.lr > 0:
-            raise ValueError(f"lr={self.lr} must be > 0 (the peak learning rate)")
+        if self.steps < 1 and not self.epochs:
+            raise ValueError(f"steps={self.steps} must be >= 1 (or give epochs)")
         if self.sharding == "fsdp" and self.precision == "fp16":
             raise ValueError(
                 "precision=fp16 with sharding=fsdp is not supported (the loss scaler would see "
                 "only this rank's shard of the gradients): use bf16"
             )
+
+
+def check_numbers(config: Any) -> None:
+    """Refuse, naming the setting, a number of ``config`` out of its range: NaN or
+    infinite, negative, 0 where ``config.positive`` needs more, a share outside
+    [0, 1) (``config.shares``), or a width ``d_model`` that ``h`` heads do not
+    divide."""
+    for field in fields(config):
+        key, value = field.name, getattr(config, field.name)
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number:  # None, a bool or a string
+            continue
+        if not math.isfinite(value):
+            raise ValueError(f"{key}={value} must be a finite number")
+        positive = key in config.positive
+        if value < 0 or (positive and value == 0):
+            raise ValueError(f"{key}={value} must be {'>' if positive else '>='} 0")
+        if key in config.shares and value >= 1:
+            raise ValueError(f"{key}={value} must lie in [0, 1): a share it drops")
+    d_model, h = getattr(config, "d_model", None), getattr(config, "h", None)
+    if d_model is not None and h is not None and d_model % h:
+        raise ValueError(f"d_model={d_model} must be a multiple of h={h}")
 
 
 def parse_value(text: str, kind: Any, key: str) -> Any:
@@ -142,6 +159,17 @@ def apply_settings(config: Any, settings: Sequence[str]) -> Any:
             raise ValueError(f"--set {key}: unknown key; valid keys: {', '.join(valid)}")
         changes[key] = parse_value(text, hints[key], key)
     return dataclasses.replace(config, **changes)
+
+
+def check_texts(inputs: Sequence[str], what: str, item: str) -> None:
+    """Refuse no texts at all, and a text that is empty or only whitespace (what
+    every task's ``predict`` is given): ``what`` the task does with them, ``item``
+    what one text is."""
+    if not inputs:
+        raise ValueError(f"nothing to {what}: give one or more {item}s")
+    blank = next((i for i, text in enumerate(inputs, 1) if not text.strip()), None)
+    if blank is not None:
+        raise ValueError(f"{item} {blank} is empty or blank: give some text")
 
 
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:

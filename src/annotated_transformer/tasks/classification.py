@@ -37,6 +37,7 @@ from annotated_transformer.model import EncoderClassifier, load_encoder
 from annotated_transformer.tasks.base import (
     Task,
     TrainConfig,
+    check_texts,
     epoch_generator,
     run_folder,
     run_path,
@@ -73,6 +74,14 @@ class ReviewsConfig(TrainConfig):
     window: int = 0  # > 0: the first block attends within ±window tokens (chapter 16)
     init: str = ""  # a finished mlm run's folder whose weights start this run
 
+    positive = (
+        *TrainConfig.positive,
+        *("vocab_size", "max_len", "val_size", "train_subset", "test_subset"),
+        *("max_tokens",),
+        *("N", "d_model", "d_ff", "h"),
+    )
+    shares = ("dropout", "attn_dropout")
+
     @property
     def model(self) -> dict[str, Any]:
         names = ("N", "d_model", "d_ff", "h", "dropout", "max_len", "attn_dropout", "cls", "window")
@@ -105,11 +114,7 @@ class ClassificationConfig(ReviewsConfig):
 
     # How many test reviews score the finished model: another value re-tests a finished run.
     test_only: ClassVar[tuple[str, ...]] = ("test_subset",)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0 <= self.word_dropout < 1:
-            raise ValueError(f"word_dropout={self.word_dropout} must lie in [0, 1)")
+    shares = (*ReviewsConfig.shares, "word_dropout")
 
 
 PRESETS = {
@@ -399,8 +404,7 @@ class Classification(ReviewsTask):
 
     def predict(self, model: nn.Module, inputs: Sequence[str]) -> list[str]:
         """``label<TAB>probability`` of each review."""
-        if not inputs:
-            raise ValueError("nothing to classify: give one or more reviews")
+        check_texts(inputs, "classify", "review")
         out = []
         for i, text in enumerate(inputs, 1):
             tokens = self.tokenizer(text)

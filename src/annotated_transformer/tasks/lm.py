@@ -81,7 +81,12 @@ from annotated_transformer.relative import TransformerXLLM
 from annotated_transformer.sampling import check_sampling, decode, encode, sample
 from annotated_transformer.sparse import PATTERNS, sparsify_
 from annotated_transformer.swiglu import swiglu_width
-from annotated_transformer.tasks.base import Task, TrainConfig, epoch_generator
+from annotated_transformer.tasks.base import (
+    Task,
+    TrainConfig,
+    check_texts,
+    epoch_generator,
+)
 from annotated_transformer.training import autocast, evaluating
 
 PREFIX_NOTE = (
@@ -119,6 +124,12 @@ class LanguageModelConfig(TrainConfig):
     sparse_stride: int = 0  # sparse: l, the block length and stride
     sparse_summary: int = 0  # fixed: c, summary positions at the end of every block (1..l)
 
+    positive = (
+        *TrainConfig.positive,
+        *("batch_size", "eval_bytes", "N", "d_model", "d_ff", "h", "max_len"),
+    )
+    shares = ("dropout",)
+
     @property
     def model(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("N", "d_model", "d_ff", "h", "dropout", "max_len")}
@@ -129,7 +140,7 @@ class LanguageModelConfig(TrainConfig):
             raise ValueError(f"dataset={self.dataset!r}: use one of {', '.join(DATASETS)}")
         if self.block not in ("2017", "modern", "gpt2", "xl"):
             raise ValueError(f"block={self.block!r}: use 2017, modern, gpt2 or xl")
-        if self.kv_heads < 0 or (self.kv_heads and self.h % self.kv_heads):
+        if self.kv_heads and self.h % self.kv_heads:
             raise ValueError(f"kv_heads={self.kv_heads} must divide h={self.h} (0: h)")
         check_choices(self.norm, self.positions, self.feed_forward)
         if self.block != "modern":
@@ -149,9 +160,6 @@ class LanguageModelConfig(TrainConfig):
             )
         self._check_sparse()
         check_xl(self)
-        for key in ("batch_size", "max_len", "eval_bytes"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"{key}={getattr(self, key)} must be >= 1")
 
     def _check_sparse(self) -> None:
         if self.attention not in ("dense", *PATTERNS):
@@ -186,8 +194,6 @@ def check_xl(c: LanguageModelConfig) -> None:
         raise ValueError(
             "block=xl reads bytes with dense relative attention: drop tokens/attention"
         )
-    if c.mem_len is not None and c.mem_len < 0:
-        raise ValueError(f"mem_len={c.mem_len} must be >= 0 states per layer (0: no memory)")
     if c.activation_checkpointing or c.sharding != "none":
         raise ValueError(
             "block=xl supports neither activation_checkpointing nor sharding=fsdp (its blocks "
@@ -568,8 +574,7 @@ class LanguageModel(Task):
         (seeded)."""
         if self.xl:
             raise ValueError("predict does not sample from block=xl models yet: use 2017/modern")
-        if not inputs or not all(inputs):
-            raise ValueError("the prompt is empty: give at least one character to continue")
+        check_texts(inputs, "continue", "prompt")
         check_sampling(temperature, top_k, length)
         generator = torch.Generator(next(model.parameters()).device).manual_seed(seed)
         options = {"temperature": temperature, "top_k": top_k, "generator": generator}
@@ -600,10 +605,11 @@ class LanguageModel(Task):
         parser.add_argument("--seed", type=int, default=0)
 
     def evaluate_split(self, model: nn.Module, args: argparse.Namespace) -> dict[str, Any]:
-        if args.batch_size < 1:
-            raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
-        if args.max_bytes is not None and args.max_bytes < 2:
-            raise ValueError(f"--max-bytes must be >= 2, got {args.max_bytes}")
+        least = {"--batch-size": 1, "--max-bytes": 2, "--stride": 1, "--mem-len": 0}
+        for option, low in least.items():
+            value = getattr(args, option[2:].replace("-", "_"))
+            if value is not None and value < low:
+                raise ValueError(f"{option} must be >= {low}, got {value}")
         windows = {"stride": args.stride, "batch_size": args.batch_size}
         if self.xl:  # segments in order: a stride is refused, the batch size does not apply
             windows = {} if args.stride is None else {"stride": args.stride}

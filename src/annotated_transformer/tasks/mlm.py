@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from annotated_transformer.mlm import mask_tokens
 from annotated_transformer.model import MaskedLanguageModel
-from annotated_transformer.tasks.base import epoch_generator
+from annotated_transformer.tasks.base import check_texts, epoch_generator
 from annotated_transformer.tasks.classification import PRESETS as CLASSIFY_PRESETS
 from annotated_transformer.tasks.classification import (
     Reviews,
@@ -54,10 +54,11 @@ class MaskedLMConfig(ReviewsConfig):
 
     mask_p: float = 0.15
 
+    positive = (*ReviewsConfig.positive, "mask_p")
+    shares = (*ReviewsConfig.shares, "mask_p")
+
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0 < self.mask_p < 1:
-            raise ValueError(f"mask_p={self.mask_p} must lie strictly between 0 and 1")
         if self.cls:
             raise ValueError("cls=true: the masked language model has no [CLS] vector; use false")
 
@@ -208,10 +209,10 @@ class MaskedLM(ReviewsTask):
 
     def predict(self, model: nn.Module, inputs: Sequence[str], top: int = 3) -> list[str]:
         """Each text's tokens with every ``[MASK]`` shown as ``[first|second|third]``."""
-        if not inputs:
-            raise ValueError("nothing to fill in: give one or more texts with [MASK]")
-        if top < 1:
-            raise ValueError(f"--top {top}: show at least 1 candidate")
+        check_texts(inputs, "fill in", "text")
+        words = len(self.vocab) - len(self.specials)
+        if not 1 <= top <= words:
+            raise ValueError(f"--top {top}: show from 1 to {words} candidates")
         out = []
         for text in inputs:
             fills = iter(self.fill(model, text, top))

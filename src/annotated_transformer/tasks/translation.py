@@ -35,7 +35,7 @@ from annotated_transformer.bpe import BPE
 from annotated_transformer.decoding import beam_search, greedy_decode
 from annotated_transformer.masks import padding_mask
 from annotated_transformer.model import EncoderDecoder, make_model, tie_weights
-from annotated_transformer.tasks.base import Task, TrainConfig
+from annotated_transformer.tasks.base import Task, TrainConfig, check_texts
 from annotated_transformer.training import Batch, PackedBatch, autocast, evaluating, seq2seq_loss
 from annotated_transformer.vocab import SPECIALS, Vocab
 
@@ -73,6 +73,12 @@ class TranslationConfig(TrainConfig):
     alpha: float = 0.6  # beam search's length penalty α (GNMT's; 0: none), for the test score
 
     test_only: ClassVar[tuple[str, ...]] = ("beam", "alpha")
+    positive = (
+        *TrainConfig.positive,
+        *("train_limit", "eval_limit", "min_freq", "max_tokens", "max_len", "beam"),
+        *("N", "d_model", "d_ff", "h"),
+    )
+    shares = ("dropout", "attn_dropout", "label_smoothing")
 
     @property
     def model(self) -> dict[str, Any]:
@@ -85,17 +91,11 @@ class TranslationConfig(TrainConfig):
             raise ValueError(f"tokens={self.tokens!r}: use words or bpe")
         if self.tie and self.tokens != "bpe":
             raise ValueError("tie=true needs one shared vocabulary: set tokens=bpe too")
-        if self.beam < 1:
-            raise ValueError(f"beam={self.beam} must be >= 1 (1 is greedy decoding)")
         check_alpha(self.alpha)
-        if self.attn_dropout is not None and not 0.0 <= self.attn_dropout < 1.0:
-            raise ValueError(f"attn_dropout={self.attn_dropout} must lie in [0, 1) (none: dropout)")
-        if self.pool_size < 0:
-            raise ValueError(f"pool_size={self.pool_size} must be >= 0 (0: one pool)")
-        if self.pack_width < 0 or (self.pack_width and self.pool_size):
+        if self.pack_width and self.pool_size:
             raise ValueError(
-                f"pack_width={self.pack_width} must be >= 0 (0: bucketing), and packing does "
-                "not sort by length, so pool_size must stay 0"
+                f"pack_width={self.pack_width} with pool_size={self.pool_size}: "
+                "packing does not sort by length, so pool_size must stay 0"
             )
 
 
@@ -448,8 +448,7 @@ class Translation(Task):
         self, model: nn.Module, inputs: Sequence[str], beam: int = 1, alpha: float | None = None
     ) -> list[str]:
         """English translations; warns (``UnknownTokens``) when a word is read as ``<unk>``."""
-        if not inputs:
-            raise ValueError("nothing to translate: give German sentences")
+        check_texts(inputs, "translate", "sentence")
         check_beam(beam)
         alpha = self.config.alpha if alpha is None else alpha
         check_alpha(alpha)
