@@ -12,6 +12,10 @@
 # %% [markdown]
 # # 01 · From RNNs to attention
 #
+# - **You will learn** why a fixed-size encoder state is a bottleneck, how attention over the encoder states removes it, and the five steps from there to multi-head self-attention.
+# - **It assumes** Python and PyTorch basics (tensors, `nn.Module`) and matrix products.
+# - **Time:** about 15 minutes to read; it runs in under a minute.
+#
 # Before the Transformer, neural machine translation was done by two recurrent networks: an
 # *encoder* that reads the source sentence one word at a time, and a *decoder* that writes the
 # translation one word at a time. This chapter follows the path from that design to the single
@@ -20,9 +24,9 @@
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V,$$
 #
 # in small steps, each a few lines of tensor code whose shapes are printed. On the way we meet
-# the problem attention was invented to solve (Bahdanau, Cho and Bengio, 2014, *Neural Machine
+# the problem attention was invented to solve ([Bahdanau, Cho and Bengio, 2014](../references.md#bahdanau-cho-and-bengio-2014), *Neural Machine
 # Translation by Jointly Learning to Align and Translate*) and the generalisations that turned
-# it into the Transformer's multi-head self-attention (Vaswani et al., 2017, *Attention Is All
+# it into the Transformer's multi-head self-attention ([Vaswani et al., 2017](../references.md#vaswani-et-al-2017), *Attention Is All
 # You Need*). We end with a property of self-attention that explains why the Transformer needs
 # positional encodings at all.
 
@@ -234,7 +238,7 @@ torch.testing.assert_close(out[0], Q[0].matmul(H.T).softmax(0) @ H)
 #
 # One more change from the Transformer paper: divide the scores by $\sqrt{d_k}$. Dot products
 # of longer vectors are larger, and large scores push the softmax into a corner where it puts
-# all weight on one key and its gradient vanishes (chapter 02 measures this). With that we have
+# all weight on one key and its gradient vanishes ([chapter 02](02_self_attention.ipynb) measures this). With that we have
 # *scaled dot-product attention*, equation (1) of Vaswani et al.:
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V.$$
@@ -249,7 +253,7 @@ print("Q", tuple(Q.shape), "K", tuple(K.shape), "V", tuple(V.shape), "out", tupl
 
 # %% [markdown]
 # That is the whole of the package's `attention` function. Besides the formula it accepts a
-# boolean mask (which keys each query may see; chapter 06) and dropout on the weights, and it
+# boolean mask (which keys each query may see; [chapter 06](06_masks.ipynb)) and dropout on the weights, and it
 # returns the weights too, so that we can draw them:
 
 # %%
@@ -293,7 +297,7 @@ print("X", tuple(X.shape), "weights", tuple(weights.shape), "Y", tuple(Y.shape))
 #
 # The package's `MultiHeadedAttention` holds $W^Q, W^K, W^V, W^O$ for all heads as four
 # `nn.Linear(d_model, d_model)` layers; head $i$'s projection is the $i$-th block of $d_k$
-# output features. Here is the loop over heads written out with those very weights (chapter 02
+# output features. Here is the loop over heads written out with those very weights ([chapter 02](02_self_attention.ipynb)
 # derives the class step by step):
 
 # %%
@@ -371,7 +375,7 @@ print("without positions: every word's output is identical in both sentences")
 # %% [markdown]
 # The cure is to make the input vectors themselves carry their position: add a vector $p_t$
 # that depends on the position $t$ to the embedding of the word at $t$. The Transformer uses
-# fixed sinusoids (chapter 04); here any distinct vectors will do, so we take random ones.
+# fixed sinusoids ([chapter 04](04_positional_encoding.ipynb)); here any distinct vectors will do, so we take random ones.
 # Now *dog* at position 1 and *dog* at position 3 are different inputs, and their outputs
 # differ.
 
@@ -394,7 +398,14 @@ for word in vocab:
 # * Self-attention takes queries, keys and values from the same sequence; multi-head
 #   attention runs several of these side by side on smaller projections.
 # * Self-attention is permutation equivariant, so word order must be added to the inputs:
-#   positional encodings (chapter 04).
+#   positional encodings ([chapter 04](04_positional_encoding.ipynb)).
 #
-# Chapter 02 builds self-attention again from scratch, explains the $\sqrt{d_k}$, and makes
-# multi-head attention fast.
+# You can now
+#
+# - explain the bottleneck of an encoder-decoder RNN and how attention removes it;
+# - write attention as softmax(QKᵀ/√d_k)V and follow its shapes;
+# - show that self-attention without positions ignores word order.
+#
+# **Next:** [chapter 02 · Self-attention from scratch](02_self_attention.ipynb) builds
+# self-attention again from scratch, explains the $\sqrt{d_k}$, and makes multi-head
+# attention fast.

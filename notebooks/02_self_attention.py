@@ -12,7 +12,11 @@
 # %% [markdown]
 # # 02 · Self-attention from scratch
 #
-# Chapter 01 arrived at attention from translation. This chapter builds it again from the
+# - **You will learn** self-attention built up from no parameters to queries, keys and values, why scores are divided by √d_k, and multi-head attention as one batched product.
+# - **It assumes** [chapter 01](01_from_rnns_to_attention.ipynb).
+# - **Time:** about 15 minutes to read; it runs in under a minute.
+#
+# [Chapter 01](01_from_rnns_to_attention.ipynb) arrived at attention from translation. This chapter builds it again from the
 # ground up, as a sequence-to-sequence operation on its own, following the progression of
 # Peter Bloem's blog post *Transformers from scratch* (2019): first the simplest possible
 # self-attention, with no parameters at all; then queries, keys and values; then the scaling by
@@ -162,7 +166,7 @@ viz.heatmap(
 # found by, and what it passes on:
 #
 # $$q_i = W^Q x_i, \quad k_i = W^K x_i, \quad v_i = W^V x_i, \qquad
-#   w'_{ij} = q_i^\top khj, \quad y_i = \sum_j w_{ij} v_j .$$
+#   w'_{ij} = q_i^\top k_j, \quad y_i = \sum_j w_{ij} v_j .$$
 #
 # These three maps are the only parameters self-attention has.
 
@@ -475,3 +479,11 @@ print("MultiHeadedAttention (explicit and fused) == torch.nn.MultiheadAttention"
 # * The package's `MultiHeadedAttention` equals each derivation, PyTorch's SDPA and
 #   `nn.MultiheadAttention` — mind the mask convention: ours and SDPA's True = may attend,
 #   `nn.MultiheadAttention`'s True = blocked.
+#
+# You can now
+#
+# - derive self-attention from a loop to one batched matrix product;
+# - explain, with a measurement, why the scores are divided by √d_k;
+# - check an attention implementation against PyTorch's, mask convention included.
+#
+# **Next:** [chapter 03 · Tokens and embeddings](03_tokens_and_embeddings.ipynb).

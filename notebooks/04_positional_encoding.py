@@ -12,9 +12,13 @@
 # %% [markdown]
 # # 04 · Positional encoding
 #
+# - **You will learn** why attention needs positions, the path from the integer index to the paper's sinusoids, and why a shift by k positions is a rotation.
+# - **It assumes** [chapter 01](01_from_rnns_to_attention.ipynb) and [chapter 03](03_tokens_and_embeddings.ipynb).
+# - **Time:** about 15 minutes to read; it runs in under a minute.
+#
 # "Since our model contains no recurrence and no convolution, in order for the model to make
 # use of the order of the sequence, we must inject some information about the relative or
-# absolute position of the tokens in the sequence." (Vaswani et al. 2017, §3.5)
+# absolute position of the tokens in the sequence." ([Vaswani et al. 2017](../references.md#vaswani-et-al-2017), §3.5)
 #
 # This chapter first shows *why* (attention alone cannot tell word order), then walks through
 # the ideas that lead to the paper's answer, each with the problem that makes it fall short:
@@ -71,7 +75,7 @@ print(f"with positions added, the outputs no longer just move with the tokens: {
 # So each token's embedding gets a position vector added to it, of the same size
 # $d_{\text{model}}$. What should that vector be? We want it
 #
-# - **bounded**, on the scale of the token embeddings (chapter 03: norms of order 10);
+# - **bounded**, on the scale of the token embeddings ([chapter 03](03_tokens_and_embeddings.ipynb): norms of order 10);
 # - the **same for a position regardless of the sentence length**;
 # - **unique** for every position, with a **constant notion of distance**: two steps apart
 #   should look alike wherever in the sentence it happens;
@@ -81,7 +85,7 @@ print(f"with positions added, the outputs no longer just move with the tokens: {
 #
 # Add $pos$ to every feature. Simple and unique, but unbounded: by position 50 the number is
 # over a hundred times larger than a typical feature of a scaled token embedding (the
-# norm of about 9 from chapter 03, spread over 512 features), and the word is drowned. And a model
+# norm of about 9 from [chapter 03](03_tokens_and_embeddings.ipynb), spread over 512 features), and the word is drowned. And a model
 # trained on sentences of at most 30 tokens has never seen the value 60.
 
 # %%
@@ -393,9 +397,9 @@ except ValueError as error:
 # Defined is not the same as useful. The model has only learned what the *combinations* of
 # phases seen in training mean, and new positions bring combinations it never saw: in
 # practice sinusoidal models also degrade on sequences much longer than their training data
-# (Press et al. 2022 measured this and proposed ALiBi). Encodings of *relative* position
-# (Shaw et al. 2018, Transformer-XL, rotary embeddings, ALiBi) attack the problem directly;
-# chapter 15 returns to them. In the rotary embeddings of many current models the rotation
+# ([Press et al. 2022](../references.md#press-et-al-2022) measured this and proposed ALiBi). Encodings of *relative* position
+# ([Shaw et al. 2018](../references.md#shaw-et-al-2018), Transformer-XL, rotary embeddings, ALiBi) attack the problem directly;
+# [chapter 15](15_the_transformer_today.ipynb) returns to them. In the rotary embeddings of many current models the rotation
 # $M_k$ of this chapter comes back, applied to queries and keys instead of being added to the
 # input.
 #
@@ -406,3 +410,11 @@ except ValueError as error:
 #   smooth, and sin/cos pairs make a shift by $k$ a fixed rotation $M_k$, checked above.
 # - The package's `PositionalEncoding` equals the formula; `PositionalEmbedding` learns the
 #   table instead and has no rows beyond `max_len`.
+#
+# You can now
+#
+# - say why attention needs positions and why sinusoids suit them;
+# - show that a shift by k positions is a fixed rotation;
+# - choose between sinusoidal and learned positions, knowing their limits.
+#
+# **Next:** [chapter 05 · Normalisation and residuals](05_normalisation_and_residuals.ipynb).

@@ -12,6 +12,10 @@
 # %% [markdown]
 # # 05 · Normalisation and residuals
 #
+# - **You will learn** layer normalisation by hand and its relatives, what residual connections do to gradients, and pre-norm against post-norm.
+# - **It assumes** [chapter 02](02_self_attention.ipynb).
+# - **Time:** about 15 minutes to read; it runs in under a minute.
+#
 # Every sublayer of the Transformer — attention or feed-forward — sits inside the same
 # wrapper: a *residual connection* around it and a *layer normalisation* next to it. The
 # paper says it in one sentence (§3.1):
@@ -51,7 +55,7 @@ _ = torch.manual_seed(0)
 # %% [markdown]
 # ## Layer normalisation by hand
 #
-# Layer normalisation (Ba, Kiros and Hinton, 2016) looks at one token's vector
+# Layer normalisation ([Ba, Kiros and Hinton, 2016](../references.md#ba-kiros-and-hinton-2016)) looks at one token's vector
 # $x \in \mathbb{R}^{d}$ at a time — for the Transformer, $d = d_\text{model}$ — and
 # standardises it with statistics computed from that vector alone:
 #
@@ -132,7 +136,7 @@ pd.DataFrame(rows)
 #
 # That is why the package's stacks use `nn.LayerNorm` and keep the hand-written class for
 # teaching only: `nn.LayerNorm` is Ba et al.'s exact formula, it runs as one fused kernel, and
-# it is what `torch.nn.Transformer` uses — so chapter 07 can check the whole model against
+# it is what `torch.nn.Transformer` uses — so [chapter 07](07_the_full_model.ipynb) can check the whole model against
 # PyTorch's with the same weights.
 
 # %% [markdown]
@@ -143,14 +147,14 @@ pd.DataFrame(rows)
 # tensor of shape (batch, channels, positions) — channels are the Transformer's $d_\text{model}$
 # features, positions its tokens:
 #
-# - **batch norm** (Ioffe and Szegedy, 2015): one statistic per *channel*, over the batch and
+# - **batch norm** ([Ioffe and Szegedy, 2015](../references.md#ioffe-and-szegedy-2015)): one statistic per *channel*, over the batch and
 #   all positions. It couples the examples of a batch and needs running averages at test time —
 #   awkward for padded, variable-length text.
 # - **layer norm**, as Transformers use it: one statistic per *token* (per example and
 #   position), over the channels.
-# - **group norm** (Wu and He, 2018): channels are split into groups; one statistic per example
+# - **group norm** ([Wu and He, 2018](../references.md#wu-and-he-2018)): channels are split into groups; one statistic per example
 #   and group, over the group's channels and all positions.
-# - **instance norm** (Ulyanov et al., 2016): one statistic per example and channel, over the
+# - **instance norm** ([Ulyanov et al., 2016](../references.md#ulyanov-et-al-2016)): one statistic per example and channel, over the
 #   positions.
 #
 # In the picture below, each panel is one normalisation and each small grid one example of a
@@ -262,7 +266,7 @@ print("group norm with 1 group == layer norm over (channels, positions)")
 # %% [markdown]
 # ## Residual connections keep the gradient alive
 #
-# A residual connection computes $x + f(x)$ instead of $f(x)$ (He et al., 2016). Its
+# A residual connection computes $x + f(x)$ instead of $f(x)$ ([He et al., 2016](../references.md#he-et-al-2016)). Its
 # Jacobian is $I + \partial f/\partial x$: however small the layer's own derivative, the
 # identity carries the gradient through unchanged. Without it the gradient reaching layer
 # $\ell$ is a product of $L-\ell$ Jacobians, and a product of many matrices with gains below
@@ -347,7 +351,7 @@ show_source(SublayerConnection)
 # With pre-norm the path from the input to the output is a plain sum,
 # $x_L = x_0 + \sum_\ell \mathrm{Sublayer}_\ell(\cdot)$: nothing rescales the residual stream,
 # so a final `LayerNorm` after the last layer is needed (the package's `Encoder` and `Decoder`
-# have one, chapter 07). With post-norm every residual sum passes through a layer norm, whose
+# have one, [chapter 07](07_the_full_model.ipynb)). With post-norm every residual sum passes through a layer norm, whose
 # Jacobian divides by the current standard deviation; the gradient to a lower layer crosses all
 # of them.
 #
@@ -471,10 +475,21 @@ print("post-norm top layer: depth-independent; pre-norm top layer: shrinks with 
 # 1.3 while the depth grows eightfold — and within a pre-norm stack the gradients are largest
 # near the input, not at the top. An optimiser's first steps therefore move a pre-norm stack
 # gently, with no oversized steps at the top; a post-norm stack needs its learning rate warmed
-# up (the paper warms up over 4,000 steps, chapter 08) before it can take full-sized steps.
+# up (the paper warms up over 4,000 steps, [chapter 08](08_training.ipynb)) before it can take full-sized steps.
 #
 # The cost of pre-norm is small: the final norm after each stack, and a residual stream whose
 # scale grows with depth (harmless, since every sublayer sees a normalised copy). Most large
 # models since GPT-2 use pre-norm; the package uses it for the encoder-decoder and keeps
 # Bloem's post-norm `TransformerBlock` for the small encoder-only and decoder-only models of
 # Part V, which are shallow enough not to care.
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - write layer norm by hand and say which axes each normalisation uses;
+# - measure what residual connections do to gradients in a deep stack;
+# - choose between pre-norm and post-norm blocks.
+#
+# **Next:** [chapter 06 · Masks](06_masks.ipynb).

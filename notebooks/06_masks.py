@@ -12,7 +12,11 @@
 # %% [markdown]
 # # 06 · Masks
 #
-# Attention, as chapter 02 built it, lets every query look at every key. Two situations need
+# - **You will learn** padding and look-ahead masks, how they combine, and a check that no information leaks from the future.
+# - **It assumes** [chapter 02](02_self_attention.ipynb).
+# - **Time:** about 10 minutes to read; it runs in under a minute.
+#
+# Attention, as [chapter 02](02_self_attention.ipynb) built it, lets every query look at every key. Two situations need
 # less than that:
 #
 # - **padding**: sentences in a batch have different lengths, so the short ones are filled up
@@ -302,3 +306,13 @@ shown
 # suite runs the same check (`tests/test_model.py`), together with cached decoding, which
 # relies on exactly this property: an earlier position's output never has to be recomputed
 # when a new token arrives.
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - build padding, look-ahead and target masks with the right shapes;
+# - check a decoder for leaks from the future.
+#
+# **Next:** [chapter 07 · The full model](07_the_full_model.ipynb).

@@ -12,6 +12,10 @@
 # %% [markdown]
 # # 07 · The full model
 #
+# - **You will learn** how the parts become the paper's encoder-decoder, how many parameters it has, and that it computes what `torch.nn.Transformer` computes.
+# - **It assumes** chapters [02](02_self_attention.ipynb) to [06](06_masks.ipynb).
+# - **Time:** about 15 minutes to read; it runs in under a minute.
+#
 # The previous chapters built the parts: multi-head attention (02), token embeddings (03),
 # positional encodings (04), layer norm and residual connections (05) and masks (06). This
 # chapter assembles them into the model of the paper's Figure 1:
@@ -98,7 +102,7 @@ print("FFN == max(0, xW₁+b₁)W₂+b₂, position by position:", tuple(ffn(x).
 # ## Encoder layer and encoder
 #
 # An encoder layer is two sublayers — self-attention, then the feed-forward network — each
-# wrapped in the pre-norm residual connection of chapter 05, `x + dropout(sublayer(norm(x)))`.
+# wrapped in the pre-norm residual connection of [chapter 05](05_normalisation_and_residuals.ipynb), `x + dropout(sublayer(norm(x)))`.
 # `clones` makes the N identical layers (and the two wrappers) as independent deep copies:
 # same shapes, separately trained weights.
 
@@ -130,7 +134,7 @@ print("layers share no storage:", len(encoder.layers), "independent copies")
 # A decoder layer has a third sublayer between the two: **source attention** (the paper's
 # "encoder-decoder attention"), where the queries come from the decoder and the keys and values
 # from the encoder's output `memory` — this is where the translation looks at the source
-# sentence. Its self-attention uses the target mask of chapter 06, so position $i$ sees only
+# sentence. Its self-attention uses the target mask of [chapter 06](06_masks.ipynb), so position $i$ sees only
 # target positions up to $i$; source attention uses the source padding mask.
 
 # %%
@@ -159,7 +163,7 @@ print("decoder output:", tuple(hidden.shape), "= (batch, tgt_len, d_model)")
 # %% [markdown]
 # ## Embeddings, positions and the generator
 #
-# Chapters 03 and 04 derive these; here is how they plug in. Token ids become learned vectors
+# Chapters [03](03_tokens_and_embeddings.ipynb) and [04](04_positional_encoding.ipynb) derive these; here is how they plug in. Token ids become learned vectors
 # scaled by $\sqrt{d_\text{model}}$, then the sinusoidal position of each token is added (with
 # dropout). `TokenAndPosition` chains the two and passes the position `offset` that cached
 # decoding needs.
@@ -276,7 +280,7 @@ bars["millions"] = bars["total"] / 1e6
 # The embeddings and the generator — three $37{,}000 \times 512$ matrices — hold more than half
 # of the 101 million parameters; the twelve layers share the rest, a decoder layer a third more
 # than an encoder layer because of its source attention. The paper shares one matrix between
-# both embeddings and the generator's weights (§3.4, chapter 12); counting that matrix once
+# both embeddings and the generator's weights (§3.4, [chapter 12](12_tricks_from_the_paper.ipynb)); counting that matrix once
 # gives its size of "65 million" (Table 3) to within a few percent:
 
 # %%
@@ -315,7 +319,7 @@ with torch.no_grad():
 
 # %% [markdown]
 # Random weights give fixed but meaningless sequences, unrelated to the source: the model runs
-# end to end, shapes and masks fit, and there is nothing yet to learn from. Chapter 09 trains
+# end to end, shapes and masks fit, and there is nothing yet to learn from. [Chapter 09](09_copy_task.ipynb) trains
 # this same small model to copy its input.
 #
 # ## The same function as `torch.nn.Transformer`
@@ -392,8 +396,8 @@ print(f"{len(stacks)} tensors mapped; outputs at real positions equal nn.Transfo
 # ## Bloem's block: the encoder-only variant
 #
 # Parts of this book also need models with only one stack: a sentiment classifier reads a
-# review with an encoder (chapter 13), a character-level language model generates text with a
-# causal "decoder-only" stack (chapter 14). For those the package follows Peter Bloem's
+# review with an encoder ([chapter 13](13_classification_imdb.ipynb)), a character-level language model generates text with a
+# causal "decoder-only" stack ([chapter 14](14_generation_characters.ipynb)). For those the package follows Peter Bloem's
 # `former`: one self-contained block, **post-norm** as the paper's text writes it, with the
 # feed-forward network $4\times$ wider than $d_\text{model}$. `causal=True` adds the look-ahead
 # mask inside the block.
@@ -428,3 +432,14 @@ print("TransformerBlock == nn.TransformerEncoderLayer(norm_first=False):", tuple
 # A classifier stacks a few of these blocks over embedded tokens, pools the outputs and
 # applies a linear layer; a language model stacks causal ones and ends with a generator. Both
 # reuse everything in this chapter except the source attention.
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - assemble the encoder-decoder from its parts with `make_model`;
+# - count its parameters by formula and by module;
+# - check it against `torch.nn.Transformer` with the same weights.
+#
+# **Next:** [chapter 08 · Training](08_training.ipynb).

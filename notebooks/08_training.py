@@ -12,8 +12,12 @@
 # %% [markdown]
 # # 08 · Training
 #
+# - **You will learn** batches, the token-summed loss, Adam with the paper's settings, the warm-up schedule and label smoothing, each checked against a derivation.
+# - **It assumes** [chapter 07](07_the_full_model.ipynb).
+# - **Time:** about 20 minutes to read; it runs in under a minute.
+#
 # Part II built the model; this chapter builds everything needed to train it, following §5 of
-# *Attention Is All You Need* (Vaswani et al., 2017): batches that hold a source, a shifted
+# *Attention Is All You Need* ([Vaswani et al., 2017](../references.md#vaswani-et-al-2017)): batches that hold a source, a shifted
 # target and their masks; a training loop that counts tokens; the Adam optimiser with the
 # paper's unusual settings; the warm-up-then-decay learning rate schedule; and label smoothing.
 # Each piece comes from the package (`annotated_transformer.training`, `.schedule`, `.loss`),
@@ -22,7 +26,7 @@
 # Two of these pieces went wrong in the Annotated Transformer, and we look at both: its loop
 # advanced the learning rate schedule once per *micro-batch* when it accumulated gradients, and
 # its label smoothing could return `inf` or `NaN` on some batches with (or without) padding.
-# Chapter 09 then puts it all to work on a small task.
+# [Chapter 09](09_copy_task.ipynb) then puts it all to work on a small task.
 
 # %%
 import math
@@ -66,7 +70,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # nonsense) predictions, we feed it the true target sentence and ask it, at every position, for
 # the next word. For a target `<s> a dog runs </s>` the decoder reads `<s> a dog runs` and must
 # predict `a dog runs </s>` — the same sentence shifted by one. All positions are predicted at
-# once, in parallel; the look-ahead mask of chapter 06 keeps position $i$ from seeing the words
+# once, in parallel; the look-ahead mask of [chapter 06](06_masks.ipynb) keeps position $i$ from seeing the words
 # after it, which it is being asked to predict.
 #
 # A `Batch` does that bookkeeping once: it splits the target into the decoder input `tgt` and
@@ -110,7 +114,7 @@ print("ntokens ", batch.ntokens)
 # The target mask of the second sentence, `<s> cats </s> <pad>` as decoder input: row $i$ is a
 # query position, column $j$ a key position, 1 = may attend. Real positions see themselves and
 # the real positions before them; the padded position (last row) only sees itself, so no row
-# of the softmax is empty (chapter 06 explains why the original's mask differed here).
+# of the softmax is empty ([chapter 06](06_masks.ipynb) explains why the original's mask differed here).
 
 # %%
 print(batch.tgt_mask[1].int())
@@ -426,7 +430,7 @@ viz.line_chart(
 #
 # "During training, we employed label smoothing of value $\epsilon_{ls} = 0.1$. This hurts
 # perplexity, as the model learns to be more unsure, but improves accuracy and BLEU score"
-# (§5.4, after Szegedy et al. 2016). Instead of asking the model to put probability 1 on the
+# (§5.4, after [Szegedy et al. 2016](../references.md#szegedy-et-al-2016)). Instead of asking the model to put probability 1 on the
 # correct token $y$, we ask for a smoothed target distribution $q$ that keeps a little mass
 # $\epsilon$ for every class. The package uses PyTorch's convention (the one
 # `F.cross_entropy(label_smoothing=ε)` implements), with $V$ classes:
@@ -534,8 +538,11 @@ show_source(smoothed_cross_entropy)
 
 # %% [markdown]
 # Numerically, on random scores for 8 positions (two of them padding) over 7 classes. For one
-# real token, $H(q) = -(1 - \epsilon + \frac{\epsilon}{V})\log(1 - \epsilon + \frac{\epsilon}{V})
-# - (V - 1)\frac{\epsilon}{V}\log\frac{\epsilon}{V}$.
+# real token,
+#
+# $$H(q) = -\left(1 - \epsilon + \tfrac{\epsilon}{V}\right)
+#   \log\left(1 - \epsilon + \tfrac{\epsilon}{V}\right)
+#   - (V - 1)\,\tfrac{\epsilon}{V}\log\tfrac{\epsilon}{V}.$$
 
 # %%
 V7, eps = 7, 0.1
@@ -674,4 +681,15 @@ comparison
 # %% [markdown]
 # The `Trainer`'s `history` is a pandas DataFrame with one row per optimiser step (loss per
 # token, learning rate, tokens, tokens per second, gradient norm, and the validation loss when
-# it is evaluated) — chapter 09 draws its training curves from it.
+# it is evaluated) — [chapter 09](09_copy_task.ipynb) draws its training curves from it.
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - build batches with shifted targets and masks;
+# - train with Adam, the warm-up schedule and label smoothing, summing the loss over tokens;
+# - spot the two bugs of the Annotated Transformer's training code.
+#
+# **Next:** [chapter 09 · The copy task](09_copy_task.ipynb).

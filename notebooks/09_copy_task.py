@@ -12,13 +12,17 @@
 # %% [markdown]
 # # 09 · The copy task
 #
+# - **You will learn** to train a small Transformer end to end, and to decode with it greedily, with a key/value cache and with beam search.
+# - **It assumes** [chapter 08](08_training.ipynb).
+# - **Time:** about 20 minutes to read; it runs in about 2 minutes, training included.
+#
 # Before training on real translations, which takes hours and can fail for a hundred reasons,
 # the Annotated Transformer trains on the simplest sequence-to-sequence task there is: given a
 # random sequence of symbols, output the same sequence. A correct model, loss, optimiser and
 # schedule learn it in a few minutes on a CPU; a bug in a mask or in the shifting of the
 # target usually shows up as a model that never gets past a fraction of right symbols.
 #
-# This chapter trains a 2-layer Transformer on the copy task with the pieces of chapter 08,
+# This chapter trains a 2-layer Transformer on the copy task with the pieces of [chapter 08](08_training.ipynb),
 # draws its training curves, and then turns the trained model into a *decoder* of new
 # sequences three ways: greedy decoding that recomputes the whole prefix at every step;
 # greedy decoding with a key/value cache (token for token the same, and faster); and beam
@@ -108,7 +112,7 @@ print("target tokens in this batch:", example.ntokens)
 # ($d_{model}$ = 32 at CI size, 64 at full size) so that it trains on a CPU in seconds to
 # minutes. Dropout is off: every batch is fresh random data, so the model cannot memorise its
 # training set and needs no regularisation. Everything else is the paper's recipe from
-# chapter 08: Adam with $\beta_2 = 0.98$, the Noam schedule (here with a short warm-up of 100
+# [chapter 08](08_training.ipynb): Adam with $\beta_2 = 0.98$, the Noam schedule (here with a short warm-up of 100
 # steps, as the whole run is a few hundred), and label smoothing $\epsilon = 0.1$. Gradients
 # are clipped to norm 1, a cheap guard for a tiny model at the peak learning rate.
 
@@ -155,9 +159,14 @@ print(f"validation loss at the end: {last['eval_loss']:.3f}")
 
 # %% [markdown]
 # With label smoothing the loss cannot reach 0. Its smallest value is reached when the model's
-# distribution equals the smoothed target $q$, and it is then the entropy of $q$ (chapter 08):
-# $H(q) = -(1 - \epsilon + \frac{\epsilon}{V})\log(1 - \epsilon + \frac{\epsilon}{V})
-# - (V - 1)\frac{\epsilon}{V}\log\frac{\epsilon}{V}$ per token. The training curves below draw
+# distribution equals the smoothed target $q$, and it is then the entropy of $q$ ([chapter 08](08_training.ipynb))
+# per token:
+#
+# $$H(q) = -\left(1 - \epsilon + \tfrac{\epsilon}{V}\right)
+#   \log\left(1 - \epsilon + \tfrac{\epsilon}{V}\right)
+#   - (V - 1)\,\tfrac{\epsilon}{V}\log\tfrac{\epsilon}{V}.$$
+#
+# The training curves below draw
 # it as a dashed line. The learning rate climbs for 100 steps of warm-up and then decays as
 # $1/\sqrt{step}$.
 
@@ -273,7 +282,7 @@ for name, value in accuracy.items():
 # tokens after it. A sequence of $n$ tokens therefore costs $1 + 2 + \dots + n = O(n^2)$
 # position passes. With a cache each layer keeps the projected keys and values of the earlier
 # positions (and those of the encoder memory, which never change) and the step runs only the
-# newest token: $O(n)$ position passes, each attending over the cached keys (chapter 02 built
+# newest token: $O(n)$ position passes, each attending over the cached keys ([chapter 02](02_self_attention.ipynb) built
 # the attention, and `kv_cache.py` holds the cache).
 #
 # The cached path must give *exactly* the tokens of the recomputing one. We check it token for
@@ -353,7 +362,7 @@ viz.line_chart(
 # Scoring a hypothesis by its log-probability $\log P(Y \mid X) = \sum_t \log p(y_t \mid
 # y_{<t}, X)$ has a bias: every token adds a negative term, so shorter hypotheses score
 # higher, and a beam search ranked that way likes to stop early. The paper follows Google's
-# neural machine translation system (Wu et al., 2016, *GNMT*, eq. 14) and divides by a length
+# neural machine translation system ([Wu et al., 2016](../references.md#wu-et-al-2016), *GNMT*, eq. 14) and divides by a length
 # penalty,
 #
 # $$\mathrm{score}(Y) = \frac{\log P(Y \mid X)}{lp(Y)}, \qquad
@@ -496,7 +505,7 @@ pd.DataFrame(rows)
 # itself rates as more probable than greedy's (the last column), and that also buys some exact
 # copies. A larger $\alpha$ makes the outputs slightly longer on average, as the penalty
 # intends; on this task the effect is small, since the source fixes the length, while in
-# translation the choice matters more (chapter 12).
+# translation the choice matters more ([chapter 12](12_tricks_from_the_paper.ipynb)).
 #
 # Some sequences where the partly trained model's greedy and beam ($\alpha = 0.6$) outputs
 # differ. Beam search's output is the more probable one under the model, but not necessarily
@@ -522,3 +531,13 @@ for i in differ.nonzero().flatten()[:4].tolist():
 # IV uses the same `Trainer`, `greedy_decode` and `beam_search` on real German–English
 # translation, where sentences are longer, the model is less certain, and the choice of
 # decoder shows up in the BLEU score.
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - train a small Transformer and read its training curves;
+# - decode greedily, with a key/value cache, and with beam search and a length penalty.
+#
+# **Next:** [chapter 10 · German→English on Multi30k](10_translation_multi30k.ipynb).

@@ -12,11 +12,14 @@
 # %% [markdown]
 # # 10 · German→English on Multi30k
 #
+# - **You will learn** a real translation task end to end: data, tokenizers, vocabularies, batches with little padding, the task runner, training and BLEU.
+# - **It assumes** [chapter 09](09_copy_task.ipynb), and [chapter 03](03_tokens_and_embeddings.ipynb) for byte-pair encoding.
+# - **Time:** about 20 minutes to read; about a minute to run from a finished run, whose training takes about an hour on one CPU core.
+#
 # ```{note}
 # The stored outputs on this page come from the `cpu` preset (3 + 3 layers, d_model 256, all
 # 29,000 training pairs, 12 epochs, one shared byte-pair vocabulary, packed random batches),
-# trained once from the repository root on one CPU thread (65 minutes of training on a Xeon
-# without AMX, in fp32) with
+# trained once from the repository root (about an hour of training on one CPU core) with
 #
 #     python -m annotated_transformer translate train \
 #         --preset cpu --out runs/translate-cpu
@@ -74,7 +77,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # %% [markdown]
 # ## The data
 #
-# Multi30k (Elliott et al. 2016) pairs English descriptions of Flickr photos with German
+# Multi30k ([Elliott et al. 2016](../references.md#elliott-et-al-2016)) pairs English descriptions of Flickr photos with German
 # translations made by professional translators. Its task 1 has 29,000 training pairs, 1,014
 # for validation and several test sets; `test2016` is the one Multi30k results are usually
 # reported on. The sentences are short and the vocabulary small, which is why a model trained
@@ -198,7 +201,7 @@ print(f"test2016 sentences with at least one <unk>: {unknown_sentences:,} of {le
 # that reads `<unk>` cannot translate them, and one that *writes* `<unk>` puts the token in
 # its output for the reader to see. Word vocabularies are how the Annotated Transformer
 # started, and they are what this chapter's pipeline shows; the `cpu` preset that this page
-# trains below uses a better choice instead, which chapter 12 builds step by step: one
+# trains below uses a better choice instead, which [chapter 12](12_tricks_from_the_paper.ipynb) builds step by step: one
 # vocabulary of *byte pairs* shared by German and English (`tokens="bpe"`), learned on the
 # training text only. Any word splits into known pieces, down to single bytes, so no token is
 # ever unknown.
@@ -362,7 +365,7 @@ show_source(Translation.batches)
 # differs between jobs — here the data and vocabularies, `make_model`, the label-smoothed
 # loss, `batches(epoch)`, and the validation and test scores — and the runner does the rest
 # the same way for every task: device and precision, the optimiser and its learning-rate
-# schedule (chapter 08), checkpoints, logs and resuming. The whole recipe is one config
+# schedule ([chapter 08](08_training.ipynb)), checkpoints, logs and resuming. The whole recipe is one config
 # dataclass: the task's fields on top of the optimisation fields every task shares.
 
 # %%
@@ -373,12 +376,13 @@ show_source(TrainConfig, TranslationConfig)
 # continuous integration runs: seconds, a model that learns next to nothing), `cpu` (the size
 # of this chapter: 3 + 3 layers, d_model 256, all training pairs, one byte-pair vocabulary
 # shared by both languages, packed random batches; about an hour on one thread of a laptop's
-# CPU) and `base` (the paper's base model, for a GPU). Compared with
+# CPU) and `base` (for a GPU: the paper's base size, 6 + 6 layers and d_model 512, but with
+# word vocabularies and untied embeddings, as the table shows). Compared with
 # the paper, `cpu` is smaller in every direction because the data set is small: 29,000 short
 # sentences, not 4.5 million. It uses a linear warm-up then a cosine decay of the learning
-# rate, which reaches a good model in fewer epochs than the Noam schedule of chapter 08. Its
+# rate, which reaches a good model in fewer epochs than the Noam schedule of [chapter 08](08_training.ipynb). Its
 # beam size and length penalty α were chosen on the validation set, from greedy decoding and
-# beams 4 and 8 with five values of α (the README has the grid; chapter 12 explains both).
+# beams 4 and 8 with five values of α (the README has the grid; [chapter 12](12_tricks_from_the_paper.ipynb) explains both).
 
 # %%
 presets = {name: vars(PRESETS[name]) for name in ("tiny", "cpu", "base")}
@@ -389,7 +393,7 @@ pd.DataFrame(presets).rename_axis("setting").astype(str)
 # 08's `Trainer`; `train` runs `Trainer.fit` with an evaluation hook, `validate`, which the
 # trainer calls at the end of every epoch (here `eval_every` is 0): it scores the model on the
 # validation set, keeps the best weights in `best.pt`, and keeps the last `keep_last` epochs
-# for averaging (chapter 12).
+# for averaging ([chapter 12](12_tricks_from_the_paper.ipynb)).
 
 # %%
 show_source(Run.train, Run.validate)
@@ -429,6 +433,11 @@ print(f"python -m annotated_transformer translate train --preset {PRESET} --out 
 print((run.out / "train.log").read_text())
 
 # %% [markdown]
+# The log's last line is the test score the run wrote when it finished, decoded with beam 8
+# and α 1; the table under "BLEU on test2016" below decodes the same `final.pt` with the
+# preset's beam 4 and α 1.0, the pair that [chapter 12](12_tricks_from_the_paper.ipynb) chooses on validation, so its beam
+# score differs slightly (40.41 against 40.53).
+#
 # The same numbers from `history.csv`, one row per epoch:
 
 # %% tags=["nbval-ignore-output"]
@@ -480,7 +489,7 @@ viz.line_chart(epochs, "minutes", "val_bleu", title="Validation BLEU against tra
 # %% [markdown]
 # ## BLEU on test2016
 #
-# BLEU (Papineni et al. 2002) compares the n-grams (n = 1 … 4) of the model's translations
+# BLEU ([Papineni et al. 2002](../references.md#papineni-et-al-2002)) compares the n-grams (n = 1 … 4) of the model's translations
 # with those of the references, over the whole test set, and penalises translations that are
 # too short. Its value depends on how the text is tokenized and cased, so numbers from
 # different setups are not comparable. `score` reports three:
@@ -496,8 +505,8 @@ show_source(score)
 
 # %% [markdown]
 # The model in `final.pt` (`run.model`) translates test2016 twice: greedily (the most likely
-# next token at every step, chapter 09) and with beam search, with the preset's beam size and
-# GNMT length penalty α (chapter 12 chooses both on the validation set). At CI size only the
+# next token at every step, [chapter 09](09_copy_task.ipynb)) and with beam search, with the preset's beam size and
+# GNMT length penalty α ([chapter 12](12_tricks_from_the_paper.ipynb) chooses both on the validation set). At CI size only the
 # first 50 sentences are translated.
 
 # %% tags=["nbval-ignore-output"]
@@ -554,6 +563,16 @@ print(outputs["greedy"][0])
 print(task.predict(model, ["Zwei Hunde spielen im Schnee.", "Ein Mann repariert das Dach."], beam))
 
 # %% [markdown]
-# Chapter 11 looks inside this model at what its attention heads attend to; chapter 12
+# [Chapter 11](11_attention_maps.ipynb) looks inside this model at what its attention heads attend to; [chapter 12](12_tricks_from_the_paper.ipynb)
 # measures the effect of the paper's tricks: a shared vocabulary with tied embeddings, beam
 # search, and checkpoint averaging.
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - train a translation model through the runner or the command line;
+# - batch sentences with little padding and score translations with BLEU.
+#
+# **Next:** [chapter 11 · Attention maps of a trained model](11_attention_maps.ipynb).

@@ -12,6 +12,10 @@
 # %% [markdown]
 # # 13 · Sentiment classification on IMDb
 #
+# - **You will learn** the same blocks as an encoder-only classifier: pooling that ignores padding, training through the runner, and where the model goes wrong.
+# - **It assumes** [chapter 07](07_the_full_model.ipynb) (the post-norm block), [chapter 08](08_training.ipynb) and [chapter 10](10_translation_multi30k.ipynb) (the runner).
+# - **Time:** about 15 minutes to read; about a minute to run from finished runs, whose training takes about 5 minutes each on one CPU core.
+#
 # The blocks of Parts I–III were built for translation, but nothing in a Transformer block is
 # specific to it. A block maps a sequence of vectors to a sequence of vectors of the same
 # shape; what a task adds is how the sequence goes in and what is read out at the end. This
@@ -22,7 +26,7 @@
 # stack of self-attention blocks with no look-ahead mask (every word may look at every other
 # word), average the output vectors into one vector for the whole review, and map that vector
 # to two class scores with one linear layer. The data is the IMDb Large Movie Review Dataset
-# (Maas et al., 2011): 25,000 training and 25,000 test reviews, half positive, half negative.
+# ([Maas et al., 2011](../references.md#maas-et-al-2011)): 25,000 training and 25,000 test reviews, half positive, half negative.
 #
 # Everything here runs through the `classify` task of the book's runner, the code behind the
 # command line
@@ -65,10 +69,10 @@ torch.manual_seed(0)
 torch.set_printoptions(precision=3, sci_mode=False)
 
 # %% [markdown]
-# Classification is a task of the book's runner (chapter 10): a config dataclass, and the
-# command line's presets are named configs. The book trains the `cpu` preset (under ten
-# minutes of training on one CPU thread); a continuous-integration run of this chapter trains
-# the `tiny` one through the same code.
+# Classification is a task of the book's runner ([chapter 10](10_translation_multi30k.ipynb)): a config dataclass, and the
+# command line's presets are named configs. The book trains the `cpu` preset (about five
+# minutes of training on one CPU core, the log below); a continuous-integration run of this
+# chapter trains the `tiny` one through the same code.
 
 # %% tags=["nbval-ignore-output"]
 preset = pick(ci="tiny", full="cpu")
@@ -141,9 +145,9 @@ histogram = pd.DataFrame({"tokens": bins.index, "reviews": bins.values})
 #
 # ## The model
 #
-# `EncoderClassifier` assembles pieces the book has already built: `Embeddings` (chapter 03),
-# the learned `PositionalEmbedding` (chapter 04) and Bloem's post-norm `TransformerBlock`
-# (chapter 05). Only the last two steps are new: the pooling and the linear layer.
+# `EncoderClassifier` assembles pieces the book has already built: `Embeddings` ([chapter 03](03_tokens_and_embeddings.ipynb)),
+# the learned `PositionalEmbedding` ([chapter 04](04_positional_encoding.ipynb)) and Bloem's post-norm `TransformerBlock`
+# ([chapter 05](05_normalisation_and_residuals.ipynb)). Only the last two steps are new: the pooling and the linear layer.
 
 # %%
 show_source(EncoderClassifier)
@@ -188,7 +192,7 @@ print("masked mean pooling = the model's logits; padding changes nothing")
 #
 # ## Training
 #
-# The runner and its loop are chapter 10's and chapter 08's; the task supplies batches and a
+# The runner and its loop are [chapter 10](10_translation_multi30k.ipynb)'s and [chapter 08](08_training.ipynb)'s; the task supplies batches and a
 # loss. Batches group reviews of similar length (`batching.bucket_batches`) under a token
 # budget, so little compute is spent on padding. The loss is the cross-entropy summed over the
 # batch's reviews, returned with their count, which is the contract `Trainer` expects:
@@ -198,7 +202,7 @@ show_source(Classification.batches, Classification.loss)
 
 # %% [markdown]
 # The optimiser is AdamW (`optimizer="adamw"`) with a short linear warm-up and a linear decay
-# to zero at the last step (`schedule="linear"`, chapter 08): with a fixed budget of steps,
+# to zero at the last step (`schedule="linear"`, [chapter 08](08_training.ipynb)): with a fixed budget of steps,
 # ending at a learning rate of zero settles the weights.
 
 # %%
@@ -269,9 +273,14 @@ print(
 # %% [markdown]
 # ## Where it goes wrong
 #
-# The reviews the model gets most confidently wrong are instructive: irony, a long plot summary
-# followed by a short verdict, a verdict in the part that was cut off, or a mixed review whose
-# rating sits just on one side of the line.
+# The four reviews the model gets most confidently wrong (below). Read them before blaming
+# the model: all four carry the label *negative*, yet two read as plain praise ("one of the
+# best Kung fu movies in the history of Cinema", "A true classic that can be seen many
+# times"), one calls the film "a quite entertaining, silly diversion", and one is a single
+# line of comparison. That is **label noise**: IMDb's labels come from the star rating a
+# reviewer gave, not from the text, and a text can praise a film its rating pans. A model
+# that reads the text is right to call the two plain ones positive, and no model can reach
+# 100 % on this test set.
 
 # %% tags=["nbval-ignore-output"]
 probs = task.probabilities(model, data["test"])  # (reviews, 2)
@@ -289,7 +298,7 @@ for i in wrong[confidence.argsort(descending=True)[:4]].tolist():
 # ## What the last block attends to
 #
 # Setting `keep_attention = True` on a block's attention makes it run the explicit
-# matmul-softmax-matmul and keep the weights (chapter 02). For a short review, the map below
+# matmul-softmax-matmul and keep the weights ([chapter 02](02_self_attention.ipynb)). For a short review, the map below
 # is the last block's attention averaged over its heads: row $i$ shows where the word in
 # row $i$ takes its information from. In a trained model a few sentiment-bearing words
 # ("great", "waste", "boring", ...) tend to draw weight from many positions.
@@ -316,7 +325,7 @@ viz.heatmap(
 # ## Words or byte pairs?
 #
 # Every word outside the 20,000 most frequent is `<unk>`: names, rare adjectives, misspellings
-# ("awfull"). Byte-pair encoding (chapter 06) keeps the frequent words whole and spells the
+# ("awfull"). Byte-pair encoding ([chapter 03](03_tokens_and_embeddings.ipynb)) keeps the frequent words whole and spells the
 # rare ones in pieces, so nothing is unknown. `ReviewTokenizer` offers both; for byte pairs it
 # learns merges on the same lower-cased words, joined by single spaces, so the two tokenizers
 # see the same text and differ only in their units. The vocabulary keeps the same number of
@@ -370,8 +379,16 @@ pd.DataFrame(rows).set_index("tokens").round(4)
 # - Speed on a CPU comes from a narrow, shallow model, batches without much padding and the
 #   fused attention kernel, which attention dropout would switch off.
 # - Accuracy came from reading whole reviews (`max_len` 512) and stopping early: about two
-#   epochs with the learning rate decayed to zero. The same model cut at 256 tokens and
-#   trained for four epochs reached 85.3%: it memorised the training reviews.
+#   epochs with the learning rate decayed to zero.
+# - The most confident "mistakes" are label noise: reviews that praise a film but carry a
+#   negative label.
 #
 # The `gpu` preset is Bloem's depth-6 model at full length (512 tokens); he reports about 85%
 # test accuracy for his depth-6 classifier.
+#
+# You can now
+#
+# - turn the blocks into a classifier with masked mean pooling;
+# - train and evaluate it through the runner, and read its mistakes.
+#
+# **Next:** [chapter 14 · Character-level generation](14_generation_characters.ipynb).

@@ -12,11 +12,15 @@
 # %% [markdown]
 # # 15 · The Transformer today
 #
+# - **You will learn** the changes between the 2017 block and today's (RoPE, RMSNorm, SwiGLU, grouped-query attention, ALiBi) and what each buys on the same budget.
+# - **It assumes** [chapter 04](04_positional_encoding.ipynb) and [chapter 14](14_generation_characters.ipynb).
+# - **Time:** about 20 minutes to read; about a minute to run from finished runs, whose training takes a few minutes per run.
+#
 # A model released in 2026 still has the 2017 skeleton: embeddings, a stack of attention and
 # feed-forward blocks with residual connections, a softmax over the vocabulary. Its block
-# differs from chapter 14's in a handful of well-understood places:
+# differs from [chapter 14](14_generation_characters.ipynb)'s in a handful of well-understood places:
 #
-# | 2017 (chapter 14) | today (Llama and most open models) |
+# | 2017 ([chapter 14](14_generation_characters.ipynb)) | today (Llama and most open models) |
 # | --- | --- |
 # | post-norm: `LayerNorm(x + sublayer(x))` | pre-norm: `x + sublayer(RMSNorm(x))` |
 # | a position vector added to the input | queries and keys rotated in every layer (RoPE) |
@@ -66,13 +70,13 @@ torch.set_num_threads(1)
 # %% [markdown]
 # ## Rotary position embeddings
 #
-# Chapter 04 found the property that makes sinusoids work: moving a position by $k$ turns each
+# [Chapter 04](04_positional_encoding.ipynb) found the property that makes sinusoids work: moving a position by $k$ turns each
 # $(\sin, \cos)$ pair by the angle $k\theta_i$, a rotation that does not depend on where you
 # start. But the paper *adds* that vector to the token's embedding, and the attention score
 # $q \cdot k$ then mixes content and position in four cross terms, only some of which depend on
 # the offset alone.
 #
-# Rotary embeddings (Su et al. 2021) apply the rotation itself, to the queries and keys, in
+# Rotary embeddings ([Su et al. 2021](../references.md#su-et-al-2021)) apply the rotation itself, to the queries and keys, in
 # every layer. Cut a query $q$ at position $m$ into pairs of features and turn pair $i$ by
 # $m\theta_i$: $q \mapsto R(m)\,q$, with $R(m)$ block-diagonal, one $2\times 2$ rotation per pair.
 # Rotations are orthogonal and compose, $R(m)^\top R(n) = R(n-m)$, so
@@ -125,7 +129,7 @@ viz.line_chart(
 #
 # ## RMSNorm
 #
-# Layer norm (chapter 05) recentres each vector and rescales it. RMSNorm (Zhang and Sennrich
+# Layer norm ([chapter 05](05_normalisation_and_residuals.ipynb)) recentres each vector and rescales it. RMSNorm (Zhang and Sennrich
 # 2019) only rescales, by the root mean square of the features, and keeps a gain but no bias:
 # $\mathrm{RMSNorm}(x) = g \odot x / \sqrt{\mathrm{mean}(x^2) + \varepsilon}$.
 # One reduction instead of two, and, in their experiments and in every large model since, no
@@ -168,9 +172,9 @@ pd.DataFrame([
 # ## Grouped-query attention
 #
 # When a decoder generates, each layer keeps the keys and values of every earlier token
-# (chapter 09's KV cache): $2 \cdot h \cdot d_k$ numbers per token and layer. At long contexts and
+# ([chapter 09](09_copy_task.ipynb)'s KV cache): $2 \cdot h \cdot d_k$ numbers per token and layer. At long contexts and
 # large batches that cache, not the weights, fills the accelerator, and reading it back bounds
-# the decoding speed. Grouped-query attention (Ainslie et al. 2023) keeps $h$ query heads but
+# the decoding speed. Grouped-query attention ([Ainslie et al. 2023](../references.md#ainslie-et-al-2023)) keeps $h$ query heads but
 # only `kv_heads` key/value heads, each shared by a group of $h / \text{kv\_heads}$ query heads.
 # `kv_heads = h` is multi-head attention; `kv_heads = 1` is multi-query attention (Shazeer 2019).
 
@@ -194,7 +198,7 @@ print("grouped-query attention == multi-head attention on repeated key/value hea
 
 # %% [markdown]
 # What the grouping saves at the paper's base size (6 layers, $d_{model} = 512$, 8 heads), and
-# what it does to decoding speed on this machine's CPU (one thread, a batch of 16 prompts of 64
+# what it does to decoding speed on a CPU (one core, a batch of 16 prompts of 64
 # bytes, untrained weights: speed does not depend on them). The cache size is measured on the
 # cache tensors and agrees with the formula $2 \cdot N \cdot \text{kv\_heads} \cdot d_k \cdot 4$
 # bytes per token in float32.
@@ -232,7 +236,7 @@ kv_table
 # ## ALiBi: positions as a distance penalty
 #
 # One more way to give positions, because it will matter when we test longer contexts. ALiBi
-# (Press et al. 2022) adds no vector and rotates nothing: each head subtracts from the score a
+# ([Press et al. 2022](../references.md#press-et-al-2022)) adds no vector and rotates nothing: each head subtracts from the score a
 # penalty proportional to the distance, $-m_h \cdot (i - j)$, with a fixed slope per head
 # ($\tfrac12, \tfrac14, \dots$). A longer context only brings larger distances, penalised more.
 
@@ -248,7 +252,7 @@ viz.heatmap(alibi_bias(4, 12)[0].clamp(min=-6), title="ALiBi's bias for head 1 (
 #
 # The pieces assembled: pre-norm with RMSNorm, RoPE inside the attention, grouped-query
 # attention, SwiGLU, no biases. Each change is also a switch (`norm`, `positions`,
-# `feed_forward`, `bias`, `kv_heads`), so that we can walk from chapter 14's block to this one a
+# `feed_forward`, `bias`, `kv_heads`), so that we can walk from [chapter 14](14_generation_characters.ipynb)'s block to this one a
 # step at a time. With `norm="layer"`, learned positions, ReLU, biases and `kv_heads = h`, the
 # block is PyTorch's `nn.TransformerEncoderLayer(norm_first=True)` under a causal mask (a test
 # checks that with the same weights).
@@ -264,9 +268,9 @@ show_source(ModernBlock)
 # %% [markdown]
 # ## The experiment: one change at a time
 #
-# The language model of chapter 14 (`lm --preset cpu`: 4 layers, $d_{model} = 128$, 4 heads,
+# The language model of [chapter 14](14_generation_characters.ipynb) (`lm --preset cpu`: 4 layers, $d_{model} = 128$, 4 heads,
 # $d_{ff} = 512$, contexts of 128 bytes, batches of 32) on Tiny Shakespeare, every run 1,000
-# steps with the same schedule, data order and seed, on one thread of this machine. Each rung of
+# steps with the same schedule, data order and seed, on a CPU. Each rung of
 # the ladder adds one change to the one before:
 
 # %%
@@ -328,10 +332,10 @@ print(f"equal time: the validation curves at {equal_time:.2f} minutes, the short
 ladder.round(3)
 
 # %% [markdown]
-# `bpb_mean`: bits per byte of the whole validation split after 1,000 steps (chapter 14's
+# `bpb_mean`: bits per byte of the whole validation split after 1,000 steps ([chapter 14](14_generation_characters.ipynb)'s
 # protocol: overlapping windows, every byte scored once), the mean of the seeds listed in
 # `bpb_seeds`; `change`: the difference from the rung above; `minutes`: training time on one
-# thread, while another run trained on the other core; `val_bpb_equal_time`: the quick
+# CPU core; `val_bpb_equal_time`: the quick
 # validation loss (the first 64 KiB of the split, measured every 100 steps) interpolated at the
 # training time of the fastest run, so that no rung gains from being given more time.
 #
@@ -475,3 +479,10 @@ viz.line_chart(
 #   change that matters most when serving long contexts.
 # - Trained at 128 bytes, only ALiBi read 512 bytes without loss; RoPE needs rescaling to go
 #   beyond its training length, and learned tables cannot at all.
+#
+# You can now
+#
+# - build RoPE, RMSNorm, SwiGLU, grouped-query attention and ALiBi and check them;
+# - measure one change at a time on a fixed budget.
+#
+# **Next:** [chapter 16 · BERT and GPT-2](16_bert_and_gpt2.ipynb).

@@ -12,15 +12,19 @@
 # %% [markdown]
 # # 17 · Longer contexts: Transformer-XL and sparse attention
 #
+# - **You will learn** how Transformer-XL's memory and relative positions and sparse attention's patterns let a model see further.
+# - **It assumes** [chapter 14](14_generation_characters.ipynb), [chapter 15](15_the_transformer_today.ipynb) and [chapter 16](16_bert_and_gpt2.ipynb).
+# - **Time:** about 25 minutes to read; under a minute to run from finished runs, whose training takes minutes per run.
+#
 # ```{note}
 # The stored outputs on this page come from the `cpu`-size runs named in each section,
-# trained once from the repository root on one CPU thread of a shared 2-core machine (the
-# commands are printed with the results). In CI every section trains its `tiny` size, where
+# trained once from the repository root, minutes each on a CPU (the commands are printed
+# with the results). In CI every section trains its `tiny` size, where
 # the numbers mean nothing.
 # ```
 #
-# Chapter 16 changed what a transformer is trained *for* (BERT, GPT-2).
-# This half changes how far it can see. A model that reads windows of $n$ tokens pays for
+# [Chapter 16](16_bert_and_gpt2.ipynb) changed what a transformer is trained *for* (BERT, GPT-2).
+# This chapter changes how far it can see. A model that reads windows of $n$ tokens pays for
 # attention in proportion to $n^2$ and forgets everything before the window. Two answers from
 # 2019:
 #
@@ -50,13 +54,13 @@ torch.set_num_threads(1)
 # %% [markdown]
 # ## Transformer-XL: context beyond the window
 #
-# Chapter 14's language model reads windows of `max_len` bytes. Whatever came before the window
+# [Chapter 14](14_generation_characters.ipynb)'s language model reads windows of `max_len` bytes. Whatever came before the window
 # is gone: the first byte of every window is predicted from nothing, and a model trained on
 # 128-byte windows cannot use byte 129 back however useful it would be. Evaluating with
-# overlapping windows (chapter 14's `stride`) gives every byte *some* context, at the price of
+# overlapping windows ([chapter 14](14_generation_characters.ipynb)'s `stride`) gives every byte *some* context, at the price of
 # reading most bytes twice, and still never more than `max_len` of it.
 #
-# Transformer-XL (Dai et al. 2019) keeps the text flowing through the model instead:
+# Transformer-XL ([Dai et al. 2019](../references.md#dai-et-al-2019)) keeps the text flowing through the model instead:
 #
 # * **Segment-level recurrence.** The text is read in consecutive segments. While a segment is
 #   processed, every layer keeps the hidden states that entered it, and the next segment's
@@ -64,7 +68,7 @@ torch.set_num_threads(1)
 #   it), so training still back-propagates through one segment, at the cost of one segment.
 #   Information moves up one layer per segment, so N layers with a memory of `mem_len` states
 #   can reach about N · `mem_len` bytes back.
-# * **Relative positions.** Chapter 04 gives position 0 the same vector in every segment, so the
+# * **Relative positions.** [Chapter 04](04_positional_encoding.ipynb) gives position 0 the same vector in every segment, so the
 #   memory and the current segment would both hold a "position 0". Transformer-XL drops the
 #   position vectors from the input and lets each attention score depend on the *distance*
 #   between query and key.
@@ -94,7 +98,7 @@ from annotated_transformer.segments import evaluate_bits_per_byte, segment_loss,
 # ### Relative attention, one term at a time
 #
 # Write the input at position $i$ as its content $E_i$ plus its absolute position vector $U_i$.
-# The score of chapter 02 between query $i$ and key $j$ is then
+# The score of [chapter 02](02_self_attention.ipynb) between query $i$ and key $j$ is then
 # $(E_i + U_i)^\top W_q^\top W_k (E_j + U_j)$, which expands into four terms:
 #
 # $$A^{\mathrm{abs}}_{ij} = \underbrace{E_i^\top W_q^\top W_k E_j}_{(a)\ \text{content}}
@@ -105,7 +109,7 @@ from annotated_transformer.segments import evaluate_bits_per_byte, segment_loss,
 # Transformer-XL rewrites the three terms that involve positions (§3.3):
 #
 # 1. In (b) and (d) the key's absolute position $U_j$ becomes the sinusoid of the distance,
-#    $R_{i-j}$ (chapter 04's table, read at $i - j$), with its own projection $W_R$: keys are
+#    $R_{i-j}$ ([chapter 04](04_positional_encoding.ipynb)'s table, read at $i - j$), with its own projection $W_R$: keys are
 #    placed relative to the query.
 # 2. In (c) and (d) the query's position $U_i^\top W_q^\top$ would now multiply something that
 #    does not depend on $i$'s position at all; it becomes a learned vector per head: $u$ in (c),
@@ -242,7 +246,7 @@ assert torch.equal(first.y[:, -1], second.x[:, 0])
 # %% [markdown]
 # Evaluation reads the whole validation split as one stream of segments, each with up to
 # `mem_len` remembered states per layer; every byte after the first is scored once, as in
-# chapter 14's bits per byte.
+# [chapter 14](14_generation_characters.ipynb)'s bits per byte.
 
 # %%
 show_source(evaluate_bits_per_byte)
@@ -251,7 +255,7 @@ show_source(evaluate_bits_per_byte)
 # ### Memory length against bits per byte
 #
 # The experiment: on the enwik8 prefix, the `lm --preset cpu` shape (N = 4, d_model 128, 4
-# heads, d_ff 512), once as chapter 14's 2017 block on 128-byte windows and once as
+# heads, d_ff 512), once as [chapter 14](14_generation_characters.ipynb)'s 2017 block on 128-byte windows and once as
 # Transformer-XL on 128-byte segments with a training memory of 128 (923,904 parameters against
 # 875,264: each layer's $W_R$, $u$ and $v$ replace the position table). The relative attention
 # has no fused kernel here and reads twice as many keys: on one idle CPU thread a
@@ -362,7 +366,7 @@ table.style.format({"bits per byte": "{:.3f}", "CPU seconds (steps × s/step)": 
 #
 # Causal self-attention over n positions scores n(n+1)/2 pairs: double the context and the
 # work quadruples, and the explicit form also stores an (n, n) matrix per head. The Sparse
-# Transformer (Child et al. 2019) lets each position attend to about √n others, chosen so that
+# Transformer ([Child et al. 2019](../references.md#child-et-al-2019)) lets each position attend to about √n others, chosen so that
 # information still flows from every position to every later one in two layers. Two patterns,
 # each the union of two masks (i the query, j the key, l the stride, about √n):
 #
@@ -520,7 +524,7 @@ torch.testing.assert_close(fixed_sparse_attention(q, k, v, 16, 2), dense_out)
 # parts in one softmax anyway; a union head reads everything the two split heads would; and
 # with union heads *any* two layers reach every earlier position, whatever their order, where
 # split heads need the right mask below the right one. `sparsify_` swaps the attention of each
-# block of chapter 15's model (or GPT-2's) for this module, keeping its weights; generation
+# block of [chapter 15](15_the_transformer_today.ipynb)'s model (or GPT-2's) for this module, keeping its weights; generation
 # from a key/value cache scores the few new queries densely under the same mask.
 
 # %%
@@ -580,7 +584,7 @@ alt.vconcat(*charts)
 #
 # ### Bits per byte: sparse against dense
 #
-# The same small model (chapter 15's block: 2 layers, d_model 64, 4 heads) on the enwik8
+# The same small model ([chapter 15](15_the_transformer_today.ipynb)'s block: 2 layers, d_model 64, 4 heads) on the enwik8
 # prefix with 2,048-byte windows, dense and with the fixed pattern (l = 64, c = 4), the same
 # seed, data and steps; scored on the whole validation split with overlapping 2,048-byte
 # windows. In CI the windows are 256 bytes and the runs a few dozen steps.
@@ -632,7 +636,7 @@ viz.line_chart(
 # In the stored runs (400 steps of two 2,048-byte windows, about 4 minutes each on one shared
 # CPU thread) the fixed pattern scored 3.566 bits per byte on the validation split against
 # dense attention's 3.806, and trained in 202 s against 234 s. Both models are far from
-# trained (chapter 14's `cpu` model reaches 2.11 bits per byte on this text), so this says only
+# trained ([chapter 14](14_generation_characters.ipynb)'s `cpu` model reaches 2.11 bits per byte on this text), so this says only
 # that at the start of training the sparse pattern costs nothing: its block mask is a strong
 # hint that nearby bytes matter most, which a dense model has yet to learn. Whether it keeps
 # up over a long run, where the far context starts to pay, is the paper's claim (0.99 bits per
@@ -646,3 +650,13 @@ viz.line_chart(
 # python -m annotated_transformer lm train --preset cpu $BASE --out runs/e8-fixed-cpu \
 #     --set attention=fixed --set sparse_stride=64 --set sparse_summary=4
 # ```
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - carry a segment memory with relative positions (Transformer-XL);
+# - apply strided and fixed sparse attention patterns and measure their cost.
+#
+# **Next:** [chapter 18 · Going big](18_going_big.ipynb).
