@@ -38,7 +38,14 @@ from collections import Counter
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
+from tokenizers import (
+    Regex,
+    Tokenizer,
+    models,
+    normalizers,
+    pre_tokenizers,
+    trainers,
+)
 from torch import nn
 
 from annotated_transformer import multi30k
@@ -150,7 +157,9 @@ for lang in ("en", "de"):
                 "language": lang,
                 "keep words seen ≥": min_freq,
                 "vocabulary": len(kept),
-                "unknown in val (% of tokens)": round(100 * oov_rate(kept, val_words[lang]), 2),
+                "unknown in val (% of tokens)": round(
+                    100 * oov_rate(kept, val_words[lang]), 2
+                ),
                 "val sentences with an unknown word (%)": round(
                     100
                     * sum(any(t not in kept for t in s) for s in val_words[lang])
@@ -179,8 +188,9 @@ for lang in ("en", "de"):
     n_words = sum(map(len, train_words[lang])) / len(train[lang])
     n_chars = sum(map(len, train[lang])) / len(train[lang])
     print(
-        f"{lang}: {len(chars)} distinct characters; a sentence is {n_words:.1f} words "
-        f"or {n_chars:.1f} characters on average ({n_chars / n_words:.1f}x longer, "
+        f"{lang}: {len(chars)} distinct characters; a sentence is "
+        f"{n_words:.1f} words or {n_chars:.1f} characters on average "
+        f"({n_chars / n_words:.1f}x longer, "
         f"{(n_chars / n_words) ** 2:.0f}x more attention scores)"
     )
 
@@ -227,7 +237,10 @@ alphabet = {ch for p in piece_counts for ch in p if ch != " "}
 corpus = Counter()
 for piece, n in piece_counts.items():
     corpus[tuple(symbols(piece, alphabet))] += n
-print(f"{sum(corpus.values())} pieces, {len(corpus)} distinct, {len(alphabet)} characters")
+print(
+    f"{sum(corpus.values())} pieces, {len(corpus)} distinct, {len(alphabet)} "
+    "characters"
+)
 
 pair_counts = Counter()
 for word, n in corpus.items():
@@ -235,7 +248,11 @@ for word, n in corpus.items():
         pair_counts[pair] += n
 print("most frequent pairs:", pair_counts.most_common(5))
 best = max(pair_counts, key=pair_counts.get)
-print(f"merge {best}:", merge_word(("▁", "a", "n", "d"), best), merge_word(("▁", "a"), best))
+print(
+    f"merge {best}:",
+    merge_word(("▁", "a", "n", "d"), best),
+    merge_word(("▁", "a"), best),
+)
 
 # %% [markdown]
 # The most frequent pair is a space followed by `a`: the word *a* and every word that starts
@@ -312,8 +329,8 @@ n_bpe = sum(len(bpe.encode(line)) for line in val["en"]) / len(val["en"])
 n_words = sum(map(len, val_words["en"])) / len(val["en"])
 n_chars = sum(map(len, val["en"])) / len(val["en"])
 print(
-    f"average English validation sentence: {n_words:.1f} words, {n_bpe:.1f} BPE tokens, "
-    f"{n_chars:.1f} characters"
+    f"average English validation sentence: {n_words:.1f} words, "
+    f"{n_bpe:.1f} BPE tokens, {n_chars:.1f} characters"
 )
 unknown = sum(t.startswith("<0x") for line in val["en"] for t in bpe.encode(line))
 print(f"byte-fallback tokens in the validation text: {unknown}")
@@ -339,7 +356,9 @@ hf.train_from_iterator(train["en"][:bpe_sentences], hf_trainer)
 hf_merges = [tuple(m) for m in json.loads(hf.to_str())["model"]["merges"]]
 
 same_place = sum(a == b for a, b in zip(bpe.merges, hf_merges, strict=True))
-print(f"{same_place} of {len(bpe.merges)} merges identical and in the same position")
+print(
+    f"{same_place} of {len(bpe.merges)} merges identical and in the same position"
+)
 sample = [line for line in val["en"] if set(line) - {" "} <= bpe.alphabet]
 agree = sum(bpe.encode(line) == hf.encode(line).tokens for line in sample)
 print(f"identical encodings for {agree} of {len(sample)} validation sentences")
@@ -376,7 +395,10 @@ def hf_subwords(kind: str) -> Tokenizer:
         tok = Tokenizer(models.Unigram())
         tok.pre_tokenizer = pre_tokenizers.Metaspace()
         trainer = trainers.UnigramTrainer(
-            vocab_size=1200, special_tokens=["<unk>"], unk_token="<unk>", show_progress=False
+            vocab_size=1200,
+            special_tokens=["<unk>"],
+            unk_token="<unk>",
+            show_progress=False,
         )
     tok.train_from_iterator(train["en"][:2000], trainer)
     return tok
@@ -448,7 +470,12 @@ token_ids = torch.tensor([ids])  # (batch=1, len)
 vectors = embed(token_ids)  # (1, len, d_model)
 one_hot = F.one_hot(token_ids, len(vocab)).float()  # (1, len, vocab)
 torch.testing.assert_close(vectors, one_hot @ embed.lut.weight * math.sqrt(d_model))
-print(tuple(token_ids.shape), "->", tuple(vectors.shape), "| lookup == one-hot @ table × √d_model")
+print(
+    tuple(token_ids.shape),
+    "->",
+    tuple(vectors.shape),
+    "| lookup == one-hot @ table × √d_model",
+)
 
 # %% [markdown]
 # Why scale? The next chapter *adds* a position vector to every token vector, and a sum is
@@ -469,7 +496,11 @@ for d in (64, 128, 256, 512, 1024):
     position_norm = sinusoids(100, d).norm(dim=1).mean().item()
     norms += [
         {"d_model": d, "vector": "token (Xavier)", "mean norm": rows_norm},
-        {"d_model": d, "vector": "token × √d", "mean norm": rows_norm * math.sqrt(d)},
+        {
+            "d_model": d,
+            "vector": "token × √d",
+            "mean norm": rows_norm * math.sqrt(d),
+        },
         {"d_model": d, "vector": "position", "mean norm": position_norm},
     ]
 norm_frame = pd.DataFrame(norms)
@@ -508,13 +539,18 @@ y, x = torch.meshgrid(torch.arange(size), torch.arange(size), indexing="ij")
 radius = ((x - 24.0) ** 2 + (y - 28.0) ** 2).sqrt()
 image = 0.5 + 0.5 * torch.sin(radius / 2.5) * (radius < 22)  # rings in a disc
 image = image + 0.4 * (x > 44) * ((y // 8) % 2)  # and a striped bar on the right
-image = image.clamp(0, 1).reshape(1, 1, size, size)  # (batch, channels, height, width)
+# (batch, channels, height, width)
+image = image.clamp(0, 1).reshape(1, 1, size, size)
 
-# F.unfold cuts out every 16×16 window with stride 16: (batch, channels·16·16, patches)
-patches = F.unfold(image, kernel_size=patch, stride=patch).transpose(1, 2)  # (1, 16, 256)
-# The same by reshaping: rows of patches, columns of patches, then the pixels of each patch.
-grid = image.reshape(1, 1, size // patch, patch, size // patch, patch)  # (b, c, gy, py, gx, px)
-by_hand = grid.permute(0, 2, 4, 1, 3, 5).reshape(1, (size // patch) ** 2, patch * patch)
+# F.unfold cuts out every 16×16 window with stride 16, (batch, channels·16·16,
+# patches); transposed: (1, 16, 256)
+patches = F.unfold(image, kernel_size=patch, stride=patch).transpose(1, 2)
+# The same by reshaping: rows of patches, columns of patches, then the pixels of
+# each patch: (b, c, gy, py, gx, px)
+grid = image.reshape(1, 1, size // patch, patch, size // patch, patch)
+by_hand = grid.permute(0, 2, 4, 1, 3, 5).reshape(
+    1, (size // patch) ** 2, patch * patch
+)
 torch.testing.assert_close(patches, by_hand)
 
 torch.manual_seed(0)
@@ -566,19 +602,26 @@ sequence = viz.heatmap(
 # %%
 rate, seconds, f0, f1 = 8000, 1.0, 200.0, 3000.0
 t = torch.arange(int(rate * seconds), dtype=torch.float64) / rate
-phase = 2 * math.pi * (f0 * t + (f1 - f0) / (2 * seconds) * t**2)  # frequency f0 → f1
+# frequency f0 → f1
+phase = 2 * math.pi * (f0 * t + (f1 - f0) / (2 * seconds) * t**2)
 signal = torch.sin(phase).float()
 
 n_fft = 128  # 65 frequency bins of 62.5 Hz; one frame every 128 samples (16 ms)
 spectrum = torch.stft(
-    signal, n_fft=n_fft, hop_length=n_fft, window=torch.hann_window(n_fft), return_complex=True
+    signal,
+    n_fft=n_fft,
+    hop_length=n_fft,
+    window=torch.hann_window(n_fft),
+    return_complex=True,
 )  # (freq bins, frames)
 frames = spectrum.abs().T  # (frames, freq bins): one row per token
 log_frames = torch.log1p(frames)
 peak_hz = frames.argmax(dim=1) * rate / n_fft
 print(
-    f"signal {tuple(signal.shape)} -> {frames.shape[0]} frame tokens of {frames.shape[1]} "
-    f"features; loudest frequency rises from {peak_hz[1]:.0f} Hz to {peak_hz[-2]:.0f} Hz"
+    f"signal {tuple(signal.shape)} -> {frames.shape[0]} frame tokens of "
+    f"{frames.shape[1]} "
+    f"features; loudest frequency rises from {peak_hz[1]:.0f} Hz to "
+    f"{peak_hz[-2]:.0f} Hz"
 )
 
 # %% tags=["nbval-ignore-output"]

@@ -38,7 +38,11 @@ from annotated_transformer.attention import attention
 from annotated_transformer.book import viz
 from annotated_transformer.book.source import show_source
 from annotated_transformer.embeddings import Embeddings
-from annotated_transformer.positional import PositionalEmbedding, PositionalEncoding, sinusoids
+from annotated_transformer.positional import (
+    PositionalEmbedding,
+    PositionalEncoding,
+    sinusoids,
+)
 
 _ = torch.manual_seed(0)
 
@@ -64,12 +68,16 @@ print("attention(shuffled tokens) == shuffled attention(tokens)")
 # different output depending on where it stands.
 
 # %%
-pe = sinusoids(5, 8)  # one position vector per position, next sections explain its form
+# one position vector per position, next sections explain its form
+pe = sinusoids(5, 8)
 with_pos, _ = attention(x + pe, x + pe, x + pe)
 shuffled = x[perm] + pe  # the tokens move, the positions stay
 with_pos_perm, _ = attention(shuffled, shuffled, shuffled)
 gap = (with_pos_perm - with_pos[perm]).abs().max().item()
-print(f"with positions added, the outputs no longer just move with the tokens: {gap > 0.1}")
+print(
+    "with positions added, the outputs no longer just move with the tokens: "
+    f"{gap > 0.1}"
+)
 
 # %% [markdown]
 # So each token's embedding gets a position vector added to it, of the same size
@@ -90,9 +98,11 @@ print(f"with positions added, the outputs no longer just move with the tokens: {
 
 # %%
 torch.manual_seed(0)
-token_table = Embeddings(512, 6000)  # d_model 512, a 6,000-word vocabulary, as in chapter 03
+# d_model 512, a 6,000-word vocabulary, as in chapter 03
+token_table = Embeddings(512, 6000)
 nn.init.xavier_uniform_(token_table.lut.weight)  # make_model's initialisation
-feature = token_table(torch.arange(6000)).abs().mean().item()  # typical size of one feature
+# typical size of one feature
+feature = token_table(torch.arange(6000)).abs().mean().item()
 print(f"typical token-embedding feature (after × √d_model): {feature:.2f}")
 for pos in (1, 10, 50, 100):
     print(f"position {pos:3d}: position / token feature = {pos / feature:6.0f}")
@@ -144,8 +154,12 @@ viz.heatmap(
 # jump rather than move smoothly:
 
 # %%
-distance = (bits[1:] - bits[:-1]).float().norm(dim=1)  # Euclidean, position p to p + 1
-print("distance from p to p + 1, p = 0..15:", [round(d, 2) for d in distance[:16].tolist()])
+# Euclidean, position p to p + 1
+distance = (bits[1:] - bits[:-1]).float().norm(dim=1)
+print(
+    "distance from p to p + 1, p = 0..15:",
+    [round(d, 2) for d in distance[:16].tolist()],
+)
 
 # %% [markdown]
 # ## Attempt 4: sinusoids
@@ -260,9 +274,12 @@ by_hand = torch.tensor(
 module = PositionalEncoding(d_model, dropout=0.0, max_len=max_len)
 added = module(torch.zeros(1, max_len, d_model))[0]  # (max_len, d_model)
 torch.testing.assert_close(added, by_hand.float(), atol=1e-5, rtol=0)
-torch.testing.assert_close(added.norm(dim=1), torch.full((max_len,), math.sqrt(d_model / 2)))
+torch.testing.assert_close(
+    added.norm(dim=1), torch.full((max_len,), math.sqrt(d_model / 2))
+)
 print(
-    f"PositionalEncoding == the formula for {max_len} positions × {d_model} features; "
+    f"PositionalEncoding == the formula for {max_len} positions × {d_model} "
+    "features; "
     f"every row has norm √(d_model/2) = {math.sqrt(d_model / 2):.3f}"
 )
 
@@ -285,14 +302,16 @@ print(
 # checked for every position at once:
 
 # %%
-omega = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))  # (d/2,)
+# (d/2,)
+omega = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))
 
 
 def shift_matrix(k: int) -> torch.Tensor:
     """M_k, (d_model, d_model): PE[pos] @ M_k == PE[pos + k] for every pos."""
     theta = omega * k
     blocks = [
-        torch.tensor([[c, -s], [s, c]]) for c, s in zip(theta.cos(), theta.sin(), strict=True)
+        torch.tensor([[c, -s], [s, c]])
+        for c, s in zip(theta.cos(), theta.sin(), strict=True)
     ]
     return torch.block_diag(*blocks)
 
@@ -301,8 +320,12 @@ table = sinusoids(max_len, d_model)  # (100, 64)
 for k in (1, 5, 17, 60):
     M = shift_matrix(k)
     torch.testing.assert_close(table[:-k] @ M, table[k:], atol=1e-4, rtol=0)
-    torch.testing.assert_close(M @ M.T, torch.eye(d_model), atol=1e-5, rtol=0)  # a rotation
-print("PE[pos] @ M_k == PE[pos + k] for all pos and k in (1, 5, 17, 60); each M_k is orthogonal")
+    # a rotation
+    torch.testing.assert_close(M @ M.T, torch.eye(d_model), atol=1e-5, rtol=0)
+print(
+    "PE[pos] @ M_k == PE[pos + k] for all pos and k in (1, 5, 17, 60); each M_k is "
+    "orthogonal"
+)
 
 # %% [markdown]
 # Because $M_k$ is a rotation, the dot product of two position vectors depends only on how far
@@ -313,17 +336,22 @@ print("PE[pos] @ M_k == PE[pos + k] for all pos and k in (1, 5, 17, 60); each M_
 
 # %%
 offsets = torch.arange(-40, 41)
-formula = torch.cos(omega * offsets.unsqueeze(1)).sum(dim=1)  # Σ_i cos(ω_i k), (81,)
+# Σ_i cos(ω_i k), (81,)
+formula = torch.cos(omega * offsets.unsqueeze(1)).sum(dim=1)
 for start in (40, 50, 59):
     dots = table[start + offsets] @ table[start]  # PE(start + k) · PE(start)
     torch.testing.assert_close(dots, formula, atol=1e-4, rtol=0)
-print("PE(pos)·PE(pos+k) == Σ cos(ω_i k) for pos in (40, 50, 59): a function of k alone")
+print(
+    "PE(pos)·PE(pos+k) == Σ cos(ω_i k) for pos in (40, 50, 59): a function of k "
+    "alone"
+)
 sims = pd.DataFrame({"offset k": offsets, "similarity": formula / (d_model / 2)})
 viz.line_chart(
     sims,
     "offset k",
     "similarity",
-    title="Similarity of position vectors depends only on their distance (d_model = 64)",
+    title=("Similarity of position vectors depends only on their distance (d_model "
+        "= 64)"),
     x_title="offset k",
     y_title="PE(pos)·PE(pos+k) / (d_model/2)",
 )
@@ -350,7 +378,10 @@ torch.manual_seed(0)
 learned = PositionalEmbedding(d_model, max_len=max_len)
 learned_rows = learned(torch.zeros(1, 64, d_model))[0].detach()  # (64, d_model)
 n_params = sum(p.numel() for p in learned.parameters())
-print(f"learned: {n_params} parameters; sinusoidal: {sum(p.numel() for p in module.parameters())}")
+print(
+    f"learned: {n_params} parameters; sinusoidal: "
+    f"{sum(p.numel() for p in module.parameters())}"
+)
 left = viz.heatmap(
     sinusoids(64, d_model),
     title="Sinusoidal (fixed)",
@@ -385,9 +416,14 @@ right = viz.heatmap(
 # index error deep inside `nn.Embedding`.
 
 # %%
-torch.testing.assert_close(sinusoids(300, d_model)[:max_len], sinusoids(max_len, d_model))
+torch.testing.assert_close(
+    sinusoids(300, d_model)[:max_len], sinusoids(max_len, d_model)
+)
 long_input = torch.zeros(1, 120, d_model)
-print("sinusoidal, 120 positions:", tuple(PositionalEncoding(d_model, 0.0)(long_input).shape))
+print(
+    "sinusoidal, 120 positions:",
+    tuple(PositionalEncoding(d_model, 0.0)(long_input).shape),
+)
 try:
     learned(long_input)
 except ValueError as error:

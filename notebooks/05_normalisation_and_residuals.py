@@ -115,7 +115,8 @@ for d in (8, 64, 512, 2048):
     g = torch.Generator().manual_seed(d)
     z = torch.randn(64, 10, d, generator=g)  # (batch, len, d)
     ours, theirs = LayerNorm(d)(z), nn.LayerNorm(d)(z)
-    ratio = (ours * theirs).sum() / (theirs * theirs).sum()  # least-squares scale factor
+    # least-squares scale factor
+    ratio = (ours * theirs).sum() / (theirs * theirs).sum()
     predicted = np.sqrt((d - 1) / d)
     assert abs(ratio.item() - predicted) < 1e-4, (d, ratio, predicted)
     rows.append(
@@ -188,7 +189,9 @@ grid = pd.concat(
     .encode(
         x=alt.X("position:O", title="position"),
         y=alt.Y("channel:O", title="channel"),
-        color=alt.Color("statistics:N", scale=alt.Scale(scheme="tableau20"), legend=None),
+        color=alt.Color(
+            "statistics:N", scale=alt.Scale(scheme="tableau20"), legend=None
+        ),
         tooltip=["norm", "example", "channel", "position", "statistics"],
     )
     .properties(width=80, height=110)
@@ -197,11 +200,16 @@ grid = pd.concat(
             "norm:N",
             title=None,
             sort=list(statistic_set),
-            header=alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold"),
+            header=alt.Header(
+                labelAngle=0, labelAlign="left", labelFontWeight="bold"
+            ),
         ),
         column=alt.Column("example:O", title="example in the batch"),
     )
-    .properties(title="Which elements share one mean and variance (same colour = same statistics)")
+    .properties(
+        title=("Which elements share one mean and variance (same colour = same "
+            "statistics)")
+    )
 )
 
 # %% [markdown]
@@ -212,7 +220,9 @@ pd.DataFrame(
     {
         "norm": list(statistic_set),
         "statistics computed": [len(np.unique(s)) for s in statistic_set.values()],
-        "elements per statistic": [s.size // len(np.unique(s)) for s in statistic_set.values()],
+        "elements per statistic": [
+            s.size // len(np.unique(s)) for s in statistic_set.values()
+        ],
     }
 )
 
@@ -224,7 +234,9 @@ pd.DataFrame(
 
 
 # %%
-def normalise(x: torch.Tensor, dims: tuple[int, ...], eps: float = 1e-5) -> torch.Tensor:
+def normalise(
+    x: torch.Tensor, dims: tuple[int, ...], eps: float = 1e-5
+) -> torch.Tensor:
     """(x - mean) / sqrt(biased var + eps), the statistics taken over ``dims``."""
     mean = x.mean(dims, keepdim=True)
     var = x.var(dims, keepdim=True, unbiased=False)
@@ -235,11 +247,14 @@ x = torch.randn(B, C, L) * 2 + 0.5  # (batch, channels, positions)
 checks = {
     "batch norm": (
         normalise(x, (0, 2)),
-        nn.BatchNorm1d(C, affine=False).train()(x),  # training mode: batch statistics
+        # training mode: batch statistics
+        nn.BatchNorm1d(C, affine=False).train()(x),
     ),
     "layer norm (per token)": (
         normalise(x, (1,)),
-        nn.LayerNorm(C, elementwise_affine=False)(x.transpose(1, 2)).transpose(1, 2),
+        nn.LayerNorm(C, elementwise_affine=False)(x.transpose(1, 2)).transpose(
+            1, 2
+        ),
     ),
     f"group norm ({GROUPS} groups)": (
         normalise(x.view(B, GROUPS, C // GROUPS, L), (2, 3)).view(B, C, L),
@@ -259,7 +274,8 @@ for name, (ours, torch_module) in checks.items():
 
 # %%
 torch.testing.assert_close(
-    nn.GroupNorm(1, C, affine=False)(x), nn.LayerNorm([C, L], elementwise_affine=False)(x)
+    nn.GroupNorm(1, C, affine=False)(x),
+    nn.LayerNorm([C, L], elementwise_affine=False)(x),
 )
 print("group norm with 1 group == layer norm over (channels, positions)")
 
@@ -315,7 +331,9 @@ viz.line_chart(
 )
 
 # %%
-summary = residual_frame.pivot(index="layer", columns="stack", values="gradient norm")
+summary = residual_frame.pivot(
+    index="layer", columns="stack", values="gradient norm"
+)
 print(summary.loc[[1, 24, 48]].map(lambda v: f"{v:.2e}"))
 plain = summary["plain"]
 assert plain[1] < 1e-9 * plain[depth]  # vanished by more than a factor of a billion
@@ -374,7 +392,10 @@ D_MODEL, HEADS = 32, 4
 def build_stack(kind: str, depth: int) -> nn.ModuleList:
     torch.manual_seed(0)
     if kind == "post-norm":
-        layers = [TransformerBlock(D_MODEL, HEADS, d_ff=4 * D_MODEL, dropout=0.0) for _ in range(depth)]
+        layers = [
+            TransformerBlock(D_MODEL, HEADS, d_ff=4 * D_MODEL, dropout=0.0)
+            for _ in range(depth)
+        ]
     else:
         layers = [
             EncoderLayer(
@@ -404,18 +425,27 @@ def layer_gradients(kind: str, depth: int) -> list[float]:
         x = nn.functional.layer_norm(x, (D_MODEL,))  # the stack's final norm
     ((x - target) ** 2).mean().backward()
     return [
-        torch.cat([p.grad.flatten() for p in layer.parameters()]).norm().item() for layer in stack
+        torch.cat([p.grad.flatten() for p in layer.parameters()]).norm().item()
+        for layer in stack
     ]
 
 
 DEPTHS = (3, 6, 12, 24)
 gradients = {
-    (kind, n): layer_gradients(kind, n) for kind in ("post-norm", "pre-norm") for n in DEPTHS
+    (kind, n): layer_gradients(kind, n)
+    for kind in ("post-norm", "pre-norm")
+    for n in DEPTHS
 }
 
 # %%
 per_layer = pd.concat(
-    pd.DataFrame({"layer": np.arange(1, 25), "gradient norm": gradients[kind, 24], "stack": kind})
+    pd.DataFrame(
+        {
+            "layer": np.arange(1, 25),
+            "gradient norm": gradients[kind, 24],
+            "stack": kind,
+        }
+    )
     for kind in ("post-norm", "pre-norm")
 )
 viz.line_chart(
@@ -464,8 +494,11 @@ assert post.max() < 2 * post.min()  # post-norm: about the same whatever the dep
 assert pre[24] < 0.6 * pre[3]  # pre-norm: falls as the stack deepens
 assert (post > pre).all()
 post_24 = gradients["post-norm", 24]
-assert post_24[-1] == max(post_24)  # post-norm: the top layer gets the largest gradient
-print("post-norm top layer: depth-independent; pre-norm top layer: shrinks with depth")
+# post-norm: the top layer gets the largest gradient
+assert post_24[-1] == max(post_24)
+print(
+    "post-norm top layer: depth-independent; pre-norm top layer: shrinks with depth"
+)
 
 # %% [markdown]
 # The measurements follow the analysis. In the post-norm stacks the top layer's gradient stays

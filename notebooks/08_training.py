@@ -86,7 +86,19 @@ show_source(Batch)
 # padded with id 0 to the longest sentence of the batch.
 
 # %%
-words = ["<pad>", "<s>", "</s>", "ein", "Hund", "läuft", "Katzen", "a", "dog", "runs", "cats"]
+words = [
+    "<pad>",
+    "<s>",
+    "</s>",
+    "ein",
+    "Hund",
+    "läuft",
+    "Katzen",
+    "a",
+    "dog",
+    "runs",
+    "cats",
+]
 PAD = words.index("<pad>")
 
 
@@ -124,12 +136,16 @@ print(batch.tgt_mask[1].int())
 
 # %%
 assert torch.equal(batch.tgt, tgt[:, :-1]) and torch.equal(batch.tgt_y, tgt[:, 1:])
-assert batch.ntokens == sum(1 for t in tgt[:, 1:].flatten().tolist() if t != PAD) == 6
+assert (
+    batch.ntokens == sum(1 for t in tgt[:, 1:].flatten().tolist() if t != PAD) == 6
+)
 for b in range(2):
     for i in range(4):
         for j in range(4):
             real_query = batch.tgt[b, i] != PAD
-            expected = (j <= i and batch.tgt[b, j] != PAD) if real_query else (i == j)
+            expected = (
+                (j <= i and batch.tgt[b, j] != PAD) if real_query else (i == j)
+            )
             assert bool(batch.tgt_mask[b, i, j]) == bool(expected)
 print("Batch: shifted target, token count and masks agree with the definition")
 
@@ -179,7 +195,10 @@ schedule_bug = pd.concat(
                 "scheduler stepped": label,
             }
         )
-        for k, label in [(1, "once per optimiser step"), (4, "once per micro-batch (4 per step)")]
+        for k, label in [
+            (1, "once per optimiser step"),
+            (4, "once per micro-batch (4 per step)"),
+        ]
     ]
 )
 viz.line_chart(
@@ -187,7 +206,8 @@ viz.line_chart(
     "optimiser step",
     "learning rate",
     "scheduler stepped",
-    title="Gradient accumulation over 4 micro-batches: where the scheduler steps matters",
+    title=("Gradient accumulation over 4 micro-batches: where the scheduler steps "
+        "matters"),
     x_title="optimiser step (update of the weights)",
     y_title="learning rate (d_model 512, warm-up 4000)",
 ).configure_legend(orient="bottom")
@@ -265,7 +285,9 @@ updates["the same, divided by 4"] = original / 4
 for name, update in updates.items():
     error = (update - reference).norm() / reference.norm()
     print(f"{name:32} differs from the one-batch update by {error:.0%}")
-torch.testing.assert_close(updated["4 micro-batches, accumulated"], updated["one batch of 8"])
+torch.testing.assert_close(
+    updated["4 micro-batches, accumulated"], updated["one batch of 8"]
+)
 print("accumulating summed losses gives the update of one big batch")
 
 # %% [markdown]
@@ -359,7 +381,9 @@ noam_curves = pd.concat(
         pd.DataFrame(
             {
                 "step": curve_steps,
-                "learning rate": [rate(int(s), d_model, 1.0, warmup) for s in curve_steps],
+                "learning rate": [
+                    rate(int(s), d_model, 1.0, warmup) for s in curve_steps
+                ],
                 "d_model and warm-up": f"{d_model}:{warmup}",
             }
         )
@@ -398,9 +422,14 @@ show_source(noam, cosine, linear, inverse_sqrt, make_scheduler)
 TOTAL, WARMUP, PEAK = 10_000, 1_000, 1e-3
 formulas = {
     "noam": lambda s: min(max(s, 1) / WARMUP, math.sqrt(WARMUP / max(s, 1))),
-    "cosine": lambda s: (s + 1) / WARMUP if s < WARMUP
-    else 0.5 * (1 + math.cos(math.pi * (s - WARMUP) / (TOTAL - WARMUP))),
-    "linear": lambda s: (s + 1) / WARMUP if s < WARMUP else (TOTAL - s) / (TOTAL - WARMUP),
+    "cosine": lambda s: (
+        (s + 1) / WARMUP
+        if s < WARMUP
+        else 0.5 * (1 + math.cos(math.pi * (s - WARMUP) / (TOTAL - WARMUP)))
+    ),
+    "linear": lambda s: (
+        (s + 1) / WARMUP if s < WARMUP else (TOTAL - s) / (TOTAL - WARMUP)
+    ),
     "inverse_sqrt": lambda s: math.sqrt(WARMUP / max(s, WARMUP)),
 }
 rows = []
@@ -409,7 +438,9 @@ for kind, formula in formulas.items():
     scheduler = make_scheduler(optimizer, kind, PEAK, WARMUP, TOTAL)
     for step in range(TOTAL):
         lr = optimizer.param_groups[0]["lr"]
-        assert math.isclose(lr, PEAK * formula(step), rel_tol=1e-9, abs_tol=1e-15), (kind, step)
+        assert math.isclose(
+            lr, PEAK * formula(step), rel_tol=1e-9, abs_tol=1e-15
+        ), (kind, step)
         if step % 50 == 0:
             rows.append({"step": step, "learning rate": lr, "schedule": kind})
         optimizer.step()
@@ -456,7 +487,9 @@ targets = torch.tensor([2, 1, 0, 3, 3])
 log_p = torch.full((5, 5), 0.2).log()  # any log-probabilities: only q is drawn
 pictures = []
 for exclude, title in [(False, "package (PyTorch)"), (True, "the original's")]:
-    criterion = LabelSmoothing(5, padding_idx=0, smoothing=0.4, exclude_pad_class=exclude)
+    criterion = LabelSmoothing(
+        5, padding_idx=0, smoothing=0.4, exclude_pad_class=exclude
+    )
     criterion(log_p, targets)
     print(title, "\n", criterion.true_dist)
     pictures.append(
@@ -501,13 +534,26 @@ confidence = np.round(np.append(np.arange(0.2, 0.999, 0.004), 0.999), 4)
 rows = []
 for eps in (0.0, 0.1, 0.3):
     criterion = LabelSmoothing(5, padding_idx=None, smoothing=eps)
-    p = torch.tensor([[(1 - x) / 4, x, (1 - x) / 4, (1 - x) / 4, (1 - x) / 4] for x in confidence])
-    losses = [criterion(row.log().unsqueeze(0), torch.tensor([1])).item() for row in p]
+    p = torch.tensor(
+        [
+            [(1 - x) / 4, x, (1 - x) / 4, (1 - x) / 4, (1 - x) / 4]
+            for x in confidence
+        ]
+    )
+    losses = [
+        criterion(row.log().unsqueeze(0), torch.tensor([1])).item() for row in p
+    ]
     best = confidence[int(np.argmin(losses))]
-    print(f"ε = {eps}: loss is smallest at x = {best:.3f} (1 - ε + ε/V = {1 - eps + eps / 5:.3f})")
-    assert abs(best - (1 - eps + eps / 5)) < 2e-3 or (eps == 0 and best == confidence[-1])
+    print(
+        f"ε = {eps}: loss is smallest at x = {best:.3f} (1 - ε + ε/V = "
+        f"{1 - eps + eps / 5:.3f})"
+    )
+    assert abs(best - (1 - eps + eps / 5)) < 2e-3 or (
+        eps == 0 and best == confidence[-1]
+    )
     rows += [
-        {"x": x, "loss": loss, "ε": str(eps)} for x, loss in zip(confidence, losses, strict=True)
+        {"x": x, "loss": loss, "ε": str(eps)}
+        for x, loss in zip(confidence, losses, strict=True)
     ]
 overconfidence = pd.DataFrame(rows).round(5)
 viz.line_chart(
@@ -551,11 +597,15 @@ scores = torch.randn(8, V7)
 target = torch.tensor([3, 1, 0, 6, 2, 0, 5, 4])  # id 0 is padding
 
 scores_kl = scores.clone().requires_grad_(True)
-kl = LabelSmoothing(V7, padding_idx=0, smoothing=eps)(scores_kl.log_softmax(-1), target)
+kl = LabelSmoothing(V7, padding_idx=0, smoothing=eps)(
+    scores_kl.log_softmax(-1), target
+)
 kl.backward()
 
 scores_ce = scores.clone().requires_grad_(True)
-ce, n_tokens = smoothed_cross_entropy(scores_ce, target, padding_idx=0, smoothing=eps)
+ce, n_tokens = smoothed_cross_entropy(
+    scores_ce, target, padding_idx=0, smoothing=eps
+)
 ce.backward()
 
 top, rest = 1 - eps + eps / V7, eps / V7
@@ -563,8 +613,10 @@ entropy_per_token = -(top * math.log(top) + (V7 - 1) * rest * math.log(rest))
 print(f"KL(q ‖ p) summed: {kl.item():.4f}")
 print(f"H(q, p) summed:   {ce.item():.4f}")
 print(f"difference:       {ce.item() - kl.item():.4f}")
-print(f"{int(n_tokens)} tokens × H(q) = {int(n_tokens)} × {entropy_per_token:.4f} "
-      f"= {int(n_tokens) * entropy_per_token:.4f}")
+print(
+    f"{int(n_tokens)} tokens × H(q) = {int(n_tokens)} × {entropy_per_token:.4f} "
+    f"= {int(n_tokens) * entropy_per_token:.4f}"
+)
 torch.testing.assert_close(ce - kl, torch.tensor(int(n_tokens) * entropy_per_token))
 torch.testing.assert_close(scores_kl.grad, scores_ce.grad)
 print("values differ by the constant; gradients are equal")
@@ -578,8 +630,10 @@ print("values differ by the constant; gradients are equal")
 
 # %%
 zero = torch.tensor(0.0)
-print("0 · log 0          =", zero * torch.log(zero))  # target mass 0 on a class with p = 0
-print("loss 0 / 0 tokens  =", zero / zero)  # a batch with nothing but padding, averaged
+# target mass 0 on a class with p = 0
+print("0 · log 0          =", zero * torch.log(zero))
+# a batch with nothing but padding, averaged
+print("loss 0 / 0 tokens  =", zero / zero)
 
 # %% [markdown]
 # $0 \cdot \log 0$ appears when a class has zero target mass (the padding class, in the
@@ -648,8 +702,12 @@ def copy_trainer(checkpoint: Path | None) -> Trainer:
     torch.manual_seed(0)
     model = make_model(V, V, N=1, d_model=16, d_ff=32, h=2, dropout=0.2)
     optimizer = make_optimizer(model)
-    scheduler = make_scheduler(optimizer, "noam", (16 * 4) ** -0.5, warmup=4, total=7)
-    return Trainer(model, optimizer, seq2seq_loss(0), scheduler, checkpoint_path=checkpoint)
+    scheduler = make_scheduler(
+        optimizer, "noam", (16 * 4) ** -0.5, warmup=4, total=7
+    )
+    return Trainer(
+        model, optimizer, seq2seq_loss(0), scheduler, checkpoint_path=checkpoint
+    )
 
 
 def data(epoch: int) -> list[Batch]:
@@ -662,7 +720,10 @@ with tempfile.TemporaryDirectory() as folder:
     first.fit(data, max_steps=3, progress=False)  # writes a checkpoint at the end
     second = copy_trainer(Path(folder) / "last.pt")
     second.resume()
-    print(f"resumed at step {second.step}, epoch {second.epoch}, batch {second.batch_in_epoch}")
+    print(
+        f"resumed at step {second.step}, epoch {second.epoch}, batch "
+        f"{second.batch_in_epoch}"
+    )
     resumed = second.fit(data, max_steps=7, progress=False)
 comparison = pd.DataFrame(
     {

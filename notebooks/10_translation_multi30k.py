@@ -50,13 +50,24 @@ import altair as alt
 import pandas as pd
 import torch
 
-from annotated_transformer.batching import bucket_batches, fixed_batches, pack_rows, padding_ratio
+from annotated_transformer.batching import (
+    bucket_batches,
+    fixed_batches,
+    pack_rows,
+    padding_ratio,
+)
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.masks import segment_mask
 from annotated_transformer.model import make_model
-from annotated_transformer.multi30k import SPLITS, build_vocabs, detokenize, load_split, tokenize
+from annotated_transformer.multi30k import (
+    SPLITS,
+    build_vocabs,
+    detokenize,
+    load_split,
+    tokenize,
+)
 from annotated_transformer.runner import Run, ensure_run, rows_with
 from annotated_transformer.tasks.base import TrainConfig
 from annotated_transformer.tasks.translation import (
@@ -91,7 +102,9 @@ show_source(load_split)
 
 # %%
 splits = {name: load_split(name) for name in SPLITS}
-pd.DataFrame({"pairs": {name: len(de) for name, (de, en) in splits.items()}}).rename_axis("split")
+pd.DataFrame(
+    {"pairs": {name: len(de) for name, (de, en) in splits.items()}}
+).rename_axis("split")
 
 # %%
 train_de, train_en = splits["train"]
@@ -138,7 +151,10 @@ counts = pd.concat(
         .rename_axis("tokens")
         .reset_index()
         .assign(language=language)
-        for language, side in (("German (source)", train_src), ("English (target)", train_tgt))
+        for language, side in (
+            ("German (source)", train_src),
+            ("English (target)", train_tgt),
+        )
     ]
 )
 alt.Chart(counts, title="Sentence lengths in the Multi30k training set").mark_line(
@@ -189,11 +205,19 @@ leaky = Vocab.build(everything_de, min_freq=2)
 test_src = tokenize(splits["test2016"][0], "de")
 test_tokens = [t for s in test_src for t in s]
 unknown = sum(t not in src_vocab for t in test_tokens)
-print(f"German tokens added by building from train+val+test: {len(leaky) - len(src_vocab):,}")
-print(f"test2016 German tokens read as <unk>: {unknown:,} of {len(test_tokens):,} "
-      f"({unknown / len(test_tokens):.1%})")
+print(
+    "German tokens added by building from train+val+test: "
+    f"{len(leaky) - len(src_vocab):,}"
+)
+print(
+    f"test2016 German tokens read as <unk>: {unknown:,} of {len(test_tokens):,} "
+    f"({unknown / len(test_tokens):.1%})"
+)
 unknown_sentences = sum(any(t not in src_vocab for t in s) for s in test_src)
-print(f"test2016 sentences with at least one <unk>: {unknown_sentences:,} of {len(test_src):,}")
+print(
+    f"test2016 sentences with at least one <unk>: {unknown_sentences:,} of "
+    f"{len(test_src):,}"
+)
 
 # %% [markdown]
 # A few per cent of the tokens sounds harmless, but they are spread over many sentences, and
@@ -230,7 +254,10 @@ show_source(padding_ratio)
 show_source(bucket_batches)
 
 # %%
-pairs = [(src_vocab.encode(s), tgt_vocab.encode(t)) for s, t in zip(train_src, train_tgt, strict=True)]
+pairs = [
+    (src_vocab.encode(s), tgt_vocab.encode(t))
+    for s, t in zip(train_src, train_tgt, strict=True)
+]
 pair_len = pair_lengths(pairs)  # (source, target) with <s> and </s>
 random_32 = fixed_batches(len(pairs), 32, seed=0)
 budget = PRESETS["cpu"].max_tokens
@@ -265,8 +292,8 @@ ratios.assign(padding=ratios["padding"].map("{:.1%}".format))
 # sample of the data: all its sentences have about the same length, and so, often, the same
 # kind of content (short captions like "A dog runs." together, long ones together).
 # `benchmarks/batching.py` trains the same model for one epoch on both kinds of batches, at
-# the same number of steps: the bucketed epoch is about five times faster but ends with a
-# validation loss about 0.14 higher (the README has the figures and the command). Sorting only
+# the same number of steps: the bucketed epoch is several times faster but ends with a higher
+# validation loss (`benchmarks/README.md` has the figures and the command). Sorting only
 # within small random pools closes that gap only once the pools are so small that the padding
 # comes back.
 #
@@ -282,7 +309,10 @@ show_source(pack_rows)
 # %%
 PACK_WIDTH = 48
 packed = [
-    [[batch[j] for j in row] for row in pack_rows([pair_len[i] for i in batch], PACK_WIDTH)]
+    [
+        [batch[j] for j in row]
+        for row in pack_rows([pair_len[i] for i in batch], PACK_WIDTH)
+    ]
     for batch in random_32
 ]
 ratios.loc[f"32 random pairs, packed in rows of ~{PACK_WIDTH}"] = [
@@ -322,7 +352,12 @@ mask_chart = functools.partial(
     height=240,
 )
 (
-    mask_chart(one_row.tgt_mask[0].int(), tgt_labels, tgt_labels, title="Decoder self-attention")
+    mask_chart(
+        one_row.tgt_mask[0].int(),
+        tgt_labels,
+        tgt_labels,
+        title="Decoder self-attention",
+    )
     | mask_chart(
         one_row.packing["memory_mask"][0].int(),
         src_labels,
@@ -338,18 +373,20 @@ mask_chart = functools.partial(
 
 # %%
 torch.manual_seed(0)
-small = make_model(len(src_vocab), len(tgt_vocab), N=2, d_model=32, d_ff=64, h=4).eval()
+small = make_model(
+    len(src_vocab), len(tgt_vocab), N=2, d_model=32, d_ff=64, h=4
+).eval()
 padded = make_batch(pairs, short, src_vocab)  # one pair a row, padded
 loss = seq2seq_loss(tgt_vocab.stoi["<pad>"], 0.1)
 print("padded:", round(loss(small, padded)[0].item(), 4))
 print("packed:", round(loss(small, one_row)[0].item(), 4))
 
 # %% [markdown]
-# Does it pay? `benchmarks/batching.py` trains one epoch each way (the README has the table and
-# the machine): the original's batches end at a validation loss of 3.621, length buckets at
-# 3.763 in a fifth of the time (4.9× faster), and packed random batches at 3.629, 4.3× faster.
-# Packing keeps what random batches are worth and nearly all the speed of buckets; its masks
-# cost about a tenth of a bucketed step. The `cpu` preset therefore trains on packed batches.
+# Does it pay? `benchmarks/batching.py` trains one epoch each way (`benchmarks/README.md` has
+# the table): packed random batches end at about the validation loss of the original's random
+# batches, and nearly as fast as length buckets, which end higher. Packing keeps what random
+# batches are worth and nearly all the speed of buckets; its masks cost a small fraction of
+# a step. The `cpu` preset therefore trains on packed batches.
 #
 # The translation task hands such batches to training, one epoch at a time: length buckets by
 # default, packed random batches with `pack_width` set. Epoch $e$'s batches depend only on the
@@ -375,18 +412,18 @@ show_source(TrainConfig, TranslationConfig)
 # A *preset* is such a config with its values filled in. Three matter here: `tiny` (what
 # continuous integration runs: seconds, a model that learns next to nothing), `cpu` (the size
 # of this chapter: 3 + 3 layers, d_model 256, all training pairs, one byte-pair vocabulary
-# shared by both languages, packed random batches; about an hour on one thread of a laptop's
-# CPU) and `base` (for a GPU: the paper's base size, 6 + 6 layers and d_model 512, but with
+# shared by both languages, packed random batches; about an hour on one CPU core) and `base` (for a GPU: the paper's base size, 6 + 6 layers and d_model 512, but with
 # word vocabularies and untied embeddings, as the table shows). Compared with
 # the paper, `cpu` is smaller in every direction because the data set is small: 29,000 short
 # sentences, not 4.5 million. It uses a linear warm-up then a cosine decay of the learning
 # rate, which reaches a good model in fewer epochs than the Noam schedule of [chapter 08](08_training.ipynb). Its
 # beam size and length penalty α were chosen on the validation set, from greedy decoding and
-# beams 4 and 8 with five values of α (the README has the grid; [chapter 12](12_tricks_from_the_paper.ipynb) explains both).
+# beams 4 and 8 with five values of α ([chapter 12](12_tricks_from_the_paper.ipynb) has the grid and explains both).
 
 # %%
 presets = {name: vars(PRESETS[name]) for name in ("tiny", "cpu", "base")}
-pd.DataFrame(presets).rename_axis("setting").astype(str)
+table = pd.DataFrame(presets).rename_axis("setting")
+table.map(lambda v: f"{v:.3g}" if isinstance(v, float) else str(v))  # 3 digits
 
 # %% [markdown]
 # The runner's `Run` builds the task, the model, the optimiser, the scheduler and chapter
@@ -422,8 +459,13 @@ show_source(Run.finish)
 
 # %% tags=["nbval-ignore-output"]
 PRESET = pick(ci="tiny", full="cpu")
-run = ensure_run("translate", PRESET, runs_dir() / f"translate-{PRESET}", fresh=PRESET == "tiny")
-print(f"python -m annotated_transformer translate train --preset {PRESET} --out runs/{run.out.name}")
+run = ensure_run(
+    "translate", PRESET, runs_dir() / f"translate-{PRESET}", fresh=PRESET == "tiny"
+)
+print(
+    f"python -m annotated_transformer translate train --preset {PRESET} --out "
+    f"runs/{run.out.name}"
+)
 
 # %% [markdown]
 # The run's log, `train.log`: what the model was, one line per epoch with the validation loss
@@ -443,8 +485,11 @@ print((run.out / "train.log").read_text())
 # %% tags=["nbval-ignore-output"]
 history, metrics = run.history, run.metrics
 epochs = rows_with(history, "val_bleu").assign(epoch=lambda frame: frame.index + 1)
-print(f"{metrics['preset']}: {metrics['steps']:,} optimiser steps, {len(epochs)} epochs, "
-      f"{metrics['train_seconds'] / 60:.0f} minutes of training")
+print(
+    f"{metrics['preset']}: {metrics['steps']:,} optimiser steps, {len(epochs)} "
+    "epochs, "
+    f"{metrics['train_seconds'] / 60:.0f} minutes of training"
+)
 epochs.set_index("epoch")[["step", "loss", "val_loss", "val_bleu"]].round(3)
 
 # %% [markdown]
@@ -454,22 +499,51 @@ epochs.set_index("epoch")[["step", "loss", "val_loss", "val_bleu"]].round(3)
 # %% tags=["nbval-ignore-output"]
 every = max(1, len(history) // 1000)  # at most ~1,000 points per chart
 thin = history.iloc[::every]
-loss_chart = viz.line_chart(thin, "step", "loss", title="Training loss",
-                            x_title="optimiser step", y_title="loss per token",
-                            width=230, height=200)
-lr_chart = viz.line_chart(thin, "step", "lr", title="Learning rate (warm-up, cosine decay)",
-                          x_title="optimiser step", y_title="learning rate",
-                          width=230, height=200)
+loss_chart = viz.line_chart(
+    thin,
+    "step",
+    "loss",
+    title="Training loss",
+    x_title="optimiser step",
+    y_title="loss per token",
+    width=230,
+    height=200,
+)
+lr_chart = viz.line_chart(
+    thin,
+    "step",
+    "lr",
+    title="Learning rate (warm-up, cosine decay)",
+    x_title="optimiser step",
+    y_title="learning rate",
+    width=230,
+    height=200,
+)
 loss_chart | lr_chart
 
 # %% tags=["nbval-ignore-output"]
-val_loss = viz.line_chart(epochs, "epoch", "val_loss", title="Validation loss",
-                          x_title="epoch", y_title="loss per token",
-                          width=230, height=200).mark_line(point=True)
-val_bleu = viz.line_chart(epochs, "epoch", "val_bleu", title="Validation BLEU (greedy)",
-                          x_title="epoch", y_title="BLEU (tokenized, lower-cased)",
-                          width=230, height=200).mark_line(point=True)
-epoch_axis = alt.X("epoch:O", title="epoch", axis=alt.Axis(labelAngle=0))  # whole epochs
+val_loss = viz.line_chart(
+    epochs,
+    "epoch",
+    "val_loss",
+    title="Validation loss",
+    x_title="epoch",
+    y_title="loss per token",
+    width=230,
+    height=200,
+).mark_line(point=True)
+val_bleu = viz.line_chart(
+    epochs,
+    "epoch",
+    "val_bleu",
+    title="Validation BLEU (greedy)",
+    x_title="epoch",
+    y_title="BLEU (tokenized, lower-cased)",
+    width=230,
+    height=200,
+).mark_line(point=True)
+# whole epochs
+epoch_axis = alt.X("epoch:O", title="epoch", axis=alt.Axis(labelAngle=0))
 val_loss.encode(x=epoch_axis) | val_bleu.encode(x=epoch_axis)
 
 # %% [markdown]
@@ -480,11 +554,19 @@ val_loss.encode(x=epoch_axis) | val_bleu.encode(x=epoch_axis)
 # %% tags=["nbval-ignore-output"]
 epochs["minutes"] = epochs["seconds"] / 60
 seconds = history["seconds"].iloc[-1]
-print(f"{history['tokens'].sum() / seconds:,.0f} real target tokens per second of training, "
-      f"{seconds / 60:.0f} minutes in all")
-viz.line_chart(epochs, "minutes", "val_bleu", title="Validation BLEU against training time",
-               x_title="minutes of training (validation excluded)",
-               y_title="BLEU (greedy, tokenized, lower-cased)").mark_line(point=True)
+print(
+    f"{history['tokens'].sum() / seconds:,.0f} real target tokens per second of "
+    "training, "
+    f"{seconds / 60:.0f} minutes in all"
+)
+viz.line_chart(
+    epochs,
+    "minutes",
+    "val_bleu",
+    title="Validation BLEU against training time",
+    x_title="minutes of training (validation excluded)",
+    y_title="BLEU (greedy, tokenized, lower-cased)",
+).mark_line(point=True)
 
 # %% [markdown]
 # ## BLEU on test2016
@@ -560,7 +642,13 @@ print(outputs["greedy"][0])
 # read as `<unk>`:
 
 # %% tags=["nbval-ignore-output"]
-print(task.predict(model, ["Zwei Hunde spielen im Schnee.", "Ein Mann repariert das Dach."], beam))
+print(
+    task.predict(
+        model,
+        ["Zwei Hunde spielen im Schnee.", "Ein Mann repariert das Dach."],
+        beam,
+    )
+)
 
 # %% [markdown]
 # [Chapter 11](11_attention_maps.ipynb) looks inside this model at what its attention heads attend to; [chapter 12](12_tricks_from_the_paper.ipynb)

@@ -73,7 +73,10 @@ PRESET = pick(ci="tiny", full="cpu")
 run = ensure_run("translate", PRESET, runs_dir() / f"translate-{PRESET}")
 task, model = run.task, run.model
 src_vocab, tgt_vocab = task.src_vocab, task.tgt_vocab
-print(f"{PRESET} model from runs/{run.out.name}/final.pt; training mode: {model.training}")
+print(
+    f"{PRESET} model from runs/{run.out.name}/final.pt; training mode: "
+    f"{model.training}"
+)
 
 # %% [markdown]
 # ## Keeping the weights
@@ -98,7 +101,10 @@ for i, layer in enumerate(model.decoder.layers, 1):
     modules[("decoder self-attention", i)] = layer.self_attn
     modules[("decoder-source attention", i)] = layer.src_attn
 n_layers, heads = len(model.encoder.layers), model.encoder.layers[0].self_attn.h
-print(f"{len(modules)} attention modules ({n_layers} layer(s) × 3 kinds), {heads} heads each")
+print(
+    f"{len(modules)} attention modules ({n_layers} layer(s) × 3 kinds), {heads} "
+    "heads each"
+)
 
 # %% [markdown]
 # ## One sentence
@@ -134,7 +140,8 @@ print("reference:", test.en[index])
 # %% tags=["nbval-ignore-output"]
 ys = greedy_decode(model, src, src_mask, max_len=src.size(1) + 4, start_symbol=bos,
                    end_symbol=eos)
-tgt_in = ys[:, :-1] if ys[0, -1] == eos else ys  # what the decoder reads: <s> + translation
+# what the decoder reads: <s> + translation
+tgt_in = ys[:, :-1] if ys[0, -1] == eos else ys
 src_labels = src_vocab.decode(src[0].tolist())
 tgt_labels = tgt_vocab.decode(tgt_in[0].tolist())
 print("model:    ", " ".join(tgt_labels[1:]))
@@ -153,10 +160,14 @@ for module in modules.values():
     module.keep_attention = True
 explicit = forward(tgt_in)
 torch.testing.assert_close(explicit, fused)
-print("explicit path with kept weights == fused path: the maps show what the model computes")
+print(
+    "explicit path with kept weights == fused path: the maps show what the model "
+    "computes"
+)
 
 # %%
-maps = {key: module.attn[0] for key, module in modules.items()}  # (heads, queries, keys)
+# (heads, queries, keys)
+maps = {key: module.attn[0] for key, module in modules.items()}
 for weights in maps.values():
     torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
 print("every row of every map sums to 1 (eval mode: no dropout on the weights)")
@@ -197,17 +208,34 @@ def head_grid(kind: str, layer: int, per_row: int = 3) -> alt.VConcatChart:
     charts = []
     for h in range(weights.size(0)):
         chart = viz.heatmap(
-            weights[h], keys, queries, title=f"head {h + 1}", x_title="key", y_title="query",
-            value_title="weight", domain=(0, 1), width=13 * len(keys), height=13 * len(queries),
+            weights[h],
+            keys,
+            queries,
+            title=f"head {h + 1}",
+            x_title="key",
+            y_title="query",
+            value_title="weight",
+            domain=(0, 1),
+            width=13 * len(keys),
+            height=13 * len(queries),
         )
-        axis = chart.encoding.x.to_dict()["axis"] | {"labelAngle": -90}  # labels would overlap
+        # labels would overlap
+        axis = chart.encoding.x.to_dict()["axis"] | {"labelAngle": -90}
         charts.append(chart.encode(x=alt.X("column:O", axis=alt.Axis(**axis))))
-    rows = [alt.hconcat(*charts[i : i + per_row]) for i in range(0, len(charts), per_row)]
-    return alt.vconcat(*rows, title=f"{kind}, layer {layer}").resolve_scale(color="shared")
+    rows = [
+        alt.hconcat(*charts[i : i + per_row])
+        for i in range(0, len(charts), per_row)
+    ]
+    return alt.vconcat(*rows, title=f"{kind}, layer {layer}").resolve_scale(
+        color="shared"
+    )
 
 
 def layer_grids(kind: str) -> alt.VConcatChart:
-    """:func:`head_grid` for every layer, the colour legend below (beside, it would not fit)."""
+    """:func:`head_grid` for every layer, the colour legend below.
+
+    (Beside the charts, the legend would not fit.)
+    """
     grids = (head_grid(kind, layer) for layer in range(1, n_layers + 1))
     return alt.vconcat(*grids).configure_legend(orient="bottom")
 
@@ -262,9 +290,12 @@ layer_grids("decoder-source attention")
 # %% tags=["nbval-ignore-output"]
 rows = []
 for (kind, layer), weights in maps.items():
-    entropy = -(weights * torch.log2(weights.clamp_min(1e-12))).sum(-1)  # (heads, queries)
+    # (heads, queries)
+    entropy = -(weights * torch.log2(weights.clamp_min(1e-12))).sum(-1)
     if kind == "decoder self-attention":  # row i has i keys: rescale to compare
-        entropy = entropy[:, 1:] / torch.log2(torch.arange(2, weights.size(1) + 1.0))
+        entropy = entropy[:, 1:] / torch.log2(
+            torch.arange(2, weights.size(1) + 1.0)
+        )
         entropy = entropy * torch.log2(torch.tensor(float(len(src_labels))))
     for h, value in enumerate(entropy.mean(-1).tolist(), 1):
         rows.append({"kind": kind, "layer": layer, "head": h, "entropy": value})
@@ -278,17 +309,30 @@ def entropy_bars(kind: str) -> alt.LayerChart:
         .mark_bar()
         .encode(
             x=alt.X("head:O", title="head", axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("entropy:Q", title="mean entropy (bits)", scale=alt.Scale(domain=[0, uniform])),
-            color=alt.Color("layer:O", title="layer", legend=alt.Legend(orient="bottom")),
+            y=alt.Y(
+                "entropy:Q",
+                title="mean entropy (bits)",
+                scale=alt.Scale(domain=[0, uniform]),
+            ),
+            color=alt.Color(
+                "layer:O", title="layer", legend=alt.Legend(orient="bottom")
+            ),
             xOffset="layer:O",
-            tooltip=["kind:N", "layer:O", "head:O", alt.Tooltip("entropy:Q", format=".2f")],
+            tooltip=[
+                "kind:N",
+                "layer:O",
+                "head:O",
+                alt.Tooltip("entropy:Q", format=".2f"),
+            ],
         )
     )
     rule = alt.Chart(pd.DataFrame({"bits": [uniform]})).mark_rule(strokeDash=[4, 4])
     return (bars + rule.encode(y="bits:Q")).properties(width=150, height=200)
 
 
-alt.hconcat(*(entropy_bars(kind) for kind in entropies["kind"].unique())).properties(
+alt.hconcat(
+    *(entropy_bars(kind) for kind in entropies["kind"].unique())
+).properties(
     title="Attention entropy per head (dashed: uniform over the source sentence)"
 )
 

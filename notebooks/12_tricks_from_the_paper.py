@@ -42,7 +42,6 @@
 # last shows how the same training runs on several GPUs.
 
 # %%
-
 import altair as alt
 import pandas as pd
 import torch
@@ -56,7 +55,12 @@ from annotated_transformer.bpe import BPE
 from annotated_transformer.checkpoint import average_checkpoints, read_checkpoint
 from annotated_transformer.decoding import beam_search, gnmt_length_penalty
 from annotated_transformer.embeddings import Embeddings
-from annotated_transformer.model import Generator, make_model, parameter_counts, tie_weights
+from annotated_transformer.model import (
+    Generator,
+    make_model,
+    parameter_counts,
+    tie_weights,
+)
 from annotated_transformer.runner import Run, ensure_run, load_model, rows_with
 from annotated_transformer.tasks.translation import PRESETS, Translation
 from annotated_transformer.vocab import SPECIALS, Vocab
@@ -100,10 +104,13 @@ show_source(BPE.learn, BPE.encode)
 # 4.5 million sentence pairs; Multi30k is 150 times smaller, so far fewer merges):
 
 # %% tags=["nbval-ignore-output"]
-train_de, train_en = (side[: preset.train_limit] for side in multi30k.load_split("train"))
+train_de, train_en = (
+    side[: preset.train_limit] for side in multi30k.load_split("train")
+)
 merges = pick(ci=1000, full=8000)
 bpe = BPE.learn(train_de + train_en, num_merges=merges)
-shared = Vocab([*SPECIALS, *bpe.tokens])  # every token encode can output: no <unk> ever
+# every token encode can output: no <unk> ever
+shared = Vocab([*SPECIALS, *bpe.tokens])
 print(f"{len(bpe.merges):,} merges; shared vocabulary of {len(shared):,} tokens")
 
 # %% tags=["nbval-ignore-output"]
@@ -116,7 +123,9 @@ for sentence in (train_de[0], train_en[0]):
 
 # %%
 assert all(BPE.decode(bpe.encode(s)) == s for s in train_de[:100] + train_en[:100])
-print("decode(encode(s)) == s for the first 100 German and English training sentences")
+print(
+    "decode(encode(s)) == s for the first 100 German and English training sentences"
+)
 
 # %% [markdown]
 # Tying is assignment: the model's modules keep their own classes, and after the assignment
@@ -142,19 +151,26 @@ show_source(tie_weights)
 V, d = len(shared), preset.d_model
 untied = make_model(V, V, **preset.model)
 tied = tie_weights(make_model(V, V, **preset.model), share_source=True)
-count = {name: sum(p.numel() for p in m.parameters()) for name, m in (("untied", untied),
-                                                                      ("tied", tied))}
+count = {
+    name: sum(p.numel() for p in m.parameters())
+    for name, m in (("untied", untied), ("tied", tied))
+}
 assert count["untied"] - count["tied"] == 2 * V * d
 assert tied.generator.proj.weight is tied.src_embed.embed.lut.weight
-print(f"untied: {count['untied']:,} parameters; tied: {count['tied']:,}; "
-      f"saved 2 × {V:,} × {d} = {2 * V * d:,} ({1 - count['tied'] / count['untied']:.0%})")
+print(
+    f"untied: {count['untied']:,} parameters; tied: {count['tied']:,}; "
+    f"saved 2 × {V:,} × {d} = {2 * V * d:,} "
+    f"({1 - count['tied'] / count['untied']:.0%})"
+)
 
 # %% [markdown]
 # Per block, from the package's `parameter_counts` (which counts each block's tensors, so
 # the shared table appears in all three blocks of the tied model):
 
 # %% tags=["nbval-ignore-output"]
-blocks = pd.DataFrame({"untied": parameter_counts(untied), "tied": parameter_counts(tied)})
+blocks = pd.DataFrame(
+    {"untied": parameter_counts(untied), "tied": parameter_counts(tied)}
+)
 blocks.loc[["src_embed", "tgt_embed", "generator"]]
 
 # %% [markdown]
@@ -162,8 +178,8 @@ blocks.loc[["src_embed", "tgt_embed", "generator"]]
 #
 # [Chapter 10](10_translation_multi30k.ipynb)'s `cpu` preset reads both languages with one byte-pair vocabulary: `tokens="bpe"`
 # makes the translation task learn the byte pairs from the training sentences itself. It keeps
-# the three matrices apart, though (`tie=false`): over 12 epochs the untied model scored 0.65
-# BLEU higher on validation (greedy, tokenized) than the tied one (the README's results), and
+# the three matrices apart, though (`tie=false`): over 12 epochs the untied model scored higher
+# on validation than the tied one, and
 # section 4 measures the same lever again. Before byte pairs the preset used [chapter 10](10_translation_multi30k.ipynb)'s two
 # word vocabularies (min_freq 2), and that model is trained here the same way, for the same 12
 # epochs: one setting of the task, so both go through the runner:
@@ -177,12 +193,18 @@ show_source(Translation.__init__, Translation.build_model)
 # %% tags=["nbval-ignore-output"]
 trained = {
     "words, two vocabularies": ensure_run(
-        "translate", PRESET, runs_dir() / f"translate-{PRESET}-words", settings=["tokens=words"]
+        "translate",
+        PRESET,
+        runs_dir() / f"translate-{PRESET}-words",
+        settings=["tokens=words"],
     ),
     "byte pairs, one vocabulary (the preset)": run,
 }
 for name, r in trained.items():
-    print(f"{name}: runs/{r.out.name}, {r.metrics['train_seconds'] / 60:.1f} min of training")
+    print(
+        f"{name}: runs/{r.out.name}, {r.metrics['train_seconds'] / 60:.1f} min of "
+        "training"
+    )
 
 # %% [markdown]
 # The byte-pair model outputs pieces; joined with `BPE.decode`, they are scored exactly as
@@ -193,7 +215,9 @@ for name, r in trained.items():
 vocab_scores = pd.DataFrame(
     {name: r.task.scores(r.model, "val", beam=1) for name, r in trained.items()}
 ).T
-vocab_scores["parameters"] = [sum(p.numel() for p in r.model.parameters()) for r in trained.values()]
+vocab_scores["parameters"] = [
+    sum(p.numel() for p in r.model.parameters()) for r in trained.values()
+]
 vocab_scores[["sentences", "parameters", "bleu", "tokenized_bleu", "chrf"]]
 
 # %% [markdown]
@@ -202,13 +226,21 @@ vocab_scores[["sentences", "parameters", "bleu", "tokenized_bleu", "chrf"]]
 
 # %% tags=["nbval-ignore-output"]
 curves = pd.concat(
-    [rows_with(r.history, "val_bleu").assign(run=name) for name, r in trained.items()]
+    [
+        rows_with(r.history, "val_bleu").assign(run=name)
+        for name, r in trained.items()
+    ]
 )
 curves["minutes"] = curves["seconds"] / 60
-chart = viz.line_chart(curves, "minutes", "val_bleu", "run",
-                       title="Validation BLEU against training time, 12 epochs each",
-                       x_title="minutes of training (validation excluded)",
-                       y_title="BLEU (greedy, tokenized, lower-cased)")
+chart = viz.line_chart(
+    curves,
+    "minutes",
+    "val_bleu",
+    "run",
+    title="Validation BLEU against training time, 12 epochs each",
+    x_title="minutes of training (validation excluded)",
+    y_title="BLEU (greedy, tokenized, lower-cased)",
+)
 chart.mark_line(point=True).configure_legend(orient="bottom", labelLimit=0)
 
 # %% [markdown]
@@ -247,14 +279,16 @@ show_source(beam_search)
 task, model = run.task, run.model
 val = task.split("val")
 grid = [(1, 0.0)] + [(b, a) for b in (4, 8) for a in (0.0, 0.6, 1.0, 1.5)]
-beam_scores = pd.DataFrame([task.scores(model, val, beam=b, alpha=a) for b, a in grid])
+beam_scores = pd.DataFrame(
+    [task.scores(model, val, beam=b, alpha=a) for b, a in grid]
+)
 beam_scores["alpha"] = beam_scores["alpha"].fillna(0.0)  # greedy has no α
 beam_scores[["beam", "alpha", "sentences", "bleu", "tokenized_bleu", "chrf"]]
 
 # %% tags=["nbval-ignore-output"]
-alt.Chart(beam_scores, title="Validation BLEU against beam size and length penalty").mark_line(
-    point=True
-).encode(
+alt.Chart(
+    beam_scores, title="Validation BLEU against beam size and length penalty"
+).mark_line(point=True).encode(
     x=alt.X("alpha:Q", title="length penalty α"),
     y=alt.Y("bleu:Q", title="sacreBLEU", scale=alt.Scale(zero=False)),
     color=alt.Color("beam:N", title="beam", legend=alt.Legend(orient="bottom")),
@@ -269,8 +303,11 @@ alt.Chart(beam_scores, title="Validation BLEU against beam size and length penal
 
 # %% tags=["nbval-ignore-output"]
 best = beam_scores.loc[beam_scores["bleu"].idxmax()]
-print(f"best on validation: beam {best['beam']:.0f}, α {best['alpha']}, "
-      f"sacreBLEU {best['bleu']:.2f}; the {PRESET} preset: beam {preset.beam}, α {preset.alpha}")
+print(
+    f"best on validation: beam {best['beam']:.0f}, α {best['alpha']}, "
+    f"sacreBLEU {best['bleu']:.2f}; the {PRESET} preset: beam {preset.beam}, α "
+    f"{preset.alpha}"
+)
 
 # %% [markdown]
 # For a trained model the gain from greedy to a small beam is usually around one BLEU point,
@@ -365,33 +402,49 @@ print(f"final.pt = {run.metrics['final']}; validation BLEU: "
 # Scores are validation sacreBLEU with greedy decoding (every run's `final.pt`). Training times
 # are not compared: the runs shared their machine with other jobs, so their minutes measure
 # the load more than the recipe. (What attention dropout 0
-# buys in speed is measured apart, in `benchmarks/attention.py`: the fused kernel is 1.0–1.14×
-# as fast as the explicit path at 64–128 tokens, longer than Multi30k's sentences, and
-# 1.5–2.3× from 256 tokens on.)
+# buys in speed is measured apart, in `benchmarks/attention.py`: little at the length of
+# Multi30k's sentences, more from a few hundred tokens on.)
 
 # %% tags=["nbval-ignore-output"]
 levers = {
     "the preset, 3 epochs": [],
     "attention dropout 0 (fused kernel)": ["attn_dropout=0"],
     "tied (one matrix for all three)": ["tie=true"],
-    f"half the merges ({preset.bpe_merges // 2:,})": [f"bpe_merges={preset.bpe_merges // 2}"],
+    f"half the merges ({preset.bpe_merges // 2:,})": [
+        f"bpe_merges={preset.bpe_merges // 2}"
+    ],
     "no label smoothing": ["label_smoothing=0"],
     "2× the tokens per batch, half the warm-up steps": [
-        f"max_tokens={2 * preset.max_tokens}", f"warmup={preset.warmup // 2}"
+        f"max_tokens={2 * preset.max_tokens}",
+        f"warmup={preset.warmup // 2}",
     ],
     "half the warm-up": [f"warmup={preset.warmup // 2}"],
     "twice the peak learning rate": [f"lr={2 * preset.lr}"],
 }
-names = ["3ep", "3ep-attn0", "3ep-tied", "3ep-half-merges", "3ep-ls0", "3ep-double-tokens",
-         "3ep-half-warmup", "3ep-lr2"]
+names = [
+    "3ep",
+    "3ep-attn0",
+    "3ep-tied",
+    "3ep-half-merges",
+    "3ep-ls0",
+    "3ep-double-tokens",
+    "3ep-half-warmup",
+    "3ep-lr2",
+]
 lever_runs = {
-    change: ensure_run("translate", PRESET, runs_dir() / f"translate-{PRESET}-{name}",
-                       settings=["epochs=3", *settings])
+    change: ensure_run(
+        "translate",
+        PRESET,
+        runs_dir() / f"translate-{PRESET}-{name}",
+        settings=["epochs=3", *settings],
+    )
     for (change, settings), name in zip(levers.items(), names, strict=True)
 }
 lever_runs["the preset, 12 epochs"] = run
 lever_runs["length buckets instead of packing, 12 epochs"] = ensure_run(
-    "translate", PRESET, runs_dir() / f"translate-{PRESET}-buckets",
+    "translate",
+    PRESET,
+    runs_dir() / f"translate-{PRESET}-buckets",
     settings=["pack_width=0", "beam=8"],
 )
 lever_table = pd.DataFrame(
@@ -399,15 +452,22 @@ lever_table = pd.DataFrame(
         change: {
             "epochs": r.metrics["config"]["epochs"],
             "steps": r.metrics["steps"],
-            **{k: v for k, v in r.task.scores(r.model, val, beam=1).items()
-               if k in ("bleu", "chrf")},
+            **{
+                k: v
+                for k, v in r.task.scores(r.model, val, beam=1).items()
+                if k in ("bleu", "chrf")
+            },
         }
         for change, r in lever_runs.items()
     }
 ).T.astype({"epochs": int, "steps": int})
-base = {3: lever_table.loc["the preset, 3 epochs", "bleu"],
-        12: lever_table.loc["the preset, 12 epochs", "bleu"]}
-lever_table["change in BLEU"] = lever_table["bleu"] - lever_table["epochs"].map(base)
+base = {
+    3: lever_table.loc["the preset, 3 epochs", "bleu"],
+    12: lever_table.loc["the preset, 12 epochs", "bleu"],
+}
+lever_table["change in BLEU"] = lever_table["bleu"] - lever_table["epochs"].map(
+    base
+)
 lever_table.round(2)
 
 # %% [markdown]

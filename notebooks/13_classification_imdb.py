@@ -93,7 +93,10 @@ task = Classification(config)
 vocab = task.vocab
 data = {split: task.reviews(split) for split in ("train", "val", "test")}
 for name, split in data.items():
-    print(f"{name:>5}: {len(split):6,} reviews, {sum(split.labels) / len(split):.0%} positive")
+    print(
+        f"{name:>5}: {len(split):6,} reviews, {sum(split.labels) / len(split):.0%} "
+        "positive"
+    )
 print(f"vocabulary: {len(vocab):,} tokens, the first ones {vocab.itos[:12]}")
 
 # %% [markdown]
@@ -125,7 +128,9 @@ print(
 bins = (lengths.clip(upper=1000) // 25 * 25).value_counts().sort_index()
 histogram = pd.DataFrame({"tokens": bins.index, "reviews": bins.values})
 (
-    alt.Chart(histogram, title="Length of the training reviews (1000+ in the last bar)")
+    alt.Chart(
+        histogram, title="Length of the training reviews (1000+ in the last bar)"
+    )
     .mark_bar()
     .encode(
         x=alt.X("tokens:Q", bin=alt.Bin(step=25), title="tokens per review"),
@@ -161,7 +166,8 @@ model = EncoderClassifier(100, 2, d_model=16, h=2, N=2, d_ff=64, max_len=8).eval
 tokens = torch.tensor([[5, 17, 42, 8, 9], [23, 61, 7, 0, 0]])  # (batch=2, len=5)
 x = model.position(model.embed(tokens))
 print("embedded + positions ", tuple(x.shape))
-mask = (tokens != 0).unsqueeze(1)  # (batch, 1, len): True = a real token, may be attended
+# (batch, 1, len): True = a real token, may be attended
+mask = (tokens != 0).unsqueeze(1)
 for block in model.blocks:
     x = block(x, mask)
 print("after the blocks     ", tuple(x.shape))
@@ -211,10 +217,11 @@ show_source(linear)
 # %% [markdown]
 #
 # The presets keep dropout (0.2 for `cpu`) on the embeddings, the residual branches and
-# the feed-forward layers, but not on the attention weights. That is a speed decision, measured
-# on this book's CPU: with dropout on the attention weights, `scaled_dot_product_attention`
-# cannot use its fused kernel and a training step at length 256 took about 2.9 times as long
-# (at the ~30 tokens of a translation sentence the difference was only ~3%).
+# the feed-forward layers, but not on the attention weights. That is a speed decision: with
+# dropout on the attention weights, `scaled_dot_product_attention` cannot use its fused
+# kernel, and at the length of a review a training step takes several times as long, while
+# at the length of a translation sentence the difference is small (`benchmarks/attention.py`
+# measures both).
 #
 # The runner scores the validation set every `eval_every` steps (the task's `evaluate`),
 # checkpoints, and scores the test set at the end (the task's `test`):
@@ -228,7 +235,9 @@ show_source(Classification.evaluate, Classification.accuracy)
 # configuration, and trains it otherwise (the CI run always trains afresh). Its log:
 
 # %% tags=["nbval-ignore-output"]
-result = ensure_run("classify", preset, runs_dir() / f"imdb-{preset}", fresh=preset == "tiny")
+result = ensure_run(
+    "classify", preset, runs_dir() / f"imdb-{preset}", fresh=preset == "tiny"
+)
 model = result.model
 print((result.out / "train.log").read_text())
 
@@ -250,20 +259,29 @@ curves = pd.concat(
             }
         ),
         pd.DataFrame(
-            {"step": evaluated["step"], "loss": evaluated["val_loss"], "curve": "validation"}
+            {
+                "step": evaluated["step"],
+                "loss": evaluated["val_loss"],
+                "curve": "validation",
+            }
         ),
     ]
 )
 viz.line_chart(
-    curves, "step", "loss", "curve",
-    title="Cross-entropy during training", x_title="optimiser step",
+    curves,
+    "step",
+    "loss",
+    "curve",
+    title="Cross-entropy during training",
+    x_title="optimiser step",
     y_title="cross-entropy (nats per review)",
 )
 
 # %% tags=["nbval-ignore-output"]
 print(evaluated[["step", "val_loss", "val_accuracy"]].to_string(index=False))
 metrics, test = result.metrics, result.metrics["test"]
-epochs = history["tokens"].sum() / len(data["train"])  # reviews seen / training reviews
+# reviews seen / training reviews
+epochs = history["tokens"].sum() / len(data["train"])
 print(
     f"\ntest accuracy {test['accuracy']:.2%} on {test['reviews']:,} reviews "
     f"after {metrics['steps']:,} steps ({epochs:.2f} epochs), "
@@ -291,7 +309,8 @@ for i in wrong[confidence.argsort(descending=True)[:4]].tolist():
     text = " ".join(data["test"].texts[i].replace("<br />", " ").split())
     print(
         f"true {LABELS[labels[i]]}, predicted {LABELS[1 - labels[i]]} "
-        f"with p = {probs[i].max():.2f}:\n  {text[:400]}{' ...' if len(text) > 400 else ''}\n"
+        f"with p = {probs[i].max():.2f}:\n  "
+        f"{text[:400]}{' ...' if len(text) > 400 else ''}\n"
     )
 
 # %% [markdown]
@@ -304,8 +323,12 @@ for i in wrong[confidence.argsort(descending=True)[:4]].tolist():
 # ("great", "waste", "boring", ...) tend to draw weight from many positions.
 
 # %% tags=["nbval-ignore-output"]
-test_ids = data["test"].ids  # a review of about 32 tokens, the most confidently scored one
-short = min(range(len(test_ids)), key=lambda i: (abs(len(test_ids[i]) - 32), -probs[i].max()))
+# a review of about 32 tokens, the most confidently scored one
+test_ids = data["test"].ids
+short = min(
+    range(len(test_ids)),
+    key=lambda i: (abs(len(test_ids[i]) - 32), -probs[i].max()),
+)
 ids = test_ids[short]
 words = vocab.decode(ids)
 last = model.blocks[-1].attention
@@ -316,9 +339,15 @@ last.keep_attention = False
 weights = last.attn[0].mean(dim=0)  # (len, len), averaged over the heads
 print(f"true {LABELS[labels[short]]}, predicted {LABELS[p.argmax()]}: p = {p}")
 viz.heatmap(
-    weights, words, words, title="Last block's attention, mean over heads",
-    x_title="attended word (key)", y_title="word (query)", value_title="weight",
-    width=520, height=520,
+    weights,
+    words,
+    words,
+    title="Last block's attention, mean over heads",
+    x_title="attended word (key)",
+    y_title="word (query)",
+    value_title="weight",
+    width=520,
+    height=520,
 )
 
 # %% [markdown]
@@ -351,14 +380,17 @@ rows = []
 for name, run in (("words", result), ("byte pairs", bpe_run)):
     train_ids = run.task.reviews("train").ids
     tokens, unknown = sum(map(len, train_ids)), run.task.vocab["<unk>"]
-    rows.append({
-        "tokens": name,
-        "per review": tokens / len(train_ids),
-        "cut at max_len": sum(len(ids) == config.max_len for ids in train_ids) / len(train_ids),
-        "<unk> share": sum(ids.count(unknown) for ids in train_ids) / tokens,
-        "test accuracy": run.metrics["test"]["accuracy"],
-        "train seconds": run.metrics["train_seconds"],
-    })
+    rows.append(
+        {
+            "tokens": name,
+            "per review": tokens / len(train_ids),
+            "cut at max_len": sum(len(ids) == config.max_len for ids in train_ids)
+            / len(train_ids),
+            "<unk> share": sum(ids.count(unknown) for ids in train_ids) / tokens,
+            "test accuracy": run.metrics["test"]["accuracy"],
+            "train seconds": run.metrics["train_seconds"],
+        }
+    )
 pd.DataFrame(rows).set_index("tokens").round(4)
 
 # %% [markdown]

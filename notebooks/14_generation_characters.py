@@ -52,7 +52,12 @@ from annotated_transformer.layers import TransformerBlock
 from annotated_transformer.masks import subsequent_mask
 from annotated_transformer.model import DecoderLM
 from annotated_transformer.runner import ensure_run, rows_with
-from annotated_transformer.sampling import decode, encode, next_byte_distribution, sample
+from annotated_transformer.sampling import (
+    decode,
+    encode,
+    next_byte_distribution,
+    sample,
+)
 from annotated_transformer.tasks.lm import (
     PRESETS,
     LanguageModel,
@@ -136,8 +141,14 @@ changed[0, 8:] = encode("XXXXXXXXXXXXXXXXXXXX")[0]
 logits, logits_changed = model(x), model(changed)
 torch.testing.assert_close(logits[:, :8], logits_changed[:, :8])
 print("logits", tuple(logits.shape))
-print("first 8 positions unchanged:", torch.equal(logits[:, :8], logits_changed[:, :8]))
-print("positions 8.. changed:      ", not torch.allclose(logits[:, 8:], logits_changed[:, 8:]))
+print(
+    "first 8 positions unchanged:",
+    torch.equal(logits[:, :8], logits_changed[:, :8]),
+)
+print(
+    "positions 8.. changed:      ",
+    not torch.allclose(logits[:, 8:], logits_changed[:, 8:]),
+)
 
 # %% [markdown]
 # ## Bits per byte
@@ -166,10 +177,18 @@ n, context, stride = 40, 16, 8
 rows = []
 for w, (start, first) in enumerate(window_plan(n, context, stride)):
     for t in range(start + 1, start + context + 1):
-        rows.append({"window": w, "byte": t, "role": "scored" if t >= first else "context only"})
+        rows.append(
+            {
+                "window": w,
+                "byte": t,
+                "role": "scored" if t >= first else "context only",
+            }
+        )
 plan = pd.DataFrame(rows)
 assert sorted(plan.query("role == 'scored'")["byte"]) == list(range(1, n))
-alt.Chart(plan, title="Sliding windows: each byte is scored once").mark_rect().encode(
+alt.Chart(
+    plan, title="Sliding windows: each byte is scored once"
+).mark_rect().encode(
     x=alt.X("byte:O", title="position of the predicted byte"),
     y=alt.Y("window:O", title="window"),
     color=alt.Color("role:N", title="in this window"),
@@ -192,12 +211,16 @@ print(f"uniform model: {bpb:.12f} bits per byte over {scored} bytes")
 by_hand = []
 with torch.no_grad():
     for t in range(1, 60):
-        prefix = text[max(0, t - 16) : t].long()[None]  # its last 16 bytes, as the windows give
+        # its last 16 bytes, as the windows give
+        prefix = text[max(0, t - 16) : t].long()[None]
         log_p = model(prefix)[0, -1].log_softmax(-1)[int(text[t])]
         by_hand.append(-log_p.item() / math.log(2))
 windowed, _ = evaluate_bits_per_byte(model, text[:60], context=16, stride=1)
 assert abs(windowed - sum(by_hand) / len(by_hand)) < 1e-5
-print(f"untrained model: {windowed:.4f} bits per byte, by hand {sum(by_hand) / len(by_hand):.4f}")
+print(
+    f"untrained model: {windowed:.4f} bits per byte, by hand "
+    f"{sum(by_hand) / len(by_hand):.4f}"
+)
 
 # %% [markdown]
 # Two simple yardsticks for the validation text: an order-0 model that knows only how often
@@ -205,8 +228,10 @@ print(f"untrained model: {windowed:.4f} bits per byte, by hand {sum(by_hand) / l
 # general-purpose compressor at its highest level.
 
 # %%
-train_counts = torch.bincount(splits["train"].long(), minlength=256).double() + 1  # add-one
-unigram_bits = -(train_counts / train_counts.sum()).log2()  # bits of each byte value
+# add-one
+train_counts = torch.bincount(splits["train"].long(), minlength=256).double() + 1
+# bits of each byte value
+unigram_bits = -(train_counts / train_counts.sum()).log2()
 val = splits["val"]
 order0 = unigram_bits[val[1:].long()].mean().item()
 zlib_bpb = 8 * len(zlib.compress(bytes(val.tolist()), 9)) / len(val)
@@ -234,12 +259,21 @@ show_source(LanguageModel.batches, LanguageModel.loss)
 
 # %%
 preset = pick(ci="tiny", full="cpu")
-pd.DataFrame({name: pd.Series(vars(p), dtype=object) for name, p in PRESETS.items()})
+pd.DataFrame(
+    {name: pd.Series(vars(p), dtype=object) for name, p in PRESETS.items()}
+)
 
 # %% tags=["nbval-ignore-output"]
 settings = ["dataset=enwik8_prefix"]
-run = ensure_run("lm", preset, runs_dir() / f"e6-{preset}", settings=settings, fresh=preset == "tiny")
-lm, history, metrics = run.model, run.history, run.metrics  # the final weights, in eval mode
+run = ensure_run(
+    "lm",
+    preset,
+    runs_dir() / f"e6-{preset}",
+    settings=settings,
+    fresh=preset == "tiny",
+)
+# the final weights, in eval mode
+lm, history, metrics = run.model, run.history, run.metrics
 print((run.out / "train.log").read_text())
 
 # %% [markdown]
@@ -249,15 +283,30 @@ print((run.out / "train.log").read_text())
 
 # %% tags=["nbval-ignore-output"]
 train_bpb = (history["loss"] / math.log(2)).rolling(50, min_periods=1).mean()
-curves = pd.concat([
-    pd.DataFrame({"step": history["step"], "bits per byte": train_bpb,
-                  "curve": "train (50-step mean)"}),
-    rows_with(history, "val_bpb").assign(curve="validation")
-    .rename(columns={"val_bpb": "bits per byte"})[["step", "bits per byte", "curve"]],
-])
+curves = pd.concat(
+    [
+        pd.DataFrame(
+            {
+                "step": history["step"],
+                "bits per byte": train_bpb,
+                "curve": "train (50-step mean)",
+            }
+        ),
+        rows_with(history, "val_bpb")
+        .assign(curve="validation")
+        .rename(columns={"val_bpb": "bits per byte"})[
+            ["step", "bits per byte", "curve"]
+        ],
+    ]
+)
 viz.line_chart(
-    curves, "step", "bits per byte", "curve", title="Learning curves on enwik8_prefix",
-    x_title="optimiser step", y_title="bits per byte",
+    curves,
+    "step",
+    "bits per byte",
+    "curve",
+    title="Learning curves on enwik8_prefix",
+    x_title="optimiser step",
+    y_title="bits per byte",
 )
 
 # %% [markdown]
@@ -267,7 +316,10 @@ viz.line_chart(
 
 # %% tags=["nbval-ignore-output"]
 val_bpb, _ = evaluate_bits_per_byte(lm, val)
-print(f"uniform 8.000 | order-0 {order0:.3f} | zlib {zlib_bpb:.3f} | model {val_bpb:.3f}")
+print(
+    f"uniform 8.000 | order-0 {order0:.3f} | zlib {zlib_bpb:.3f} | model "
+    f"{val_bpb:.3f}"
+)
 
 # %% [markdown]
 # ## Sampling
@@ -303,7 +355,13 @@ show_source(sample)
 # %% tags=["nbval-ignore-output"]
 prompt = "'''Anarchism''' is "
 for T in (0.5, 1.0):
-    out = sample(lm, encode(prompt), 400, temperature=T, generator=torch.Generator().manual_seed(0))
+    out = sample(
+        lm,
+        encode(prompt),
+        400,
+        temperature=T,
+        generator=torch.Generator().manual_seed(0),
+    )
     print(f"--- temperature {T} ---")
     print(decode(out[0]))
     print()
@@ -364,14 +422,26 @@ def closed_links(text: str) -> tuple[int, int]:
 
 
 # %% tags=["nbval-ignore-output"]
-prompts = torch.stack([val[i : i + 32] for i in range(0, 16 * 1_000, 1_000)]).long()  # (16, 32)
-samples = sample(lm, prompts, pick(ci=256, full=1_024), temperature=1.0,
-                 generator=torch.Generator().manual_seed(1))
+# (16, 32)
+prompts = torch.stack([val[i : i + 32] for i in range(0, 16 * 1_000, 1_000)]).long()
+samples = sample(
+    lm,
+    prompts,
+    pick(ci=256, full=1_024),
+    temperature=1.0,
+    generator=torch.Generator().manual_seed(1),
+)
 generated = [decode(row[32:]) for row in samples]
 opened, closed = map(sum, zip(*(closed_links(g) for g in generated), strict=True))
 val_opened, val_closed = closed_links(text.decode("utf-8", errors="replace"))
-print(f"model's samples: {closed}/{opened} links closed ({closed / max(opened, 1):.0%})")
-print(f"validation text: {val_closed}/{val_opened} links closed ({val_closed / val_opened:.0%})")
+print(
+    f"model's samples: {closed}/{opened} links closed "
+    f"({closed / max(opened, 1):.0%})"
+)
+print(
+    f"validation text: {val_closed}/{val_opened} links closed "
+    f"({val_closed / val_opened:.0%})"
+)
 
 # %% [markdown]
 # ## Running it yourself

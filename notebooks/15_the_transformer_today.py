@@ -102,10 +102,19 @@ for start in (0, 100, 1000):
     offsets = torch.arange(0, 64)
     qs = apply_rope(q.expand(64, d), torch.full((64,), start))
     ks = apply_rope(k.expand(64, d), start + offsets)
-    for offset, score in zip(offsets.tolist(), (qs * ks).sum(-1).tolist(), strict=True):
-        rows.append({"offset n − m": offset, "score": score, "query position m": str(start)})
-scores = pd.DataFrame(rows).pivot(index="offset n − m", columns="query position m",
-                                  values="score")
+    for offset, score in zip(
+        offsets.tolist(), (qs * ks).sum(-1).tolist(), strict=True
+    ):
+        rows.append(
+            {
+                "offset n − m": offset,
+                "score": score,
+                "query position m": str(start),
+            }
+        )
+scores = pd.DataFrame(rows).pivot(
+    index="offset n − m", columns="query position m", values="score"
+)
 spread = (scores.max(axis=1) - scores.min(axis=1)).max()
 print(f"largest difference between the three starts at one offset: {spread:.1e}")
 vectors = torch.randn(5, 100, d)
@@ -244,8 +253,12 @@ kv_table
 show_source(alibi_bias)
 
 # %%
-viz.heatmap(alibi_bias(4, 12)[0].clamp(min=-6), title="ALiBi's bias for head 1 (slope 1/4)",
-            x_title="key position j", y_title="query position i")
+viz.heatmap(
+    alibi_bias(4, 12)[0].clamp(min=-6),
+    title="ALiBi's bias for head 1 (slope 1/4)",
+    x_title="key position j",
+    y_title="query position i",
+)
 
 # %% [markdown]
 # ## Today's block
@@ -276,34 +289,60 @@ show_source(ModernBlock)
 # %%
 LADDER = {
     "2017 (post-norm)": ["block=2017"],
-    "+ pre-norm": ["block=modern", "norm=layer", "positions=learned", "feed_forward=relu",
-                   "bias=true"],
-    "+ RMSNorm": ["block=modern", "positions=learned", "feed_forward=relu", "bias=true"],
+    "+ pre-norm": [
+        "block=modern",
+        "norm=layer",
+        "positions=learned",
+        "feed_forward=relu",
+        "bias=true",
+    ],
+    "+ RMSNorm": [
+        "block=modern",
+        "positions=learned",
+        "feed_forward=relu",
+        "bias=true",
+    ],
     "+ RoPE": ["block=modern", "feed_forward=relu", "bias=true"],
     "+ SwiGLU": ["block=modern", "bias=true"],
     "+ no biases": ["block=modern"],
     "+ GQA (2 of 4 heads)": ["block=modern", "kv_heads=2"],
 }
-FOLDER = {"2017 (post-norm)": "2017", "+ pre-norm": "pre-norm", "+ RMSNorm": "rmsnorm",
-          "+ RoPE": "rope", "+ SwiGLU": "swiglu", "+ no biases": "no-bias",
-          "+ GQA (2 of 4 heads)": "gqa"}
+FOLDER = {
+    "2017 (post-norm)": "2017",
+    "+ pre-norm": "pre-norm",
+    "+ RMSNorm": "rmsnorm",
+    "+ RoPE": "rope",
+    "+ SwiGLU": "swiglu",
+    "+ no biases": "no-bias",
+    "+ GQA (2 of 4 heads)": "gqa",
+}
 preset = pick(ci="tiny", full="cpu")
-budget = pick(ci=["steps=40", "eval_every=20"], full=["steps=1000", "eval_every=100"])
+budget = pick(
+    ci=["steps=40", "eval_every=20"], full=["steps=1000", "eval_every=100"]
+)
 seeds = pick(ci=[0], full=[0, 1])
 
 
 def train_rung(folder: str, settings: list[str], seed: int):
     out = runs_dir() / f"ch17-{folder}-s{seed}-{preset}"
-    return ensure_run("lm", preset, out, settings=[*budget, f"seed={seed}", *settings],
-                      fresh=preset == "tiny")
+    return ensure_run(
+        "lm",
+        preset,
+        out,
+        settings=[*budget, f"seed={seed}", *settings],
+        fresh=preset == "tiny",
+    )
 
 
 for name, settings in LADDER.items():
     print(f"{name:22} {' '.join(settings)}")
 
 # %% tags=["nbval-ignore-output"]
-runs = {(name, seed): train_rung(FOLDER[name], settings, seed)
-        for name, settings in LADDER.items() for seed in seeds}
+runs = {
+    (name, seed): train_rung(FOLDER[name], settings, seed)
+    for name, settings in LADDER.items()
+    for seed in seeds
+}
 
 
 def minutes(run) -> float:
@@ -311,24 +350,38 @@ def minutes(run) -> float:
 
 
 def bpb_after(run, t: float) -> float:
-    """The validation curve (bits per byte) interpolated at t minutes of training."""
+    """The validation curve (bits per byte) interpolated at t minutes of "
+    "training."""
     curve = rows_with(run.history, "val_bpb")
     return float(np.interp(60 * t, curve["seconds"], curve["val_bpb"]))
 
 
 equal_time = min(minutes(run) for run in runs.values())
-table = pd.DataFrame([
-    {"block": name, "seed": seed, "parameters": count_parameters(run.model),
-     "bits per byte": run.metrics["test"]["bits_per_byte"], "minutes": minutes(run),
-     "at equal time": bpb_after(run, equal_time)}
-    for (name, seed), run in runs.items()
-])
+table = pd.DataFrame(
+    [
+        {
+            "block": name,
+            "seed": seed,
+            "parameters": count_parameters(run.model),
+            "bits per byte": run.metrics["test"]["bits_per_byte"],
+            "minutes": minutes(run),
+            "at equal time": bpb_after(run, equal_time),
+        }
+        for (name, seed), run in runs.items()
+    ]
+)
 ladder = table.groupby("block", sort=False).agg(
-    parameters=("parameters", "first"), bpb_mean=("bits per byte", "mean"),
+    parameters=("parameters", "first"),
+    bpb_mean=("bits per byte", "mean"),
     bpb_seeds=("bits per byte", lambda s: " ".join(f"{v:.3f}" for v in s)),
-    minutes=("minutes", "mean"), val_bpb_equal_time=("at equal time", "mean"))
+    minutes=("minutes", "mean"),
+    val_bpb_equal_time=("at equal time", "mean"),
+)
 ladder.insert(3, "change", ladder["bpb_mean"].diff())
-print(f"equal time: the validation curves at {equal_time:.2f} minutes, the shortest run")
+print(
+    f"equal time: the validation curves at {equal_time:.2f} minutes, the shortest "
+    "run"
+)
 ladder.round(3)
 
 # %% [markdown]
@@ -343,23 +396,39 @@ ladder.round(3)
 # worth of steps. The validation curves against wall-clock minutes:
 
 # %% tags=["nbval-ignore-output"]
-curves = pd.concat([
-    rows_with(run.history, "val_bpb").assign(minutes=lambda f: f["seconds"] / 60, block=name)
-    for (name, seed), run in runs.items() if seed == 0
-])
+curves = pd.concat(
+    [
+        rows_with(run.history, "val_bpb").assign(
+            minutes=lambda f: f["seconds"] / 60, block=name
+        )
+        for (name, seed), run in runs.items()
+        if seed == 0
+    ]
+)
 viz.line_chart(
-    curves[curves["step"] >= pick(ci=20, full=300)], "minutes", "val_bpb", "block",
+    curves[curves["step"] >= pick(ci=20, full=300)],
+    "minutes",
+    "val_bpb",
+    "block",
     title="Validation bits per byte against training time, one change at a time",
-    x_title="training time (minutes, one thread)", y_title="bits per byte (validation)",
+    x_title="training time (minutes, one thread)",
+    y_title="bits per byte (validation)",
 ).encode(
-    y=alt.Y("val_bpb:Q", scale=alt.Scale(zero=False), title="bits per byte (validation)"),
+    y=alt.Y(
+        "val_bpb:Q", scale=alt.Scale(zero=False), title="bits per byte (validation)"
+    ),
     color=alt.Color("block:N", sort=list(LADDER), title="block"),
 )
 
 # %% tags=["nbval-ignore-output"]
 alt.Chart(table, title="Each rung of the ladder, one point per seed").mark_point(
-    filled=True, size=60).encode(
-    x=alt.X("bits per byte:Q", scale=alt.Scale(zero=False), title="bits per byte (validation)"),
+    filled=True, size=60
+).encode(
+    x=alt.X(
+        "bits per byte:Q",
+        scale=alt.Scale(zero=False),
+        title="bits per byte (validation)",
+    ),
     y=alt.Y("block:N", sort=list(LADDER), title="block"),
     color=alt.Color("seed:N", title="seed"),
 ).properties(width=450, height=220)
@@ -393,8 +462,7 @@ alt.Chart(table, title="Each rung of the ladder, one point per seed").mark_point
 #
 # Together: today's block ends at 2.28 bits per byte against the 2017 block's 2.51 after the same
 # 1,000 steps, and at the same training time the gap is as large (2.23 against 2.48). The 2017
-# block needs the `cpu` preset's full 3,000 steps (16.5 minutes, the README's results) to reach
-# 2.26. Most of the difference is the position encoding.
+# block needs three times the steps, the `cpu` preset's full 3,000, to come close. Most of the difference is the position encoding.
 #
 # ## Longer than trained: positions that extrapolate
 #
@@ -434,17 +502,34 @@ pd.DataFrame({
 
 # %% tags=["nbval-ignore-output"]
 bucket = pick(ci=4, full=8)
-frame = pd.concat([
-    pd.DataFrame({"position": torch.arange(len(bits)).div(bucket, rounding_mode="floor")
-                  .mul(bucket).tolist(), "bits": bits.tolist()})
-    .groupby("position", as_index=False).mean().assign(positions=name)
-    for name, bits in by_position.items()
-])
+frame = pd.concat(
+    [
+        pd.DataFrame(
+            {
+                "position": torch.arange(len(bits))
+                .div(bucket, rounding_mode="floor")
+                .mul(bucket)
+                .tolist(),
+                "bits": bits.tolist(),
+            }
+        )
+        .groupby("position", as_index=False)
+        .mean()
+        .assign(positions=name)
+        for name, bits in by_position.items()
+    ]
+)
 viz.line_chart(
-    frame, "position", "bits", "positions",
+    frame,
+    "position",
+    "bits",
+    "positions",
     title=f"Bits per byte by position, trained on {trained}-byte contexts",
-    x_title="position in the window (bytes)", y_title=f"bits per byte (mean over {bucket})",
-) + alt.Chart(pd.DataFrame({"x": [trained]})).mark_rule(strokeDash=[4, 4]).encode(x="x:Q")
+    x_title="position in the window (bytes)",
+    y_title=f"bits per byte (mean over {bucket})",
+) + alt.Chart(pd.DataFrame({"x": [trained]})).mark_rule(strokeDash=[4, 4]).encode(
+    x="x:Q"
+)
 
 # %% [markdown]
 # Up to position 127 all five behave as trained, RoPE best and no positions worst, as in the

@@ -107,17 +107,24 @@ show_source(training_memory)
 # sizes: batch 8 windows of 64 bytes, $d_{ff} = 4 d_{model}$, dropout 0.1.
 
 # %% tags=["nbval-ignore-output", "remove-stderr"]
-memory_sizes = pick([(64, 2), (128, 2)], [(64, 2), (128, 2), (128, 4), (256, 2), (256, 4)])
+memory_sizes = pick(
+    [(64, 2), (128, 2)], [(64, 2), (128, 2), (128, 4), (256, 2), (256, 4)]
+)
 rows = []
 for d_model, N in memory_sizes:
-    sizes = dict(N=N, d_model=d_model, d_ff=4 * d_model, h=4, vocab=256, batch=8, length=64)
+    sizes = dict(
+        N=N, d_model=d_model, d_ff=4 * d_model, h=4, vocab=256, batch=8, length=64
+    )
     predicted = training_memory("lm", **sizes, dropout=0.1)
     measured = measured_training_memory("lm", **sizes, dropout=0.1)
     rows.append(
         {
             "model": f"d_model {d_model}, N {N}",
             "parameters": predicted.parameters,
-            "state MiB (16 B/param)": (predicted.params + predicted.grads + predicted.adam) / MiB,
+            "state MiB (16 B/param)": (
+                predicted.params + predicted.grads + predicted.adam
+            )
+            / MiB,
             "activations MiB": predicted.activations / MiB,
             "predicted peak MiB": predicted.total / MiB,
             "measured peak MiB": measured / MiB,
@@ -134,20 +141,26 @@ points = (
     alt.Chart(memory_table.reset_index())
     .mark_circle(size=80)
     .encode(
-        x=alt.X("measured peak MiB:Q", title="measured peak of a training step (MiB)"),
+        x=alt.X(
+            "measured peak MiB:Q", title="measured peak of a training step (MiB)"
+        ),
         y=alt.Y("predicted peak MiB:Q", title="predicted by training_memory (MiB)"),
         color=alt.Color("model:N", title="model"),
         tooltip=["model", "predicted peak MiB", "measured peak MiB"],
     )
 )
-top = float(memory_table[["predicted peak MiB", "measured peak MiB"]].max().max()) * 1.05
+top = (
+    float(memory_table[["predicted peak MiB", "measured peak MiB"]].max().max())
+    * 1.05
+)
 diagonal = (
     alt.Chart(pd.DataFrame({"x": [0, top], "y": [0, top]}))
     .mark_line(color="gray", strokeDash=[4, 4])
     .encode(x="x:Q", y="y:Q")
 )
 (diagonal + points).properties(
-    title="Training memory of the language model: formula against measurement (CPU, fp32)",
+    title=("Training memory of the language model: formula against measurement "
+        "(CPU, fp32)"),
     width=420,
     height=320,
 )
@@ -215,7 +228,9 @@ for name, dtype in [("bf16", torch.bfloat16), ("fp16", torch.float16)]:
                 "softmax of its output": torch.softmax(y, -1).dtype,
                 "layer_norm of its output": F.layer_norm(y, (8,)).dtype,
                 "layer_norm of an fp32 tensor": F.layer_norm(x32, (8,)).dtype,
-                "cross_entropy": F.cross_entropy(y, torch.zeros(4, dtype=torch.long)).dtype,
+                "cross_entropy": F.cross_entropy(
+                    y, torch.zeros(4, dtype=torch.long)
+                ).dtype,
                 "weights after": linear.weight.dtype,
             }
         )
@@ -258,7 +273,10 @@ a = torch.full((3,), 1e-4, dtype=torch.float16, requires_grad=True)
 b = torch.full((3,), 1e-4, dtype=torch.float16)
 ((a * b).float().sum() * 1e-4 * scale).backward()
 unscaled = a.grad.float() / scale
-print(f"fp16 gradient of the scaled loss {a.grad[0].item():.4e}; divided by S: {unscaled[0]:.4e}")
+print(
+    f"fp16 gradient of the scaled loss {a.grad[0].item():.4e}; divided by S: "
+    f"{unscaled[0]:.4e}"
+)
 torch.testing.assert_close(unscaled, torch.full((3,), 1e-8), rtol=2e-3, atol=0)
 
 # %% [markdown]
@@ -285,8 +303,15 @@ show_source(Trainer.train_step)
 
 # %% tags=["nbval-ignore-output"]
 speedup = cpu_bf16_speedup()
-print(f"a (256 × 512) @ (512 × 512) product in bf16 is {speedup:.1f}× as fast as in fp32 here")
-print("this CPU has fast bf16" if speedup > 1 else "this CPU lacks fast bf16: it emulates it")
+print(
+    f"a (256 × 512) @ (512 × 512) product in bf16 is {speedup:.1f}× "
+    "as fast as in fp32 here"
+)
+print(
+    "this CPU has fast bf16"
+    if speedup > 1
+    else "this CPU lacks fast bf16: it emulates it"
+)
 
 # %% [markdown]
 # Now whole training runs: the byte-level language model of [chapter 14](14_generation_characters.ipynb) (2 layers,
@@ -296,7 +321,11 @@ print("this CPU has fast bf16" if speedup > 1 else "this CPU lacks fast bf16: it
 # %% tags=["nbval-ignore-output"]
 precision_steps = pick(12, 80)
 base_settings = ["d_model=128", "d_ff=512", "h=4", "N=2", "dropout=0.1"]
-base_settings += [f"steps={precision_steps}", f"eval_every={precision_steps}", "warmup=20"]
+base_settings += [
+    f"steps={precision_steps}",
+    f"eval_every={precision_steps}",
+    "warmup=20",
+]
 histories = []
 for precision in ("fp32", "bf16", "fp16"):
     result = runner.train(
@@ -324,7 +353,8 @@ viz.line_chart(
     "step",
     "loss",
     "precision",
-    title="The same language model trained in fp32, bf16 and fp16 (autocast) on this CPU",
+    title=("The same language model trained in fp32, bf16 and fp16 (autocast) on "
+        "this CPU"),
     x_title="optimiser step",
     y_title="training loss (nats per byte)",
 )
@@ -352,12 +382,16 @@ viz.line_chart(
 # %%
 def lm_loss(model, batch):
     x, y = batch
-    return F.cross_entropy(model(x).float().flatten(0, 1), y.flatten(), reduction="sum"), y.numel()
+    return F.cross_entropy(
+        model(x).float().flatten(0, 1), y.flatten(), reduction="sum"
+    ), y.numel()
 
 
 def small_lm():
     torch.manual_seed(0)
-    return DecoderLM(vocab=30, d_model=16, h=2, N=2, max_len=12, d_ff=32, dropout=0.0)
+    return DecoderLM(
+        vocab=30, d_model=16, h=2, N=2, max_len=12, d_ff=32, dropout=0.0
+    )
 
 
 def sgd(model):
@@ -412,7 +446,9 @@ show_source(checkpoint_blocks)
 # %%
 def gradients(checkpointed):
     torch.manual_seed(0)
-    model = DecoderLM(vocab=50, d_model=32, h=4, N=3, max_len=16, d_ff=64, dropout=0.3)
+    model = DecoderLM(
+        vocab=50, d_model=32, h=4, N=3, max_len=16, d_ff=64, dropout=0.3
+    )
     if checkpointed:
         checkpoint_blocks(model, (TransformerBlock,))
     torch.manual_seed(1)
@@ -434,10 +470,14 @@ print("checkpointed gradients equal the plain ones, dropout included")
 # %% tags=["nbval-ignore-output", "remove-stderr"]
 def lm_step_setup(N, checkpointed):
     torch.manual_seed(0)
-    model = DecoderLM(vocab=256, d_model=128, h=4, N=N, max_len=128, d_ff=512, dropout=0.1)
+    model = DecoderLM(
+        vocab=256, d_model=128, h=4, N=N, max_len=128, d_ff=512, dropout=0.1
+    )
     if checkpointed:
         checkpoint_blocks(model, (TransformerBlock,))
-    x, y = torch.randint(0, 256, (2, 8, 128), generator=torch.Generator().manual_seed(0))
+    x, y = torch.randint(
+        0, 256, (2, 8, 128), generator=torch.Generator().manual_seed(0)
+    )
 
     def loss_fn():
         return F.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="sum")
@@ -507,7 +547,8 @@ time_chart = viz.line_chart(
     width=300,
 )
 (memory_chart & time_chart).properties(
-    title="Activation checkpointing: memory against depth, and what it costs in time"
+    title=("Activation checkpointing: memory against depth, and what it costs in "
+        "time")
 )
 
 # %% [markdown]
@@ -538,7 +579,12 @@ time_chart = viz.line_chart(
 
 # %% tags=["nbval-ignore-output"]
 parallel_steps = pick(4, 12)
-parallel = ["dropout=0", f"steps={parallel_steps}", f"eval_every={parallel_steps}", "warmup=4"]
+parallel = [
+    "dropout=0",
+    f"steps={parallel_steps}",
+    f"eval_every={parallel_steps}",
+    "warmup=4",
+]
 
 
 def torchrun(out, settings):
@@ -549,10 +595,15 @@ def torchrun(out, settings):
     command += [arg for setting in settings for arg in ("--set", setting)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     start = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=600
+    )
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-2000:])
-    print(f"{out.name}: {time.perf_counter() - start:.0f} s (process start-up included)")
+    print(
+        f"{out.name}: {time.perf_counter() - start:.0f} s (process start-up "
+        "included)"
+    )
     return pd.read_csv(out / "history.csv")
 
 
@@ -573,7 +624,9 @@ print((WORK / "ddp" / "train.log").read_text().splitlines()[0].split("  ", 1)[1]
 def compare(history, reference):
     """Largest relative difference of the logged numbers, step by step."""
     return {
-        column: float(((history[column] - reference[column]).abs() / reference[column]).max())
+        column: float(
+            ((history[column] - reference[column]).abs() / reference[column]).max()
+        )
         for column in ("loss", "grad_norm", "val_loss")
     }
 
@@ -676,10 +729,15 @@ def train_pass(model, x):
 if pick(False, True):
     import torch._inductor.config
 
-    torch._inductor.config.force_disable_caches = True  # time a first compilation, uncached
+    # time a first compilation, uncached
+    torch._inductor.config.force_disable_caches = True
     torch.manual_seed(0)
-    eager = DecoderLM(vocab=256, d_model=128, h=4, N=2, max_len=64, d_ff=512, dropout=0.0)
-    tokens = torch.randint(0, 256, (16, 64), generator=torch.Generator().manual_seed(0))
+    eager = DecoderLM(
+        vocab=256, d_model=128, h=4, N=2, max_len=64, d_ff=512, dropout=0.0
+    )
+    tokens = torch.randint(
+        0, 256, (16, 64), generator=torch.Generator().manual_seed(0)
+    )
     start = time.perf_counter()
     compiled = torch.compile(eager)
     train_pass(compiled, tokens)
@@ -692,14 +750,18 @@ if pick(False, True):
             start = time.perf_counter()
             train_pass(model, tokens)
             times.append(time.perf_counter() - start)
-        compile_rows.append({"model": name, "ms per forward+backward": 1000 * min(times)})
-    print(f"first call of the compiled model (compilation): {compile_seconds:.0f} s")
+        compile_rows.append(
+            {"model": name, "ms per forward+backward": 1000 * min(times)}
+        )
+    print(
+        f"first call of the compiled model (compilation): {compile_seconds:.0f} s"
+    )
     display(pd.DataFrame(compile_rows).set_index("model").round(1))
 else:
     print("not measured at CI size (compilation alone takes about a minute here)")
 
 # %% [markdown]
-# Compiling costs tens of seconds on this machine before the first step (the full-size run's
+# Compiling costs tens of seconds on a CPU before the first step (the full-size run's
 # figure above, with the compiler's caches off), and here it did not make the steps faster: at this size a step is a few
 # dozen large matrix products that the eager mode already hands to oneDNN, and the fusions
 # that pay on a GPU (where launching a kernel costs microseconds and memory traffic is the
@@ -744,7 +806,12 @@ steps = {"base": 100_000, "big": 300_000}
 estimate = pd.DataFrame(
     {
         where: {
-            model: 6 * float(paper.loc[model, "parameters"]) * 25_000 * steps[model] / rate / 3600
+            model: 6
+            * float(paper.loc[model, "parameters"])
+            * 25_000
+            * steps[model]
+            / rate
+            / 3600
             for model in steps
         }
         for where, rate in rates.items()
