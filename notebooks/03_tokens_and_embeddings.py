@@ -33,6 +33,7 @@
 import itertools
 import json
 import math
+import textwrap
 from collections import Counter
 
 import pandas as pd
@@ -95,8 +96,8 @@ print(train["de"][0])
 # %%
 train_words = {lang: multi30k.tokenize(train[lang], lang) for lang in ("en", "de")}
 val_words = {lang: multi30k.tokenize(val[lang], lang) for lang in ("en", "de")}
-print(train_words["en"][0])
-print(train_words["de"][0])
+print(textwrap.fill(str(train_words["en"][0]), 84))
+print(textwrap.fill(str(train_words["de"][0]), 84))
 
 # %% [markdown]
 # Every distinct word needs its own row in the embedding table, so the vocabulary size is the
@@ -189,8 +190,8 @@ for lang in ("en", "de"):
     n_chars = sum(map(len, train[lang])) / len(train[lang])
     print(
         f"{lang}: {len(chars)} distinct characters; a sentence is "
-        f"{n_words:.1f} words or {n_chars:.1f} characters on average "
-        f"({n_chars / n_words:.1f}x longer, "
+        f"{n_words:.1f} words or {n_chars:.1f} characters on average\n"
+        f"  ({n_chars / n_words:.1f}x longer, "
         f"{(n_chars / n_words) ** 2:.0f}x more attention scores)"
     )
 
@@ -246,7 +247,8 @@ pair_counts = Counter()
 for word, n in corpus.items():
     for pair in itertools.pairwise(word):
         pair_counts[pair] += n
-print("most frequent pairs:", pair_counts.most_common(5))
+print("most frequent pairs:")
+print(textwrap.fill(str(pair_counts.most_common(5)), 84))
 best = max(pair_counts, key=pair_counts.get)
 print(
     f"merge {best}:",
@@ -318,7 +320,8 @@ for text in [
 ]:
     tokens = bpe.encode(text)
     assert BPE.decode(tokens) == text
-    print(f"{len(tokens)} tokens:", " ".join(tokens))
+    line = f"{len(tokens)} tokens: " + " ".join(tokens)
+    print(textwrap.fill(line, 84, subsequent_indent="  "))
 
 # %% [markdown]
 # How long are the sequences now, on the held-out validation text? Between words and
@@ -435,16 +438,16 @@ show_source(Vocab.build, Vocab.__getitem__)
 
 # %%
 vocab = Vocab.build(train_words["en"], min_freq=2)
-print(vocab, "| specials:", SPECIALS, "-> ids", vocab.encode(SPECIALS))
+print(vocab)
+print("specials:", SPECIALS, "-> ids", vocab.encode(SPECIALS))
 print("ids 4..13:", vocab.itos[4:14])
 print("default index for unknown tokens:", vocab.default_index)
 
 # %%
 sentence = next(s for s in val_words["en"] if any(t not in vocab for t in s))
 ids = vocab.encode(["<s>", *sentence, "</s>"])
-print(sentence)
-print(ids)
-print(vocab.decode(ids))
+for shown in (sentence, ids, vocab.decode(ids)):
+    print(textwrap.fill(str(shown), 84))
 
 # %% [markdown]
 # The decoded sentence lost its unknown words: that is the word-level problem from above,
@@ -558,7 +561,7 @@ to_d_model = nn.Linear(patch * patch, 64)  # the "embedding" of a patch
 patch_tokens = to_d_model(patches)  # (1, 16, 64)
 print(
     f"image {tuple(image.shape)} -> patches {tuple(patches.shape)} -> tokens "
-    f"{tuple(patch_tokens.shape)}; unfold == reshape/permute"
+    f"{tuple(patch_tokens.shape)};\nunfold == reshape/permute"
 )
 
 # %% [markdown]
@@ -619,9 +622,8 @@ log_frames = torch.log1p(frames)
 peak_hz = frames.argmax(dim=1) * rate / n_fft
 print(
     f"signal {tuple(signal.shape)} -> {frames.shape[0]} frame tokens of "
-    f"{frames.shape[1]} "
-    f"features; loudest frequency rises from {peak_hz[1]:.0f} Hz to "
-    f"{peak_hz[-2]:.0f} Hz"
+    f"{frames.shape[1]} features;\nloudest frequency rises from "
+    f"{peak_hz[1]:.0f} Hz to {peak_hz[-2]:.0f} Hz"
 )
 
 # %% tags=["nbval-ignore-output"]

@@ -29,6 +29,7 @@
 
 # %%
 import math
+import textwrap
 
 import pandas as pd
 import torch
@@ -156,10 +157,10 @@ viz.heatmap(
 # %%
 # Euclidean, position p to p + 1
 distance = (bits[1:] - bits[:-1]).float().norm(dim=1)
-print(
-    "distance from p to p + 1, p = 0..15:",
-    [round(d, 2) for d in distance[:16].tolist()],
-)
+rounded = [round(d, 2) for d in distance[:16].tolist()]
+print("distance from p to p + 1, p = 0..15:")
+print(rounded[:8])
+print(rounded[8:])
 
 # %% [markdown]
 # ## Attempt 4: sinusoids
@@ -279,8 +280,7 @@ torch.testing.assert_close(
 )
 print(
     f"PositionalEncoding == the formula for {max_len} positions × {d_model} "
-    "features; "
-    f"every row has norm √(d_model/2) = {math.sqrt(d_model / 2):.3f}"
+    f"features;\nevery row has norm √(d_model/2) = {math.sqrt(d_model / 2):.3f}"
 )
 
 # %% [markdown]
@@ -323,8 +323,8 @@ for k in (1, 5, 17, 60):
     # a rotation
     torch.testing.assert_close(M @ M.T, torch.eye(d_model), atol=1e-5, rtol=0)
 print(
-    "PE[pos] @ M_k == PE[pos + k] for all pos and k in (1, 5, 17, 60); each M_k is "
-    "orthogonal"
+    "PE[pos] @ M_k == PE[pos + k] for all pos and k in (1, 5, 17, 60);\n"
+    "each M_k is orthogonal"
 )
 
 # %% [markdown]
@@ -427,7 +427,8 @@ print(
 try:
     learned(long_input)
 except ValueError as error:
-    print("learned, 120 positions: ValueError:", error)
+    print("learned, 120 positions: ValueError:")
+    print(textwrap.indent(textwrap.fill(str(error), 78), "  "))
 
 # %% [markdown]
 # Defined is not the same as useful. The model has only learned what the *combinations* of

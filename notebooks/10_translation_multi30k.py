@@ -97,7 +97,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # The package downloads the raw files (checking their SHA-256) or reads them from a local
 # mirror:
 
-# %%
+# %% tags=["hide-output"]
 show_source(load_split)
 
 # %%
@@ -392,7 +392,7 @@ print("packed:", round(loss(small, one_row)[0].item(), 4))
 # default, packed random batches with `pack_width` set. Epoch $e$'s batches depend only on the
 # seed and $e$, so a resumed run sees exactly the batches it would have seen.
 
-# %%
+# %% tags=["hide-output"]
 show_source(Translation.batches)
 
 # %% [markdown]
@@ -405,7 +405,7 @@ show_source(Translation.batches)
 # schedule ([chapter 08](08_training.ipynb)), checkpoints, logs and resuming. The whole recipe is one config
 # dataclass: the task's fields on top of the optimisation fields every task shares.
 
-# %%
+# %% tags=["hide-output"]
 show_source(TrainConfig, TranslationConfig)
 
 # %% [markdown]
@@ -426,13 +426,13 @@ table = pd.DataFrame(presets).rename_axis("setting")
 table.map(lambda v: f"{v:.3g}" if isinstance(v, float) else str(v))  # 3 digits
 
 # %% [markdown]
-# The runner's `Run` builds the task, the model, the optimiser, the scheduler and chapter
-# 08's `Trainer`; `train` runs `Trainer.fit` with an evaluation hook, `validate`, which the
+# The runner's `Run` builds the task, the model, the optimiser, the scheduler and [chapter
+# 08](08_training.ipynb)'s `Trainer`; `train` runs `Trainer.fit` with an evaluation hook, `validate`, which the
 # trainer calls at the end of every epoch (here `eval_every` is 0): it scores the model on the
 # validation set, keeps the best weights in `best.pt`, and keeps the last `keep_last` epochs
 # for averaging ([chapter 12](12_tricks_from_the_paper.ipynb)).
 
-# %%
+# %% tags=["hide-output"]
 show_source(Run.train, Run.validate)
 
 # %% [markdown]
@@ -440,7 +440,7 @@ show_source(Run.train, Run.validate)
 # validation BLEU of the best epoch and the average of the kept ones — and scores them once on
 # test2016, with beam search:
 
-# %%
+# %% tags=["hide-output"]
 show_source(Run.finish)
 
 # %% [markdown]

@@ -376,8 +376,8 @@ alt.Chart(
 # paper's. At this size it is a coin toss: the mean of the last two is within 0.1 of the
 # best epoch, and another run could come out the other way.
 #
-# The runner does this at the end of every run whose config says `final="best"` (chapter
-# 10's `Run.finish`): it averages the kept epochs, compares the average with the best single
+# The runner does this at the end of every run whose config says `final="best"` ([chapter
+# 10](10_translation_multi30k.ipynb)'s `Run.finish`): it averages the kept epochs, compares the average with the best single
 # epoch on the validation set, and keeps the better one as `final.pt` (`metrics.json`
 # records which).
 

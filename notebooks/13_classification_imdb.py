@@ -74,7 +74,7 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # minutes of training on one CPU core, the log below); a continuous-integration run of this
 # chapter trains the `tiny` one through the same code.
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["hide-output", "nbval-ignore-output"]
 preset = pick(ci="tiny", full="cpu")
 config = PRESETS[preset]
 print(preset, config)
@@ -203,7 +203,7 @@ print("masked mean pooling = the model's logits; padding changes nothing")
 # budget, so little compute is spent on padding. The loss is the cross-entropy summed over the
 # batch's reviews, returned with their count, which is the contract `Trainer` expects:
 
-# %%
+# %% tags=["hide-output"]
 show_source(Classification.batches, Classification.loss)
 
 # %% [markdown]
@@ -211,7 +211,7 @@ show_source(Classification.batches, Classification.loss)
 # to zero at the last step (`schedule="linear"`, [chapter 08](08_training.ipynb)): with a fixed budget of steps,
 # ending at a learning rate of zero settles the weights.
 
-# %%
+# %% tags=["hide-output"]
 show_source(linear)
 
 # %% [markdown]
@@ -226,7 +226,7 @@ show_source(linear)
 # The runner scores the validation set every `eval_every` steps (the task's `evaluate`),
 # checkpoints, and scores the test set at the end (the task's `test`):
 
-# %%
+# %% tags=["hide-output"]
 show_source(Classification.evaluate, Classification.accuracy)
 
 # %% [markdown]
@@ -360,7 +360,7 @@ viz.heatmap(
 # see the same text and differ only in their units. The vocabulary keeps the same number of
 # most frequent tokens either way.
 
-# %%
+# %% tags=["hide-output"]
 show_source(ReviewTokenizer)
 
 # %% [markdown]
