@@ -166,9 +166,11 @@ diagonal = (
 )
 
 # %% [markdown]
-# The points lie on the diagonal: the formula accounts for what PyTorch allocates, to within
-# a few per cent at these sizes (`benchmarks/memory.py` prints a larger grid; `tests/
-# test_memory.py` holds it to a stated tolerance at two sizes). At these small widths the
+# The points lie on the diagonal: on a CPU, the formula accounts for what PyTorch allocates,
+# to within a few per cent at these sizes (`benchmarks/memory.py` prints a larger grid;
+# `tests/test_memory.py` holds it to a stated tolerance at two sizes). On a GPU the allocator
+# and the kernels differ (cuBLAS workspaces, fused attention), so this page's check says
+# nothing about GPU memory: measure it there with `measured_training_memory`. At these small widths the
 # activations outweigh the state; the state grows with $d_{model}^2$, the activations with
 # $b \cdot n \cdot d_{model}$, so the balance depends on the batch as much as on the model.
 #
