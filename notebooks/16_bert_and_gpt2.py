@@ -325,8 +325,9 @@ print(
 # ### What pretraining bought
 #
 # Test accuracy on the 25,000 test reviews, and the minutes each model took to train (for
-# the fine-tuned model, pretraining included). The bag of words' minutes include building
-# its tf-idf table.
+# the fine-tuned model, pretraining included). The minutes count training steps only (the
+# history's `seconds`); a run's `train.log`, whose timestamps also cover its evaluations,
+# shows a little more. The bag of words' minutes include building its tf-idf table.
 
 # %% tags=["nbval-ignore-output"]
 pretrain_min = mlm.metrics["train_seconds"] / 60
