@@ -12,6 +12,10 @@
 # %% [markdown]
 # # 01 · From RNNs to attention
 #
+# - **You will learn** why a fixed-size encoder state is a bottleneck, how attention over the encoder states removes it, and the five steps from there to multi-head self-attention.
+# - **It assumes** Python and PyTorch basics (tensors, `nn.Module`) and matrix products.
+# - **Time:** about 15 minutes to read; it runs in under a minute.
+#
 # Before the Transformer, neural machine translation was done by two recurrent networks: an
 # *encoder* that reads the source sentence one word at a time, and a *decoder* that writes the
 # translation one word at a time. This chapter follows the path from that design to the single
@@ -20,9 +24,9 @@
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V,$$
 #
 # in small steps, each a few lines of tensor code whose shapes are printed. On the way we meet
-# the problem attention was invented to solve (Bahdanau, Cho and Bengio, 2014, *Neural Machine
+# the problem attention was invented to solve ([Bahdanau, Cho and Bengio, 2014](../references.md#bahdanau-cho-and-bengio-2014), *Neural Machine
 # Translation by Jointly Learning to Align and Translate*) and the generalisations that turned
-# it into the Transformer's multi-head self-attention (Vaswani et al., 2017, *Attention Is All
+# it into the Transformer's multi-head self-attention ([Vaswani et al., 2017](../references.md#vaswani-et-al-2017), *Attention Is All
 # You Need*). We end with a property of self-attention that explains why the Transformer needs
 # positional encodings at all.
 
@@ -77,9 +81,15 @@ embed = nn.Embedding(VOCAB, D_EMB)
 encoder = nn.GRU(D_EMB, HIDDEN, batch_first=True)
 
 
-def read_out_accuracy(states: torch.Tensor, words: torch.Tensor, n_fit: int) -> float:
-    """Fit a linear map states -> one-hot word on the first n_fit rows; accuracy on the rest."""
-    features = torch.cat([states, torch.ones(len(states), 1)], dim=1).double()  # + bias
+def read_out_accuracy(
+    states: torch.Tensor, words: torch.Tensor, n_fit: int
+) -> float:
+    """Fit a linear map states -> one-hot word on the first n_fit rows.
+
+    Returns its accuracy on the other rows.
+    """
+    # + bias
+    features = torch.cat([states, torch.ones(len(states), 1)], dim=1).double()
     target = nn.functional.one_hot(words, VOCAB).double()
     fit, held_out = features[:n_fit], features[n_fit:]
     ridge = 1e-3 * torch.eye(features.size(1), dtype=torch.double)
@@ -94,12 +104,21 @@ for length in (5, 10, 20, 40):
     generator = torch.Generator().manual_seed(length)
     words = torch.randint(VOCAB, (n_fit + n_test, length), generator=generator)
     with torch.no_grad():
-        states, final = encoder(embed(words))  # (sentences, length, 32), (1, sentences, 32)
+        # (sentences, length, 32), (1, sentences, 32)
+        states, final = encoder(embed(words))
     for j in range(length):
-        for source, h in (("final state h_n", final[0]), ("own state h_j", states[:, j])):
+        for source, h in (
+            ("final state h_n", final[0]),
+            ("own state h_j", states[:, j]),
+        ):
             accuracy = read_out_accuracy(h, words[:, j], n_fit)
             rows.append(
-                {"length": length, "position": j + 1, "read from": source, "accuracy": accuracy}
+                {
+                    "length": length,
+                    "position": j + 1,
+                    "read from": source,
+                    "accuracy": accuracy,
+                }
             )
 probe = pd.DataFrame(rows)
 probe["accuracy"] = probe["accuracy"].round(3)
@@ -120,7 +139,9 @@ print(probe.groupby(["length", "read from"])["accuracy"].mean().unstack().round(
     .encode(
         x=alt.X("position:Q", title="position j of the word in the sentence"),
         y=alt.Y(
-            "accuracy:Q", title="accuracy of reading word j back", scale=alt.Scale(domain=[0, 1])
+            "accuracy:Q",
+            title="accuracy of reading word j back",
+            scale=alt.Scale(domain=[0, 1]),
         ),
         color=alt.Color("read from:N", title="read from"),
         tooltip=["length", "position", "read from", "accuracy"],
@@ -172,7 +193,14 @@ s = h[aligned_to] + 0.5 * torch.randn(len(target), d)  # decoder states s_i: (m,
 e = s @ h.T  # alignment scores e_ij = s_i · h_j: (m, n)
 alpha = e.softmax(dim=-1)  # each row sums to one
 c = alpha @ h  # context vectors c_i = Σ_j α_ij h_j: (m, d)
-print("scores", tuple(e.shape), "weights", tuple(alpha.shape), "contexts", tuple(c.shape))
+print(
+    "scores",
+    tuple(e.shape),
+    "weights",
+    tuple(alpha.shape),
+    "contexts",
+    tuple(c.shape),
+)
 print("row sums:", alpha.sum(dim=-1))
 
 # %%
@@ -241,7 +269,7 @@ torch.testing.assert_close(out[0], Q[0].matmul(H.T).softmax(0) @ H)
 #
 # One more change from the Transformer paper: divide the scores by $\sqrt{d_k}$. Dot products
 # of longer vectors are larger, and large scores push the softmax into a corner where it puts
-# all weight on one key and its gradient vanishes (chapter 02 measures this). With that we have
+# all weight on one key and its gradient vanishes ([chapter 02](02_self_attention.ipynb) measures this). With that we have
 # *scaled dot-product attention*, equation (1) of Vaswani et al.:
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V.$$
@@ -252,11 +280,20 @@ K = torch.randn(n, d_k)  # keys: (n, d_k)
 V = torch.randn(n, d_v)  # values: (n, d_v)
 weights = (Q @ K.T / d_k**0.5).softmax(dim=-1)  # (m, n)
 out = weights @ V  # (m, d_v)
-print("Q", tuple(Q.shape), "K", tuple(K.shape), "V", tuple(V.shape), "out", tuple(out.shape))
+print(
+    "Q",
+    tuple(Q.shape),
+    "K",
+    tuple(K.shape),
+    "V",
+    tuple(V.shape),
+    "out",
+    tuple(out.shape),
+)
 
 # %% [markdown]
 # That is the whole of the package's `attention` function. Besides the formula it accepts a
-# boolean mask (which keys each query may see; chapter 06) and dropout on the weights, and it
+# boolean mask (which keys each query may see; [chapter 06](06_masks.ipynb)) and dropout on the weights, and it
 # returns the weights too, so that we can draw them:
 
 # %%
@@ -283,7 +320,8 @@ n, d_model = 6, 8
 X = torch.randn(n, d_model)  # one sentence of n word vectors: (n, d_model)
 W_q, W_k, W_v = (torch.randn(d_model, d_model) / d_model**0.5 for _ in range(3))
 
-Q, K, V = X @ W_q, X @ W_k, X @ W_v  # each (n, d_model): the same words in three roles
+# each (n, d_model): the same words in three roles
+Q, K, V = X @ W_q, X @ W_k, X @ W_v
 Y, weights = attention(Q, K, V)
 print("X", tuple(X.shape), "weights", tuple(weights.shape), "Y", tuple(Y.shape))
 
@@ -300,7 +338,7 @@ print("X", tuple(X.shape), "weights", tuple(weights.shape), "Y", tuple(Y.shape))
 #
 # The package's `MultiHeadedAttention` holds $W^Q, W^K, W^V, W^O$ for all heads as four
 # `nn.Linear(d_model, d_model)` layers; head $i$'s projection is the $i$-th block of $d_k$
-# output features. Here is the loop over heads written out with those very weights (chapter 02
+# output features. Here is the loop over heads written out with those very weights ([chapter 02](02_self_attention.ipynb)
 # derives the class step by step):
 
 # %%
@@ -315,11 +353,15 @@ for i in range(heads):
     block = slice(i * d_k, (i + 1) * d_k)  # head i's share of the features
     head_i, _ = attention(Q[:, block], K[:, block], V[:, block])  # (n, d_k)
     outputs.append(head_i)
-Y = linear_o(torch.cat(outputs, dim=-1))  # Concat(head_1, ..., head_h) W^O: (n, d_model)
-print("each head", tuple(outputs[0].shape), "concatenated and mixed", tuple(Y.shape))
+# Concat(head_1, ..., head_h) W^O: (n, d_model)
+Y = linear_o(torch.cat(outputs, dim=-1))
+print(
+    "each head", tuple(outputs[0].shape), "concatenated and mixed", tuple(Y.shape)
+)
 
 with torch.no_grad():
-    from_package = mha(X[None], X[None], X[None])[0]  # the package wants a batch axis
+    # the package wants a batch axis
+    from_package = mha(X[None], X[None], X[None])[0]
 torch.testing.assert_close(Y.detach(), from_package)
 print("loop over heads == annotated_transformer.attention.MultiHeadedAttention")
 
@@ -359,7 +401,9 @@ vocab = {"dog": 0, "bites": 1, "man": 2}
 embedding = nn.Embedding(len(vocab), 8)
 
 
-def encode(sentence: str, positions: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def encode(
+    sentence: str, positions: torch.Tensor | None = None
+) -> dict[str, torch.Tensor]:
     """Self-attention outputs of a sentence, one (d_model,) vector per word."""
     words = sentence.split()
     x = embedding(torch.tensor([[vocab[w] for w in words]]))  # (1, len, d_model)
@@ -378,17 +422,21 @@ print("without positions: every word's output is identical in both sentences")
 # %% [markdown]
 # The cure is to make the input vectors themselves carry their position: add a vector $p_t$
 # that depends on the position $t$ to the embedding of the word at $t$. The Transformer uses
-# fixed sinusoids (chapter 04); here any distinct vectors will do, so we take random ones.
+# fixed sinusoids ([chapter 04](04_positional_encoding.ipynb)); here any distinct vectors will do, so we take random ones.
 # Now *dog* at position 1 and *dog* at position 3 are different inputs, and their outputs
 # differ.
 
 # %%
 torch.manual_seed(6)
-positions = 2 * torch.randn(3, 8)  # one vector per position t = 1, 2, 3: (len, d_model)
+# one vector per position t = 1, 2, 3: (len, d_model)
+positions = 2 * torch.randn(3, 8)
 a, b = encode("dog bites man", positions), encode("man bites dog", positions)
 for word in vocab:
     change = ((a[word] - b[word]).norm() / a[word].norm()).item()
-    print(f"{word:>5}: its output moves by {change:.0%} of its length between the sentences")
+    print(
+        f"{word:>5}: its output moves by {change:.0%} of its length between the "
+        "sentences"
+    )
     assert not torch.allclose(a[word], b[word])
 
 # %% [markdown]
@@ -401,7 +449,14 @@ for word in vocab:
 # * Self-attention takes queries, keys and values from the same sequence; multi-head
 #   attention runs several of these side by side on smaller projections.
 # * Self-attention is permutation equivariant, so word order must be added to the inputs:
-#   positional encodings (chapter 04).
+#   positional encodings ([chapter 04](04_positional_encoding.ipynb)).
 #
-# Chapter 02 builds self-attention again from scratch, explains the $\sqrt{d_k}$, and makes
-# multi-head attention fast.
+# You can now
+#
+# - explain the bottleneck of an encoder-decoder RNN and how attention removes it;
+# - write attention as softmax(QKᵀ/√d_k)V and follow its shapes;
+# - show that self-attention without positions ignores word order.
+#
+# **Next:** [chapter 02 · Self-attention from scratch](02_self_attention.ipynb) builds
+# self-attention again from scratch, explains the $\sqrt{d_k}$, and makes multi-head
+# attention fast.

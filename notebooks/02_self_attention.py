@@ -12,7 +12,11 @@
 # %% [markdown]
 # # 02 · Self-attention from scratch
 #
-# Chapter 01 arrived at attention from translation. This chapter builds it again from the
+# - **You will learn** self-attention built up from no parameters to queries, keys and values, why scores are divided by √d_k, and multi-head attention as one batched product.
+# - **It assumes** [chapter 01](01_from_rnns_to_attention.ipynb).
+# - **Time:** about 15 minutes to read; it runs in under a minute.
+#
+# [Chapter 01](01_from_rnns_to_attention.ipynb) arrived at attention from translation. This chapter builds it again from the
 # ground up, as a sequence-to-sequence operation on its own, following the progression of
 # Peter Bloem's blog post *Transformers from scratch* (2019): first the simplest possible
 # self-attention, with no parameters at all; then queries, keys and values; then the scaling by
@@ -66,7 +70,8 @@ b, t, k = 2, 5, 4
 x = torch.randn(b, t, k)  # (batch, t, k)
 
 raw_weights = torch.bmm(x, x.transpose(1, 2))  # (b, t, t): w'_ij = x_i · x_j
-weights = F.softmax(raw_weights, dim=2)  # normalise over j, the positions we look at
+# normalise over j, the positions we look at
+weights = F.softmax(raw_weights, dim=2)
 y = torch.bmm(weights, x)  # (b, t, k): y_i = Σ_j w_ij x_j
 print("x", tuple(x.shape), "weights", tuple(weights.shape), "y", tuple(y.shape))
 
@@ -117,7 +122,8 @@ print(pd.DataFrame(match.numpy(), index=users.index, columns=films.index).round(
 
 # %%
 # features:        animal, thing/place, action/state, grammar word
-sentence = ["the", "cat", "sat", "on", "the", "mat", "because", "it", "was", "tired"]
+sentence = ["the", "cat", "sat", "on", "the", "mat"]
+sentence += ["because", "it", "was", "tired"]
 feature_of = {
     "the": [0.0, 0.0, 0.0, 1.0],
     "cat": [1.0, 0.2, 0.0, 0.0],
@@ -129,9 +135,14 @@ feature_of = {
     "was": [0.0, 0.0, 1.0, 0.4],
     "tired": [0.6, 0.0, 0.8, 0.0],
 }
-words = 3.0 * torch.tensor([feature_of[w] for w in sentence])  # (t, 4); ×3 sharpens the softmax
+# (t, 4); ×3 sharpens the softmax
+words = 3.0 * torch.tensor([feature_of[w] for w in sentence])
 _, sentence_weights = attention(words, words, words)  # Q = K = V = the word vectors
-print(sentence_weights.shape, "rows sum to", sentence_weights.sum(-1).round(decimals=3).unique())
+print(
+    sentence_weights.shape,
+    "rows sum to",
+    sentence_weights.sum(-1).round(decimals=3).unique(),
+)
 
 # %%
 viz.heatmap(
@@ -162,7 +173,7 @@ viz.heatmap(
 # found by, and what it passes on:
 #
 # $$q_i = W^Q x_i, \quad k_i = W^K x_i, \quad v_i = W^V x_i, \qquad
-#   w'_{ij} = q_i^\top khj, \quad y_i = \sum_j w_{ij} v_j .$$
+#   w'_{ij} = q_i^\top k_j, \quad y_i = \sum_j w_{ij} v_j .$$
 #
 # These three maps are the only parameters self-attention has.
 
@@ -176,10 +187,16 @@ viz.heatmap(
 torch.manual_seed(1)
 to_queries, to_keys, to_values = (nn.Linear(k, k, bias=False) for _ in range(3))
 queries, keys, values = to_queries(x), to_keys(x), to_values(x)  # each (b, t, k)
-raw_weights = torch.bmm(queries, keys.transpose(1, 2))  # (b, t, t): no longer symmetric
+# (b, t, t): no longer symmetric
+raw_weights = torch.bmm(queries, keys.transpose(1, 2))
 weights = F.softmax(raw_weights, dim=2)
 y = torch.bmm(weights, values)  # (b, t, k)
-print("y", tuple(y.shape), "| symmetric weights?", torch.allclose(raw_weights, raw_weights.mT))
+print(
+    "y",
+    tuple(y.shape),
+    "| symmetric weights?",
+    torch.allclose(raw_weights, raw_weights.mT),
+)
 
 # %% [markdown]
 # ## Why scale the dot product by √d_k
@@ -246,21 +263,35 @@ print(saturation.pivot(index="d_k", columns="scores").round(3))
 
 # %%
 base = alt.Chart(saturation).encode(
-    x=alt.X("d_k:Q", title="key/query width d_k (log scale)", scale=alt.Scale(type="log", base=2)),
+    x=alt.X(
+        "d_k:Q",
+        title="key/query width d_k (log scale)",
+        scale=alt.Scale(type="log", base=2),
+    ),
     color=alt.Color("scores:N", title="scores"),
     tooltip=["d_k", "scores", "largest weight", "gradient norm"],
 )
 largest = base.mark_line(point=True).encode(
-    y=alt.Y("largest weight:Q", title="mean largest softmax weight", scale=alt.Scale(domain=[0, 1]))
+    y=alt.Y(
+        "largest weight:Q",
+        title="mean largest softmax weight",
+        scale=alt.Scale(domain=[0, 1]),
+    )
 )
 gradient = base.mark_line(point=True).encode(
     y=alt.Y(
-        "gradient norm:Q", title="mean gradient norm at the scores", scale=alt.Scale(type="log")
+        "gradient norm:Q",
+        title="mean gradient norm at the scores",
+        scale=alt.Scale(type="log"),
     )
 )
 alt.hconcat(
-    largest.properties(title="Unscaled scores saturate the softmax", width=200, height=200),
-    gradient.properties(title="…and its gradient vanishes", width=200, height=200),
+    largest.properties(
+        title="Unscaled scores saturate the softmax", width=200, height=200
+    ),
+    gradient.properties(
+        title="…and its gradient vanishes", width=200, height=200
+    ),
 ).configure_legend(orient="bottom")
 
 # %% [markdown]
@@ -315,7 +346,8 @@ mha = MultiHeadedAttention(h, d_model, dropout=0.0).eval()
 x = torch.randn(batch, t, d_model)  # (batch, t, d_model)
 with torch.no_grad():
     expected = mha(x, x, x)  # the package: (batch, t, d_model)
-W_q, W_k, W_v, W_o = mha.linears  # each nn.Linear(d_model, d_model); head i owns d_k rows
+# each nn.Linear(d_model, d_model); head i owns d_k rows
+W_q, W_k, W_v, W_o = mha.linears
 print("package output", tuple(expected.shape), "| d_k per head:", d_k)
 
 # %% [markdown]
@@ -335,7 +367,8 @@ with torch.no_grad():
         v_i = F.linear(x, W_v.weight[rows_i], W_v.bias[rows_i])
         w_i = F.softmax(q_i @ k_i.mT / math.sqrt(d_k), dim=-1)  # (batch, t, t)
         head_outputs.append(w_i @ v_i)  # (batch, t, d_k)
-    looped = W_o(torch.cat(head_outputs, dim=-1))  # (batch, t, h * d_k) -> (batch, t, d_model)
+    # (batch, t, h * d_k) -> (batch, t, d_model)
+    looped = W_o(torch.cat(head_outputs, dim=-1))
 torch.testing.assert_close(looped, expected)
 print("loop over heads == MultiHeadedAttention")
 
@@ -350,14 +383,20 @@ print("loop over heads == MultiHeadedAttention")
 
 # %%
 with torch.no_grad():
-    qh = W_q(x).view(batch, t, h, d_k)  # (batch, t, h, d_k): cut features into heads
+    # (batch, t, h, d_k): cut features into heads
+    qh = W_q(x).view(batch, t, h, d_k)
     kh = W_k(x).view(batch, t, h, d_k)
     vh = W_v(x).view(batch, t, h, d_k)
-    # (batch, t, h, d_k) -> (batch, h, t, d_k) -> (batch * h, t, d_k): heads become batch rows
-    qh, kh, vh = (z.transpose(1, 2).reshape(batch * h, t, d_k) for z in (qh, kh, vh))
-    w = F.softmax(torch.bmm(qh, kh.transpose(1, 2)) / math.sqrt(d_k), dim=2)  # (batch*h, t, t)
+    # (batch, t, h, d_k) -> (batch, h, t, d_k) -> (batch * h, t, d_k): heads
+    # become batch rows
+    qh, kh, vh = (
+        z.transpose(1, 2).reshape(batch * h, t, d_k) for z in (qh, kh, vh)
+    )
+    # (batch*h, t, t)
+    w = F.softmax(torch.bmm(qh, kh.transpose(1, 2)) / math.sqrt(d_k), dim=2)
     heads = torch.bmm(w, vh).view(batch, h, t, d_k)  # (batch, h, t, d_k)
-    folded = W_o(heads.transpose(1, 2).reshape(batch, t, h * d_k))  # concat heads, mix
+    # concat heads, mix
+    folded = W_o(heads.transpose(1, 2).reshape(batch, t, h * d_k))
 print("scores for all heads in one bmm:", tuple(w.shape))
 torch.testing.assert_close(folded, expected)
 print("heads folded into the batch == MultiHeadedAttention")
@@ -378,10 +417,12 @@ with torch.no_grad():
     qh = W_q(x).view(batch, t, h, d_k)  # (b, i, h, d)
     kh = W_k(x).view(batch, t, h, d_k)  # (b, j, h, d)
     vh = W_v(x).view(batch, t, h, d_k)  # (b, j, h, d)
-    scores = torch.einsum("bihd,bjhd->bhij", qh, kh) / math.sqrt(d_k)  # (b, h, i, j)
+    # (b, h, i, j)
+    scores = torch.einsum("bihd,bjhd->bhij", qh, kh) / math.sqrt(d_k)
     w = scores.softmax(dim=-1)
     heads = torch.einsum("bhij,bjhd->bihd", w, vh)  # (b, i, h, d)
-    via_einsum = W_o(heads.reshape(batch, t, d_model))  # (b, i, h·d): heads side by side
+    # (b, i, h·d): heads side by side
+    via_einsum = W_o(heads.reshape(batch, t, d_model))
 torch.testing.assert_close(via_einsum, expected)
 print("einsum version == MultiHeadedAttention")
 
@@ -444,10 +485,14 @@ alt.vconcat(alt.hconcat(*maps[:2]), alt.hconcat(*maps[2:])).properties(
 # %%
 torch.manual_seed(5)
 qh, kh, vh = (torch.randn(batch, h, t, d_k) for _ in range(3))  # (batch, h, t, d_k)
-pad = torch.tensor([[True] * t, [True] * (t - 2) + [False] * 2])  # 2nd sequence: 2 padded keys
-mask = pad[:, None, None, :] & causal[None]  # (batch, 1, q_len, k_len), True = may attend
+# 2nd sequence: 2 padded keys
+pad = torch.tensor([[True] * t, [True] * (t - 2) + [False] * 2])
+# (batch, 1, q_len, k_len), True = may attend
+mask = pad[:, None, None, :] & causal[None]
 ours, _ = attention(qh, kh, vh, mask=mask)
-torch.testing.assert_close(ours, F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask))
+torch.testing.assert_close(
+    ours, F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask)
+)
 print("attention == F.scaled_dot_product_attention (same mask, True = may attend)")
 
 # %% [markdown]
@@ -488,3 +533,11 @@ print("MultiHeadedAttention (explicit and fused) == torch.nn.MultiheadAttention"
 # * The package's `MultiHeadedAttention` equals each derivation, PyTorch's SDPA and
 #   `nn.MultiheadAttention` — mind the mask convention: ours and SDPA's True = may attend,
 #   `nn.MultiheadAttention`'s True = blocked.
+#
+# You can now
+#
+# - derive self-attention from a loop to one batched matrix product;
+# - explain, with a measurement, why the scores are divided by √d_k;
+# - check an attention implementation against PyTorch's, mask convention included.
+#
+# **Next:** [chapter 03 · Tokens and embeddings](03_tokens_and_embeddings.ipynb).

@@ -12,6 +12,10 @@
 # %% [markdown]
 # # 03 · Tokens and embeddings
 #
+# - **You will learn** how text becomes vectors: word, character and byte-pair tokens measured on real data, byte-pair encoding written by hand, vocabularies and embedding tables.
+# - **It assumes** [chapter 02](02_self_attention.ipynb).
+# - **Time:** about 20 minutes to read; it runs in under a minute.
+#
 # A Transformer never sees text. It sees a sequence of vectors, one per *token*, and everything
 # in Part I (attention, heads, the $\sqrt{d_k}$ scaling) happened to those vectors. This chapter
 # builds the road from a sentence to them, in four steps:
@@ -29,12 +33,20 @@
 import itertools
 import json
 import math
+import textwrap
 from collections import Counter
 
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
+from tokenizers import (
+    Regex,
+    Tokenizer,
+    models,
+    normalizers,
+    pre_tokenizers,
+    trainers,
+)
 from torch import nn
 
 from annotated_transformer import multi30k
@@ -65,12 +77,12 @@ _ = torch.manual_seed(0)
 # %% [markdown]
 # ## The data: Multi30k
 #
-# Multi30k (Elliott et al. 2016) is the translation task of Part IV: 29,000 training pairs of
+# Multi30k ([Elliott et al. 2016](../references.md#elliott-et-al-2016)) is the translation task of Part IV: 29,000 training pairs of
 # short English and German image descriptions, one raw sentence per line. The package's
 # `multi30k.load_split` returns a split as two parallel lists of sentences, German and English.
 # It fetches the files from their canonical address once, checks their sha256, and keeps them
 # in a cache; a local copy named by the environment variable `AT_DATA_MIRROR` is used instead
-# when there is one (chapter 10 looks at the data layer in detail).
+# when there is one ([chapter 10](10_translation_multi30k.ipynb) looks at the data layer in detail).
 
 # %%
 train, val = {}, {}
@@ -85,13 +97,13 @@ print(train["de"][0])
 #
 # The obvious unit is the word. Splitting on spaces is not quite enough (`"windows."` should
 # be `windows` and `.`), so `multi30k.tokenize` uses spaCy's rule-based tokenizers, which need
-# no model download; chapter 10 tokenizes the same way.
+# no model download; [chapter 10](10_translation_multi30k.ipynb) tokenizes the same way.
 
 # %%
 train_words = {lang: multi30k.tokenize(train[lang], lang) for lang in ("en", "de")}
 val_words = {lang: multi30k.tokenize(val[lang], lang) for lang in ("en", "de")}
-print(train_words["en"][0])
-print(train_words["de"][0])
+print(textwrap.fill(str(train_words["en"][0]), 84))
+print(textwrap.fill(str(train_words["de"][0]), 84))
 
 # %% [markdown]
 # Every distinct word needs its own row in the embedding table, so the vocabulary size is the
@@ -152,7 +164,9 @@ for lang in ("en", "de"):
                 "language": lang,
                 "keep words seen ≥": min_freq,
                 "vocabulary": len(kept),
-                "unknown in val (% of tokens)": round(100 * oov_rate(kept, val_words[lang]), 2),
+                "unknown in val (% of tokens)": round(
+                    100 * oov_rate(kept, val_words[lang]), 2
+                ),
                 "val sentences with an unknown word (%)": round(
                     100
                     * sum(any(t not in kept for t in s) for s in val_words[lang])
@@ -181,8 +195,9 @@ for lang in ("en", "de"):
     n_words = sum(map(len, train_words[lang])) / len(train[lang])
     n_chars = sum(map(len, train[lang])) / len(train[lang])
     print(
-        f"{lang}: {len(chars)} distinct characters; a sentence is {n_words:.1f} words "
-        f"or {n_chars:.1f} characters on average ({n_chars / n_words:.1f}x longer, "
+        f"{lang}: {len(chars)} distinct characters; a sentence is "
+        f"{n_words:.1f} words or {n_chars:.1f} characters on average\n"
+        f"  ({n_chars / n_words:.1f}x longer, "
         f"{(n_chars / n_words) ** 2:.0f}x more attention scores)"
     )
 
@@ -229,15 +244,23 @@ alphabet = {ch for p in piece_counts for ch in p if ch != " "}
 corpus = Counter()
 for piece, n in piece_counts.items():
     corpus[tuple(symbols(piece, alphabet))] += n
-print(f"{sum(corpus.values())} pieces, {len(corpus)} distinct, {len(alphabet)} characters")
+print(
+    f"{sum(corpus.values())} pieces, {len(corpus)} distinct, {len(alphabet)} "
+    "characters"
+)
 
 pair_counts = Counter()
 for word, n in corpus.items():
     for pair in itertools.pairwise(word):
         pair_counts[pair] += n
-print("most frequent pairs:", pair_counts.most_common(5))
+print("most frequent pairs:")
+print(textwrap.fill(str(pair_counts.most_common(5)), 84))
 best = max(pair_counts, key=pair_counts.get)
-print(f"merge {best}:", merge_word(("▁", "a", "n", "d"), best), merge_word(("▁", "a"), best))
+print(
+    f"merge {best}:",
+    merge_word(("▁", "a", "n", "d"), best),
+    merge_word(("▁", "a"), best),
+)
 
 # %% [markdown]
 # The most frequent pair is a space followed by `a`: the word *a* and every word that starts
@@ -303,7 +326,8 @@ for text in [
 ]:
     tokens = bpe.encode(text)
     assert BPE.decode(tokens) == text
-    print(f"{len(tokens)} tokens:", " ".join(tokens))
+    line = f"{len(tokens)} tokens: " + " ".join(tokens)
+    print(textwrap.fill(line, 84, subsequent_indent="  "))
 
 # %% [markdown]
 # How long are the sequences now, on the held-out validation text? Between words and
@@ -314,8 +338,8 @@ n_bpe = sum(len(bpe.encode(line)) for line in val["en"]) / len(val["en"])
 n_words = sum(map(len, val_words["en"])) / len(val["en"])
 n_chars = sum(map(len, val["en"])) / len(val["en"])
 print(
-    f"average English validation sentence: {n_words:.1f} words, {n_bpe:.1f} BPE tokens, "
-    f"{n_chars:.1f} characters"
+    f"average English validation sentence: {n_words:.1f} words, "
+    f"{n_bpe:.1f} BPE tokens, {n_chars:.1f} characters"
 )
 unknown = sum(t.startswith("<0x") for line in val["en"] for t in bpe.encode(line))
 print(f"byte-fallback tokens in the validation text: {unknown}")
@@ -341,7 +365,9 @@ hf.train_from_iterator(train["en"][:bpe_sentences], hf_trainer)
 hf_merges = [tuple(m) for m in json.loads(hf.to_str())["model"]["merges"]]
 
 same_place = sum(a == b for a, b in zip(bpe.merges, hf_merges, strict=True))
-print(f"{same_place} of {len(bpe.merges)} merges identical and in the same position")
+print(
+    f"{same_place} of {len(bpe.merges)} merges identical and in the same position"
+)
 sample = [line for line in val["en"] if set(line) - {" "} <= bpe.alphabet]
 agree = sum(bpe.encode(line) == hf.encode(line).tokens for line in sample)
 print(f"identical encodings for {agree} of {len(sample)} validation sentences")
@@ -378,7 +404,10 @@ def hf_subwords(kind: str) -> Tokenizer:
         tok = Tokenizer(models.Unigram())
         tok.pre_tokenizer = pre_tokenizers.Metaspace()
         trainer = trainers.UnigramTrainer(
-            vocab_size=1200, special_tokens=["<unk>"], unk_token="<unk>", show_progress=False
+            vocab_size=1200,
+            special_tokens=["<unk>"],
+            unk_token="<unk>",
+            show_progress=False,
         )
     tok.train_from_iterator(train["en"][:2000], trainer)
     return tok
@@ -415,16 +444,16 @@ show_source(Vocab.build, Vocab.__getitem__)
 
 # %%
 vocab = Vocab.build(train_words["en"], min_freq=2)
-print(vocab, "| specials:", SPECIALS, "-> ids", vocab.encode(SPECIALS))
+print(vocab)
+print("specials:", SPECIALS, "-> ids", vocab.encode(SPECIALS))
 print("ids 4..13:", vocab.itos[4:14])
 print("default index for unknown tokens:", vocab.default_index)
 
 # %%
 sentence = next(s for s in val_words["en"] if any(t not in vocab for t in s))
 ids = vocab.encode(["<s>", *sentence, "</s>"])
-print(sentence)
-print(ids)
-print(vocab.decode(ids))
+for shown in (sentence, ids, vocab.decode(ids)):
+    print(textwrap.fill(str(shown), 84))
 
 # %% [markdown]
 # The decoded sentence lost its unknown words: that is the word-level problem from above,
@@ -450,7 +479,12 @@ token_ids = torch.tensor([ids])  # (batch=1, len)
 vectors = embed(token_ids)  # (1, len, d_model)
 one_hot = F.one_hot(token_ids, len(vocab)).float()  # (1, len, vocab)
 torch.testing.assert_close(vectors, one_hot @ embed.lut.weight * math.sqrt(d_model))
-print(tuple(token_ids.shape), "->", tuple(vectors.shape), "| lookup == one-hot @ table × √d_model")
+print(
+    tuple(token_ids.shape),
+    "->",
+    tuple(vectors.shape),
+    "| lookup == one-hot @ table × √d_model",
+)
 
 # %% [markdown]
 # Why scale? The next chapter *adds* a position vector to every token vector, and a sum is
@@ -471,7 +505,11 @@ for d in (64, 128, 256, 512, 1024):
     position_norm = sinusoids(100, d).norm(dim=1).mean().item()
     norms += [
         {"d_model": d, "vector": "token (Xavier)", "mean norm": rows_norm},
-        {"d_model": d, "vector": "token × √d", "mean norm": rows_norm * math.sqrt(d)},
+        {
+            "d_model": d,
+            "vector": "token × √d",
+            "mean norm": rows_norm * math.sqrt(d),
+        },
         {"d_model": d, "vector": "position", "mean norm": position_norm},
     ]
 norm_frame = pd.DataFrame(norms)
@@ -510,13 +548,18 @@ y, x = torch.meshgrid(torch.arange(size), torch.arange(size), indexing="ij")
 radius = ((x - 24.0) ** 2 + (y - 28.0) ** 2).sqrt()
 image = 0.5 + 0.5 * torch.sin(radius / 2.5) * (radius < 22)  # rings in a disc
 image = image + 0.4 * (x > 44) * ((y // 8) % 2)  # and a striped bar on the right
-image = image.clamp(0, 1).reshape(1, 1, size, size)  # (batch, channels, height, width)
+# (batch, channels, height, width)
+image = image.clamp(0, 1).reshape(1, 1, size, size)
 
-# F.unfold cuts out every 16×16 window with stride 16: (batch, channels·16·16, patches)
-patches = F.unfold(image, kernel_size=patch, stride=patch).transpose(1, 2)  # (1, 16, 256)
-# The same by reshaping: rows of patches, columns of patches, then the pixels of each patch.
-grid = image.reshape(1, 1, size // patch, patch, size // patch, patch)  # (b, c, gy, py, gx, px)
-by_hand = grid.permute(0, 2, 4, 1, 3, 5).reshape(1, (size // patch) ** 2, patch * patch)
+# F.unfold cuts out every 16×16 window with stride 16, (batch, channels·16·16,
+# patches); transposed: (1, 16, 256)
+patches = F.unfold(image, kernel_size=patch, stride=patch).transpose(1, 2)
+# The same by reshaping: rows of patches, columns of patches, then the pixels of
+# each patch: (b, c, gy, py, gx, px)
+grid = image.reshape(1, 1, size // patch, patch, size // patch, patch)
+by_hand = grid.permute(0, 2, 4, 1, 3, 5).reshape(
+    1, (size // patch) ** 2, patch * patch
+)
 torch.testing.assert_close(patches, by_hand)
 
 torch.manual_seed(0)
@@ -524,7 +567,7 @@ to_d_model = nn.Linear(patch * patch, 64)  # the "embedding" of a patch
 patch_tokens = to_d_model(patches)  # (1, 16, 64)
 print(
     f"image {tuple(image.shape)} -> patches {tuple(patches.shape)} -> tokens "
-    f"{tuple(patch_tokens.shape)}; unfold == reshape/permute"
+    f"{tuple(patch_tokens.shape)};\nunfold == reshape/permute"
 )
 
 # %% [markdown]
@@ -568,19 +611,25 @@ sequence = viz.heatmap(
 # %%
 rate, seconds, f0, f1 = 8000, 1.0, 200.0, 3000.0
 t = torch.arange(int(rate * seconds), dtype=torch.float64) / rate
-phase = 2 * math.pi * (f0 * t + (f1 - f0) / (2 * seconds) * t**2)  # frequency f0 → f1
+# frequency f0 → f1
+phase = 2 * math.pi * (f0 * t + (f1 - f0) / (2 * seconds) * t**2)
 signal = torch.sin(phase).float()
 
 n_fft = 128  # 65 frequency bins of 62.5 Hz; one frame every 128 samples (16 ms)
 spectrum = torch.stft(
-    signal, n_fft=n_fft, hop_length=n_fft, window=torch.hann_window(n_fft), return_complex=True
+    signal,
+    n_fft=n_fft,
+    hop_length=n_fft,
+    window=torch.hann_window(n_fft),
+    return_complex=True,
 )  # (freq bins, frames)
 frames = spectrum.abs().T  # (frames, freq bins): one row per token
 log_frames = torch.log1p(frames)
 peak_hz = frames.argmax(dim=1) * rate / n_fft
 print(
-    f"signal {tuple(signal.shape)} -> {frames.shape[0]} frame tokens of {frames.shape[1]} "
-    f"features; loudest frequency rises from {peak_hz[1]:.0f} Hz to {peak_hz[-2]:.0f} Hz"
+    f"signal {tuple(signal.shape)} -> {frames.shape[0]} frame tokens of "
+    f"{frames.shape[1]} features;\nloudest frequency rises from "
+    f"{peak_hz[1]:.0f} Hz to {peak_hz[-2]:.0f} Hz"
 )
 
 # %% tags=["nbval-ignore-output"]
@@ -601,7 +650,7 @@ viz.heatmap(
 # ## Summary
 #
 # - Word vocabularies keep growing with the corpus and still leave unknown words; characters
-#   never fail but make sequences five to six times longer and attention 20 to 30 times costlier.
+#   never fail but make sequences 4.7 (English) to 5.7 (German) times longer and attention 22 to 32 times costlier.
 # - BPE learns a vocabulary of frequent pieces from the data: common words whole, rare words in
 #   pieces, nothing unknown. The package's learner agrees merge for merge with Hugging Face's.
 # - `Vocab` maps tokens ↔ ids, with specials and a default for the unknown; `Embeddings` maps
@@ -609,3 +658,11 @@ viz.heatmap(
 #   will be added to.
 # - Patches of an image and frames of a spectrogram are tokens too: a linear layer is their
 #   embedding table.
+#
+# You can now
+#
+# - weigh word, character and byte-pair tokens by vocabulary size and length;
+# - learn byte-pair merges by hand and map tokens to ids and ids to vectors;
+# - treat image patches and audio frames as tokens.
+#
+# **Next:** [chapter 04 · Positional encoding](04_positional_encoding.ipynb).

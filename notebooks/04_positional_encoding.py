@@ -12,9 +12,13 @@
 # %% [markdown]
 # # 04 · Positional encoding
 #
+# - **You will learn** why attention needs positions, the path from the integer index to the paper's sinusoids, and why a shift by k positions is a rotation.
+# - **It assumes** [chapter 01](01_from_rnns_to_attention.ipynb) and [chapter 03](03_tokens_and_embeddings.ipynb).
+# - **Time:** about 15 minutes to read; it runs in under a minute.
+#
 # "Since our model contains no recurrence and no convolution, in order for the model to make
 # use of the order of the sequence, we must inject some information about the relative or
-# absolute position of the tokens in the sequence." (Vaswani et al. 2017, §3.5)
+# absolute position of the tokens in the sequence." ([Vaswani et al. 2017](../references.md#vaswani-et-al-2017), §3.5)
 #
 # This chapter first shows *why* (attention alone cannot tell word order), then walks through
 # the ideas that lead to the paper's answer, each with the problem that makes it fall short:
@@ -25,6 +29,7 @@
 
 # %%
 import math
+import textwrap
 
 import pandas as pd
 import torch
@@ -34,7 +39,11 @@ from annotated_transformer.attention import attention
 from annotated_transformer.book import viz
 from annotated_transformer.book.source import show_source
 from annotated_transformer.embeddings import Embeddings
-from annotated_transformer.positional import PositionalEmbedding, PositionalEncoding, sinusoids
+from annotated_transformer.positional import (
+    PositionalEmbedding,
+    PositionalEncoding,
+    sinusoids,
+)
 
 _ = torch.manual_seed(0)
 
@@ -60,18 +69,22 @@ print("attention(shuffled tokens) == shuffled attention(tokens)")
 # different output depending on where it stands.
 
 # %%
-pe = sinusoids(5, 8)  # one position vector per position, next sections explain its form
+# one position vector per position, next sections explain its form
+pe = sinusoids(5, 8)
 with_pos, _ = attention(x + pe, x + pe, x + pe)
 shuffled = x[perm] + pe  # the tokens move, the positions stay
 with_pos_perm, _ = attention(shuffled, shuffled, shuffled)
 gap = (with_pos_perm - with_pos[perm]).abs().max().item()
-print(f"with positions added, the outputs no longer just move with the tokens: {gap > 0.1}")
+print(
+    "with positions added, the outputs no longer just move with the tokens: "
+    f"{gap > 0.1}"
+)
 
 # %% [markdown]
 # So each token's embedding gets a position vector added to it, of the same size
 # $d_{\text{model}}$. What should that vector be? We want it
 #
-# - **bounded**, on the scale of the token embeddings (chapter 03: norms of order 10);
+# - **bounded**, on the scale of the token embeddings ([chapter 03](03_tokens_and_embeddings.ipynb): norms of order 10);
 # - the **same for a position regardless of the sentence length**;
 # - **unique** for every position, with a **constant notion of distance**: two steps apart
 #   should look alike wherever in the sentence it happens;
@@ -81,14 +94,16 @@ print(f"with positions added, the outputs no longer just move with the tokens: {
 #
 # Add $pos$ to every feature. Simple and unique, but unbounded: by position 50 the number is
 # over a hundred times larger than a typical feature of a scaled token embedding (the
-# norm of about 9 from chapter 03, spread over 512 features), and the word is drowned. And a model
+# norm of about 9 from [chapter 03](03_tokens_and_embeddings.ipynb), spread over 512 features), and the word is drowned. And a model
 # trained on sentences of at most 30 tokens has never seen the value 60.
 
 # %%
 torch.manual_seed(0)
-token_table = Embeddings(512, 6000)  # d_model 512, a 6,000-word vocabulary, as in chapter 03
+# d_model 512, a 6,000-word vocabulary, as in chapter 03
+token_table = Embeddings(512, 6000)
 nn.init.xavier_uniform_(token_table.lut.weight)  # make_model's initialisation
-feature = token_table(torch.arange(6000)).abs().mean().item()  # typical size of one feature
+# typical size of one feature
+feature = token_table(torch.arange(6000)).abs().mean().item()
 print(f"typical token-embedding feature (after × √d_model): {feature:.2f}")
 for pos in (1, 10, 50, 100):
     print(f"position {pos:3d}: position / token feature = {pos / feature:6.0f}")
@@ -140,8 +155,12 @@ viz.heatmap(
 # jump rather than move smoothly:
 
 # %%
-distance = (bits[1:] - bits[:-1]).float().norm(dim=1)  # Euclidean, position p to p + 1
-print("distance from p to p + 1, p = 0..15:", [round(d, 2) for d in distance[:16].tolist()])
+# Euclidean, position p to p + 1
+distance = (bits[1:] - bits[:-1]).float().norm(dim=1)
+rounded = [round(d, 2) for d in distance[:16].tolist()]
+print("distance from p to p + 1, p = 0..15:")
+print(rounded[:8])
+print(rounded[8:])
 
 # %% [markdown]
 # ## Attempt 4: sinusoids
@@ -256,10 +275,12 @@ by_hand = torch.tensor(
 module = PositionalEncoding(d_model, dropout=0.0, max_len=max_len)
 added = module(torch.zeros(1, max_len, d_model))[0]  # (max_len, d_model)
 torch.testing.assert_close(added, by_hand.float(), atol=1e-5, rtol=0)
-torch.testing.assert_close(added.norm(dim=1), torch.full((max_len,), math.sqrt(d_model / 2)))
+torch.testing.assert_close(
+    added.norm(dim=1), torch.full((max_len,), math.sqrt(d_model / 2))
+)
 print(
-    f"PositionalEncoding == the formula for {max_len} positions × {d_model} features; "
-    f"every row has norm √(d_model/2) = {math.sqrt(d_model / 2):.3f}"
+    f"PositionalEncoding == the formula for {max_len} positions × {d_model} "
+    f"features;\nevery row has norm √(d_model/2) = {math.sqrt(d_model / 2):.3f}"
 )
 
 # %% [markdown]
@@ -281,14 +302,16 @@ print(
 # checked for every position at once:
 
 # %%
-omega = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))  # (d/2,)
+# (d/2,)
+omega = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))
 
 
 def shift_matrix(k: int) -> torch.Tensor:
     """M_k, (d_model, d_model): PE[pos] @ M_k == PE[pos + k] for every pos."""
     theta = omega * k
     blocks = [
-        torch.tensor([[c, -s], [s, c]]) for c, s in zip(theta.cos(), theta.sin(), strict=True)
+        torch.tensor([[c, -s], [s, c]])
+        for c, s in zip(theta.cos(), theta.sin(), strict=True)
     ]
     return torch.block_diag(*blocks)
 
@@ -297,8 +320,12 @@ table = sinusoids(max_len, d_model)  # (100, 64)
 for k in (1, 5, 17, 60):
     M = shift_matrix(k)
     torch.testing.assert_close(table[:-k] @ M, table[k:], atol=1e-4, rtol=0)
-    torch.testing.assert_close(M @ M.T, torch.eye(d_model), atol=1e-5, rtol=0)  # a rotation
-print("PE[pos] @ M_k == PE[pos + k] for all pos and k in (1, 5, 17, 60); each M_k is orthogonal")
+    # a rotation
+    torch.testing.assert_close(M @ M.T, torch.eye(d_model), atol=1e-5, rtol=0)
+print(
+    "PE[pos] @ M_k == PE[pos + k] for all pos and k in (1, 5, 17, 60);\n"
+    "each M_k is orthogonal"
+)
 
 # %% [markdown]
 # Because $M_k$ is a rotation, the dot product of two position vectors depends only on how far
@@ -309,17 +336,22 @@ print("PE[pos] @ M_k == PE[pos + k] for all pos and k in (1, 5, 17, 60); each M_
 
 # %%
 offsets = torch.arange(-40, 41)
-formula = torch.cos(omega * offsets.unsqueeze(1)).sum(dim=1)  # Σ_i cos(ω_i k), (81,)
+# Σ_i cos(ω_i k), (81,)
+formula = torch.cos(omega * offsets.unsqueeze(1)).sum(dim=1)
 for start in (40, 50, 59):
     dots = table[start + offsets] @ table[start]  # PE(start + k) · PE(start)
     torch.testing.assert_close(dots, formula, atol=1e-4, rtol=0)
-print("PE(pos)·PE(pos+k) == Σ cos(ω_i k) for pos in (40, 50, 59): a function of k alone")
+print(
+    "PE(pos)·PE(pos+k) == Σ cos(ω_i k) for pos in (40, 50, 59): a function of k "
+    "alone"
+)
 sims = pd.DataFrame({"offset k": offsets, "similarity": formula / (d_model / 2)})
 viz.line_chart(
     sims,
     "offset k",
     "similarity",
-    title="Similarity of position vectors depends only on their distance (d_model = 64)",
+    title=("Similarity of position vectors depends only on their distance (d_model "
+        "= 64)"),
     x_title="offset k",
     y_title="PE(pos)·PE(pos+k) / (d_model/2)",
 )
@@ -346,7 +378,10 @@ torch.manual_seed(0)
 learned = PositionalEmbedding(d_model, max_len=max_len)
 learned_rows = learned(torch.zeros(1, 64, d_model))[0].detach()  # (64, d_model)
 n_params = sum(p.numel() for p in learned.parameters())
-print(f"learned: {n_params} parameters; sinusoidal: {sum(p.numel() for p in module.parameters())}")
+print(
+    f"learned: {n_params} parameters; sinusoidal: "
+    f"{sum(p.numel() for p in module.parameters())}"
+)
 left = viz.heatmap(
     sinusoids(64, d_model),
     title="Sinusoidal (fixed)",
@@ -381,21 +416,27 @@ right = viz.heatmap(
 # index error deep inside `nn.Embedding`.
 
 # %%
-torch.testing.assert_close(sinusoids(300, d_model)[:max_len], sinusoids(max_len, d_model))
+torch.testing.assert_close(
+    sinusoids(300, d_model)[:max_len], sinusoids(max_len, d_model)
+)
 long_input = torch.zeros(1, 120, d_model)
-print("sinusoidal, 120 positions:", tuple(PositionalEncoding(d_model, 0.0)(long_input).shape))
+print(
+    "sinusoidal, 120 positions:",
+    tuple(PositionalEncoding(d_model, 0.0)(long_input).shape),
+)
 try:
     learned(long_input)
 except ValueError as error:
-    print("learned, 120 positions: ValueError:", error)
+    print("learned, 120 positions: ValueError:")
+    print(textwrap.indent(textwrap.fill(str(error), 78), "  "))
 
 # %% [markdown]
 # Defined is not the same as useful. The model has only learned what the *combinations* of
 # phases seen in training mean, and new positions bring combinations it never saw: in
 # practice sinusoidal models also degrade on sequences much longer than their training data
-# (Press et al. 2022 measured this and proposed ALiBi). Encodings of *relative* position
-# (Shaw et al. 2018, Transformer-XL, rotary embeddings, ALiBi) attack the problem directly;
-# chapter 15 returns to them. In the rotary embeddings of many current models the rotation
+# ([Press et al. 2022](../references.md#press-et-al-2022) measured this and proposed ALiBi). Encodings of *relative* position
+# ([Shaw et al. 2018](../references.md#shaw-et-al-2018), Transformer-XL, rotary embeddings, ALiBi) attack the problem directly;
+# [chapter 15](15_the_transformer_today.ipynb) returns to them. In the rotary embeddings of many current models the rotation
 # $M_k$ of this chapter comes back, applied to queries and keys instead of being added to the
 # input.
 #
@@ -406,3 +447,11 @@ except ValueError as error:
 #   smooth, and sin/cos pairs make a shift by $k$ a fixed rotation $M_k$, checked above.
 # - The package's `PositionalEncoding` equals the formula; `PositionalEmbedding` learns the
 #   table instead and has no rows beyond `max_len`.
+#
+# You can now
+#
+# - say why attention needs positions and why sinusoids suit them;
+# - show that a shift by k positions is a fixed rotation;
+# - choose between sinusoidal and learned positions, knowing their limits.
+#
+# **Next:** [chapter 05 · Normalisation and residuals](05_normalisation_and_residuals.ipynb).

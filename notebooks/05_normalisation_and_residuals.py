@@ -12,6 +12,10 @@
 # %% [markdown]
 # # 05 · Normalisation and residuals
 #
+# - **You will learn** layer normalisation by hand and its relatives, what residual connections do to gradients, and pre-norm against post-norm.
+# - **It assumes** [chapter 02](02_self_attention.ipynb).
+# - **Time:** about 15 minutes to read; it runs in under a minute.
+#
 # Every sublayer of the Transformer — attention or feed-forward — sits inside the same
 # wrapper: a *residual connection* around it and a *layer normalisation* next to it. The
 # paper says it in one sentence (§3.1):
@@ -51,7 +55,7 @@ _ = torch.manual_seed(0)
 # %% [markdown]
 # ## Layer normalisation by hand
 #
-# Layer normalisation (Ba, Kiros and Hinton, 2016) looks at one token's vector
+# Layer normalisation ([Ba, Kiros and Hinton, 2016](../references.md#ba-kiros-and-hinton-2016)) looks at one token's vector
 # $x \in \mathbb{R}^{d}$ at a time — for the Transformer, $d = d_\text{model}$ — and
 # standardises it with statistics computed from that vector alone:
 #
@@ -111,7 +115,8 @@ for d in (8, 64, 512, 2048):
     g = torch.Generator().manual_seed(d)
     z = torch.randn(64, 10, d, generator=g)  # (batch, len, d)
     ours, theirs = LayerNorm(d)(z), nn.LayerNorm(d)(z)
-    ratio = (ours * theirs).sum() / (theirs * theirs).sum()  # least-squares scale factor
+    # least-squares scale factor
+    ratio = (ours * theirs).sum() / (theirs * theirs).sum()
     predicted = np.sqrt((d - 1) / d)
     assert abs(ratio.item() - predicted) < 1e-4, (d, ratio, predicted)
     rows.append(
@@ -132,7 +137,7 @@ pd.DataFrame(rows)
 #
 # That is why the package's stacks use `nn.LayerNorm` and keep the hand-written class for
 # teaching only: `nn.LayerNorm` is Ba et al.'s exact formula, it runs as one fused kernel, and
-# it is what `torch.nn.Transformer` uses — so chapter 07 can check the whole model against
+# it is what `torch.nn.Transformer` uses — so [chapter 07](07_the_full_model.ipynb) can check the whole model against
 # PyTorch's with the same weights.
 
 # %% [markdown]
@@ -143,14 +148,14 @@ pd.DataFrame(rows)
 # tensor of shape (batch, channels, positions) — channels are the Transformer's $d_\text{model}$
 # features, positions its tokens:
 #
-# - **batch norm** (Ioffe and Szegedy, 2015): one statistic per *channel*, over the batch and
+# - **batch norm** ([Ioffe and Szegedy, 2015](../references.md#ioffe-and-szegedy-2015)): one statistic per *channel*, over the batch and
 #   all positions. It couples the examples of a batch and needs running averages at test time —
 #   awkward for padded, variable-length text.
 # - **layer norm**, as Transformers use it: one statistic per *token* (per example and
 #   position), over the channels.
-# - **group norm** (Wu and He, 2018): channels are split into groups; one statistic per example
+# - **group norm** ([Wu and He, 2018](../references.md#wu-and-he-2018)): channels are split into groups; one statistic per example
 #   and group, over the group's channels and all positions.
-# - **instance norm** (Ulyanov et al., 2016): one statistic per example and channel, over the
+# - **instance norm** ([Ulyanov et al., 2016](../references.md#ulyanov-et-al-2016)): one statistic per example and channel, over the
 #   positions.
 #
 # In the picture below, each panel is one normalisation and each small grid one example of a
@@ -184,7 +189,9 @@ grid = pd.concat(
     .encode(
         x=alt.X("position:O", title="position"),
         y=alt.Y("channel:O", title="channel"),
-        color=alt.Color("statistics:N", scale=alt.Scale(scheme="tableau20"), legend=None),
+        color=alt.Color(
+            "statistics:N", scale=alt.Scale(scheme="tableau20"), legend=None
+        ),
         tooltip=["norm", "example", "channel", "position", "statistics"],
     )
     .properties(width=80, height=110)
@@ -193,11 +200,16 @@ grid = pd.concat(
             "norm:N",
             title=None,
             sort=list(statistic_set),
-            header=alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold"),
+            header=alt.Header(
+                labelAngle=0, labelAlign="left", labelFontWeight="bold"
+            ),
         ),
         column=alt.Column("example:O", title="example in the batch"),
     )
-    .properties(title="Which elements share one mean and variance (same colour = same statistics)")
+    .properties(
+        title=("Which elements share one mean and variance (same colour = same "
+            "statistics)")
+    )
 )
 
 # %% [markdown]
@@ -208,7 +220,9 @@ pd.DataFrame(
     {
         "norm": list(statistic_set),
         "statistics computed": [len(np.unique(s)) for s in statistic_set.values()],
-        "elements per statistic": [s.size // len(np.unique(s)) for s in statistic_set.values()],
+        "elements per statistic": [
+            s.size // len(np.unique(s)) for s in statistic_set.values()
+        ],
     }
 )
 
@@ -220,7 +234,9 @@ pd.DataFrame(
 
 
 # %%
-def normalise(x: torch.Tensor, dims: tuple[int, ...], eps: float = 1e-5) -> torch.Tensor:
+def normalise(
+    x: torch.Tensor, dims: tuple[int, ...], eps: float = 1e-5
+) -> torch.Tensor:
     """(x - mean) / sqrt(biased var + eps), the statistics taken over ``dims``."""
     mean = x.mean(dims, keepdim=True)
     var = x.var(dims, keepdim=True, unbiased=False)
@@ -231,11 +247,14 @@ x = torch.randn(B, C, L) * 2 + 0.5  # (batch, channels, positions)
 checks = {
     "batch norm": (
         normalise(x, (0, 2)),
-        nn.BatchNorm1d(C, affine=False).train()(x),  # training mode: batch statistics
+        # training mode: batch statistics
+        nn.BatchNorm1d(C, affine=False).train()(x),
     ),
     "layer norm (per token)": (
         normalise(x, (1,)),
-        nn.LayerNorm(C, elementwise_affine=False)(x.transpose(1, 2)).transpose(1, 2),
+        nn.LayerNorm(C, elementwise_affine=False)(x.transpose(1, 2)).transpose(
+            1, 2
+        ),
     ),
     f"group norm ({GROUPS} groups)": (
         normalise(x.view(B, GROUPS, C // GROUPS, L), (2, 3)).view(B, C, L),
@@ -255,14 +274,15 @@ for name, (ours, torch_module) in checks.items():
 
 # %%
 torch.testing.assert_close(
-    nn.GroupNorm(1, C, affine=False)(x), nn.LayerNorm([C, L], elementwise_affine=False)(x)
+    nn.GroupNorm(1, C, affine=False)(x),
+    nn.LayerNorm([C, L], elementwise_affine=False)(x),
 )
 print("group norm with 1 group == layer norm over (channels, positions)")
 
 # %% [markdown]
 # ## Residual connections keep the gradient alive
 #
-# A residual connection computes $x + f(x)$ instead of $f(x)$ (He et al., 2016). Its
+# A residual connection computes $x + f(x)$ instead of $f(x)$ ([He et al., 2016](../references.md#he-et-al-2016)). Its
 # Jacobian is $I + \partial f/\partial x$: however small the layer's own derivative, the
 # identity carries the gradient through unchanged. Without it the gradient reaching layer
 # $\ell$ is a product of $L-\ell$ Jacobians, and a product of many matrices with gains below
@@ -311,7 +331,9 @@ viz.line_chart(
 )
 
 # %%
-summary = residual_frame.pivot(index="layer", columns="stack", values="gradient norm")
+summary = residual_frame.pivot(
+    index="layer", columns="stack", values="gradient norm"
+)
 print(summary.loc[[1, 24, 48]].map(lambda v: f"{v:.2e}"))
 plain = summary["plain"]
 assert plain[1] < 1e-9 * plain[depth]  # vanished by more than a factor of a billion
@@ -353,7 +375,7 @@ show_source(SublayerConnection)
 # With pre-norm the path from the input to the output is a plain sum,
 # $x_L = x_0 + \sum_\ell \mathrm{Sublayer}_\ell(\cdot)$: nothing rescales the residual stream,
 # so a final `LayerNorm` after the last layer is needed (the package's `Encoder` and `Decoder`
-# have one, chapter 07). With post-norm every residual sum passes through a layer norm, whose
+# have one, [chapter 07](07_the_full_model.ipynb)). With post-norm every residual sum passes through a layer norm, whose
 # Jacobian divides by the current standard deviation; the gradient to a lower layer crosses all
 # of them.
 #
@@ -376,7 +398,10 @@ D_MODEL, HEADS = 32, 4
 def build_stack(kind: str, depth: int) -> nn.ModuleList:
     torch.manual_seed(0)
     if kind == "post-norm":
-        layers = [TransformerBlock(D_MODEL, HEADS, d_ff=4 * D_MODEL, dropout=0.0) for _ in range(depth)]
+        layers = [
+            TransformerBlock(D_MODEL, HEADS, d_ff=4 * D_MODEL, dropout=0.0)
+            for _ in range(depth)
+        ]
     else:
         layers = [
             EncoderLayer(
@@ -406,18 +431,27 @@ def layer_gradients(kind: str, depth: int) -> list[float]:
         x = nn.functional.layer_norm(x, (D_MODEL,))  # the stack's final norm
     ((x - target) ** 2).mean().backward()
     return [
-        torch.cat([p.grad.flatten() for p in layer.parameters()]).norm().item() for layer in stack
+        torch.cat([p.grad.flatten() for p in layer.parameters()]).norm().item()
+        for layer in stack
     ]
 
 
 DEPTHS = (3, 6, 12, 24)
 gradients = {
-    (kind, n): layer_gradients(kind, n) for kind in ("post-norm", "pre-norm") for n in DEPTHS
+    (kind, n): layer_gradients(kind, n)
+    for kind in ("post-norm", "pre-norm")
+    for n in DEPTHS
 }
 
 # %%
 per_layer = pd.concat(
-    pd.DataFrame({"layer": np.arange(1, 25), "gradient norm": gradients[kind, 24], "stack": kind})
+    pd.DataFrame(
+        {
+            "layer": np.arange(1, 25),
+            "gradient norm": gradients[kind, 24],
+            "stack": kind,
+        }
+    )
     for kind in ("post-norm", "pre-norm")
 )
 viz.line_chart(
@@ -466,8 +500,11 @@ assert post.max() < 2 * post.min()  # post-norm: about the same whatever the dep
 assert pre[24] < 0.6 * pre[3]  # pre-norm: falls as the stack deepens
 assert (post > pre).all()
 post_24 = gradients["post-norm", 24]
-assert post_24[-1] == max(post_24)  # post-norm: the top layer gets the largest gradient
-print("post-norm top layer: depth-independent; pre-norm top layer: shrinks with depth")
+# post-norm: the top layer gets the largest gradient
+assert post_24[-1] == max(post_24)
+print(
+    "post-norm top layer: depth-independent; pre-norm top layer: shrinks with depth"
+)
 
 # %% [markdown]
 # The measurements follow the analysis. In the post-norm stacks the top layer's gradient stays
@@ -477,10 +514,21 @@ print("post-norm top layer: depth-independent; pre-norm top layer: shrinks with 
 # 1.3 while the depth grows eightfold — and within a pre-norm stack the gradients are largest
 # near the input, not at the top. An optimiser's first steps therefore move a pre-norm stack
 # gently, with no oversized steps at the top; a post-norm stack needs its learning rate warmed
-# up (the paper warms up over 4,000 steps, chapter 08) before it can take full-sized steps.
+# up (the paper warms up over 4,000 steps, [chapter 08](08_training.ipynb)) before it can take full-sized steps.
 #
 # The cost of pre-norm is small: the final norm after each stack, and a residual stream whose
 # scale grows with depth (harmless, since every sublayer sees a normalised copy). Most large
 # models since GPT-2 use pre-norm; the package uses it for the encoder-decoder and keeps
 # Bloem's post-norm `TransformerBlock` for the small encoder-only and decoder-only models of
 # Part V, which are shallow enough not to care.
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - write layer norm by hand and say which axes each normalisation uses;
+# - measure what residual connections do to gradients in a deep stack;
+# - choose between pre-norm and post-norm blocks.
+#
+# **Next:** [chapter 06 · Masks](06_masks.ipynb).

@@ -12,7 +12,11 @@
 # %% [markdown]
 # # 06 · Masks
 #
-# Attention, as chapter 02 built it, lets every query look at every key. Two situations need
+# - **You will learn** padding and look-ahead masks, how they combine, and a check that no information leaks from the future.
+# - **It assumes** [chapter 02](02_self_attention.ipynb).
+# - **Time:** about 10 minutes to read; it runs in under a minute.
+#
+# Attention, as [chapter 02](02_self_attention.ipynb) built it, lets every query look at every key. Two situations need
 # less than that:
 #
 # - **padding**: sentences in a batch have different lengths, so the short ones are filled up
@@ -72,7 +76,13 @@ show_source(padding_mask)
 
 # %%
 src_mask = padding_mask(src, PAD)
-print("tokens:", tuple(src.shape), " padding mask:", tuple(src_mask.shape), src_mask.dtype)
+print(
+    "tokens:",
+    tuple(src.shape),
+    " padding mask:",
+    tuple(src_mask.shape),
+    src_mask.dtype,
+)
 viz.heatmap(
     src_mask[:, 0].int(),
     x_labels=[str(i) for i in range(src.size(1))],
@@ -96,7 +106,11 @@ _, weights = attention(x, x, x, mask=src_mask)  # weights: (batch, q_len, k_len)
 hidden = ~src_mask.expand_as(weights)
 assert (weights[hidden] == 0).all()
 torch.testing.assert_close(weights.sum(-1), torch.ones(4, 7))
-print("weights on padded keys:", weights[hidden].abs().max().item(), "; rows still sum to 1")
+print(
+    "weights on padded keys:",
+    weights[hidden].abs().max().item(),
+    "; rows still sum to 1",
+)
 
 # %% [markdown]
 # ## Hiding the future
@@ -135,12 +149,13 @@ def original_make_std_mask(tgt: torch.Tensor, pad: int) -> torch.Tensor:
     return (tgt != pad).unsqueeze(-2) & subsequent_mask(tgt.size(-1))
 
 
+# (batch, len): a begin-of-sentence token 1, then words; the second is padded
 tgt = torch.tensor(
     [
         [1, 4, 7, 3, 9, 2, 6],
         [1, 8, 5, 2, PAD, PAD, PAD],
     ]
-)  # (batch, len): a begin-of-sentence token 1, then words; the second sentence is padded
+)
 original = original_make_std_mask(tgt, PAD)
 print(tuple(original.shape))
 
@@ -196,7 +211,8 @@ labels = ["<s>", "w1", "w2", "w3", "pad", "pad", "pad"]
 # %%
 real = tgt != PAD  # (batch, len)
 assert torch.equal(ours[real], original[real])
-assert torch.equal(ours[0], subsequent_mask(7)[0])  # an unpadded sentence: plain look-ahead
+# an unpadded sentence: plain look-ahead
+assert torch.equal(ours[0], subsequent_mask(7)[0])
 assert ours.any(-1).all()  # every query row has at least one key
 print("real query rows identical; padded rows attend only to themselves")
 
@@ -209,15 +225,22 @@ print("real query rows identical; padded rows attend only to themselves")
 # %%
 left = torch.tensor([[PAD, PAD, 1, 4, 7], [1, 8, 5, 2, 6]])  # (batch, len)
 scores = torch.randn(2, 5, 5)  # (batch, q_len, k_len)
-by_hand = scores.masked_fill(~original_make_std_mask(left, PAD), float("-inf")).softmax(-1)
-print("original mask, NaN rows per sentence:", by_hand.isnan().all(-1).sum(-1).tolist())
+by_hand = scores.masked_fill(
+    ~original_make_std_mask(left, PAD), float("-inf")
+).softmax(-1)
+print(
+    "original mask, NaN rows per sentence:",
+    by_hand.isnan().all(-1).sum(-1).tolist(),
+)
 try:
     attention(scores, scores, scores, mask=original_make_std_mask(left, PAD))
 except ValueError as error:
     print("package attention:", str(error).split(";")[0])
 fixed = scores.masked_fill(~make_std_mask(left, PAD), float("-inf")).softmax(-1)
 assert torch.isfinite(fixed).all()
-print("package mask, NaN rows per sentence:", fixed.isnan().all(-1).sum(-1).tolist())
+print(
+    "package mask, NaN rows per sentence:", fixed.isnan().all(-1).sum(-1).tolist()
+)
 
 # %% [markdown]
 # In the first sentence, queries 0 and 1 are padding, and the only keys the look-ahead lets
@@ -269,7 +292,9 @@ print("three more padding positions:  real outputs unchanged")
 
 # %%
 def max_change_before(mask_fn, k: int) -> float:
-    """Largest change of the outputs before position k when the targets from k on change."""
+    """Largest change of the outputs before position k when the targets from k on
+    change.
+    """
     g = torch.Generator().manual_seed(k)
     changed = tgt_full.clone()
     changed[:, k:] = torch.randint(1, 11, changed[:, k:].shape, generator=g)
@@ -280,16 +305,22 @@ def max_change_before(mask_fn, k: int) -> float:
 
 
 def padding_only(t: torch.Tensor) -> torch.Tensor:
-    return padding_mask(t, PAD).expand(-1, t.size(1), -1)  # (batch, len, len), no look-ahead
+    # (batch, len, len), no look-ahead
+    return padding_mask(t, PAD).expand(-1, t.size(1), -1)
 
 
-tgt_full = torch.tensor([[1, 4, 7, 3, 9, 2, 6], [1, 8, 5, 2, 10, 3, 7]])  # (batch, len)
+# (batch, len)
+tgt_full = torch.tensor([[1, 4, 7, 3, 9, 2, 6], [1, 8, 5, 2, 10, 3, 7]])
 leak = pd.DataFrame(
     [
         {
             "k (first changed position)": k,
-            "max |Δ| before k, target mask": max_change_before(lambda t: make_std_mask(t, PAD), k),
-            "max |Δ| before k, padding mask only": max_change_before(padding_only, k),
+            "max |Δ| before k, target mask": max_change_before(
+                lambda t: make_std_mask(t, PAD), k
+            ),
+            "max |Δ| before k, padding mask only": max_change_before(
+                padding_only, k
+            ),
         }
         for k in range(1, tgt_full.size(1))
     ]
@@ -308,3 +339,13 @@ shown
 # suite runs the same check (`tests/test_model.py`), together with cached decoding, which
 # relies on exactly this property: an earlier position's output never has to be recomputed
 # when a new token arrives.
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - build padding, look-ahead and target masks with the right shapes;
+# - check a decoder for leaks from the future.
+#
+# **Next:** [chapter 07 · The full model](07_the_full_model.ipynb).

@@ -12,6 +12,10 @@
 # %% [markdown]
 # # 07 · The full model
 #
+# - **You will learn** how the parts become the paper's encoder-decoder, how many parameters it has, and that it computes what `torch.nn.Transformer` computes.
+# - **It assumes** chapters [02](02_self_attention.ipynb) to [06](06_masks.ipynb).
+# - **Time:** about 15 minutes to read; it runs in under a minute.
+#
 # The previous chapters built the parts: multi-head attention (02), token embeddings (03),
 # positional encodings (04), layer norm and residual connections (05) and masks (06). This
 # chapter assembles them into the model of the paper's Figure 1:
@@ -98,13 +102,15 @@ by_formula = torch.clamp(x @ w1 + b1, min=0) @ w2 + b2
 torch.testing.assert_close(ffn(x), by_formula)
 one_at_a_time = torch.stack([ffn(x[:, i]) for i in range(5)], dim=1)
 torch.testing.assert_close(ffn(x), one_at_a_time)
-print("FFN == max(0, xW₁+b₁)W₂+b₂, position by position:", tuple(ffn(x).shape))
+print(
+    "FFN == max(0, xW₁+b₁)W₂+b₂, position by position:", tuple(ffn(x).shape)
+)
 
 # %% [markdown]
 # ## Encoder layer and encoder
 #
 # An encoder layer is two sublayers — self-attention, then the feed-forward network — each
-# wrapped in the pre-norm residual connection of chapter 05, `x + dropout(sublayer(norm(x)))`.
+# wrapped in the pre-norm residual connection of [chapter 05](05_normalisation_and_residuals.ipynb), `x + dropout(sublayer(norm(x)))`.
 # `clones` makes the N identical layers (and the two wrappers) as independent deep copies:
 # same shapes, separately trained weights.
 
@@ -120,14 +126,20 @@ show_source(clones, EncoderLayer, Encoder)
 # %%
 D, H = 32, 4  # a small model to look at shapes
 encoder = Encoder(
-    EncoderLayer(D, MultiHeadedAttention(H, D, 0.1), PositionwiseFeedForward(D, 4 * D), 0.1), N=2
+    EncoderLayer(
+        D, MultiHeadedAttention(H, D, 0.1), PositionwiseFeedForward(D, 4 * D), 0.1
+    ),
+    N=2,
 ).eval()
 src = torch.tensor([[5, 9, 3, 7, 2], [6, 3, 8, PAD, PAD]])  # (batch, src_len)
 src_mask = padding_mask(src, PAD)  # (batch, 1, src_len)
 memory = encoder(torch.randn(2, 5, D), src_mask)
 print("memory:", tuple(memory.shape), "= (batch, src_len, d_model)")
 first, second = encoder.layers[0], encoder.layers[1]
-assert first.feed_forward.w_1.weight.data_ptr() != second.feed_forward.w_1.weight.data_ptr()
+assert (
+    first.feed_forward.w_1.weight.data_ptr()
+    != second.feed_forward.w_1.weight.data_ptr()
+)
 print("layers share no storage:", len(encoder.layers), "independent copies")
 
 # %% [markdown]
@@ -136,7 +148,7 @@ print("layers share no storage:", len(encoder.layers), "independent copies")
 # A decoder layer has a third sublayer between the two: **source attention** (the paper's
 # "encoder-decoder attention"), where the queries come from the decoder and the keys and values
 # from the encoder's output `memory` — this is where the translation looks at the source
-# sentence. Its self-attention uses the target mask of chapter 06, so position $i$ sees only
+# sentence. Its self-attention uses the target mask of [chapter 06](06_masks.ipynb), so position $i$ sees only
 # target positions up to $i$; source attention uses the source padding mask.
 
 # %%
@@ -165,7 +177,7 @@ print("decoder output:", tuple(hidden.shape), "= (batch, tgt_len, d_model)")
 # %% [markdown]
 # ## Embeddings, positions and the generator
 #
-# Chapters 03 and 04 derive these; here is how they plug in. Token ids become learned vectors
+# Chapters [03](03_tokens_and_embeddings.ipynb) and [04](04_positional_encoding.ipynb) derive these; here is how they plug in. Token ids become learned vectors
 # scaled by $\sqrt{d_\text{model}}$, then the sinusoidal position of each token is added (with
 # dropout). `TokenAndPosition` chains the two and passes the position `offset` that cached
 # decoding needs.
@@ -211,11 +223,13 @@ show_source(make_model)
 VOCAB = 37000
 torch.manual_seed(0)
 base = make_model(VOCAB, VOCAB, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1)
-w = base.encoder.layers[0].feed_forward.w_1.weight  # (d_ff, d_model) = (fan_out, fan_in)
+# (d_ff, d_model) = (fan_out, fan_in)
+w = base.encoder.layers[0].feed_forward.w_1.weight
 bound = (6 / (w.size(0) + w.size(1))) ** 0.5
 print(f"w_1 of encoder layer 0: {tuple(w.shape)}, Glorot bound a = {bound:.4f}")
 print(
-    f"  max |w| = {w.abs().max():.4f}, std = {w.std():.4f} (uniform: a/√3 = {bound / 3**0.5:.4f})"
+    f"  max |w| = {w.abs().max():.4f}, std = {w.std():.4f} (uniform: a/√3 = "
+    f"{bound / 3**0.5:.4f})"
 )
 assert w.abs().max() <= bound and abs(w.std() - bound / 3**0.5) < 1e-3
 
@@ -250,14 +264,19 @@ BLOCKS = {
 }
 table = pd.DataFrame(
     {
-        "block": [BLOCKS[n.rsplit(".", 1)[0] if ".layers." in n else n] for n in counts],
+        "block": [
+            BLOCKS[n.rsplit(".", 1)[0] if ".layers." in n else n] for n in counts
+        ],
         "each, counted": counts.values(),
         "each, formula": formula.values(),
     }
 )
 table = table.groupby("block", sort=False).agg(
     copies=("each, counted", "size"),
-    **{"each, counted": ("each, counted", "first"), "each, formula": ("each, formula", "first")},
+    **{
+        "each, counted": ("each, counted", "first"),
+        "each, formula": ("each, formula", "first"),
+    },
     total=("each, counted", "sum"),
 )
 table["share"] = (table["total"] / table["total"].sum()).map("{:.1%}".format)
@@ -268,7 +287,10 @@ table
 bars = table.reset_index()
 bars["millions"] = bars["total"] / 1e6
 (
-    alt.Chart(bars, title="Parameters of the base model by block (vocabulary 37,000 per side)")
+    alt.Chart(
+        bars,
+        title="Parameters of the base model by block (vocabulary 37,000 per side)",
+    )
     .mark_bar()
     .encode(
         x=alt.X("millions:Q", title="parameters (millions)"),
@@ -282,13 +304,17 @@ bars["millions"] = bars["total"] / 1e6
 # The embeddings and the generator — three $37{,}000 \times 512$ matrices — hold more than half
 # of the 101 million parameters; the twelve layers share the rest, a decoder layer a third more
 # than an encoder layer because of its source attention. The paper shares one matrix between
-# both embeddings and the generator's weights (§3.4, chapter 12); counting that matrix once
+# both embeddings and the generator's weights (§3.4, [chapter 12](12_tricks_from_the_paper.ipynb)); counting that matrix once
 # gives its size of "65 million" (Table 3) to within a few percent:
 
 # %%
 total = sum(counts.values())
-tied = total - counts["src_embed"] - counts["tgt_embed"]  # one shared 37000 × 512 matrix
-print(f"untied: {total / 1e6:.1f}M parameters; with tied embeddings: {tied / 1e6:.1f}M")
+# one shared 37000 × 512 matrix
+tied = total - counts["src_embed"] - counts["tgt_embed"]
+print(
+    f"untied: {total / 1e6:.1f}M parameters; with tied embeddings: "
+    f"{tied / 1e6:.1f}M"
+)
 del base  # 400 MB we no longer need
 
 # %% [markdown]
@@ -321,7 +347,7 @@ with torch.no_grad():
 
 # %% [markdown]
 # Random weights give fixed but meaningless sequences, unrelated to the source: the model runs
-# end to end, shapes and masks fit, and there is nothing yet to learn from. Chapter 09 trains
+# end to end, shapes and masks fit, and there is nothing yet to learn from. [Chapter 09](09_copy_task.ipynb) trains
 # this same small model to copy its input.
 #
 # ## The same function as `torch.nn.Transformer`
@@ -348,11 +374,13 @@ RENAME = {
 
 
 def to_torch_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Our state dict -> PyTorch's transformer names; q, k, v stacked into in_proj."""
+    """Our state dict -> PyTorch's transformer names; q, k, v stacked into "
+    "in_proj."""
     theirs = {}
     for name, tensor in state.items():
         if ".linears." in name and ".linears.3." not in name:
-            if ".linears.0." in name:  # gather q, k, v once, at the query projection
+            # gather q, k, v once, at the query projection
+            if ".linears.0." in name:
                 prefix, kind = name.split(".linears.0.")
                 qkv = [state[f"{prefix}.linears.{i}.{kind}"] for i in range(3)]
                 name, tensor = f"{prefix}.in_proj_{kind}", torch.cat(qkv)
@@ -367,15 +395,25 @@ def to_torch_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 torch.manual_seed(0)
 model = make_model(11, 13, N=2, d_model=32, d_ff=64, h=4).eval()
 with torch.no_grad():
-    for p in model.parameters():  # move norms and biases off their initial values too
+    # move norms and biases off their initial values too
+    for p in model.parameters():
         p.normal_(std=0.2)
 with warnings.catch_warnings():  # norm_first disables a fast path; PyTorch says so
     warnings.simplefilter("ignore")
     reference = nn.Transformer(
-        d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=64,
-        batch_first=True, norm_first=True,
+        d_model=32,
+        nhead=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dim_feedforward=64,
+        batch_first=True,
+        norm_first=True,
     ).eval()
-stacks = {k: v for k, v in model.state_dict().items() if k.startswith(("encoder", "decoder"))}
+stacks = {
+    k: v
+    for k, v in model.state_dict().items()
+    if k.startswith(("encoder", "decoder"))
+}
 reference.load_state_dict(to_torch_names(stacks))
 
 src = torch.tensor([[5, 9, 3, 7, 2, 8], [6, 3, 8, 2, PAD, PAD]])  # (batch, src_len)
@@ -385,21 +423,27 @@ with torch.no_grad():
     theirs = reference(
         model.src_embed(src),
         model.tgt_embed(tgt),
-        tgt_mask=~subsequent_mask(tgt.size(1))[0],  # PyTorch's masks: True = may NOT attend
+        tgt_mask=~subsequent_mask(tgt.size(1))[
+            0
+        ],  # PyTorch's masks: True = may NOT attend
         src_key_padding_mask=src == PAD,
         tgt_key_padding_mask=tgt == PAD,
         memory_key_padding_mask=src == PAD,
     )
-real = tgt != PAD  # padded target rows differ by design (chapter 06) and feed no loss
+# padded target rows differ by design (chapter 06) and feed no loss
+real = tgt != PAD
 torch.testing.assert_close(ours[real], theirs[real], atol=1e-5, rtol=1e-5)
-print(f"{len(stacks)} tensors mapped; outputs at real positions equal nn.Transformer's")
+print(
+    f"{len(stacks)} tensors mapped; outputs at real positions equal "
+    "nn.Transformer's"
+)
 
 # %% [markdown]
 # ## Bloem's block: the encoder-only variant
 #
 # Parts of this book also need models with only one stack: a sentiment classifier reads a
-# review with an encoder (chapter 13), a character-level language model generates text with a
-# causal "decoder-only" stack (chapter 14). For those the package follows Peter Bloem's
+# review with an encoder ([chapter 13](13_classification_imdb.ipynb)), a character-level language model generates text with a
+# causal "decoder-only" stack ([chapter 14](14_generation_characters.ipynb)). For those the package follows Peter Bloem's
 # `former`: one self-contained block, **post-norm** as the paper's text writes it, with the
 # feed-forward network $4\times$ wider than $d_\text{model}$. `causal=True` adds the look-ahead
 # mask inside the block.
@@ -428,9 +472,23 @@ with torch.no_grad():
     ours = block_(x, padding_mask(src, PAD))
     theirs = torch_block(x, src_key_padding_mask=src == PAD)
 torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
-print("TransformerBlock == nn.TransformerEncoderLayer(norm_first=False):", tuple(ours.shape))
+print(
+    "TransformerBlock == nn.TransformerEncoderLayer(norm_first=False):",
+    tuple(ours.shape),
+)
 
 # %% [markdown]
 # A classifier stacks a few of these blocks over embedded tokens, pools the outputs and
 # applies a linear layer; a language model stacks causal ones and ends with a generator. Both
 # reuse everything in this chapter except the source attention.
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - assemble the encoder-decoder from its parts with `make_model`;
+# - count its parameters by formula and by module;
+# - check it against `torch.nn.Transformer` with the same weights.
+#
+# **Next:** [chapter 08 · Training](08_training.ipynb).

@@ -12,8 +12,12 @@
 # %% [markdown]
 # # 08 · Training
 #
+# - **You will learn** batches, the token-summed loss, Adam with the paper's settings, the warm-up schedule and label smoothing, each checked against a derivation.
+# - **It assumes** [chapter 07](07_the_full_model.ipynb).
+# - **Time:** about 20 minutes to read; it runs in under a minute.
+#
 # Part II built the model; this chapter builds everything needed to train it, following §5 of
-# *Attention Is All You Need* (Vaswani et al., 2017): batches that hold a source, a shifted
+# *Attention Is All You Need* ([Vaswani et al., 2017](../references.md#vaswani-et-al-2017)): batches that hold a source, a shifted
 # target and their masks; a training loop that counts tokens; the Adam optimiser with the
 # paper's unusual settings; the warm-up-then-decay learning rate schedule; and label smoothing.
 # Each piece comes from the package (`annotated_transformer.training`, `.schedule`, `.loss`),
@@ -22,7 +26,7 @@
 # Two of these pieces went wrong in the Annotated Transformer, and we look at both: its loop
 # advanced the learning rate schedule once per *micro-batch* when it accumulated gradients, and
 # its label smoothing could return `inf` or `NaN` on some batches with (or without) padding.
-# Chapter 09 then puts it all to work on a small task.
+# [Chapter 09](09_copy_task.ipynb) then puts it all to work on a small task.
 
 # %%
 import math
@@ -66,7 +70,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # nonsense) predictions, we feed it the true target sentence and ask it, at every position, for
 # the next word. For a target `<s> a dog runs </s>` the decoder reads `<s> a dog runs` and must
 # predict `a dog runs </s>` — the same sentence shifted by one. All positions are predicted at
-# once, in parallel; the look-ahead mask of chapter 06 keeps position $i$ from seeing the words
+# once, in parallel; the look-ahead mask of [chapter 06](06_masks.ipynb) keeps position $i$ from seeing the words
 # after it, which it is being asked to predict.
 #
 # A `Batch` does that bookkeeping once: it splits the target into the decoder input `tgt` and
@@ -88,7 +92,19 @@ show_source(Batch)
 # padded with id 0 to the longest sentence of the batch.
 
 # %%
-words = ["<pad>", "<s>", "</s>", "ein", "Hund", "läuft", "Katzen", "a", "dog", "runs", "cats"]
+words = [
+    "<pad>",
+    "<s>",
+    "</s>",
+    "ein",
+    "Hund",
+    "läuft",
+    "Katzen",
+    "a",
+    "dog",
+    "runs",
+    "cats",
+]
 PAD = words.index("<pad>")
 
 
@@ -116,7 +132,7 @@ print("ntokens ", batch.ntokens)
 # The target mask of the second sentence, `<s> cats </s> <pad>` as decoder input: row $i$ is a
 # query position, column $j$ a key position, 1 = may attend. Real positions see themselves and
 # the real positions before them; the padded position (last row) only sees itself, so no row
-# of the softmax is empty (chapter 06 explains why the original's mask differed here).
+# of the softmax is empty ([chapter 06](06_masks.ipynb) explains why the original's mask differed here).
 
 # %%
 print(batch.tgt_mask[1].int())
@@ -126,12 +142,16 @@ print(batch.tgt_mask[1].int())
 
 # %%
 assert torch.equal(batch.tgt, tgt[:, :-1]) and torch.equal(batch.tgt_y, tgt[:, 1:])
-assert batch.ntokens == sum(1 for t in tgt[:, 1:].flatten().tolist() if t != PAD) == 6
+assert (
+    batch.ntokens == sum(1 for t in tgt[:, 1:].flatten().tolist() if t != PAD) == 6
+)
 for b in range(2):
     for i in range(4):
         for j in range(4):
             real_query = batch.tgt[b, i] != PAD
-            expected = (j <= i and batch.tgt[b, j] != PAD) if real_query else (i == j)
+            expected = (
+                (j <= i and batch.tgt[b, j] != PAD) if real_query else (i == j)
+            )
             assert bool(batch.tgt_mask[b, i, j]) == bool(expected)
 print("Batch: shifted target, token count and masks agree with the definition")
 
@@ -181,7 +201,10 @@ schedule_bug = pd.concat(
                 "scheduler stepped": label,
             }
         )
-        for k, label in [(1, "once per optimiser step"), (4, "once per micro-batch (4 per step)")]
+        for k, label in [
+            (1, "once per optimiser step"),
+            (4, "once per micro-batch (4 per step)"),
+        ]
     ]
 )
 viz.line_chart(
@@ -189,7 +212,8 @@ viz.line_chart(
     "optimiser step",
     "learning rate",
     "scheduler stepped",
-    title="Gradient accumulation over 4 micro-batches: where the scheduler steps matters",
+    title=("Gradient accumulation over 4 micro-batches: where the scheduler steps "
+        "matters"),
     x_title="optimiser step (update of the weights)",
     y_title="learning rate (d_model 512, warm-up 4000)",
 ).configure_legend(orient="bottom")
@@ -267,7 +291,9 @@ updates["the same, divided by 4"] = original / 4
 for name, update in updates.items():
     error = (update - reference).norm() / reference.norm()
     print(f"{name:32} differs from the one-batch update by {error:.0%}")
-torch.testing.assert_close(updated["4 micro-batches, accumulated"], updated["one batch of 8"])
+torch.testing.assert_close(
+    updated["4 micro-batches, accumulated"], updated["one batch of 8"]
+)
 print("accumulating summed losses gives the update of one big batch")
 
 # %% [markdown]
@@ -361,7 +387,9 @@ noam_curves = pd.concat(
         pd.DataFrame(
             {
                 "step": curve_steps,
-                "learning rate": [rate(int(s), d_model, 1.0, warmup) for s in curve_steps],
+                "learning rate": [
+                    rate(int(s), d_model, 1.0, warmup) for s in curve_steps
+                ],
                 "d_model and warm-up": f"{d_model}:{warmup}",
             }
         )
@@ -400,9 +428,14 @@ show_source(noam, cosine, linear, inverse_sqrt, make_scheduler)
 TOTAL, WARMUP, PEAK = 10_000, 1_000, 1e-3
 formulas = {
     "noam": lambda s: min(max(s, 1) / WARMUP, math.sqrt(WARMUP / max(s, 1))),
-    "cosine": lambda s: (s + 1) / WARMUP if s < WARMUP
-    else 0.5 * (1 + math.cos(math.pi * (s - WARMUP) / (TOTAL - WARMUP))),
-    "linear": lambda s: (s + 1) / WARMUP if s < WARMUP else (TOTAL - s) / (TOTAL - WARMUP),
+    "cosine": lambda s: (
+        (s + 1) / WARMUP
+        if s < WARMUP
+        else 0.5 * (1 + math.cos(math.pi * (s - WARMUP) / (TOTAL - WARMUP)))
+    ),
+    "linear": lambda s: (
+        (s + 1) / WARMUP if s < WARMUP else (TOTAL - s) / (TOTAL - WARMUP)
+    ),
     "inverse_sqrt": lambda s: math.sqrt(WARMUP / max(s, WARMUP)),
 }
 rows = []
@@ -411,7 +444,9 @@ for kind, formula in formulas.items():
     scheduler = make_scheduler(optimizer, kind, PEAK, WARMUP, TOTAL)
     for step in range(TOTAL):
         lr = optimizer.param_groups[0]["lr"]
-        assert math.isclose(lr, PEAK * formula(step), rel_tol=1e-9, abs_tol=1e-15), (kind, step)
+        assert math.isclose(
+            lr, PEAK * formula(step), rel_tol=1e-9, abs_tol=1e-15
+        ), (kind, step)
         if step % 50 == 0:
             rows.append({"step": step, "learning rate": lr, "schedule": kind})
         optimizer.step()
@@ -432,7 +467,7 @@ viz.line_chart(
 #
 # "During training, we employed label smoothing of value $\epsilon_{ls} = 0.1$. This hurts
 # perplexity, as the model learns to be more unsure, but improves accuracy and BLEU score"
-# (§5.4, after Szegedy et al. 2016). Instead of asking the model to put probability 1 on the
+# (§5.4, after [Szegedy et al. 2016](../references.md#szegedy-et-al-2016)). Instead of asking the model to put probability 1 on the
 # correct token $y$, we ask for a smoothed target distribution $q$ that keeps a little mass
 # $\epsilon$ for every class. The package uses PyTorch's convention (the one
 # `F.cross_entropy(label_smoothing=ε)` implements), with $V$ classes:
@@ -458,7 +493,9 @@ targets = torch.tensor([2, 1, 0, 3, 3])
 log_p = torch.full((5, 5), 0.2).log()  # any log-probabilities: only q is drawn
 pictures = []
 for exclude, title in [(False, "package (PyTorch)"), (True, "the original's")]:
-    criterion = LabelSmoothing(5, padding_idx=0, smoothing=0.4, exclude_pad_class=exclude)
+    criterion = LabelSmoothing(
+        5, padding_idx=0, smoothing=0.4, exclude_pad_class=exclude
+    )
     criterion(log_p, targets)
     print(title, "\n", criterion.true_dist)
     pictures.append(
@@ -503,13 +540,26 @@ confidence = np.round(np.append(np.arange(0.2, 0.999, 0.004), 0.999), 4)
 rows = []
 for eps in (0.0, 0.1, 0.3):
     criterion = LabelSmoothing(5, padding_idx=None, smoothing=eps)
-    p = torch.tensor([[(1 - x) / 4, x, (1 - x) / 4, (1 - x) / 4, (1 - x) / 4] for x in confidence])
-    losses = [criterion(row.log().unsqueeze(0), torch.tensor([1])).item() for row in p]
+    p = torch.tensor(
+        [
+            [(1 - x) / 4, x, (1 - x) / 4, (1 - x) / 4, (1 - x) / 4]
+            for x in confidence
+        ]
+    )
+    losses = [
+        criterion(row.log().unsqueeze(0), torch.tensor([1])).item() for row in p
+    ]
     best = confidence[int(np.argmin(losses))]
-    print(f"ε = {eps}: loss is smallest at x = {best:.3f} (1 - ε + ε/V = {1 - eps + eps / 5:.3f})")
-    assert abs(best - (1 - eps + eps / 5)) < 2e-3 or (eps == 0 and best == confidence[-1])
+    print(
+        f"ε = {eps}: loss is smallest at x = {best:.3f} (1 - ε + ε/V = "
+        f"{1 - eps + eps / 5:.3f})"
+    )
+    assert abs(best - (1 - eps + eps / 5)) < 2e-3 or (
+        eps == 0 and best == confidence[-1]
+    )
     rows += [
-        {"x": x, "loss": loss, "ε": str(eps)} for x, loss in zip(confidence, losses, strict=True)
+        {"x": x, "loss": loss, "ε": str(eps)}
+        for x, loss in zip(confidence, losses, strict=True)
     ]
 overconfidence = pd.DataFrame(rows).round(5)
 viz.line_chart(
@@ -540,8 +590,11 @@ show_source(smoothed_cross_entropy)
 
 # %% [markdown]
 # Numerically, on random scores for 8 positions (two of them padding) over 7 classes. For one
-# real token, $H(q) = -(1 - \epsilon + \frac{\epsilon}{V})\log(1 - \epsilon + \frac{\epsilon}{V})
-# - (V - 1)\frac{\epsilon}{V}\log\frac{\epsilon}{V}$.
+# real token,
+#
+# $$H(q) = -\left(1 - \epsilon + \tfrac{\epsilon}{V}\right)
+#   \log\left(1 - \epsilon + \tfrac{\epsilon}{V}\right)
+#   - (V - 1)\,\tfrac{\epsilon}{V}\log\tfrac{\epsilon}{V}.$$
 
 # %%
 V7, eps = 7, 0.1
@@ -550,11 +603,15 @@ scores = torch.randn(8, V7)
 target = torch.tensor([3, 1, 0, 6, 2, 0, 5, 4])  # id 0 is padding
 
 scores_kl = scores.clone().requires_grad_(True)
-kl = LabelSmoothing(V7, padding_idx=0, smoothing=eps)(scores_kl.log_softmax(-1), target)
+kl = LabelSmoothing(V7, padding_idx=0, smoothing=eps)(
+    scores_kl.log_softmax(-1), target
+)
 kl.backward()
 
 scores_ce = scores.clone().requires_grad_(True)
-ce, n_tokens = smoothed_cross_entropy(scores_ce, target, padding_idx=0, smoothing=eps)
+ce, n_tokens = smoothed_cross_entropy(
+    scores_ce, target, padding_idx=0, smoothing=eps
+)
 ce.backward()
 
 top, rest = 1 - eps + eps / V7, eps / V7
@@ -562,8 +619,10 @@ entropy_per_token = -(top * math.log(top) + (V7 - 1) * rest * math.log(rest))
 print(f"KL(q ‖ p) summed: {kl.item():.4f}")
 print(f"H(q, p) summed:   {ce.item():.4f}")
 print(f"difference:       {ce.item() - kl.item():.4f}")
-print(f"{int(n_tokens)} tokens × H(q) = {int(n_tokens)} × {entropy_per_token:.4f} "
-      f"= {int(n_tokens) * entropy_per_token:.4f}")
+print(
+    f"{int(n_tokens)} tokens × H(q) = {int(n_tokens)} × {entropy_per_token:.4f} "
+    f"= {int(n_tokens) * entropy_per_token:.4f}"
+)
 torch.testing.assert_close(ce - kl, torch.tensor(int(n_tokens) * entropy_per_token))
 torch.testing.assert_close(scores_kl.grad, scores_ce.grad)
 print("values differ by the constant; gradients are equal")
@@ -577,8 +636,10 @@ print("values differ by the constant; gradients are equal")
 
 # %%
 zero = torch.tensor(0.0)
-print("0 · log 0          =", zero * torch.log(zero))  # target mass 0 on a class with p = 0
-print("loss 0 / 0 tokens  =", zero / zero)  # a batch with nothing but padding, averaged
+# target mass 0 on a class with p = 0
+print("0 · log 0          =", zero * torch.log(zero))
+# a batch with nothing but padding, averaged
+print("loss 0 / 0 tokens  =", zero / zero)
 
 # %% [markdown]
 # $0 \cdot \log 0$ appears when a class has zero target mass (the padding class, in the
@@ -647,8 +708,12 @@ def copy_trainer(checkpoint: Path | None) -> Trainer:
     torch.manual_seed(0)
     model = make_model(V, V, N=1, d_model=16, d_ff=32, h=2, dropout=0.2)
     optimizer = make_optimizer(model)
-    scheduler = make_scheduler(optimizer, "noam", (16 * 4) ** -0.5, warmup=4, total=7)
-    return Trainer(model, optimizer, seq2seq_loss(0), scheduler, checkpoint_path=checkpoint)
+    scheduler = make_scheduler(
+        optimizer, "noam", (16 * 4) ** -0.5, warmup=4, total=7
+    )
+    return Trainer(
+        model, optimizer, seq2seq_loss(0), scheduler, checkpoint_path=checkpoint
+    )
 
 
 def data(epoch: int) -> list[Batch]:
@@ -661,7 +726,10 @@ with tempfile.TemporaryDirectory() as folder:
     first.fit(data, max_steps=3, progress=False)  # writes a checkpoint at the end
     second = copy_trainer(Path(folder) / "last.pt")
     second.resume()
-    print(f"resumed at step {second.step}, epoch {second.epoch}, batch {second.batch_in_epoch}")
+    print(
+        f"resumed at step {second.step}, epoch {second.epoch}, batch "
+        f"{second.batch_in_epoch}"
+    )
     resumed = second.fit(data, max_steps=7, progress=False)
 comparison = pd.DataFrame(
     {
@@ -680,4 +748,15 @@ comparison
 # %% [markdown]
 # The `Trainer`'s `history` is a pandas DataFrame with one row per optimiser step (loss per
 # token, learning rate, tokens, tokens per second, gradient norm, and the validation loss when
-# it is evaluated) — chapter 09 draws its training curves from it.
+# it is evaluated) — [chapter 09](09_copy_task.ipynb) draws its training curves from it.
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - build batches with shifted targets and masks;
+# - train with Adam, the warm-up schedule and label smoothing, summing the loss over tokens;
+# - spot the two bugs of the Annotated Transformer's training code.
+#
+# **Next:** [chapter 09 · The copy task](09_copy_task.ipynb).

@@ -12,13 +12,17 @@
 # %% [markdown]
 # # 09 · The copy task
 #
+# - **You will learn** to train a small Transformer end to end, and to decode with it greedily, with a key/value cache and with beam search.
+# - **It assumes** [chapter 08](08_training.ipynb).
+# - **Time:** about 20 minutes to read; it runs in about 2 minutes, training included.
+#
 # Before training on real translations, which takes hours and can fail for a hundred reasons,
 # the Annotated Transformer trains on the simplest sequence-to-sequence task there is: given a
 # random sequence of symbols, output the same sequence. A correct model, loss, optimiser and
 # schedule learn it in a few minutes on a CPU; a bug in a mask or in the shifting of the
 # target usually shows up as a model that never gets past a fraction of right symbols.
 #
-# This chapter trains a 2-layer Transformer on the copy task with the pieces of chapter 08,
+# This chapter trains a 2-layer Transformer on the copy task with the pieces of [chapter 08](08_training.ipynb),
 # draws its training curves, and then turns the trained model into a *decoder* of new
 # sequences three ways: greedy decoding that recomputes the whole prefix at every step;
 # greedy decoding with a key/value cache (token for token the same, and faster); and beam
@@ -36,7 +40,12 @@ import torch
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick
 from annotated_transformer.book.source import show_source
-from annotated_transformer.decoding import _Stepper, beam_search, gnmt_length_penalty, greedy_decode
+from annotated_transformer.decoding import (
+    _Stepper,
+    beam_search,
+    gnmt_length_penalty,
+    greedy_decode,
+)
 from annotated_transformer.masks import padding_mask, subsequent_mask
 from annotated_transformer.model import make_model
 from annotated_transformer.schedule import make_scheduler
@@ -78,16 +87,26 @@ show_source(variable_copy_batch)
 # %%
 PAD, START, END = 0, 1, 2
 V, MAX_SYMBOLS = 13, 10
-names = {PAD: "·", START: "<s>", END: "</s>"} | {i: chr(ord("a") + i - 3) for i in range(3, V)}
+names = {PAD: "·", START: "<s>", END: "</s>"} | {
+    i: chr(ord("a") + i - 3) for i in range(3, V)
+}
 
 
-def copy_batches(epoch: int, batch_size: int = 64, n_batches: int = 20) -> list[Batch]:
-    """The batches of one epoch, the same ones whenever the epoch is asked for again."""
-    return list(copy_task_batches(V, batch_size, n_batches, MAX_SYMBOLS, seed=epoch, variable=True))
+def copy_batches(
+    epoch: int, batch_size: int = 64, n_batches: int = 20
+) -> list[Batch]:
+    """The batches of one epoch, the same ones whenever the epoch is asked for "
+    "again."""
+    return list(
+        copy_task_batches(
+            V, batch_size, n_batches, MAX_SYMBOLS, seed=epoch, variable=True
+        )
+    )
 
 
 def show(row: torch.Tensor, output: bool = False) -> str:
-    """The symbols of one sequence; a decoder's output is cut after its first </s>."""
+    """The symbols of one sequence; a decoder's output is cut after its first "
+    "</s>."""
     ids = row.tolist()
     if output and END in ids:
         ids = ids[: ids.index(END) + 1]
@@ -108,7 +127,7 @@ print("target tokens in this batch:", example.ntokens)
 # ($d_{model}$ = 32 at CI size, 64 at full size) so that it trains on a CPU in seconds to
 # minutes. Dropout is off: every batch is fresh random data, so the model cannot memorise its
 # training set and needs no regularisation. Everything else is the paper's recipe from
-# chapter 08: Adam with $\beta_2 = 0.98$, the Noam schedule (here with a short warm-up of 100
+# [chapter 08](08_training.ipynb): Adam with $\beta_2 = 0.98$, the Noam schedule (here with a short warm-up of 100
 # steps, as the whole run is a few hundred), and label smoothing $\epsilon = 0.1$. Gradients
 # are clipped to norm 1, a cheap guard for a tiny model at the peak learning rate.
 
@@ -120,11 +139,18 @@ EARLY = 100  # a snapshot at the end of warm-up, for comparing decoders later
 EPSILON = 0.1
 
 torch.manual_seed(0)
-model = make_model(V, V, N=2, d_model=D_MODEL, d_ff=2 * D_MODEL, h=HEADS, dropout=0.0)
+model = make_model(
+    V, V, N=2, d_model=D_MODEL, d_ff=2 * D_MODEL, h=HEADS, dropout=0.0
+)
 optimizer = make_optimizer(model)
-scheduler = make_scheduler(optimizer, "noam", (D_MODEL * 100) ** -0.5, warmup=100, total=STEPS)
-trainer = Trainer(model, optimizer, seq2seq_loss(PAD, EPSILON), scheduler, clip_norm=1.0)
-validation = copy_batches(epoch=10_000, batch_size=256, n_batches=2)  # an epoch never trained on
+scheduler = make_scheduler(
+    optimizer, "noam", (D_MODEL * 100) ** -0.5, warmup=100, total=STEPS
+)
+trainer = Trainer(
+    model, optimizer, seq2seq_loss(PAD, EPSILON), scheduler, clip_norm=1.0
+)
+# an epoch never trained on
+validation = copy_batches(epoch=10_000, batch_size=256, n_batches=2)
 print(f"parameters: {sum(p.numel() for p in model.parameters()):,}")
 
 # %% [markdown]
@@ -149,15 +175,26 @@ history = trainer.fit(
 )
 seconds = time.perf_counter() - start
 last = history.iloc[-1]
-print(f"{STEPS} steps in {seconds:.0f} s ({history['tokens_per_s'].median():,.0f} tokens/s)")
-print(f"training loss at the end: {history['loss'].tail(20).mean():.3f} (mean of the last 20)")
+print(
+    f"{STEPS} steps in {seconds:.0f} s ({history['tokens_per_s'].median():,.0f} "
+    "tokens/s)"
+)
+print(
+    f"training loss at the end: {history['loss'].tail(20).mean():.3f} (mean of the "
+    "last 20)"
+)
 print(f"validation loss at the end: {last['eval_loss']:.3f}")
 
 # %% [markdown]
 # With label smoothing the loss cannot reach 0. Its smallest value is reached when the model's
-# distribution equals the smoothed target $q$, and it is then the entropy of $q$ (chapter 08):
-# $H(q) = -(1 - \epsilon + \frac{\epsilon}{V})\log(1 - \epsilon + \frac{\epsilon}{V})
-# - (V - 1)\frac{\epsilon}{V}\log\frac{\epsilon}{V}$ per token. The training curves below draw
+# distribution equals the smoothed target $q$, and it is then the entropy of $q$ ([chapter 08](08_training.ipynb))
+# per token:
+#
+# $$H(q) = -\left(1 - \epsilon + \tfrac{\epsilon}{V}\right)
+#   \log\left(1 - \epsilon + \tfrac{\epsilon}{V}\right)
+#   - (V - 1)\,\tfrac{\epsilon}{V}\log\tfrac{\epsilon}{V}.$$
+#
+# The training curves below draw
 # it as a dashed line. The learning rate climbs for 100 steps of warm-up and then decays as
 # $1/\sqrt{step}$.
 
@@ -176,7 +213,9 @@ losses = pd.concat(
         .assign(data="validation"),
     ]
 )
-loss_chart = alt.Chart(losses, title="Copy task: loss per target token").mark_line().encode(
+loss_chart = alt.Chart(
+    losses, title="Copy task: loss per target token"
+).mark_line().encode(
     x=alt.X("step:Q", title="optimiser step"),
     y=alt.Y("loss:Q", title="loss per token (label-smoothed cross-entropy)"),
     color=alt.Color("data:N", title="data"),
@@ -192,9 +231,9 @@ lr_chart = viz.line_chart(
     y_title="learning rate",
     height=160,
 )
-alt.vconcat(loss_chart.properties(width=500, height=240), lr_chart).configure_legend(
-    orient="bottom"
-)
+alt.vconcat(
+    loss_chart.properties(width=500, height=240), lr_chart
+).configure_legend(orient="bottom")
 
 # %% [markdown]
 # ## Greedy decoding
@@ -220,11 +259,18 @@ show_source(_Stepper)
 # Five sequences the model has never seen, and their greedy decodings:
 
 # %% tags=["nbval-ignore-output"]
-test_generator = torch.Generator().manual_seed(12345)  # training used seeds 0, 1, 2, ...
+# training used seeds 0, 1, 2, ...
+test_generator = torch.Generator().manual_seed(12345)
 src = variable_copy_batch(V, 5, MAX_SYMBOLS, test_generator).src
 src_mask = padding_mask(src, PAD)  # (batch, 1, src_len)
-out = greedy_decode(model, src, src_mask, max_len=src.size(1) + 1, start_symbol=START,
-                    end_symbol=END)
+out = greedy_decode(
+    model,
+    src,
+    src_mask,
+    max_len=src.size(1) + 1,
+    start_symbol=START,
+    end_symbol=END,
+)
 for s, o in zip(src, out, strict=True):
     print(f"source  {show(s)}\noutput  {show(o, output=True)}\n")
 
@@ -242,9 +288,14 @@ def exact_copies(output: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     """bool (batch,): the output after <s> equals the source up to its </s>."""
     produced = output[:, 1:]
     width = src.size(1)
-    if produced.size(1) < width:  # decoding stopped early for every sequence: pad with </s>
+    # decoding stopped early for every sequence: pad with </s>
+    if produced.size(1) < width:
         produced = torch.cat(
-            [produced, produced.new_full((len(src), width - produced.size(1)), END)], dim=1
+            [
+                produced,
+                produced.new_full((len(src), width - produced.size(1)), END),
+            ],
+            dim=1,
         )
     real = src != PAD
     return ((produced[:, :width] == src) | ~real).all(dim=1)
@@ -254,10 +305,20 @@ N_TEST = pick(ci=500, full=2000)
 test_src = variable_copy_batch(V, N_TEST, MAX_SYMBOLS, test_generator).src
 test_mask = padding_mask(test_src, PAD)
 decoded = {}
-for name, m in [(f"partly trained (step {EARLY})", early_model), ("trained", model)]:
-    decoded[name] = greedy_decode(m, test_src, test_mask, test_src.size(1) + 1, START, END)
-accuracy = {name: exact_copies(o, test_src).float().mean().item() for name, o in decoded.items()}
-assert accuracy["trained"] >= 0.95, f"the model copies only {accuracy['trained']:.1%} exactly"
+for name, m in [
+    (f"partly trained (step {EARLY})", early_model),
+    ("trained", model),
+]:
+    decoded[name] = greedy_decode(
+        m, test_src, test_mask, test_src.size(1) + 1, START, END
+    )
+accuracy = {
+    name: exact_copies(o, test_src).float().mean().item()
+    for name, o in decoded.items()
+}
+assert accuracy["trained"] >= 0.95, (
+    f"the model copies only {accuracy['trained']:.1%} exactly"
+)
 print("the trained model copies at least 95% of fresh sequences exactly")
 
 # %% tags=["nbval-ignore-output"]
@@ -273,7 +334,7 @@ for name, value in accuracy.items():
 # tokens after it. A sequence of $n$ tokens therefore costs $1 + 2 + \dots + n = O(n^2)$
 # position passes. With a cache each layer keeps the projected keys and values of the earlier
 # positions (and those of the encoder memory, which never change) and the step runs only the
-# newest token: $O(n)$ position passes, each attending over the cached keys (chapter 02 built
+# newest token: $O(n)$ position passes, each attending over the cached keys ([chapter 02](02_self_attention.ipynb) built
 # the attention, and `kv_cache.py` holds the cache).
 #
 # The cached path must give *exactly* the tokens of the recomputing one. We check it token for
@@ -287,13 +348,19 @@ for name, value in accuracy.items():
 # a step, `src_kv` is projected once.*
 
 # %%
-bench_src = variable_copy_batch(V, 64, MAX_SYMBOLS, torch.Generator().manual_seed(777)).src
+bench_src = variable_copy_batch(
+    V, 64, MAX_SYMBOLS, torch.Generator().manual_seed(777)
+).src
 bench_mask = padding_mask(bench_src, PAD)
 for m in (early_model, model):
     cached = greedy_decode(m, bench_src, bench_mask, 12, START, END, use_cache=True)
-    recomputed = greedy_decode(m, bench_src, bench_mask, 12, START, END, use_cache=False)
+    recomputed = greedy_decode(
+        m, bench_src, bench_mask, 12, START, END, use_cache=False
+    )
     assert torch.equal(cached, recomputed)
-print("cached and recomputing greedy decoding agree token for token on 64 sequences")
+print(
+    "cached and recomputing greedy decoding agree token for token on 64 sequences"
+)
 
 # %% [markdown]
 # And the speed. To see how the cost grows with length, we decode the 64 sequences without an
@@ -318,20 +385,40 @@ rows = []
 for length in pick(ci=(16, 32, 64), full=(16, 32, 64, 128)):
     for use_cache in (True, False):
         seconds = best_time(
-            greedy_decode, model, bench_src, bench_mask, length, START, None, use_cache
+            greedy_decode,
+            model,
+            bench_src,
+            bench_mask,
+            length,
+            START,
+            None,
+            use_cache,
         )
         rows.append(
             {
                 "tokens per sequence": length,
-                "decoder": "with key/value cache" if use_cache else "recomputing the prefix",
+                "decoder": "with key/value cache"
+                if use_cache
+                else "recomputing the prefix",
                 "sequences per second": round(64 / seconds, 1),
             }
         )
 speed = pd.DataFrame(rows)
-print(speed.pivot(index="tokens per sequence", columns="decoder", values="sequences per second"))
-table = speed.pivot(index="tokens per sequence", columns="decoder", values="sequences per second")
+print(
+    speed.pivot(
+        index="tokens per sequence",
+        columns="decoder",
+        values="sequences per second",
+    )
+)
+table = speed.pivot(
+    index="tokens per sequence", columns="decoder", values="sequences per second"
+)
 ratio = table["with key/value cache"] / table["recomputing the prefix"]
-print("speed-up of the cache:", ", ".join(f"{r:.1f}× at {n}" for n, r in ratio.items()))
+print(
+    "speed-up of the cache:",
+    ", ".join(f"{r:.1f}× at {n}" for n, r in ratio.items()),
+)
 viz.line_chart(
     speed,
     "tokens per sequence",
@@ -359,7 +446,7 @@ viz.line_chart(
 # Scoring a hypothesis by its log-probability $\log P(Y \mid X) = \sum_t \log p(y_t \mid
 # y_{<t}, X)$ has a bias: every token adds a negative term, so shorter hypotheses score
 # higher, and a beam search ranked that way likes to stop early. The paper follows Google's
-# neural machine translation system (Wu et al., 2016, *GNMT*, eq. 14) and divides by a length
+# neural machine translation system ([Wu et al., 2016](../references.md#wu-et-al-2016), *GNMT*, eq. 14) and divides by a length
 # penalty,
 #
 # $$\mathrm{score}(Y) = \frac{\log P(Y \mid X)}{lp(Y)}, \qquad
@@ -415,7 +502,10 @@ for alpha in (0.0, 0.6):
     short = -2.0 / gnmt_length_penalty(torch.tensor(3.0), alpha).item()
     long = -2.6 / gnmt_length_penalty(torch.tensor(8.0), alpha).item()
     winner = "short" if short > long else "long"
-    print(f"α = {alpha}: short {short:.3f}, long {long:.3f} -> the {winner} hypothesis wins")
+    print(
+        f"α = {alpha}: short {short:.3f}, long {long:.3f} -> the {winner} "
+        "hypothesis wins"
+    )
 
 # %% [markdown]
 # The package's beam search decodes a batch of sources together, with $k$ hypotheses each.
@@ -431,8 +521,12 @@ show_source(beam_search)
 
 # %%
 for m in (early_model, model):
-    a = beam_search(m, bench_src, bench_mask, 12, START, END, beam_size=4, use_cache=True)
-    b = beam_search(m, bench_src, bench_mask, 12, START, END, beam_size=4, use_cache=False)
+    a = beam_search(
+        m, bench_src, bench_mask, 12, START, END, beam_size=4, use_cache=True
+    )
+    b = beam_search(
+        m, bench_src, bench_mask, 12, START, END, beam_size=4, use_cache=False
+    )
     assert torch.equal(a, b)
 print("cached and recomputing beam search agree token for token")
 
@@ -455,14 +549,20 @@ print("cached and recomputing beam search agree token for token")
 
 # %%
 @torch.inference_mode()
-def sequence_log_prob(m: torch.nn.Module, src: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+def sequence_log_prob(
+    m: torch.nn.Module, src: torch.Tensor, output: torch.Tensor
+) -> torch.Tensor:
     """log P(output[1:] | src) per sequence, up to and including the first </s>."""
     src_mask = padding_mask(src, PAD)
     tgt = output[:, :-1]
-    hidden = m.decode(m.encode(src, src_mask), src_mask, tgt, subsequent_mask(tgt.size(1)))
+    hidden = m.decode(
+        m.encode(src, src_mask), src_mask, tgt, subsequent_mask(tgt.size(1))
+    )
     log_p = m.generator(hidden).gather(-1, output[:, 1:].unsqueeze(-1)).squeeze(-1)
     # Count each token up to the first </s>; the repeated </s> after it are padding.
-    ended_before = (output[:, 1:] == END).int().cumsum(dim=1) - (output[:, 1:] == END).int()
+    ended_before = (output[:, 1:] == END).int().cumsum(dim=1) - (
+        output[:, 1:] == END
+    ).int()
     return (log_p * (ended_before == 0)).sum(dim=1)
 
 
@@ -477,11 +577,20 @@ max_len = compare_src.size(1) + 4  # room beyond the longest true output (see ab
 outputs, rows = {}, []
 for model_name, m in [("partly trained", early_model), ("trained", model)]:
     decoders = {
-        "greedy": lambda m=m: greedy_decode(m, compare_src, compare_mask, max_len, START, END)
+        "greedy": lambda m=m: greedy_decode(
+            m, compare_src, compare_mask, max_len, START, END
+        )
     }
     for alpha in (0.0, 0.6, 1.0):
         decoders[f"beam 4, α = {alpha}"] = lambda m=m, a=alpha: beam_search(
-            m, compare_src, compare_mask, max_len, START, END, beam_size=4, length_penalty=a
+            m,
+            compare_src,
+            compare_mask,
+            max_len,
+            START,
+            END,
+            beam_size=4,
+            length_penalty=a,
         )
     for decoder, run in decoders.items():
         out = run()
@@ -490,15 +599,22 @@ for model_name, m in [("partly trained", early_model), ("trained", model)]:
             {
                 "model": model_name,
                 "decoder": decoder,
-                "exact copies": f"{exact_copies(out, compare_src).float().mean().item():.1%}",
+                "exact copies": (
+                    f"{exact_copies(out, compare_src).float().mean().item():.1%}"
+                ),
                 "mean length": round(output_length(out).float().mean().item(), 2),
-                "mean log P(Y|X)": round(sequence_log_prob(m, compare_src, out).mean().item(), 3),
+                "mean log P(Y|X)": round(
+                    sequence_log_prob(m, compare_src, out).mean().item(), 3
+                ),
             }
         )
 
 # %% tags=["nbval-ignore-output"]
 true_length = (compare_src != PAD).sum(dim=1) - 1
-print(f"{len(compare_src)} fresh sequences, true mean length {true_length.float().mean():.2f}")
+print(
+    f"{len(compare_src)} fresh sequences, true mean length "
+    f"{true_length.float().mean():.2f}"
+)
 pd.DataFrame(rows)
 
 # %% [markdown]
@@ -508,7 +624,7 @@ pd.DataFrame(rows)
 # itself rates as more probable than greedy's (the last column), and that also buys some exact
 # copies. A larger $\alpha$ makes the outputs slightly longer on average, as the penalty
 # intends; on this task the effect is small, since the source fixes the length, while in
-# translation the choice matters more (chapter 12).
+# translation the choice matters more ([chapter 12](12_tricks_from_the_paper.ipynb)).
 #
 # Some sequences where the partly trained model's greedy and beam ($\alpha = 0.6$) outputs
 # differ. Beam search's output is the more probable one under the model, but not necessarily
@@ -521,10 +637,16 @@ width = min(greedy_out.size(1), beam_out.size(1))
 differ = (greedy_out[:, :width] != beam_out[:, :width]).any(dim=1) | (
     greedy_out.size(1) != beam_out.size(1)
 )
-print(f"greedy and beam differ on {int(differ.sum())} of {len(compare_src)} sequences")
+print(
+    f"greedy and beam differ on {int(differ.sum())} of {len(compare_src)} sequences"
+)
 for i in differ.nonzero().flatten()[:4].tolist():
-    g_lp = sequence_log_prob(early_model, compare_src[i : i + 1], greedy_out[i : i + 1]).item()
-    b_lp = sequence_log_prob(early_model, compare_src[i : i + 1], beam_out[i : i + 1]).item()
+    g_lp = sequence_log_prob(
+        early_model, compare_src[i : i + 1], greedy_out[i : i + 1]
+    ).item()
+    b_lp = sequence_log_prob(
+        early_model, compare_src[i : i + 1], beam_out[i : i + 1]
+    ).item()
     print(f"source  {show(compare_src[i])}")
     print(f"greedy  {show(greedy_out[i], output=True)}   log P = {g_lp:.2f}")
     print(f"beam    {show(beam_out[i], output=True)}   log P = {b_lp:.2f}\n")
@@ -534,3 +656,13 @@ for i in differ.nonzero().flatten()[:4].tolist():
 # IV uses the same `Trainer`, `greedy_decode` and `beam_search` on real German–English
 # translation, where sentences are longer, the model is less certain, and the choice of
 # decoder shows up in the BLEU score.
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - train a small Transformer and read its training curves;
+# - decode greedily, with a key/value cache, and with beam search and a length penalty.
+#
+# **Next:** [chapter 10 · German→English on Multi30k](10_translation_multi30k.ipynb).

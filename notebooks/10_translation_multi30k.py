@@ -12,11 +12,14 @@
 # %% [markdown]
 # # 10 · German→English on Multi30k
 #
+# - **You will learn** a real translation task end to end: data, tokenizers, vocabularies, batches with little padding, the task runner, training and BLEU.
+# - **It assumes** [chapter 09](09_copy_task.ipynb), and [chapter 03](03_tokens_and_embeddings.ipynb) for byte-pair encoding.
+# - **Time:** about 20 minutes to read; about a minute to run from a finished run, whose training takes about an hour on one CPU core.
+#
 # ```{note}
 # The stored outputs on this page come from the `cpu` preset (3 + 3 layers, d_model 256, all
 # 29,000 training pairs, 12 epochs, one shared byte-pair vocabulary, packed random batches),
-# trained once from the repository root on one CPU thread (65 minutes of training on a Xeon
-# without AMX, in fp32) with
+# trained once from the repository root (about an hour of training on one CPU core) with
 #
 #     python -m annotated_transformer translate train \
 #         --preset cpu --out runs/translate-cpu
@@ -47,13 +50,24 @@ import altair as alt
 import pandas as pd
 import torch
 
-from annotated_transformer.batching import bucket_batches, fixed_batches, pack_rows, padding_ratio
+from annotated_transformer.batching import (
+    bucket_batches,
+    fixed_batches,
+    pack_rows,
+    padding_ratio,
+)
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.masks import segment_mask
 from annotated_transformer.model import make_model
-from annotated_transformer.multi30k import SPLITS, build_vocabs, detokenize, load_split, tokenize
+from annotated_transformer.multi30k import (
+    SPLITS,
+    build_vocabs,
+    detokenize,
+    load_split,
+    tokenize,
+)
 from annotated_transformer.runner import Run, ensure_run, rows_with
 from annotated_transformer.tasks.base import TrainConfig
 from annotated_transformer.tasks.translation import (
@@ -74,7 +88,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # %% [markdown]
 # ## The data
 #
-# Multi30k (Elliott et al. 2016) pairs English descriptions of Flickr photos with German
+# Multi30k ([Elliott et al. 2016](../references.md#elliott-et-al-2016)) pairs English descriptions of Flickr photos with German
 # translations made by professional translators. Its task 1 has 29,000 training pairs, 1,014
 # for validation and several test sets; `test2016` is the one Multi30k results are usually
 # reported on. The sentences are short and the vocabulary small, which is why a model trained
@@ -83,12 +97,14 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # The package downloads the raw files (checking their SHA-256) or reads them from a local
 # mirror:
 
-# %%
+# %% tags=["hide-output"]
 show_source(load_split)
 
 # %%
 splits = {name: load_split(name) for name in SPLITS}
-pd.DataFrame({"pairs": {name: len(de) for name, (de, en) in splits.items()}}).rename_axis("split")
+pd.DataFrame(
+    {"pairs": {name: len(de) for name, (de, en) in splits.items()}}
+).rename_axis("split")
 
 # %%
 train_de, train_en = splits["train"]
@@ -135,7 +151,10 @@ counts = pd.concat(
         .rename_axis("tokens")
         .reset_index()
         .assign(language=language)
-        for language, side in (("German (source)", train_src), ("English (target)", train_tgt))
+        for language, side in (
+            ("German (source)", train_src),
+            ("English (target)", train_tgt),
+        )
     ]
 )
 alt.Chart(counts, title="Sentence lengths in the Multi30k training set").mark_line(
@@ -186,11 +205,19 @@ leaky = Vocab.build(everything_de, min_freq=2)
 test_src = tokenize(splits["test2016"][0], "de")
 test_tokens = [t for s in test_src for t in s]
 unknown = sum(t not in src_vocab for t in test_tokens)
-print(f"German tokens added by building from train+val+test: {len(leaky) - len(src_vocab):,}")
-print(f"test2016 German tokens read as <unk>: {unknown:,} of {len(test_tokens):,} "
-      f"({unknown / len(test_tokens):.1%})")
+print(
+    "German tokens added by building from train+val+test: "
+    f"{len(leaky) - len(src_vocab):,}"
+)
+print(
+    f"test2016 German tokens read as <unk>: {unknown:,} of {len(test_tokens):,} "
+    f"({unknown / len(test_tokens):.1%})"
+)
 unknown_sentences = sum(any(t not in src_vocab for t in s) for s in test_src)
-print(f"test2016 sentences with at least one <unk>: {unknown_sentences:,} of {len(test_src):,}")
+print(
+    f"test2016 sentences with at least one <unk>: {unknown_sentences:,} of "
+    f"{len(test_src):,}"
+)
 
 # %% [markdown]
 # A few per cent of the tokens sounds harmless, but they are spread over many sentences, and
@@ -198,7 +225,7 @@ print(f"test2016 sentences with at least one <unk>: {unknown_sentences:,} of {le
 # that reads `<unk>` cannot translate them, and one that *writes* `<unk>` puts the token in
 # its output for the reader to see. Word vocabularies are how the Annotated Transformer
 # started, and they are what this chapter's pipeline shows; the `cpu` preset that this page
-# trains below uses a better choice instead, which chapter 12 builds step by step: one
+# trains below uses a better choice instead, which [chapter 12](12_tricks_from_the_paper.ipynb) builds step by step: one
 # vocabulary of *byte pairs* shared by German and English (`tokens="bpe"`), learned on the
 # training text only. Any word splits into known pieces, down to single bytes, so no token is
 # ever unknown.
@@ -227,7 +254,10 @@ show_source(padding_ratio)
 show_source(bucket_batches)
 
 # %%
-pairs = [(src_vocab.encode(s), tgt_vocab.encode(t)) for s, t in zip(train_src, train_tgt, strict=True)]
+pairs = [
+    (src_vocab.encode(s), tgt_vocab.encode(t))
+    for s, t in zip(train_src, train_tgt, strict=True)
+]
 pair_len = pair_lengths(pairs)  # (source, target) with <s> and </s>
 random_32 = fixed_batches(len(pairs), 32, seed=0)
 budget = PRESETS["cpu"].max_tokens
@@ -262,8 +292,8 @@ ratios.assign(padding=ratios["padding"].map("{:.1%}".format))
 # sample of the data: all its sentences have about the same length, and so, often, the same
 # kind of content (short captions like "A dog runs." together, long ones together).
 # `benchmarks/batching.py` trains the same model for one epoch on both kinds of batches, at
-# the same number of steps: the bucketed epoch is about five times faster but ends with a
-# validation loss about 0.14 higher (the README has the figures and the command). Sorting only
+# the same number of steps: the bucketed epoch is several times faster but ends with a higher
+# validation loss (`benchmarks/README.md` has the figures and the command). Sorting only
 # within small random pools closes that gap only once the pools are so small that the padding
 # comes back.
 #
@@ -286,7 +316,10 @@ show_source(pack_rows)
 # %%
 PACK_WIDTH = 48
 packed = [
-    [[batch[j] for j in row] for row in pack_rows([pair_len[i] for i in batch], PACK_WIDTH)]
+    [
+        [batch[j] for j in row]
+        for row in pack_rows([pair_len[i] for i in batch], PACK_WIDTH)
+    ]
     for batch in random_32
 ]
 ratios.loc[f"32 random pairs, packed in rows of ~{PACK_WIDTH}"] = [
@@ -326,7 +359,12 @@ mask_chart = functools.partial(
     height=240,
 )
 (
-    mask_chart(one_row.tgt_mask[0].int(), tgt_labels, tgt_labels, title="Decoder self-attention")
+    mask_chart(
+        one_row.tgt_mask[0].int(),
+        tgt_labels,
+        tgt_labels,
+        title="Decoder self-attention",
+    )
     | mask_chart(
         one_row.packing["memory_mask"][0].int(),
         src_labels,
@@ -342,24 +380,26 @@ mask_chart = functools.partial(
 
 # %%
 torch.manual_seed(0)
-small = make_model(len(src_vocab), len(tgt_vocab), N=2, d_model=32, d_ff=64, h=4).eval()
+small = make_model(
+    len(src_vocab), len(tgt_vocab), N=2, d_model=32, d_ff=64, h=4
+).eval()
 padded = make_batch(pairs, short, src_vocab)  # one pair a row, padded
 loss = seq2seq_loss(tgt_vocab.stoi["<pad>"], 0.1)
 print("padded:", round(loss(small, padded)[0].item(), 4))
 print("packed:", round(loss(small, one_row)[0].item(), 4))
 
 # %% [markdown]
-# Does it pay? `benchmarks/batching.py` trains one epoch each way (the README has the table and
-# the machine): the original's batches end at a validation loss of 3.621, length buckets at
-# 3.763 in a fifth of the time (4.9× faster), and packed random batches at 3.629, 4.3× faster.
-# Packing keeps what random batches are worth and nearly all the speed of buckets; its masks
-# cost about a tenth of a bucketed step. The `cpu` preset therefore trains on packed batches.
+# Does it pay? `benchmarks/batching.py` trains one epoch each way (`benchmarks/README.md` has
+# the table): packed random batches end at about the validation loss of the original's random
+# batches, and nearly as fast as length buckets, which end higher. Packing keeps what random
+# batches are worth and nearly all the speed of buckets; its masks cost a small fraction of
+# a step. The `cpu` preset therefore trains on packed batches.
 #
 # The translation task hands such batches to training, one epoch at a time: length buckets by
 # default, packed random batches with `pack_width` set. Epoch $e$'s batches depend only on the
 # seed and $e$, so a resumed run sees exactly the batches it would have seen.
 
-# %%
+# %% tags=["hide-output"]
 show_source(Translation.batches)
 
 # %% [markdown]
@@ -369,36 +409,37 @@ show_source(Translation.batches)
 # differs between jobs — here the data and vocabularies, `make_model`, the label-smoothed
 # loss, `batches(epoch)`, and the validation and test scores — and the runner does the rest
 # the same way for every task: device and precision, the optimiser and its learning-rate
-# schedule (chapter 08), checkpoints, logs and resuming. The whole recipe is one config
+# schedule ([chapter 08](08_training.ipynb)), checkpoints, logs and resuming. The whole recipe is one config
 # dataclass: the task's fields on top of the optimisation fields every task shares.
 
-# %%
+# %% tags=["hide-output"]
 show_source(TrainConfig, TranslationConfig)
 
 # %% [markdown]
 # A *preset* is such a config with its values filled in. Three matter here: `tiny` (what
 # continuous integration runs: seconds, a model that learns next to nothing), `cpu` (the size
 # of this chapter: 3 + 3 layers, d_model 256, all training pairs, one byte-pair vocabulary
-# shared by both languages, packed random batches; about an hour on one thread of a laptop's
-# CPU) and `base` (the paper's base model, for a GPU). Compared with
+# shared by both languages, packed random batches; about an hour on one CPU core) and `base` (for a GPU: the paper's base size, 6 + 6 layers and d_model 512, but with
+# word vocabularies and untied embeddings, as the table shows). Compared with
 # the paper, `cpu` is smaller in every direction because the data set is small: 29,000 short
 # sentences, not 4.5 million. It uses a linear warm-up then a cosine decay of the learning
-# rate, which reaches a good model in fewer epochs than the Noam schedule of chapter 08. Its
+# rate, which reaches a good model in fewer epochs than the Noam schedule of [chapter 08](08_training.ipynb). Its
 # beam size and length penalty α were chosen on the validation set, from greedy decoding and
-# beams 4 and 8 with five values of α (the README has the grid; chapter 12 explains both).
+# beams 4 and 8 with five values of α ([chapter 12](12_tricks_from_the_paper.ipynb) has the grid and explains both).
 
 # %%
 presets = {name: vars(PRESETS[name]) for name in ("tiny", "cpu", "base")}
-pd.DataFrame(presets).rename_axis("setting").astype(str)
+table = pd.DataFrame(presets).rename_axis("setting")
+table.map(lambda v: f"{v:.3g}" if isinstance(v, float) else str(v))  # 3 digits
 
 # %% [markdown]
-# The runner's `Run` builds the task, the model, the optimiser, the scheduler and chapter
-# 08's `Trainer`; `train` runs `Trainer.fit` with an evaluation hook, `validate`, which the
+# The runner's `Run` builds the task, the model, the optimiser, the scheduler and [chapter
+# 08](08_training.ipynb)'s `Trainer`; `train` runs `Trainer.fit` with an evaluation hook, `validate`, which the
 # trainer calls at the end of every epoch (here `eval_every` is 0): it scores the model on the
 # validation set, keeps the best weights in `best.pt`, and keeps the last `keep_last` epochs
-# for averaging (chapter 12).
+# for averaging ([chapter 12](12_tricks_from_the_paper.ipynb)).
 
-# %%
+# %% tags=["hide-output"]
 show_source(Run.train, Run.validate)
 
 # %% [markdown]
@@ -406,7 +447,7 @@ show_source(Run.train, Run.validate)
 # validation BLEU of the best epoch and the average of the kept ones — and scores them once on
 # test2016, with beam search:
 
-# %%
+# %% tags=["hide-output"]
 show_source(Run.finish)
 
 # %% [markdown]
@@ -425,8 +466,13 @@ show_source(Run.finish)
 
 # %% tags=["nbval-ignore-output"]
 PRESET = pick(ci="tiny", full="cpu")
-run = ensure_run("translate", PRESET, runs_dir() / f"translate-{PRESET}", fresh=PRESET == "tiny")
-print(f"python -m annotated_transformer translate train --preset {PRESET} --out runs/{run.out.name}")
+run = ensure_run(
+    "translate", PRESET, runs_dir() / f"translate-{PRESET}", fresh=PRESET == "tiny"
+)
+print(
+    f"python -m annotated_transformer translate train --preset {PRESET} --out "
+    f"runs/{run.out.name}"
+)
 
 # %% [markdown]
 # The run's log, `train.log`: what the model was, one line per epoch with the validation loss
@@ -436,13 +482,21 @@ print(f"python -m annotated_transformer translate train --preset {PRESET} --out 
 print((run.out / "train.log").read_text())
 
 # %% [markdown]
+# The log's last line is the test score the run wrote when it finished, decoded with beam 8
+# and α 1; the table under "BLEU on test2016" below decodes the same `final.pt` with the
+# preset's beam 4 and α 1.0, the pair that [chapter 12](12_tricks_from_the_paper.ipynb) chooses on validation, so its beam
+# score differs slightly (40.41 against 40.53).
+#
 # The same numbers from `history.csv`, one row per epoch:
 
 # %% tags=["nbval-ignore-output"]
 history, metrics = run.history, run.metrics
 epochs = rows_with(history, "val_bleu").assign(epoch=lambda frame: frame.index + 1)
-print(f"{metrics['preset']}: {metrics['steps']:,} optimiser steps, {len(epochs)} epochs, "
-      f"{metrics['train_seconds'] / 60:.0f} minutes of training")
+print(
+    f"{metrics['preset']}: {metrics['steps']:,} optimiser steps, {len(epochs)} "
+    "epochs, "
+    f"{metrics['train_seconds'] / 60:.0f} minutes of training"
+)
 epochs.set_index("epoch")[["step", "loss", "val_loss", "val_bleu"]].round(3)
 
 # %% [markdown]
@@ -452,22 +506,51 @@ epochs.set_index("epoch")[["step", "loss", "val_loss", "val_bleu"]].round(3)
 # %% tags=["nbval-ignore-output"]
 every = max(1, len(history) // 1000)  # at most ~1,000 points per chart
 thin = history.iloc[::every]
-loss_chart = viz.line_chart(thin, "step", "loss", title="Training loss",
-                            x_title="optimiser step", y_title="loss per token",
-                            width=230, height=200)
-lr_chart = viz.line_chart(thin, "step", "lr", title="Learning rate (warm-up, cosine decay)",
-                          x_title="optimiser step", y_title="learning rate",
-                          width=230, height=200)
+loss_chart = viz.line_chart(
+    thin,
+    "step",
+    "loss",
+    title="Training loss",
+    x_title="optimiser step",
+    y_title="loss per token",
+    width=230,
+    height=200,
+)
+lr_chart = viz.line_chart(
+    thin,
+    "step",
+    "lr",
+    title="Learning rate (warm-up, cosine decay)",
+    x_title="optimiser step",
+    y_title="learning rate",
+    width=230,
+    height=200,
+)
 loss_chart | lr_chart
 
 # %% tags=["nbval-ignore-output"]
-val_loss = viz.line_chart(epochs, "epoch", "val_loss", title="Validation loss",
-                          x_title="epoch", y_title="loss per token",
-                          width=230, height=200).mark_line(point=True)
-val_bleu = viz.line_chart(epochs, "epoch", "val_bleu", title="Validation BLEU (greedy)",
-                          x_title="epoch", y_title="BLEU (tokenized, lower-cased)",
-                          width=230, height=200).mark_line(point=True)
-epoch_axis = alt.X("epoch:O", title="epoch", axis=alt.Axis(labelAngle=0))  # whole epochs
+val_loss = viz.line_chart(
+    epochs,
+    "epoch",
+    "val_loss",
+    title="Validation loss",
+    x_title="epoch",
+    y_title="loss per token",
+    width=230,
+    height=200,
+).mark_line(point=True)
+val_bleu = viz.line_chart(
+    epochs,
+    "epoch",
+    "val_bleu",
+    title="Validation BLEU (greedy)",
+    x_title="epoch",
+    y_title="BLEU (tokenized, lower-cased)",
+    width=230,
+    height=200,
+).mark_line(point=True)
+# whole epochs
+epoch_axis = alt.X("epoch:O", title="epoch", axis=alt.Axis(labelAngle=0))
 val_loss.encode(x=epoch_axis) | val_bleu.encode(x=epoch_axis)
 
 # %% [markdown]
@@ -478,16 +561,24 @@ val_loss.encode(x=epoch_axis) | val_bleu.encode(x=epoch_axis)
 # %% tags=["nbval-ignore-output"]
 epochs["minutes"] = epochs["seconds"] / 60
 seconds = history["seconds"].iloc[-1]
-print(f"{history['tokens'].sum() / seconds:,.0f} real target tokens per second of training, "
-      f"{seconds / 60:.0f} minutes in all")
-viz.line_chart(epochs, "minutes", "val_bleu", title="Validation BLEU against training time",
-               x_title="minutes of training (validation excluded)",
-               y_title="BLEU (greedy, tokenized, lower-cased)").mark_line(point=True)
+print(
+    f"{history['tokens'].sum() / seconds:,.0f} real target tokens per second of "
+    "training, "
+    f"{seconds / 60:.0f} minutes in all"
+)
+viz.line_chart(
+    epochs,
+    "minutes",
+    "val_bleu",
+    title="Validation BLEU against training time",
+    x_title="minutes of training (validation excluded)",
+    y_title="BLEU (greedy, tokenized, lower-cased)",
+).mark_line(point=True)
 
 # %% [markdown]
 # ## BLEU on test2016
 #
-# BLEU (Papineni et al. 2002) compares the n-grams (n = 1 … 4) of the model's translations
+# BLEU ([Papineni et al. 2002](../references.md#papineni-et-al-2002)) compares the n-grams (n = 1 … 4) of the model's translations
 # with those of the references, over the whole test set, and penalises translations that are
 # too short. Its value depends on how the text is tokenized and cased, so numbers from
 # different setups are not comparable. `score` reports three:
@@ -503,8 +594,8 @@ show_source(score)
 
 # %% [markdown]
 # The model in `final.pt` (`run.model`) translates test2016 twice: greedily (the most likely
-# next token at every step, chapter 09) and with beam search, with the preset's beam size and
-# GNMT length penalty α (chapter 12 chooses both on the validation set). At CI size only the
+# next token at every step, [chapter 09](09_copy_task.ipynb)) and with beam search, with the preset's beam size and
+# GNMT length penalty α ([chapter 12](12_tricks_from_the_paper.ipynb) chooses both on the validation set). At CI size only the
 # first 50 sentences are translated.
 
 # %% tags=["nbval-ignore-output"]
@@ -558,9 +649,25 @@ print(outputs["greedy"][0])
 # read as `<unk>`:
 
 # %% tags=["nbval-ignore-output"]
-print(task.predict(model, ["Zwei Hunde spielen im Schnee.", "Ein Mann repariert das Dach."], beam))
+print(
+    task.predict(
+        model,
+        ["Zwei Hunde spielen im Schnee.", "Ein Mann repariert das Dach."],
+        beam,
+    )
+)
 
 # %% [markdown]
-# Chapter 11 looks inside this model at what its attention heads attend to; chapter 12
+# [Chapter 11](11_attention_maps.ipynb) looks inside this model at what its attention heads attend to; [chapter 12](12_tricks_from_the_paper.ipynb)
 # measures the effect of the paper's tricks: a shared vocabulary with tied embeddings, beam
 # search, and checkpoint averaging.
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - train a translation model through the runner or the command line;
+# - batch sentences with little padding and score translations with BLEU.
+#
+# **Next:** [chapter 11 · Attention maps of a trained model](11_attention_maps.ipynb).

@@ -12,6 +12,10 @@
 # %% [markdown]
 # # 14 · Character-level generation
 #
+# - **You will learn** the same blocks as a decoder-only language model over bytes: bits per byte, sampling with a temperature, and what the model learned.
+# - **It assumes** [chapter 06](06_masks.ipynb), [chapter 07](07_the_full_model.ipynb) and [chapter 13](13_classification_imdb.ipynb).
+# - **Time:** about 15 minutes to read; under a minute to run from a finished run, whose training takes about 16 minutes on one CPU core.
+#
 # The translation model of Part IV has two stacks: an encoder reads the source, a decoder
 # writes the target one token at a time while looking back at what it wrote and across at the
 # source. Drop the encoder and the source attention, and what is left is a **decoder-only**
@@ -48,7 +52,12 @@ from annotated_transformer.layers import TransformerBlock
 from annotated_transformer.masks import subsequent_mask
 from annotated_transformer.model import DecoderLM
 from annotated_transformer.runner import ensure_run, rows_with
-from annotated_transformer.sampling import decode, encode, next_byte_distribution, sample
+from annotated_transformer.sampling import (
+    decode,
+    encode,
+    next_byte_distribution,
+    sample,
+)
 from annotated_transformer.tasks.lm import (
     PRESETS,
     LanguageModel,
@@ -89,7 +98,7 @@ print(decode(splits["train"][1_500:1_900]))
 #
 # To predict byte $t+1$ the model may read bytes $1..t$ and nothing later: at training time
 # the whole window is fed at once, and without a mask position $t$ could simply look at the
-# answer. The look-ahead mask of chapter 06 hides the future: query position $i$ may attend to
+# answer. The look-ahead mask of [chapter 06](06_masks.ipynb) hides the future: query position $i$ may attend to
 # key positions $j \le i$ only. For the twelve bytes of `[[Anarchism]`:
 
 # %%
@@ -132,8 +141,14 @@ changed[0, 8:] = encode("XXXXXXXXXXXXXXXXXXXX")[0]
 logits, logits_changed = model(x), model(changed)
 torch.testing.assert_close(logits[:, :8], logits_changed[:, :8])
 print("logits", tuple(logits.shape))
-print("first 8 positions unchanged:", torch.equal(logits[:, :8], logits_changed[:, :8]))
-print("positions 8.. changed:      ", not torch.allclose(logits[:, 8:], logits_changed[:, 8:]))
+print(
+    "first 8 positions unchanged:",
+    torch.equal(logits[:, :8], logits_changed[:, :8]),
+)
+print(
+    "positions 8.. changed:      ",
+    not torch.allclose(logits[:, 8:], logits_changed[:, 8:]),
+)
 
 # %% [markdown]
 # ## Bits per byte
@@ -162,10 +177,18 @@ n, context, stride = 40, 16, 8
 rows = []
 for w, (start, first) in enumerate(window_plan(n, context, stride)):
     for t in range(start + 1, start + context + 1):
-        rows.append({"window": w, "byte": t, "role": "scored" if t >= first else "context only"})
+        rows.append(
+            {
+                "window": w,
+                "byte": t,
+                "role": "scored" if t >= first else "context only",
+            }
+        )
 plan = pd.DataFrame(rows)
 assert sorted(plan.query("role == 'scored'")["byte"]) == list(range(1, n))
-alt.Chart(plan, title="Sliding windows: each byte is scored once").mark_rect().encode(
+alt.Chart(
+    plan, title="Sliding windows: each byte is scored once"
+).mark_rect().encode(
     x=alt.X("byte:O", title="position of the predicted byte"),
     y=alt.Y("window:O", title="window"),
     color=alt.Color("role:N", title="in this window"),
@@ -188,12 +211,16 @@ print(f"uniform model: {bpb:.12f} bits per byte over {scored} bytes")
 by_hand = []
 with torch.no_grad():
     for t in range(1, 60):
-        prefix = text[max(0, t - 16) : t].long()[None]  # its last 16 bytes, as the windows give
+        # its last 16 bytes, as the windows give
+        prefix = text[max(0, t - 16) : t].long()[None]
         log_p = model(prefix)[0, -1].log_softmax(-1)[int(text[t])]
         by_hand.append(-log_p.item() / math.log(2))
 windowed, _ = evaluate_bits_per_byte(model, text[:60], context=16, stride=1)
 assert abs(windowed - sum(by_hand) / len(by_hand)) < 1e-5
-print(f"untrained model: {windowed:.4f} bits per byte, by hand {sum(by_hand) / len(by_hand):.4f}")
+print(
+    f"untrained model: {windowed:.4f} bits per byte, by hand "
+    f"{sum(by_hand) / len(by_hand):.4f}"
+)
 
 # %% [markdown]
 # Two simple yardsticks for the validation text: an order-0 model that knows only how often
@@ -201,8 +228,10 @@ print(f"untrained model: {windowed:.4f} bits per byte, by hand {sum(by_hand) / l
 # general-purpose compressor at its highest level.
 
 # %%
-train_counts = torch.bincount(splits["train"].long(), minlength=256).double() + 1  # add-one
-unigram_bits = -(train_counts / train_counts.sum()).log2()  # bits of each byte value
+# add-one
+train_counts = torch.bincount(splits["train"].long(), minlength=256).double() + 1
+# bits of each byte value
+unigram_bits = -(train_counts / train_counts.sum()).log2()
 val = splits["val"]
 order0 = unigram_bits[val[1:].long()].mean().item()
 zlib_bpb = 8 * len(zlib.compress(bytes(val.tolist()), 9)) / len(val)
@@ -214,26 +243,37 @@ print(f"zlib -9:                    {zlib_bpb:.3f} bits per byte")
 #
 # The model is trained to predict every next byte of random windows of the training text:
 # the loss is the cross-entropy summed over the window's positions. It is the `lm` task of
-# the book's runner (chapter 10), which brings Adam, the paper's warm-up-then-decay schedule,
+# the book's runner ([chapter 10](10_translation_multi30k.ipynb)), which brings Adam, the paper's warm-up-then-decay schedule,
 # checkpoints and resuming; the task supplies only the windows and the loss:
 
 # %%
 show_source(LanguageModel.batches, LanguageModel.loss)
 
 # %% [markdown]
-# Its presets: `tiny` in CI and `cpu` for the stored outputs (about half an hour on one CPU
-# thread), with `dataset` set to `enwik8_prefix` — the command line would be
+# Its presets: `tiny` in CI and `cpu` for the stored outputs (about 16 minutes of training on
+# one CPU core, the log below), with `dataset` set to `enwik8_prefix` — the command line would be
 # `python -m annotated_transformer lm train --preset cpu --set dataset=enwik8_prefix
-# --out runs/e6-cpu`.
+# --out runs/e6-cpu`. The rows `norm`, `positions`, `feed_forward` and `bias` are switches of
+# today's block (`block=modern`, [chapter 15](15_the_transformer_today.ipynb)); the `2017` block ignores them, and the config
+# refuses a changed one.
 
 # %%
 preset = pick(ci="tiny", full="cpu")
-pd.DataFrame({name: pd.Series(vars(p), dtype=object) for name, p in PRESETS.items()})
+pd.DataFrame(
+    {name: pd.Series(vars(p), dtype=object) for name, p in PRESETS.items()}
+)
 
 # %% tags=["nbval-ignore-output"]
 settings = ["dataset=enwik8_prefix"]
-run = ensure_run("lm", preset, runs_dir() / f"e6-{preset}", settings=settings, fresh=preset == "tiny")
-lm, history, metrics = run.model, run.history, run.metrics  # the final weights, in eval mode
+run = ensure_run(
+    "lm",
+    preset,
+    runs_dir() / f"e6-{preset}",
+    settings=settings,
+    fresh=preset == "tiny",
+)
+# the final weights, in eval mode
+lm, history, metrics = run.model, run.history, run.metrics
 print((run.out / "train.log").read_text())
 
 # %% [markdown]
@@ -243,15 +283,30 @@ print((run.out / "train.log").read_text())
 
 # %% tags=["nbval-ignore-output"]
 train_bpb = (history["loss"] / math.log(2)).rolling(50, min_periods=1).mean()
-curves = pd.concat([
-    pd.DataFrame({"step": history["step"], "bits per byte": train_bpb,
-                  "curve": "train (50-step mean)"}),
-    rows_with(history, "val_bpb").assign(curve="validation")
-    .rename(columns={"val_bpb": "bits per byte"})[["step", "bits per byte", "curve"]],
-])
+curves = pd.concat(
+    [
+        pd.DataFrame(
+            {
+                "step": history["step"],
+                "bits per byte": train_bpb,
+                "curve": "train (50-step mean)",
+            }
+        ),
+        rows_with(history, "val_bpb")
+        .assign(curve="validation")
+        .rename(columns={"val_bpb": "bits per byte"})[
+            ["step", "bits per byte", "curve"]
+        ],
+    ]
+)
 viz.line_chart(
-    curves, "step", "bits per byte", "curve", title="Learning curves on enwik8_prefix",
-    x_title="optimiser step", y_title="bits per byte",
+    curves,
+    "step",
+    "bits per byte",
+    "curve",
+    title="Learning curves on enwik8_prefix",
+    x_title="optimiser step",
+    y_title="bits per byte",
 )
 
 # %% [markdown]
@@ -261,7 +316,10 @@ viz.line_chart(
 
 # %% tags=["nbval-ignore-output"]
 val_bpb, _ = evaluate_bits_per_byte(lm, val)
-print(f"uniform 8.000 | order-0 {order0:.3f} | zlib {zlib_bpb:.3f} | model {val_bpb:.3f}")
+print(
+    f"uniform 8.000 | order-0 {order0:.3f} | zlib {zlib_bpb:.3f} | model "
+    f"{val_bpb:.3f}"
+)
 
 # %% [markdown]
 # ## Sampling
@@ -283,7 +341,7 @@ for T, k in ((1.0, None), (0.5, None), (2.0, None), (1.0, 2)):
     print(f"T={T}, top_k={k}: {probs[0].numpy().round(3)}")
 
 # %% [markdown]
-# Generation reuses the key/value cache of chapter 09: the prompt is run once, and each later
+# Generation reuses the key/value cache of [chapter 09](09_copy_task.ipynb): the prompt is run once, and each later
 # step feeds only the newest byte, whose keys and values join those of the earlier positions
 # (the tests check that this gives the same bytes as re-running the whole context). When the
 # text outgrows the model's context, the context is cut to its last half and the cache rebuilt.
@@ -297,7 +355,13 @@ show_source(sample)
 # %% tags=["nbval-ignore-output"]
 prompt = "'''Anarchism''' is "
 for T in (0.5, 1.0):
-    out = sample(lm, encode(prompt), 400, temperature=T, generator=torch.Generator().manual_seed(0))
+    out = sample(
+        lm,
+        encode(prompt),
+        400,
+        temperature=T,
+        generator=torch.Generator().manual_seed(0),
+    )
     print(f"--- temperature {T} ---")
     print(decode(out[0]))
     print()
@@ -358,20 +422,32 @@ def closed_links(text: str) -> tuple[int, int]:
 
 
 # %% tags=["nbval-ignore-output"]
-prompts = torch.stack([val[i : i + 32] for i in range(0, 16 * 1_000, 1_000)]).long()  # (16, 32)
-samples = sample(lm, prompts, pick(ci=256, full=1_024), temperature=1.0,
-                 generator=torch.Generator().manual_seed(1))
+# (16, 32)
+prompts = torch.stack([val[i : i + 32] for i in range(0, 16 * 1_000, 1_000)]).long()
+samples = sample(
+    lm,
+    prompts,
+    pick(ci=256, full=1_024),
+    temperature=1.0,
+    generator=torch.Generator().manual_seed(1),
+)
 generated = [decode(row[32:]) for row in samples]
 opened, closed = map(sum, zip(*(closed_links(g) for g in generated), strict=True))
 val_opened, val_closed = closed_links(text.decode("utf-8", errors="replace"))
-print(f"model's samples: {closed}/{opened} links closed ({closed / max(opened, 1):.0%})")
-print(f"validation text: {val_closed}/{val_opened} links closed ({val_closed / val_opened:.0%})")
+print(
+    f"model's samples: {closed}/{opened} links closed "
+    f"({closed / max(opened, 1):.0%})"
+)
+print(
+    f"validation text: {val_closed}/{val_opened} links closed "
+    f"({val_closed / val_opened:.0%})"
+)
 
 # %% [markdown]
 # ## Running it yourself
 #
 # ```bash
-# # Tiny Shakespeare (the default dataset) on a laptop, about half an hour on one thread
+# # Tiny Shakespeare (the default dataset), on a laptop CPU
 # python -m annotated_transformer lm train --preset cpu --out runs/ts-cpu
 # python -m annotated_transformer lm evaluate --checkpoint runs/ts-cpu/final.pt
 # python -m annotated_transformer lm predict --checkpoint runs/ts-cpu/final.pt \
@@ -384,3 +460,13 @@ print(f"validation text: {val_closed}/{val_opened} links closed ({val_closed / v
 # Training stops and resumes (`--resume`) from an atomic checkpoint; `history.csv` holds the
 # learning curve, `train.log` what was printed and `metrics.json` the validation bits per
 # byte.
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - train a byte-level language model and measure it in bits per byte;
+# - sample from it with a temperature and top-k.
+#
+# **Next:** [chapter 15 · The Transformer today](15_the_transformer_today.ipynb).

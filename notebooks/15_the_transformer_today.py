@@ -12,11 +12,15 @@
 # %% [markdown]
 # # 15 · The Transformer today
 #
+# - **You will learn** the changes between the 2017 block and today's (RoPE, RMSNorm, SwiGLU, grouped-query attention, ALiBi) and what each buys on the same budget.
+# - **It assumes** [chapter 04](04_positional_encoding.ipynb) and [chapter 14](14_generation_characters.ipynb).
+# - **Time:** about 20 minutes to read; about a minute to run from finished runs, whose training takes a few minutes per run.
+#
 # A model released in 2026 still has the 2017 skeleton: embeddings, a stack of attention and
 # feed-forward blocks with residual connections, a softmax over the vocabulary. Its block
-# differs from chapter 14's in a handful of well-understood places:
+# differs from [chapter 14](14_generation_characters.ipynb)'s in a handful of well-understood places:
 #
-# | 2017 (chapter 14) | today (Llama and most open models) |
+# | 2017 ([chapter 14](14_generation_characters.ipynb)) | today (Llama and most open models) |
 # | --- | --- |
 # | post-norm: `LayerNorm(x + sublayer(x))` | pre-norm: `x + sublayer(RMSNorm(x))` |
 # | a position vector added to the input | queries and keys rotated in every layer (RoPE) |
@@ -72,13 +76,13 @@ torch.set_num_threads(1)
 # %% [markdown]
 # ## Rotary position embeddings
 #
-# Chapter 04 found the property that makes sinusoids work: moving a position by $k$ turns each
+# [Chapter 04](04_positional_encoding.ipynb) found the property that makes sinusoids work: moving a position by $k$ turns each
 # $(\sin, \cos)$ pair by the angle $k\theta_i$, a rotation that does not depend on where you
 # start. But the paper *adds* that vector to the token's embedding, and the attention score
 # $q \cdot k$ then mixes content and position in four cross terms, only some of which depend on
 # the offset alone.
 #
-# Rotary embeddings (Su et al. 2021) apply the rotation itself, to the queries and keys, in
+# Rotary embeddings ([Su et al. 2021](../references.md#su-et-al-2021)) apply the rotation itself, to the queries and keys, in
 # every layer. Cut a query $q$ at position $m$ into pairs of features and turn pair $i$ by
 # $m\theta_i$: $q \mapsto R(m)\,q$, with $R(m)$ block-diagonal, one $2\times 2$ rotation per pair.
 # Rotations are orthogonal and compose, $R(m)^\top R(n) = R(n-m)$, so
@@ -104,10 +108,19 @@ for start in (0, 100, 1000):
     offsets = torch.arange(0, 64)
     qs = apply_rope(q.expand(64, d), torch.full((64,), start))
     ks = apply_rope(k.expand(64, d), start + offsets)
-    for offset, score in zip(offsets.tolist(), (qs * ks).sum(-1).tolist(), strict=True):
-        rows.append({"offset n − m": offset, "score": score, "query position m": str(start)})
-scores = pd.DataFrame(rows).pivot(index="offset n − m", columns="query position m",
-                                  values="score")
+    for offset, score in zip(
+        offsets.tolist(), (qs * ks).sum(-1).tolist(), strict=True
+    ):
+        rows.append(
+            {
+                "offset n − m": offset,
+                "score": score,
+                "query position m": str(start),
+            }
+        )
+scores = pd.DataFrame(rows).pivot(
+    index="offset n − m", columns="query position m", values="score"
+)
 spread = (scores.max(axis=1) - scores.min(axis=1)).max()
 print(f"largest difference between the three starts at one offset: {spread:.1e}")
 vectors = torch.randn(5, 100, d)
@@ -131,7 +144,7 @@ viz.line_chart(
 #
 # ## RMSNorm
 #
-# Layer norm (chapter 05) recentres each vector and rescales it. RMSNorm (Zhang and Sennrich
+# Layer norm ([chapter 05](05_normalisation_and_residuals.ipynb)) recentres each vector and rescales it. RMSNorm (Zhang and Sennrich
 # 2019) only rescales, by the root mean square of the features, and keeps a gain but no bias:
 # $\mathrm{RMSNorm}(x) = g \odot x / \sqrt{\mathrm{mean}(x^2) + \varepsilon}$.
 # One reduction instead of two, and, in their experiments and in every large model since, no
@@ -174,9 +187,9 @@ pd.DataFrame([
 # ## Grouped-query attention
 #
 # When a decoder generates, each layer keeps the keys and values of every earlier token
-# (chapter 09's KV cache): $2 \cdot h \cdot d_k$ numbers per token and layer. At long contexts and
+# ([chapter 09](09_copy_task.ipynb)'s KV cache): $2 \cdot h \cdot d_k$ numbers per token and layer. At long contexts and
 # large batches that cache, not the weights, fills the accelerator, and reading it back bounds
-# the decoding speed. Grouped-query attention (Ainslie et al. 2023) keeps $h$ query heads but
+# the decoding speed. Grouped-query attention ([Ainslie et al. 2023](../references.md#ainslie-et-al-2023)) keeps $h$ query heads but
 # only `kv_heads` key/value heads, each shared by a group of $h / \text{kv\_heads}$ query heads.
 # `kv_heads = h` is multi-head attention; `kv_heads = 1` is multi-query attention (Shazeer 2019).
 
@@ -200,7 +213,7 @@ print("grouped-query attention == multi-head attention on repeated key/value hea
 
 # %% [markdown]
 # What the grouping saves at the paper's base size (6 layers, $d_{model} = 512$, 8 heads), and
-# what it does to decoding speed on this machine's CPU (one thread, a batch of 16 prompts of 64
+# what it does to decoding speed on a CPU (one core, a batch of 16 prompts of 64
 # bytes, untrained weights: speed does not depend on them). The cache size is measured on the
 # cache tensors and agrees with the formula $2 \cdot N \cdot \text{kv\_heads} \cdot d_k \cdot 4$
 # bytes per token in float32.
@@ -238,7 +251,7 @@ kv_table
 # ## ALiBi: positions as a distance penalty
 #
 # One more way to give positions, because it will matter when we test longer contexts. ALiBi
-# (Press et al. 2022) adds no vector and rotates nothing: each head subtracts from the score a
+# ([Press et al. 2022](../references.md#press-et-al-2022)) adds no vector and rotates nothing: each head subtracts from the score a
 # penalty proportional to the distance, $-m_h \cdot (i - j)$, with a fixed slope per head
 # ($\tfrac12, \tfrac14, \dots$). A longer context only brings larger distances, penalised more.
 
@@ -246,15 +259,19 @@ kv_table
 show_source(alibi_bias)
 
 # %%
-viz.heatmap(alibi_bias(4, 12)[0].clamp(min=-6), title="ALiBi's bias for head 1 (slope 1/4)",
-            x_title="key position j", y_title="query position i")
+viz.heatmap(
+    alibi_bias(4, 12)[0].clamp(min=-6),
+    title="ALiBi's bias for head 1 (slope 1/4)",
+    x_title="key position j",
+    y_title="query position i",
+)
 
 # %% [markdown]
 # ## Today's block
 #
 # The pieces assembled: pre-norm with RMSNorm, RoPE inside the attention, grouped-query
 # attention, SwiGLU, no biases. Each change is also a switch (`norm`, `positions`,
-# `feed_forward`, `bias`, `kv_heads`), so that we can walk from chapter 14's block to this one a
+# `feed_forward`, `bias`, `kv_heads`), so that we can walk from [chapter 14](14_generation_characters.ipynb)'s block to this one a
 # step at a time. With `norm="layer"`, learned positions, ReLU, biases and `kv_heads = h`, the
 # block is PyTorch's `nn.TransformerEncoderLayer(norm_first=True)` under a causal mask (a test
 # checks that with the same weights).
@@ -270,42 +287,68 @@ show_source(ModernBlock)
 # %% [markdown]
 # ## The experiment: one change at a time
 #
-# The language model of chapter 14 (`lm --preset cpu`: 4 layers, $d_{model} = 128$, 4 heads,
+# The language model of [chapter 14](14_generation_characters.ipynb) (`lm --preset cpu`: 4 layers, $d_{model} = 128$, 4 heads,
 # $d_{ff} = 512$, contexts of 128 bytes, batches of 32) on Tiny Shakespeare, every run 1,000
-# steps with the same schedule, data order and seed, on one thread of this machine. Each rung of
+# steps with the same schedule, data order and seed, on a CPU. Each rung of
 # the ladder adds one change to the one before:
 
 # %%
 LADDER = {
     "2017 (post-norm)": ["block=2017"],
-    "+ pre-norm": ["block=modern", "norm=layer", "positions=learned", "feed_forward=relu",
-                   "bias=true"],
-    "+ RMSNorm": ["block=modern", "positions=learned", "feed_forward=relu", "bias=true"],
+    "+ pre-norm": [
+        "block=modern",
+        "norm=layer",
+        "positions=learned",
+        "feed_forward=relu",
+        "bias=true",
+    ],
+    "+ RMSNorm": [
+        "block=modern",
+        "positions=learned",
+        "feed_forward=relu",
+        "bias=true",
+    ],
     "+ RoPE": ["block=modern", "feed_forward=relu", "bias=true"],
     "+ SwiGLU": ["block=modern", "bias=true"],
     "+ no biases": ["block=modern"],
     "+ GQA (2 of 4 heads)": ["block=modern", "kv_heads=2"],
 }
-FOLDER = {"2017 (post-norm)": "2017", "+ pre-norm": "pre-norm", "+ RMSNorm": "rmsnorm",
-          "+ RoPE": "rope", "+ SwiGLU": "swiglu", "+ no biases": "no-bias",
-          "+ GQA (2 of 4 heads)": "gqa"}
+FOLDER = {
+    "2017 (post-norm)": "2017",
+    "+ pre-norm": "pre-norm",
+    "+ RMSNorm": "rmsnorm",
+    "+ RoPE": "rope",
+    "+ SwiGLU": "swiglu",
+    "+ no biases": "no-bias",
+    "+ GQA (2 of 4 heads)": "gqa",
+}
 preset = pick(ci="tiny", full="cpu")
-budget = pick(ci=["steps=40", "eval_every=20"], full=["steps=1000", "eval_every=100"])
+budget = pick(
+    ci=["steps=40", "eval_every=20"], full=["steps=1000", "eval_every=100"]
+)
 seeds = pick(ci=[0], full=[0, 1])
 
 
 def train_rung(folder: str, settings: list[str], seed: int):
     out = runs_dir() / f"ch17-{folder}-s{seed}-{preset}"
-    return ensure_run("lm", preset, out, settings=[*budget, f"seed={seed}", *settings],
-                      fresh=preset == "tiny")
+    return ensure_run(
+        "lm",
+        preset,
+        out,
+        settings=[*budget, f"seed={seed}", *settings],
+        fresh=preset == "tiny",
+    )
 
 
 for name, settings in LADDER.items():
     print(f"{name:22} {' '.join(settings)}")
 
 # %% tags=["nbval-ignore-output"]
-runs = {(name, seed): train_rung(FOLDER[name], settings, seed)
-        for name, settings in LADDER.items() for seed in seeds}
+runs = {
+    (name, seed): train_rung(FOLDER[name], settings, seed)
+    for name, settings in LADDER.items()
+    for seed in seeds
+}
 
 
 def minutes(run) -> float:
@@ -313,31 +356,45 @@ def minutes(run) -> float:
 
 
 def bpb_after(run, t: float) -> float:
-    """The validation curve (bits per byte) interpolated at t minutes of training."""
+    """The validation curve (bits per byte) interpolated at t minutes of "
+    "training."""
     curve = rows_with(run.history, "val_bpb")
     return float(np.interp(60 * t, curve["seconds"], curve["val_bpb"]))
 
 
 equal_time = min(minutes(run) for run in runs.values())
-table = pd.DataFrame([
-    {"block": name, "seed": seed, "parameters": count_parameters(run.model),
-     "bits per byte": run.metrics["test"]["bits_per_byte"], "minutes": minutes(run),
-     "at equal time": bpb_after(run, equal_time)}
-    for (name, seed), run in runs.items()
-])
+table = pd.DataFrame(
+    [
+        {
+            "block": name,
+            "seed": seed,
+            "parameters": count_parameters(run.model),
+            "bits per byte": run.metrics["test"]["bits_per_byte"],
+            "minutes": minutes(run),
+            "at equal time": bpb_after(run, equal_time),
+        }
+        for (name, seed), run in runs.items()
+    ]
+)
 ladder = table.groupby("block", sort=False).agg(
-    parameters=("parameters", "first"), bpb_mean=("bits per byte", "mean"),
+    parameters=("parameters", "first"),
+    bpb_mean=("bits per byte", "mean"),
     bpb_seeds=("bits per byte", lambda s: " ".join(f"{v:.3f}" for v in s)),
-    minutes=("minutes", "mean"), val_bpb_equal_time=("at equal time", "mean"))
+    minutes=("minutes", "mean"),
+    val_bpb_equal_time=("at equal time", "mean"),
+)
 ladder.insert(3, "change", ladder["bpb_mean"].diff())
-print(f"equal time: the validation curves at {equal_time:.2f} minutes, the shortest run")
+print(
+    f"equal time: the validation curves at {equal_time:.2f} minutes, the shortest "
+    "run"
+)
 ladder.round(3)
 
 # %% [markdown]
-# `bpb_mean`: bits per byte of the whole validation split after 1,000 steps (chapter 14's
+# `bpb_mean`: bits per byte of the whole validation split after 1,000 steps ([chapter 14](14_generation_characters.ipynb)'s
 # protocol: overlapping windows, every byte scored once), the mean of the seeds listed in
 # `bpb_seeds`; `change`: the difference from the rung above; `minutes`: training time on one
-# thread, while another run trained on the other core; `val_bpb_equal_time`: the quick
+# CPU core; `val_bpb_equal_time`: the quick
 # validation loss (the first 64 KiB of the split, measured every 100 steps) interpolated at the
 # training time of the fastest run, so that no rung gains from being given more time.
 #
@@ -345,23 +402,39 @@ ladder.round(3)
 # worth of steps. The validation curves against wall-clock minutes:
 
 # %% tags=["nbval-ignore-output"]
-curves = pd.concat([
-    rows_with(run.history, "val_bpb").assign(minutes=lambda f: f["seconds"] / 60, block=name)
-    for (name, seed), run in runs.items() if seed == 0
-])
+curves = pd.concat(
+    [
+        rows_with(run.history, "val_bpb").assign(
+            minutes=lambda f: f["seconds"] / 60, block=name
+        )
+        for (name, seed), run in runs.items()
+        if seed == 0
+    ]
+)
 viz.line_chart(
-    curves[curves["step"] >= pick(ci=20, full=300)], "minutes", "val_bpb", "block",
+    curves[curves["step"] >= pick(ci=20, full=300)],
+    "minutes",
+    "val_bpb",
+    "block",
     title="Validation bits per byte against training time, one change at a time",
-    x_title="training time (minutes, one thread)", y_title="bits per byte (validation)",
+    x_title="training time (minutes, one thread)",
+    y_title="bits per byte (validation)",
 ).encode(
-    y=alt.Y("val_bpb:Q", scale=alt.Scale(zero=False), title="bits per byte (validation)"),
+    y=alt.Y(
+        "val_bpb:Q", scale=alt.Scale(zero=False), title="bits per byte (validation)"
+    ),
     color=alt.Color("block:N", sort=list(LADDER), title="block"),
 )
 
 # %% tags=["nbval-ignore-output"]
 alt.Chart(table, title="Each rung of the ladder, one point per seed").mark_point(
-    filled=True, size=60).encode(
-    x=alt.X("bits per byte:Q", scale=alt.Scale(zero=False), title="bits per byte (validation)"),
+    filled=True, size=60
+).encode(
+    x=alt.X(
+        "bits per byte:Q",
+        scale=alt.Scale(zero=False),
+        title="bits per byte (validation)",
+    ),
     y=alt.Y("block:N", sort=list(LADDER), title="block"),
     color=alt.Color("seed:N", title="seed"),
 ).properties(width=450, height=220)
@@ -395,8 +468,7 @@ alt.Chart(table, title="Each rung of the ladder, one point per seed").mark_point
 #
 # Together: today's block ends at 2.28 bits per byte against the 2017 block's 2.51 after the same
 # 1,000 steps, and at the same training time the gap is as large (2.23 against 2.48). The 2017
-# block needs the `cpu` preset's full 3,000 steps (16.5 minutes, the README's results) to reach
-# 2.26. Most of the difference is the position encoding.
+# block needs three times the steps, the `cpu` preset's full 3,000, to come close. Most of the difference is the position encoding.
 #
 # ## Longer than trained: positions that extrapolate
 #
@@ -436,17 +508,34 @@ pd.DataFrame({
 
 # %% tags=["nbval-ignore-output"]
 bucket = pick(ci=4, full=8)
-frame = pd.concat([
-    pd.DataFrame({"position": torch.arange(len(bits)).div(bucket, rounding_mode="floor")
-                  .mul(bucket).tolist(), "bits": bits.tolist()})
-    .groupby("position", as_index=False).mean().assign(positions=name)
-    for name, bits in by_position.items()
-])
+frame = pd.concat(
+    [
+        pd.DataFrame(
+            {
+                "position": torch.arange(len(bits))
+                .div(bucket, rounding_mode="floor")
+                .mul(bucket)
+                .tolist(),
+                "bits": bits.tolist(),
+            }
+        )
+        .groupby("position", as_index=False)
+        .mean()
+        .assign(positions=name)
+        for name, bits in by_position.items()
+    ]
+)
 viz.line_chart(
-    frame, "position", "bits", "positions",
+    frame,
+    "position",
+    "bits",
+    "positions",
     title=f"Bits per byte by position, trained on {trained}-byte contexts",
-    x_title="position in the window (bytes)", y_title=f"bits per byte (mean over {bucket})",
-) + alt.Chart(pd.DataFrame({"x": [trained]})).mark_rule(strokeDash=[4, 4]).encode(x="x:Q")
+    x_title="position in the window (bytes)",
+    y_title=f"bits per byte (mean over {bucket})",
+) + alt.Chart(pd.DataFrame({"x": [trained]})).mark_rule(strokeDash=[4, 4]).encode(
+    x="x:Q"
+)
 
 # %% [markdown]
 # Up to position 127 all five behave as trained, RoPE best and no positions worst, as in the
@@ -481,3 +570,10 @@ viz.line_chart(
 #   change that matters most when serving long contexts.
 # - Trained at 128 bytes, only ALiBi read 512 bytes without loss; RoPE needs rescaling to go
 #   beyond its training length, and learned tables cannot at all.
+#
+# You can now
+#
+# - build RoPE, RMSNorm, SwiGLU, grouped-query attention and ALiBi and check them;
+# - measure one change at a time on a fixed budget.
+#
+# **Next:** [chapter 16 · BERT and GPT-2](16_bert_and_gpt2.ipynb).

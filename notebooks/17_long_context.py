@@ -12,15 +12,19 @@
 # %% [markdown]
 # # 17 · Longer contexts: Transformer-XL and sparse attention
 #
+# - **You will learn** how Transformer-XL's memory and relative positions and sparse attention's patterns let a model see further.
+# - **It assumes** [chapter 14](14_generation_characters.ipynb), [chapter 15](15_the_transformer_today.ipynb) and [chapter 16](16_bert_and_gpt2.ipynb).
+# - **Time:** about 25 minutes to read; under a minute to run from finished runs, whose training takes minutes per run.
+#
 # ```{note}
 # The stored outputs on this page come from the `cpu`-size runs named in each section,
-# trained once from the repository root on one CPU thread of a shared 2-core machine (the
-# commands are printed with the results). In CI every section trains its `tiny` size, where
+# trained once from the repository root, minutes each on a CPU (the commands are printed
+# with the results). In CI every section trains its `tiny` size, where
 # the numbers mean nothing.
 # ```
 #
-# Chapter 16 changed what a transformer is trained *for* (BERT, GPT-2).
-# This half changes how far it can see. A model that reads windows of $n$ tokens pays for
+# [Chapter 16](16_bert_and_gpt2.ipynb) changed what a transformer is trained *for* (BERT, GPT-2).
+# This chapter changes how far it can see. A model that reads windows of $n$ tokens pays for
 # attention in proportion to $n^2$ and forgets everything before the window. Two answers from
 # 2019:
 #
@@ -50,13 +54,13 @@ torch.set_num_threads(1)
 # %% [markdown]
 # ## Transformer-XL: context beyond the window
 #
-# Chapter 14's language model reads windows of `max_len` bytes. Whatever came before the window
+# [Chapter 14](14_generation_characters.ipynb)'s language model reads windows of `max_len` bytes. Whatever came before the window
 # is gone: the first byte of every window is predicted from nothing, and a model trained on
 # 128-byte windows cannot use byte 129 back however useful it would be. Evaluating with
-# overlapping windows (chapter 14's `stride`) gives every byte *some* context, at the price of
+# overlapping windows ([chapter 14](14_generation_characters.ipynb)'s `stride`) gives every byte *some* context, at the price of
 # reading most bytes twice, and still never more than `max_len` of it.
 #
-# Transformer-XL (Dai et al. 2019) keeps the text flowing through the model instead:
+# Transformer-XL ([Dai et al. 2019](../references.md#dai-et-al-2019)) keeps the text flowing through the model instead:
 #
 # * **Segment-level recurrence.** The text is read in consecutive segments. While a segment is
 #   processed, every layer keeps the hidden states that entered it, and the next segment's
@@ -64,7 +68,7 @@ torch.set_num_threads(1)
 #   it), so training still back-propagates through one segment, at the cost of one segment.
 #   Information moves up one layer per segment, so N layers with a memory of `mem_len` states
 #   can reach about N · `mem_len` bytes back.
-# * **Relative positions.** Chapter 04 gives position 0 the same vector in every segment, so the
+# * **Relative positions.** [Chapter 04](04_positional_encoding.ipynb) gives position 0 the same vector in every segment, so the
 #   memory and the current segment would both hold a "position 0". Transformer-XL drops the
 #   position vectors from the input and lets each attention score depend on the *distance*
 #   between query and key.
@@ -94,13 +98,17 @@ from annotated_transformer.relative import (
     rel_shift,
     relative_positions,
 )
-from annotated_transformer.segments import evaluate_bits_per_byte, segment_loss, stream_segments
+from annotated_transformer.segments import (
+    evaluate_bits_per_byte,
+    segment_loss,
+    stream_segments,
+)
 
 # %% [markdown]
 # ### Relative attention, one term at a time
 #
 # Write the input at position $i$ as its content $E_i$ plus its absolute position vector $U_i$.
-# The score of chapter 02 between query $i$ and key $j$ is then
+# The score of [chapter 02](02_self_attention.ipynb) between query $i$ and key $j$ is then
 # $(E_i + U_i)^\top W_q^\top W_k (E_j + U_j)$, which expands into four terms:
 #
 # $$A^{\mathrm{abs}}_{ij} = \underbrace{E_i^\top W_q^\top W_k E_j}_{(a)\ \text{content}}
@@ -111,7 +119,7 @@ from annotated_transformer.segments import evaluate_bits_per_byte, segment_loss,
 # Transformer-XL rewrites the three terms that involve positions (§3.3):
 #
 # 1. In (b) and (d) the key's absolute position $U_j$ becomes the sinusoid of the distance,
-#    $R_{i-j}$ (chapter 04's table, read at $i - j$), with its own projection $W_R$: keys are
+#    $R_{i-j}$ ([chapter 04](04_positional_encoding.ipynb)'s table, read at $i - j$), with its own projection $W_R$: keys are
 #    placed relative to the query.
 # 2. In (c) and (d) the query's position $U_i^\top W_q^\top$ would now multiply something that
 #    does not depend on $i$'s position at all; it becomes a learned vector per head: $u$ in (c),
@@ -133,19 +141,26 @@ from annotated_transformer.segments import evaluate_bits_per_byte, segment_loss,
 
 # %%
 def naive_relative_attention(att, x, memory):
-    """A_ij = (q_i + u)·k_j + (q_i + v)·W_R R_{m+i−j}, one head, query and key at a time."""
+    """A_ij = (q_i + u)·k_j + (q_i + v)·W_R R_{m+i−j}.
+
+    One head, one query and one key at a time.
+    """
     context = torch.cat([memory, x], dim=1)
     m, klen, d_k = memory.size(1), context.size(1), att.d_k
     out = torch.zeros(x.size(0), x.size(1), att.d_model, dtype=x.dtype)
     for b in range(x.size(0)):
         for head in range(att.h):
             rows = slice(head * d_k, (head + 1) * d_k)
-            w_q, w_k, w_v, w_r = (w.weight[rows] for w in (att.w_q, att.w_k, att.w_v, att.w_r))
+            w_q, w_k, w_v, w_r = (
+                w.weight[rows] for w in (att.w_q, att.w_k, att.w_v, att.w_r)
+            )
             for i in range(x.size(1)):
                 q = w_q @ x[b, i]
                 scores = torch.full((klen,), -math.inf, dtype=x.dtype)
-                for j in range(m + i + 1):  # causal: the memory and the segment up to i
-                    r = sinusoids(m + i + 1, att.d_model)[m + i - j].to(x.dtype)  # R_{m+i−j}
+                # causal: the memory and the segment up to i
+                for j in range(m + i + 1):
+                    # R_{m+i−j}
+                    r = sinusoids(m + i + 1, att.d_model)[m + i - j].to(x.dtype)
                     content = (q + att.u[head]) @ (w_k @ context[b, j])
                     position = (q + att.v[head]) @ (w_r @ r)
                     scores[j] = (content + position) / math.sqrt(d_k)
@@ -155,13 +170,22 @@ def naive_relative_attention(att, x, memory):
 
 
 att = RelativeMultiHeadAttention(d_model=8, h=2).double().eval()
-with torch.no_grad():  # u and v start near 0: make them large enough to matter in the check
+# u and v start near 0: make them large enough to matter in the check
+with torch.no_grad():
     att.u.normal_()
     att.v.normal_()
-x, memory = torch.randn(2, 4, 8, dtype=torch.float64), torch.randn(2, 3, 8, dtype=torch.float64)
+x, memory = (
+    torch.randn(2, 4, 8, dtype=torch.float64),
+    torch.randn(2, 3, 8, dtype=torch.float64),
+)
 with torch.no_grad():
-    torch.testing.assert_close(att(x, memory), naive_relative_attention(att, x, memory))
-print("RelativeMultiHeadAttention == the double loop over (i, j), memory of 3, segment of 4")
+    torch.testing.assert_close(
+        att(x, memory), naive_relative_attention(att, x, memory)
+    )
+print(
+    "RelativeMultiHeadAttention == the double loop over (i, j), memory of 3, "
+    "segment of 4"
+)
 
 # %% [markdown]
 # ### The relative shift, on a tiny matrix
@@ -181,15 +205,24 @@ print("RelativeMultiHeadAttention == the double loop over (i, j), memory of 3, s
 # %%
 qlen, m = 3, 2
 klen = m + qlen
-distance = torch.arange(klen - 1, -1, -1)  # column t holds distance klen − 1 − t
+# column t holds distance klen − 1 − t
+distance = torch.arange(klen - 1, -1, -1)
 by_distance = 10 * torch.arange(qlen)[:, None] + distance[None, :]  # (qlen, klen)
 print("scores by distance (row i: 10·i + d):\n", by_distance)
-padded = torch.nn.functional.pad(by_distance, (1, 0))  # a zero column in front: (qlen, klen + 1)
+# a zero column in front: (qlen, klen + 1)
+padded = torch.nn.functional.pad(by_distance, (1, 0))
 print("1. pad a zero column:\n", padded)
 as_tall = padded.reshape(klen + 1, qlen)
-print("2. read the same numbers as (klen + 1, qlen), then drop the first row:\n", as_tall)
+print(
+    "2. read the same numbers as (klen + 1, qlen), then drop the first row:\n",
+    as_tall,
+)
 shifted = as_tall[1:].reshape(qlen, klen)
-print("3. read the rest as (qlen, klen): row i has moved qlen − 1 − i places left\n", shifted)
+print(
+    "3. read the rest as (qlen, klen): "
+    "row i has moved qlen − 1 − i places left\n",
+    shifted,
+)
 
 # %% [markdown]
 # Dropping the first `qlen` numbers and reading rows of `klen` instead of `klen + 1` moves row
@@ -199,12 +232,17 @@ print("3. read the rest as (qlen, klen): row i has moved qlen − 1 − i places
 # explicit index:
 
 # %%
-visible = torch.arange(klen)[None, :] <= m + torch.arange(qlen)[:, None]  # (qlen, klen)
-wanted = 10 * torch.arange(qlen)[:, None] + (m + torch.arange(qlen)[:, None] - torch.arange(klen))
+# (qlen, klen)
+visible = torch.arange(klen)[None, :] <= m + torch.arange(qlen)[:, None]
+wanted = 10 * torch.arange(qlen)[:, None] + (
+    m + torch.arange(qlen)[:, None] - torch.arange(klen)
+)
 assert torch.equal(shifted[visible], wanted[visible])
 assert torch.equal(rel_shift(by_distance)[visible], wanted[visible])
-print("distance of each visible (query, key) pair after the shift:\n",
-      (shifted - 10 * torch.arange(qlen)[:, None]).masked_fill(~visible, -1))
+print(
+    "distance of each visible (query, key) pair after the shift:\n",
+    (shifted - 10 * torch.arange(qlen)[:, None]).masked_fill(~visible, -1),
+)
 
 # %%
 show_source(relative_positions, rel_shift, RelativeMultiHeadAttention.forward)
@@ -248,7 +286,7 @@ assert torch.equal(first.y[:, -1], second.x[:, 0])
 # %% [markdown]
 # Evaluation reads the whole validation split as one stream of segments, each with up to
 # `mem_len` remembered states per layer; every byte after the first is scored once, as in
-# chapter 14's bits per byte.
+# [chapter 14](14_generation_characters.ipynb)'s bits per byte.
 
 # %%
 show_source(evaluate_bits_per_byte)
@@ -257,15 +295,15 @@ show_source(evaluate_bits_per_byte)
 # ### Memory length against bits per byte
 #
 # The experiment: on the enwik8 prefix, the `lm --preset cpu` shape (N = 4, d_model 128, 4
-# heads, d_ff 512), once as chapter 14's 2017 block on 128-byte windows and once as
+# heads, d_ff 512), once as [chapter 14](14_generation_characters.ipynb)'s 2017 block on 128-byte windows and once as
 # Transformer-XL on 128-byte segments with a training memory of 128 (923,904 parameters against
 # 875,264: each layer's $W_R$, $u$ and $v$ replace the position table). The relative attention
-# has no fused kernel here and reads twice as many keys: on one idle CPU thread a
+# has no fused kernel here and reads twice as many keys: on one CPU core a
 # Transformer-XL step took 0.61 s of CPU time against 0.29 s for a vanilla step (batch 32,
 # measured once). So the XL model trains 1,400 steps against the vanilla model's 3,000: about
 # the same compute (1,400 × 0.61 s ≈ 850 s, 3,000 × 0.29 s ≈ 870 s); the table also compares
-# them at equal steps. The "train seconds" are wall-clock time and grow with whatever else the
-# machine is running.
+# them at equal steps. The "train seconds" are wall-clock time and grow with whatever else
+# the computer is running.
 #
 # ```
 # python -m annotated_transformer lm train --preset cpu --out runs/xl-vanilla-cpu \
@@ -282,7 +320,8 @@ xl = ensure_run("lm", PRESET, runs_dir() / f"xl-{PRESET}",
 vanilla = ensure_run("lm", PRESET, runs_dir() / f"xl-vanilla-{PRESET}",
                      settings=["dataset=enwik8_prefix"])
 seg_len = xl.task.config.max_len
-val_bytes = pick(20_000, None)  # CI: the first 20,000 validation bytes; full size: all of them
+# CI: the first 20,000 validation bytes; full size: all of them
+val_bytes = pick(20_000, None)
 
 # %% [markdown]
 # Now the same trained XL model, evaluated with no memory, and with a memory of 1, 2 and 4
@@ -293,29 +332,58 @@ val_bytes = pick(20_000, None)  # CI: the first 20,000 validation bytes; full si
 # %% tags=["nbval-ignore-output"]
 rows = []
 for factor in (0, 1, 2, 4):
-    result = xl.task.bits_per_byte(xl.model, "val", val_bytes, mem_len=factor * seg_len)
-    rows.append({"memory (segments)": factor, "memory (bytes)": factor * seg_len,
-                 "bits per byte": result["bits_per_byte"]})
+    result = xl.task.bits_per_byte(
+        xl.model, "val", val_bytes, mem_len=factor * seg_len
+    )
+    rows.append(
+        {
+            "memory (segments)": factor,
+            "memory (bytes)": factor * seg_len,
+            "bits per byte": result["bits_per_byte"],
+        }
+    )
 sweep = pd.DataFrame(rows)
-baselines = pd.DataFrame([
-    {"vanilla protocol": f"windows of {seg_len}, stride {stride}",
-     "bits per byte": vanilla.task.bits_per_byte(vanilla.model, "val", val_bytes,
-                                                 stride=stride)["bits_per_byte"]}
-    for stride in (seg_len, seg_len // 2)
-])
+baselines = pd.DataFrame(
+    [
+        {
+            "vanilla protocol": f"windows of {seg_len}, stride {stride}",
+            "bits per byte": vanilla.task.bits_per_byte(
+                vanilla.model, "val", val_bytes, stride=stride
+            )["bits_per_byte"],
+        }
+        for stride in (seg_len, seg_len // 2)
+    ]
+)
 sweep
 
 # %% tags=["nbval-ignore-output"]
-title = f"Transformer-XL ({xl.metrics['steps']} steps): bits per byte against the memory"
-xl_line = alt.Chart(sweep, title=title).mark_line(point=True).encode(
-    x=alt.X("memory (bytes):Q", title="memory per layer at evaluation (bytes)"),
-    y=alt.Y("bits per byte:Q", title="bits per byte (validation)", scale=alt.Scale(zero=False)),
-    tooltip=["memory (segments)", alt.Tooltip("bits per byte", format=".4f")],
+title = (
+    f"Transformer-XL ({xl.metrics['steps']} steps): "
+    "bits per byte against the memory"
 )
-vanilla_rules = alt.Chart(baselines).mark_rule(strokeDash=[4, 4]).encode(
-    y="bits per byte:Q",
-    color=alt.Color("vanilla protocol:N", title=f"vanilla, {vanilla.metrics['steps']} steps"),
-    tooltip=["vanilla protocol", alt.Tooltip("bits per byte", format=".4f")],
+xl_line = (
+    alt.Chart(sweep, title=title)
+    .mark_line(point=True)
+    .encode(
+        x=alt.X("memory (bytes):Q", title="memory per layer at evaluation (bytes)"),
+        y=alt.Y(
+            "bits per byte:Q",
+            title="bits per byte (validation)",
+            scale=alt.Scale(zero=False),
+        ),
+        tooltip=["memory (segments)", alt.Tooltip("bits per byte", format=".4f")],
+    )
+)
+vanilla_rules = (
+    alt.Chart(baselines)
+    .mark_rule(strokeDash=[4, 4])
+    .encode(
+        y="bits per byte:Q",
+        color=alt.Color(
+            "vanilla protocol:N", title=f"vanilla, {vanilla.metrics['steps']} steps"
+        ),
+        tooltip=["vanilla protocol", alt.Tooltip("bits per byte", format=".4f")],
+    )
 )
 (xl_line + vanilla_rules).properties(width=460, height=280)
 
@@ -325,25 +393,47 @@ vanilla_rules = alt.Chart(baselines).mark_rule(strokeDash=[4, 4]).encode(
 # per-step CPU times measured above instead.
 
 # %% tags=["nbval-ignore-output"]
-step_seconds = {"vanilla (2017 block)": 0.29, "Transformer-XL": 0.61}  # CPU s per step, above
+# CPU s per step, above
+step_seconds = {"vanilla (2017 block)": 0.29, "Transformer-XL": 0.61}
 
 
 def summary(name: str, run, bpb: float, protocol: str) -> dict:
     steps = run.metrics["steps"]
-    return {"model": name, "parameters": run.metrics["parameters"], "steps": steps,
-            "CPU seconds (steps × s/step)": steps * step_seconds[name],
-            "evaluation": protocol, "bits per byte": bpb}
+    return {
+        "model": name,
+        "parameters": run.metrics["parameters"],
+        "steps": steps,
+        "CPU seconds (steps × s/step)": steps * step_seconds[name],
+        "evaluation": protocol,
+        "bits per byte": bpb,
+    }
 
 
-table = pd.DataFrame([
-    *(summary("vanilla (2017 block)", vanilla, b["bits per byte"], b["vanilla protocol"])
-      for b in baselines.to_dict("records")),
-    *(summary("Transformer-XL", xl, r["bits per byte"], f"memory {r['memory (bytes)']} bytes")
-      for r in rows),
-])
-table.style.format({"bits per byte": "{:.3f}", "CPU seconds (steps × s/step)": "{:.0f}"}).hide(
-    axis="index"
+table = pd.DataFrame(
+    [
+        *(
+            summary(
+                "vanilla (2017 block)",
+                vanilla,
+                b["bits per byte"],
+                b["vanilla protocol"],
+            )
+            for b in baselines.to_dict("records")
+        ),
+        *(
+            summary(
+                "Transformer-XL",
+                xl,
+                r["bits per byte"],
+                f"memory {r['memory (bytes)']} bytes",
+            )
+            for r in rows
+        ),
+    ]
 )
+table.style.format(
+    {"bits per byte": "{:.3f}", "CPU seconds (steps × s/step)": "{:.0f}"}
+).hide(axis="index")
 
 # %% [markdown]
 # What the full-size runs showed (`AT_SIZE` unset; the tiny CI runs are too short to read
@@ -358,8 +448,8 @@ table.style.format({"bits per byte": "{:.3f}", "CPU seconds (steps × s/step)": 
 #   against 2.173 for the vanilla model read the same way (each byte once, every window
 #   starting without context) and 2.114 even when the vanilla model reads every byte twice
 #   (stride 64), for about the same CPU time (854 against 870 CPU-seconds, from the per-step
-#   costs measured once above). The wall-clock "train seconds" in the runs' logs (2,133 s
-#   against 959 s) are not comparable: the XL run shared its machine with more jobs.
+#   costs measured once above). The wall-clock "train seconds" in the runs' logs are not
+#   comparable: the runs shared their machine with different loads.
 # * One seed each, on one small text: a difference of 0.01 is within what another seed could
 #   change, 0.07 is not.
 
@@ -368,7 +458,7 @@ table.style.format({"bits per byte": "{:.3f}", "CPU seconds (steps × s/step)": 
 #
 # Causal self-attention over n positions scores n(n+1)/2 pairs: double the context and the
 # work quadruples, and the explicit form also stores an (n, n) matrix per head. The Sparse
-# Transformer (Child et al. 2019) lets each position attend to about √n others, chosen so that
+# Transformer ([Child et al. 2019](../references.md#child-et-al-2019)) lets each position attend to about √n others, chosen so that
 # information still flows from every position to every later one in two layers. Two patterns,
 # each the union of two masks (i the query, j the key, l the stride, about √n):
 #
@@ -428,7 +518,9 @@ pictures = [  # a row per kind of pattern
     [(block, "fixed: block"), (summary, "fixed: summary")],
 ]
 rows = [alt.hconcat(*(pattern_picture(m, t) for m, t in row)) for row in pictures]
-alt.vconcat(*rows).properties(title="The Sparse Transformer's patterns, n = 16, l = 4, c = 1")
+alt.vconcat(*rows).properties(
+    title="The Sparse Transformer's patterns, n = 16, l = 4, c = 1"
+)
 
 # %% [markdown]
 # ### How many pairs
@@ -446,7 +538,6 @@ for size, stride in ((16, 4), (64, 8), (256, 16)):
     assert attended_pairs(blk | summ) == fixed_pairs(size, stride, 2)
 
 
-
 def root_stride(size: int) -> int:
     """The smallest power of two >= √size (it divides size, a power of two)."""
     return 2 ** int(np.ceil(np.log2(size) / 2))
@@ -455,7 +546,9 @@ def root_stride(size: int) -> int:
 counts = {
     "dense (causal)": lambda size: size * (size + 1) // 2,
     "strided, l ≈ √n": lambda size: strided_pairs(size, root_stride(size)),
-    "fixed, l ≈ √n, c = 4": lambda size: fixed_pairs(size, root_stride(size), 4),
+    "fixed, l ≈ √n, c = 4": (
+        lambda size: fixed_pairs(size, root_stride(size), 4)
+    ),
 }
 pairs = pd.DataFrame(
     [
@@ -474,7 +567,9 @@ viz.line_chart(
     y_title="pairs (log scale)",
     log_y=True,
     width=460,
-).encode(x=alt.X("n:Q", scale=alt.Scale(type="log", base=2), title="sequence length n"))
+).encode(
+    x=alt.X("n:Q", scale=alt.Scale(type="log", base=2), title="sequence length n")
+)
 
 # %% [markdown]
 # ### Every earlier position in two layers
@@ -493,7 +588,10 @@ reach = {
 }
 causal = torch.ones(n, n, dtype=torch.bool).tril()
 for name, r in reach.items():
-    print(f"{name:<30} reaches {int(r[causal].sum()):>3} of {int(causal.sum())} earlier pairs")
+    print(
+        f"{name:<30} reaches {int(r[causal].sum()):>3} of {int(causal.sum())} "
+        "earlier pairs"
+    )
 assert reaches_all_earlier(local, strided)
 assert not reaches_all_earlier(block, summary)
 assert reaches_all_earlier(block | summary, block | summary)
@@ -526,7 +624,7 @@ torch.testing.assert_close(fixed_sparse_attention(q, k, v, 16, 2), dense_out)
 # parts in one softmax anyway; a union head reads everything the two split heads would; and
 # with union heads *any* two layers reach every earlier position, whatever their order, where
 # split heads need the right mask below the right one. `sparsify_` swaps the attention of each
-# block of chapter 15's model (or GPT-2's) for this module, keeping its weights; generation
+# block of [chapter 15](15_the_transformer_today.ipynb)'s model (or GPT-2's) for this module, keeping its weights; generation
 # from a key/value cache scores the few new queries densely under the same mask.
 
 # %%
@@ -549,13 +647,24 @@ if PRESET == "tiny" or not bench_csv.is_file():
     bench_csv.parent.mkdir(parents=True, exist_ok=True)
     script = runs_dir().parent / "benchmarks" / "sparse.py"
     lengths = pick("128,256,512", "512,1024,2048,4096,8192")
-    command = [sys.executable, str(script), "--lengths", lengths, "--csv", str(bench_csv)]
-    subprocess.run([*command, "--repeats", pick("1", "3")], check=True, capture_output=True)
+    command = [
+        sys.executable,
+        str(script),
+        "--lengths",
+        lengths,
+        "--csv",
+        str(bench_csv),
+    ]
+    subprocess.run(
+        [*command, "--repeats", pick("1", "3")], check=True, capture_output=True
+    )
 bench = pd.read_csv(bench_csv)
 bench.pivot(index="n", columns="attention", values=["ms", "MiB"]).round(1)
 
 # %% tags=["nbval-ignore-output"]
-log2_x = alt.X("n:Q", scale=alt.Scale(type="log", base=2), title="sequence length n")
+log2_x = alt.X(
+    "n:Q", scale=alt.Scale(type="log", base=2), title="sequence length n"
+)
 charts = [
     viz.line_chart(
         bench,
@@ -586,14 +695,25 @@ alt.vconcat(*charts)
 #
 # ### Bits per byte: sparse against dense
 #
-# The same small model (chapter 15's block: 2 layers, d_model 64, 4 heads) on the enwik8
+# The same small model ([chapter 15](15_the_transformer_today.ipynb)'s block: 2 layers, d_model 64, 4 heads) on the enwik8
 # prefix with 2,048-byte windows, dense and with the fixed pattern (l = 64, c = 4), the same
 # seed, data and steps; scored on the whole validation split with overlapping 2,048-byte
 # windows. In CI the windows are 256 bytes and the runs a few dozen steps.
 
 # %% tags=["nbval-ignore-output"]
-base = ["dataset=enwik8_prefix", "block=modern", "N=2", "d_model=64", "h=4", "d_ff=256"]
-base += [f"max_len={pick(256, 2048)}", f"batch_size={pick(4, 2)}", f"steps={pick(60, 400)}"]
+base = [
+    "dataset=enwik8_prefix",
+    "block=modern",
+    "N=2",
+    "d_model=64",
+    "h=4",
+    "d_ff=256",
+]
+base += [
+    f"max_len={pick(256, 2048)}",
+    f"batch_size={pick(4, 2)}",
+    f"steps={pick(60, 400)}",
+]
 base += ["warmup=40", f"eval_every={pick(30, 100)}", "eval_bytes=32768"]
 fixed = ["attention=fixed", f"sparse_stride={pick(16, 64)}", "sparse_summary=4"]
 lm_runs = {
@@ -622,7 +742,8 @@ pd.DataFrame.from_dict(
 
 # %% tags=["nbval-ignore-output"]
 curves = pd.concat(
-    rows_with(run.history, "val_bpb").assign(attention=name) for name, run in lm_runs.items()
+    rows_with(run.history, "val_bpb").assign(attention=name)
+    for name, run in lm_runs.items()
 )
 viz.line_chart(
     curves,
@@ -635,10 +756,10 @@ viz.line_chart(
 )
 
 # %% [markdown]
-# In the stored runs (400 steps of two 2,048-byte windows, about 4 minutes each on one shared
-# CPU thread) the fixed pattern scored 3.566 bits per byte on the validation split against
+# In the stored runs (400 steps of two 2,048-byte windows, about 4 minutes each on one CPU
+# core) the fixed pattern scored 3.566 bits per byte on the validation split against
 # dense attention's 3.806, and trained in 202 s against 234 s. Both models are far from
-# trained (chapter 14's `cpu` model reaches 2.11 bits per byte on this text), so this says only
+# trained ([chapter 14](14_generation_characters.ipynb)'s `cpu` model reaches 2.11 bits per byte on this text), so this says only
 # that at the start of training the sparse pattern costs nothing: its block mask is a strong
 # hint that nearby bytes matter most, which a dense model has yet to learn. Whether it keeps
 # up over a long run, where the far context starts to pay, is the paper's claim (0.99 bits per
@@ -652,3 +773,13 @@ viz.line_chart(
 # python -m annotated_transformer lm train --preset cpu $BASE --out runs/e8-fixed-cpu \
 #     --set attention=fixed --set sparse_stride=64 --set sparse_summary=4
 # ```
+
+# %% [markdown]
+# ## Summary
+#
+# You can now
+#
+# - carry a segment memory with relative positions (Transformer-XL);
+# - apply strided and fixed sparse attention patterns and measure their cost.
+#
+# **Next:** [chapter 18 · Going big](18_going_big.ipynb).

@@ -1,9 +1,10 @@
 """Open the built site in a headless Chromium-family browser and check what a reader would see.
 
-For every chapter page: the math is typeset by the bundled MathJax, every Altair chart is drawn
-by the bundled Vega (no error box) and fits the page column, every figure (an image of the
-article) loads and has alt text, and no request leaves the machine (every URL the page asks for
-is a local file). Run after ``jupyter-book build book``:
+For every chapter page: the math is typeset by the bundled MathJax (no raw TeX such as ``$``,
+``\\(``, ``\\frac`` or ``^\\top`` left in the text outside math and code, no MathJax error),
+every Altair chart is drawn by the bundled Vega (no error box) and fits the page column, every
+figure (an image of the article) loads and has alt text, and no request leaves the machine
+(every URL the page asks for is a local file). Run after ``jupyter-book build book``:
 
     python tests/site_check.py book/_build/html [--screenshot PAGE_STEM OUT.png]
 
@@ -63,6 +64,36 @@ def check_figures(page, name: str) -> tuple[list[str], int]:
     return problems, len(images)
 
 
+# Raw TeX that a reader would see: text outside math, code and outputs that still holds a
+# dollar sign not followed by a digit (an amount such as "$5" is prose), a TeX delimiter,
+# a control word such as \\frac, or a sub/superscript such as ^\\top or _{ij}.
+RAW_TEX = r"""() => {
+  const skip = 'mjx-container, .math, pre, code, .cell_output, script, style, .MathJax';
+  const tex = /\$(?!\d)|\\[()[\]]|\\[A-Za-z]{2,}|[_^]\{|\^\\/;
+  const found = [];
+  const walker = document.createTreeWalker(
+    document.querySelector('article') || document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (node.parentElement.closest(skip)) continue;
+    const match = node.textContent.match(tex);
+    if (match) {
+      const text = node.textContent, at = match.index;
+      found.push(text.slice(Math.max(0, at - 40), at + 40).replace(/\s+/g, ' '));
+    }
+  }
+  return found;
+}"""
+
+# Math that MathJax left untypeset or could not parse (it shows the TeX or a red error).
+UNTYPESET = """() => [
+  ...[...document.querySelectorAll('article .math')]
+    .filter(m => !m.querySelector('mjx-container') && !m.closest('mjx-container'))
+    .map(m => 'untypeset: ' + m.textContent.slice(0, 80)),
+  ...[...document.querySelectorAll('article mjx-merror')]
+    .map(m => 'MathJax error: ' + (m.getAttribute('data-mjx-error') || m.textContent)),
+]"""
+
+
 def check_page(page, path: Path) -> tuple[list[str], int, int, int]:
     """Load one page; return (problems found, charts, typeset math elements, figures)."""
     outside: list[str] = []
@@ -95,6 +126,10 @@ def check_page(page, path: Path) -> tuple[list[str], int, int, int]:
             page.wait_for_selector("article mjx-container", state="attached", timeout=20_000)
         except Exception:
             problems.append(f"{path.name}: math is not typeset (no mjx-container)")
+        else:
+            page.wait_for_timeout(500)  # let MathJax finish the elements after the first
+        problems += [f"{path.name}: {text}" for text in page.evaluate(UNTYPESET)]
+    problems += [f"{path.name}: raw TeX in the text: {t!r}" for t in page.evaluate(RAW_TEX)]
     found, figures = check_figures(page, path.name)
     problems += found
     problems += [f"{path.name}: request left the machine: {url}" for url in sorted(set(outside))]
