@@ -297,7 +297,7 @@ class SparseSelfAttention(nn.Module):
         if alibi is not None:
             raise ValueError("sparse attention has no ALiBi bias: use rope or learned positions")
         if mask is not None:
-            raise ValueError("no padding mask in sparse attention: one prompt a row")
+            raise ValueError("sparse attention takes no padding mask")
         past, new = (0 if cache is None else cache.length), x.size(1)
         q, k, v = (w(x).unflatten(-1, (self.h, self.d_k)).transpose(1, 2) for w in self.qkv)
         if rope is not None:
