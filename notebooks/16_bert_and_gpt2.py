@@ -810,7 +810,7 @@ sentence = "It's   GPT-2's café 🙂"
 for pattern in PATTERNS:
     pieces = byte_pieces(sentence.encode(), pattern)
     text = [p.encode("latin-1").decode() for p in pieces]  # bytes back to text
-    print(f"{pattern:>5}: " + " | ".join(repr(p) for p in text))
+    print(f"{pattern:>5}: " + "|".join(repr(p) for p in text))
 
 # %% [markdown]
 # The files (548 MB) are not part of the book. The cells below run where they are,
