@@ -824,16 +824,16 @@ show_source(hf_gpt2.from_hf)
 # %% [markdown]
 # GPT-2 cuts the *text* into pieces before merging, so the two bytes of "é" share a
 # piece and can merge; cutting the Latin-1 view of the bytes instead would split
-# them, and no merge could ever join them. GPT-2's pattern (`"gpt2"`, next to chapter
-# 12's `"words"`) also splits off English contractions and keeps a run of spaces
-# together, except the last space, which starts the next word:
+# them, and no merge could ever join them. GPT-2's pattern (`"gpt2"`, next to
+# chapter 12's `"words"`) also splits off English contractions and keeps a run of
+# spaces together, except the last space, which starts the next word:
 
 # %%
-sentence = "It's   GPT-2's café: 3.14 🙂"
+sentence = "It's   GPT-2's café 🙂"
 for pattern in PATTERNS:
     pieces = byte_pieces(sentence.encode(), pattern)
     text = [p.encode("latin-1").decode() for p in pieces]  # bytes back to text
-    print(f"{pattern:>5}: " + " | ".join(repr(p) for p in text))
+    print(f"{pattern:>5}: " + "|".join(repr(p) for p in text))
 
 # %% [markdown]
 # The files (548 MB) are not part of the book. The cells below run where they are,
@@ -848,8 +848,8 @@ for pattern in PATTERNS:
 # %% tags=["nbval-ignore-output"]
 folder = gpt2_folder()  # None unless all four files are there (each verified)
 if folder is None:
-    print("GPT-2's files are not in $AT_GPT2_DIR or ~/.cache/annotated_transformer/"
-          "gpt2: the GPT-2 cells below print nothing")
+    print("No GPT-2 files in $AT_GPT2_DIR or the cache: "
+          "the GPT-2 cells print nothing")
 else:
     gpt2 = GPT2LM.from_pretrained(folder).eval()
     gpt2_bpe = ByteBPE.from_files(folder / "vocab.json", folder / "merges.txt")

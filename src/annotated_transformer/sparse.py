@@ -270,6 +270,7 @@ class SparseSelfAttention(nn.Module):
     of :func:`sparse_mask`, the same function. No dropout on the attention weights.
 
     x: (batch, new, d_model); rope: optional (cos, sin) tables of the new positions (RoPE);
+    alibi and mask (left padding) are refused: the patterns assume unpadded rows.
     returns (batch, new, d_model)
     """
 
@@ -291,9 +292,12 @@ class SparseSelfAttention(nn.Module):
         cache: KVCache | None = None,
         rope: tuple[Tensor, Tensor] | None = None,
         alibi: Tensor | None = None,
+        mask: Tensor | None = None,
     ) -> Tensor:
         if alibi is not None:
             raise ValueError("sparse attention has no ALiBi bias: use rope or learned positions")
+        if mask is not None:
+            raise ValueError("sparse attention takes no padding mask")
         past, new = (0 if cache is None else cache.length), x.size(1)
         q, k, v = (w(x).unflatten(-1, (self.h, self.d_k)).transpose(1, 2) for w in self.qkv)
         if rope is not None:
