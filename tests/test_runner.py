@@ -126,6 +126,7 @@ SMALL = ["train_subset=600", "val_size=100", "test_subset=100", "steps=8", "eval
 
 def test_ensure_run_trains_reuses_resumes_and_refuses(mirror, tmp_path, one_thread):
     first = runner.ensure_run("classify", "tiny", tmp_path / "a", settings=SMALL, data_dir=mirror)
+    assert not first.model.training  # trained here, handed over as a loaded run is: eval mode
     files = ("metrics.json", "last.pt", "final.pt", "history.csv")
     written = {name: (tmp_path / "a" / name).stat().st_mtime_ns for name in files}
 

@@ -469,7 +469,8 @@ def train(
             # leave together: a rank that tears down early can abort gloo's threads
             dist.barrier()
             history = run.trainer.history
-            return RunResult(run.out, run.task, run.model, history, metrics)
+            # in eval mode, as a loaded run is: no dropout in what a chapter draws
+            return RunResult(run.out, run.task, run.model.eval(), history, metrics)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(resume_hint(out)) from None
     finally:
