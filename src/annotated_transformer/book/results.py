@@ -160,7 +160,7 @@ def learning_curves(root: str | Path | None = None) -> alt.VConcatChart:
             y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)),
             tooltip=["run", "step", alt.Tooltip("value:Q", format=".4f")],
         )
-        .properties(width=520, height=200)
+        .properties(width=460, height=180)
         for (run, metric), part in data.groupby(["run", "metric"], sort=True)
     ]
     return alt.vconcat(*charts)
