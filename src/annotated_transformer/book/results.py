@@ -115,17 +115,20 @@ def shown(task: str, value: float) -> str:
 
 
 def table(records: Sequence[dict[str, Any]]) -> str:
-    """A markdown row per record: task, metric, value, command, machine, minutes."""
+    """A markdown row per record: task, metric, value, minutes, machine, command
+    (without its ``python -m annotated_transformer``, said once above)."""
+    prefix = "python -m annotated_transformer "
     rows = [
-        "| Run | Task | Metric | Value | Command | Machine | Minutes |",
-        "|---|---|---|---|---|---|---:|",
+        f"Each command starts with `{prefix.strip()}`; minutes of training.\n",
+        "| Run (task) | Metric | Value | Minutes | Machine | Command |",
+        "|---|---|---|---:|---|---|",
     ]
     for r in records:
         metric, value = headline(r)
+        command = r["command"].removeprefix(prefix)
         rows.append(
-            f"| `{r['name']}` | {r['task']} ({r['preset']}) | {metric} | "
-            f"{shown(r['task'], value)} | `{r['command']}` | {machine_line(r)} | "
-            f"{r['train_minutes']:.1f} |"
+            f"| `{r['name']}` ({r['task']}) | {metric} | {shown(r['task'], value)} "
+            f"| {r['train_minutes']:.1f} | {machine_line(r)} | `{command}` |"
         )
     return "\n".join(rows)
 
