@@ -263,9 +263,9 @@ ratios.assign(padding=ratios["padding"].map("{:.1%}".format))
 # kind of content (short captions like "A dog runs." together, long ones together).
 # `benchmarks/batching.py` trains the same model for one epoch on both kinds of batches, at
 # the same number of steps: the bucketed epoch is about five times faster but ends with a
-# validation loss about 0.14 higher (the README has the figures and the command). Sorting only
-# within small random pools closes that gap only once the pools are so small that the padding
-# comes back.
+# validation loss about 0.14 higher (`benchmarks/README.md` has the figures and the
+# command). Sorting only within small random pools closes that gap only once the pools are
+# so small that the padding comes back.
 #
 # *Packing* keeps every batch a random draw and removes the padding another way: it lays
 # several pairs end to end in one row. `pack_rows` decides which pairs share a row: as many
@@ -342,8 +342,8 @@ print("padded:", round(loss(small, padded)[0].item(), 4))
 print("packed:", round(loss(small, one_row)[0].item(), 4))
 
 # %% [markdown]
-# Does it pay? `benchmarks/batching.py` trains one epoch each way (the README has the table and
-# the machine): the original's batches end at a validation loss of 3.621, length buckets at
+# Does it pay? `benchmarks/batching.py` trains one epoch each way (`benchmarks/README.md`
+# has the table and the machine): the original's batches end at a validation loss of 3.621, length buckets at
 # 3.763 in a fifth of the time (4.9× faster), and packed random batches at 3.629, 4.3× faster.
 # Packing keeps what random batches are worth and nearly all the speed of buckets; its masks
 # cost about a tenth of a bucketed step. The `cpu` preset therefore trains on packed batches.
@@ -378,7 +378,7 @@ show_source(TrainConfig, TranslationConfig)
 # sentences, not 4.5 million. It uses a linear warm-up then a cosine decay of the learning
 # rate, which reaches a good model in fewer epochs than the Noam schedule of chapter 08. Its
 # beam size and length penalty α were chosen on the validation set, from greedy decoding and
-# beams 4 and 8 with five values of α (the README has the grid; chapter 12 explains both).
+# beams 4 and 8 with five values of α (the Results page has the grid; chapter 12 explains both).
 
 # %%
 presets = {name: vars(PRESETS[name]) for name in ("tiny", "cpu", "base")}

@@ -159,7 +159,7 @@ blocks.loc[["src_embed", "tgt_embed", "generator"]]
 # Chapter 10's `cpu` preset reads both languages with one byte-pair vocabulary: `tokens="bpe"`
 # makes the translation task learn the byte pairs from the training sentences itself. It keeps
 # the three matrices apart, though (`tie=false`): over 12 epochs the untied model scored 0.65
-# BLEU higher on validation (greedy, tokenized) than the tied one (the README's results), and
+# BLEU higher on validation (greedy, tokenized) than the tied one (the Results page), and
 # section 4 measures the same lever again. Before byte pairs the preset used chapter 10's two
 # word vocabularies (min_freq 2), and that model is trained here the same way, for the same 12
 # epochs: one setting of the task, so both go through the runner:
@@ -334,7 +334,7 @@ alt.Chart(
 # together; averaging helps most after a schedule that ends at a higher rate, like the
 # paper's. At this size it is a coin toss: in a second run of the same preset (on two
 # threads, so with other rounding) the mean of the last five came out 0.13 ahead and became
-# that run's `final.pt` (the README).
+# that run's `final.pt` (the Results page).
 #
 # The runner does this at the end of every run whose config says `final="best"` (chapter
 # 10's `Run.finish`): it averages the kept epochs, compares the average with the best single
@@ -416,7 +416,7 @@ lever_table.round(2)
 #   further. Over the full 12 epochs the same change *lost* 0.3 on the former preset, but on
 #   today's preset it gains there too: validation BLEU 41.34 against 39.79, test2016
 #   sacreBLEU 40.89 against 40.41, one seed each (`--set lr=0.002`), though not on the
-#   other test sets (the README has the row);
+#   other test sets (the Results page has the row);
 # - **twice the tokens per batch** (−9.2): the same epochs in half the optimiser steps, 306,
 #   leave the model far behind; on a short budget, steps count for more than tokens per step;
 # - **tied** (−1.5): one matrix for all three costs here as it did over 12 epochs, which is
@@ -424,7 +424,7 @@ lever_table.round(2)
 #
 # Attention dropout 0 (+0.9), half the merges (+1.3), no label smoothing (−0.3) and half the
 # warm-up (−0.5) are within about a point, one seed each. Over the full 12 epochs, length
-# buckets instead of packed batches score 0.1 higher: level (the README has both runs' test
+# buckets instead of packed batches score 0.1 higher: level (the Results page has both runs' test
 # scores; packing keeps the validation loss lower). The preset keeps its choices for now: the
 # learning rate is the one change measured at full length, it gains on validation and
 # test2016 only, and adopting it means re-executing chapters 10 to 12 from the new run.

@@ -389,7 +389,7 @@ alt.Chart(table, title="Each rung of the ladder, one point per seed").mark_point
 #
 # Together: today's block ends at 2.28 bits per byte against the 2017 block's 2.51 after the same
 # 1,000 steps, and at the same training time the gap is as large (2.23 against 2.48). The 2017
-# block needs the `cpu` preset's full 3,000 steps (16.5 minutes, the README's results) to reach
+# block needs the `cpu` preset's full 3,000 steps (16.5 minutes, the Results page) to reach
 # 2.26. Most of the difference is the position encoding.
 #
 # ## Longer than trained: positions that extrapolate
