@@ -11,13 +11,18 @@
     python -m annotated_transformer classify train --preset cpu --set tokenizer=bpe --out runs/x
     python -m annotated_transformer lm train --preset cpu --set dataset=enwik8_prefix --out runs/y
     python -m annotated_transformer lm predict --checkpoint runs/y/final.pt "ROMEO:" --top-k 40
+    python -m annotated_transformer record runs/imdb-cpu --name imdb-cpu --weights
+    python -m annotated_transformer classify predict --checkpoint results/x "Good."
     torchrun --nproc_per_node=4 -m annotated_transformer translate train --preset base --out b
 
 TASK is translate (Multi30k German→English), classify (IMDb sentiment) or lm (a byte-level
 language model). ``--preset`` picks a recipe from ``PRESETS[task]``; ``--set KEY=VALUE``
 (repeatable) changes one of its settings, parsed to the setting's type. ``train`` writes its
 checkpoints and logs into ``--out`` (see :mod:`annotated_transformer.runner`); ``--resume``
-continues a killed run exactly where its last checkpoint stopped.
+continues a killed run exactly where its last checkpoint stopped. ``record``
+promotes a finished run into ``results/NAME``
+(:mod:`annotated_transformer.records`); ``evaluate`` and ``predict`` take a record
+with weights as ``--checkpoint``.
 
 Every error is one line on stderr and a non-zero exit status: 2 for a bad command line, 1
 for bad input (a missing file, an unknown setting, a device that is not there) or a
@@ -38,7 +43,7 @@ from pathlib import Path
 
 import torch
 
-from annotated_transformer import runner
+from annotated_transformer import records, runner
 from annotated_transformer.checkpoint import DiskFullError, disk_full, is_disk_full
 from annotated_transformer.tasks import PRESETS, TASKS
 from annotated_transformer.training import NonFiniteLossError
@@ -101,10 +106,48 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
             command.add_argument("--threads", type=int, help="CPU threads (default: all)")
             command.add_argument("--data-dir", help="a data mirror (default: $AT_DATA_MIRROR)")
+    add_record_parser(tasks)
     return parser
 
 
+def add_record_parser(commands: argparse._SubParsersAction) -> None:
+    """``record RUN --name NAME``: a finished run into ``results/NAME``."""
+    record = commands.add_parser("record", help="a finished run into results/NAME")
+    record.add_argument("run", type=Path, help="a finished run's folder: runs/x")
+    record.add_argument("--name", required=True, help="the record's name: x")
+    flag = {"action": "store_true"}
+    record.add_argument("--weights", **flag, help="publish its final weights")
+    record.add_argument("--half", **flag, help="in float16, if they score the same")
+    record.add_argument("--threads", type=int, help="its threads (older runs)")
+    record.add_argument("--command", help="its exact train command")
+    record.add_argument("--results", type=Path, help="default: results/")
+    record.add_argument("--replace", **flag, help="overwrite a record")
+    record.add_argument("--data-dir", help="default: $AT_DATA_MIRROR")
+
+
+def record(args: argparse.Namespace) -> int:
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads {args.threads} must be >= 1")
+    out = records.record_run(
+        args.run,
+        args.name,
+        weights=args.weights,
+        half=args.half,
+        threads=args.threads,
+        command=args.command,
+        root=args.results,
+        replace=args.replace,
+        data_dir=args.data_dir,
+        say=lambda line: print(line, file=sys.stderr),
+    )
+    metric, value = records.headline(records.read_record(out))
+    print(f"{out}: {metric} {value:.4g}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.task == "record":
+        return record(args)
     if args.threads is not None:
         if args.threads < 1:
             raise ValueError(f"--threads {args.threads} must be >= 1")
@@ -127,7 +170,12 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(result.metrics["test"], indent=2, ensure_ascii=False))
         return 0
     checkpoint = args.checkpoint[0] if len(args.checkpoint) == 1 else args.checkpoint
-    task, model = runner.load_model(checkpoint, data_dir=args.data_dir, device=args.device)
+    data, device = args.data_dir, args.device
+    if isinstance(checkpoint, Path) and records.is_record(checkpoint):
+        device = str(runner.pick_device(device))
+        task, model = records.load_model(checkpoint, data_dir=data, device=device)
+    else:
+        task, model = runner.load_model(checkpoint, data_dir=data, device=device)
     if TASKS[args.task] is not type(task):
         raise ValueError(f"{args.checkpoint[0]} is a {task.name} checkpoint, not {args.task}")
     if args.command == "evaluate":

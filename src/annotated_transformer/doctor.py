@@ -208,8 +208,8 @@ def _bf16(torch) -> Check:
         found += f" (/proc/cpuinfo: {', '.join(flags) or 'neither ' + ' nor '.join(BF16_FLAGS)})"
     if speed > 1:
         fix = (
-            "presets with precision=auto (translation) train in bf16 here; the README says "
-            "which CPU and precision each result was measured with"
+            "presets with precision=auto (translation) train in bf16 here; the book's Results page "
+            "says which CPU and precision each result was measured with"
         )
         return Check("bf16", "note", found, fix)
     return Check("bf16", "ok", f"{found}: the presets train in fp32, as in the book")

@@ -52,6 +52,7 @@ import torch
 from torch import nn
 
 from annotated_transformer import distributed as dist
+from annotated_transformer import records
 from annotated_transformer.batching import shard_batches
 from annotated_transformer.book.progress import tqdm
 from annotated_transformer.checkpoint import (
@@ -67,6 +68,7 @@ from annotated_transformer.checkpoint import (
     save_checkpoint,
 )
 from annotated_transformer.layers import DecoderLayer, EncoderLayer, TransformerBlock
+from annotated_transformer.machine import write_provenance
 from annotated_transformer.model import count_parameters
 from annotated_transformer.modern import ModernBlock
 from annotated_transformer.schedule import make_scheduler
@@ -347,6 +349,8 @@ class Run:
         """Train to the end of the run (or to ``max_steps``); True when the run is complete."""
         stop = self.total if max_steps is None else min(max_steps, self.total)
         if self.trainer.step == 0:
+            if dist.is_main():
+                write_provenance(self.out, self.device)
             c = self.config
             self.say(
                 f"{self.task_name} {self.preset}: {self.total} steps ({self.steps_per_epoch} "
@@ -537,7 +541,9 @@ def ensure_run(
 ) -> RunResult:
     """A finished run of ``preset`` (with ``settings``) in ``out``: reused, resumed or trained.
 
-    What the chapters call. A finished run (``metrics.json``; e.g. trained beforehand with
+    What the chapters call. A record of this config with published weights
+    (``results/``, :mod:`annotated_transformer.records`) is loaded first, untrained.
+    A finished run (``metrics.json``; e.g. trained beforehand with
     ``python -m annotated_transformer TASK train --out``, on all cores) is loaded; an
     interrupted one is resumed; otherwise it is trained here, quietly (its log is in
     ``out/train.log``). A folder that holds a run of another configuration is refused rather
@@ -547,6 +553,9 @@ def ensure_run(
     if fresh:
         shutil.rmtree(out, ignore_errors=True)
     wanted = new_config(task, preset, settings)
+    record = None if fresh else records.matching_record(task, preset, wanted)
+    if record is not None:  # a published run of this config (results/): never retrained
+        return records.load_result(record, data_dir=data_dir)
     last = out / LAST
     if last.is_file() and not same_run(read_checkpoint(last)["config"], task, preset, wanted):
         raise ValueError(

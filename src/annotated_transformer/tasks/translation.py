@@ -120,9 +120,9 @@ PRESETS = {
         beam=1,
     ),
     # A laptop: 12 epochs of 205 steps on one shared byte-pair vocabulary (no <unk>), untied,
-    # random batches packed in rows of ~48 tokens (chapter 10; the README measures each
+    # random batches packed in rows of ~48 tokens (chapter 10; the Results page measures each
     # choice); 65 minutes of training on one thread of a Xeon without AMX in fp32 (autocast to
-    # bf16 only where the CPU does it fast); see the README for its scores.
+    # bf16 only where the CPU does it fast); see the book's Results page for its scores.
     "cpu": TranslationConfig(
         tokens="bpe",
         pack_width=48,
@@ -138,7 +138,7 @@ PRESETS = {
         checkpoint_every=200,
         keep_last=5,
         final="best",
-        beam=4,  # beam and α: the best on the validation set (README)
+        beam=4,  # beam and α: the best on the validation set (Results page)
         alpha=1.0,
     ),
     # The paper's base model (Vaswani et al. 2017, table 3), for a GPU: the Noam schedule with

@@ -1,0 +1,233 @@
+"""The book's Results page, generated from the run records in ``results/``, and
+the check of the figures the text cites from them.
+
+``python -m annotated_transformer.book.results`` writes ``book/results.ipynb``:
+one table of every record (task, metric, value, command, machine, minutes), the
+learning curves (Altair, stored as the page's output) and ``results/notes.md``,
+the hand-written notes on runs measured before the records. ``--check`` only
+says whether the page is up to date (a unit test does the same), so a new record
+cannot leave the page behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import nbformat
+import pandas as pd
+
+from annotated_transformer.records import (
+    HEADLINE,
+    all_records,
+    headline,
+    lookup,
+    machine_line,
+)
+from annotated_transformer.tasks import TASKS
+from annotated_transformer.tasks.base import repository_root
+
+ROOT = repository_root(Path(__file__).parent) or Path.cwd()
+PAGE = ROOT / "book" / "results.ipynb"
+NOTES = "notes.md"
+MODULE = "annotated_transformer.book.results"
+CHART_ID = "altair-viz-results"  # Altair's ids are random: a fixed one is stable
+
+INTRO = """\
+# Results
+
+Every figure the book cites comes from a **run record** in `results/NAME/`: the
+resolved config, the exact command, the git commit, the machine, the training
+time, the final metrics, `history.csv` and `train.log`; for runs a chapter
+evaluates live, the weights too (`model.safetensors`).
+`python -m annotated_transformer record runs/X --name X` makes one from a
+finished run, and a chapter loads a record instead of training its run again.
+This page is generated from the records
+(`python -m annotated_transformer.book.results`); a test fails when it is
+stale."""
+
+CURVES = """\
+## Learning curves
+
+The validation score of each recorded run, at every step where it was measured."""
+
+EMPTY = "No run has been recorded yet."
+
+
+# A figure in prose checked against a record: the number, then an HTML comment
+# naming the record and a dotted path in its record.json (invisible on GitHub and
+# on the site), e.g. "88.12 %<!-- record imdb-cpu metrics.test.accuracy % -->";
+# a "%" at the comment's end reads the record's fraction as per cent. Spaces, "%"
+# and bold markers may sit between the number and the comment, nothing else.
+CITED = re.compile(
+    r"(?P<number>\d[\d,]*(?:\.\d+)?)[\s%*]*"
+    r"<!--\s*record\s+(?P<name>[\w.-]+)\s+(?P<path>[\w.]+)\s*(?P<percent>%)?\s*-->"
+)
+
+
+def cited_figures(text: str) -> list[re.Match[str]]:
+    """Every figure in ``text`` that names its record (see ``CITED``)."""
+    return list(CITED.finditer(text))
+
+
+def check_citations(text: str, root: str | Path | None = None) -> list[str]:
+    """What disagrees between ``text``'s cited figures and their records, one
+    line each (the figure as written, the record's value to the same decimals)."""
+    records = {record["name"]: record for _, record in all_records(root)}
+    markers = re.finditer(r"<!--\s*record\b[^>]*-->", text)
+    cited = {m.end() for m in cited_figures(text)}
+    problems = [
+        f"{m[0]}: not right after a figure (write the number, then the comment)"
+        for m in markers
+        if m.end() not in cited
+    ]
+    for match in cited_figures(text):
+        name, path, written = match["name"], match["path"], match["number"]
+        if name not in records:
+            problems.append(f"{written}: no record {name!r} in results/")
+            continue
+        try:
+            value = float(lookup(records[name], path))
+        except (KeyError, TypeError, ValueError):
+            problems.append(f"{written}: record {name!r} has no number at {path!r}")
+            continue
+        value *= 100 if match["percent"] else 1
+        decimals = len(written.partition(".")[2])
+        expected = f"{value:,.{decimals}f}"
+        expected = expected if "," in written else expected.replace(",", "")
+        if expected != written:
+            problems.append(f"{written}: record {name} {path} is {expected}")
+    return problems
+
+
+def shown(task: str, value: float) -> str:
+    """A headline figure as the book writes it: accuracy in per cent, BLEU and
+    bits per byte as numbers, to the record's decimals."""
+    _, key, decimals = HEADLINE[task]
+    if "accuracy" in key:
+        return f"{100 * value:.{decimals - 2}f} %"
+    return f"{value:.{decimals}f}"
+
+
+def table(records: Sequence[dict[str, Any]]) -> str:
+    """A markdown row per record: task, metric, value, minutes, machine, command
+    (without its ``python -m annotated_transformer``, said once above)."""
+    prefix = "python -m annotated_transformer "
+    rows = [
+        f"Each command starts with `{prefix.strip()}`; minutes of training.\n",
+        "| Run (task) | Metric | Value | Minutes | Machine | Command |",
+        "|---|---|---|---:|---|---|",
+    ]
+    for r in records:
+        metric, value = headline(r)
+        command = r["command"].removeprefix(prefix)
+        rows.append(
+            f"| `{r['name']}` ({r['task']}) | {metric} | {shown(r['task'], value)} "
+            f"| {r['train_minutes']:.1f} | {machine_line(r)} | `{command}` |"
+        )
+    return "\n".join(rows)
+
+
+def curves_data(root: str | Path | None = None) -> pd.DataFrame:
+    """Long form: one row per run and validation step (run, step, metric, value)."""
+    frames = []
+    for folder, record in all_records(root):
+        metric = TASKS[record["task"]].score[0]
+        history = pd.read_csv(folder / "history.csv").dropna(subset=[metric])
+        frames.append(
+            pd.DataFrame(
+                {
+                    "run": record["name"],
+                    "step": history["step"],
+                    "metric": metric,
+                    "value": history[metric],
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def learning_curves(root: str | Path | None = None) -> alt.VConcatChart:
+    """A chart per recorded run: its validation score against the optimiser step."""
+    data = curves_data(root)
+    charts = [
+        alt.Chart(part, title=f"{run}: {metric} during training")
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("step:Q", title="optimiser step"),
+            y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)),
+            tooltip=["run", "step", alt.Tooltip("value:Q", format=".4f")],
+        )
+        .properties(width=460, height=180)
+        for (run, metric), part in data.groupby(["run", "metric"], sort=True)
+    ]
+    return alt.vconcat(*charts)
+
+
+def chart_html(chart: alt.TopLevelMixin) -> str:
+    """Altair's notebook HTML for ``chart``, with a fixed element id."""
+    html = chart._repr_mimebundle_()["text/html"]
+    return re.sub(r"altair-viz-[0-9a-f]{32}", CHART_ID, html)
+
+
+def notebook(root: str | Path | None = None) -> nbformat.NotebookNode:
+    """The Results page: intro, table, curves (code and stored output) and notes."""
+    root = Path(root) if root is not None else ROOT / "results"
+    records = [record for _, record in all_records(root)]
+    new = nbformat.v4
+    cells = [new.new_markdown_cell(INTRO)]
+    cells.append(new.new_markdown_cell(table(records) if records else EMPTY))
+    if records:
+        source = f"from {MODULE} import learning_curves\n\nlearning_curves()"
+        code = new.new_code_cell(source, execution_count=1)
+        html = chart_html(learning_curves(root))
+        code.outputs = [
+            new.new_output(
+                "execute_result",
+                {"text/html": html, "text/plain": "alt.VConcatChart(...)"},
+                execution_count=1,
+            )
+        ]
+        cells += [new.new_markdown_cell(CURVES), code]
+    if (root / NOTES).is_file():
+        cells.append(new.new_markdown_cell((root / NOTES).read_text().strip()))
+    for index, cell in enumerate(cells):
+        cell["id"] = f"results-{index}"  # the file changes only with the records
+    page = new.new_notebook(cells=cells)
+    page.metadata = {
+        "kernelspec": {
+            "display_name": "Python 3",
+            "language": "python",
+            "name": "python3",
+        },
+        "language_info": {"name": "python"},
+    }
+    return page
+
+
+def render(root: str | Path | None = None) -> str:
+    return nbformat.writes(notebook(root)) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}")
+    parser.add_argument("--check", action="store_true", help="is the page stale?")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        if not PAGE.is_file() or PAGE.read_text() != text:
+            print(f"{PAGE} is stale: run python -m {MODULE}")
+            return 1
+        return 0
+    PAGE.write_text(text)
+    print(f"wrote {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

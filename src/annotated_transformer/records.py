@@ -1,0 +1,414 @@
+"""Run records: a finished run promoted into ``results/NAME``, the figures the
+book cites.
+
+A run's folder (``runs/X``, :mod:`annotated_transformer.runner`) is not kept: it
+holds pickled checkpoints of a few hundred MB. Its record is plain text plus
+safetensors, small enough to commit, and enough to cite, check and reuse the run:
+
+- ``record.json``: the resolved config, the exact command, the git commit, the
+  machine (CPU or GPU, threads, torch's kernels, precision, torch version), the
+  training wall time, the run's ``metrics.json`` as it was, the headline figure
+  and, when weights are published, a score on a small fixed subset computed
+  from the published weights;
+- ``history.csv`` and ``train.log``, copied;
+- with ``--weights``: ``model.safetensors`` (``--half``: float16 parameters,
+  accepted only when the full test scored from them gives the run's figure) and
+  ``state.json``, what the task learned before training (vocabularies, merges).
+
+``python -m annotated_transformer record runs/X --name X [--weights]`` writes
+one; :func:`matching_record` lets ``ensure_run`` load a record instead of
+training a run of the same config; ``predict --checkpoint results/X`` runs its
+weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from annotated_transformer.checkpoint import (
+    atomic_copy,
+    atomic_write,
+    read_checkpoint,
+)
+from annotated_transformer.machine import PROVENANCE, describe, git_commit
+from annotated_transformer.tasks import PRESETS, TASKS, Task
+from annotated_transformer.tasks.base import repository_root
+
+RECORD, WEIGHTS, STATE = "record.json", "model.safetensors", "state.json"
+COPIED = ("history.csv", "train.log")
+
+# The figure a run is cited by: (section of metrics.json, key, decimals shown).
+HEADLINE = {
+    "classify": ("test", "accuracy", 4),
+    "translate": ("test", "bleu", 2),
+    "lm": ("test", "bits_per_byte", 3),
+    "mlm": ("test", "val_accuracy", 4),
+}
+
+# The subset a published model is scored on, fast enough for a unit test: the
+# settings applied to its config, the task's method that scores, the figure's key.
+SUBSETS: dict[str, tuple[dict[str, Any], str, str]] = {
+    "classify": ({"test_subset": 200}, "test", "accuracy"),
+    "translate": ({"eval_limit": 100, "beam": 1}, "test", "bleu"),
+    "lm": ({"eval_bytes": 16_384}, "evaluate", "val_bpb"),
+    "mlm": ({}, "evaluate", "val_accuracy"),
+}
+
+
+class RecordError(ValueError):
+    """A run that cannot be recorded, or a record that cannot be read."""
+
+
+def results_dir() -> Path:
+    """Where records live: ``$AT_RESULTS``, else the repository's ``results/``."""
+    if os.environ.get("AT_RESULTS"):
+        return Path(os.environ["AT_RESULTS"]).resolve()
+    return (repository_root() or Path.cwd()) / "results"
+
+
+def is_record(path: str | Path) -> bool:
+    return (Path(path) / RECORD).is_file()
+
+
+def read_record(folder: str | Path) -> dict[str, Any]:
+    path = Path(folder) / RECORD
+    if not path.is_file():
+        raise RecordError(f"{folder} is no record (no {RECORD}): give results/NAME")
+    return json.loads(path.read_text())
+
+
+def all_records(root: str | Path | None = None) -> list[tuple[Path, dict]]:
+    """Every record under ``root`` (default :func:`results_dir`), by name."""
+    root = Path(root) if root is not None else results_dir()
+    found = sorted(root.glob(f"*/{RECORD}"))
+    return [(path.parent, read_record(path.parent)) for path in found]
+
+
+# ------------------------------------------------------------- recording a run
+
+
+def headline(record: dict[str, Any]) -> tuple[str, float]:
+    """The figure a record is cited by: its name (``test.accuracy``), value."""
+    section, key, _ = HEADLINE[record["task"]]
+    return f"{section}.{key}", float(record["metrics"][section][key])
+
+
+def lookup(record: dict[str, Any], path: str) -> Any:
+    """A value of ``record`` by a dotted path, e.g. ``metrics.test.bleu``."""
+    value: Any = record
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise KeyError(f"record {record.get('name')!r} has no {path!r}")
+        value = value[part]
+    return value
+
+
+def train_command(saved: dict[str, Any], name: str, threads: int | None) -> str:
+    """The ``train`` command that writes this run: its preset and the settings
+    that differ from it (``precision=auto`` counts as whatever it became)."""
+    task, preset, config = saved["task"], saved["preset"], saved["config"]
+    base = dataclasses.asdict(PRESETS[task][preset])
+    words = ["python -m annotated_transformer", task, "train", "--preset", preset]
+    for key, value in config.items():
+        resolved = key == "precision" and base[key] == "auto"
+        if base.get(key) != value and not resolved:
+            words += ["--set", f"{key}={'none' if value is None else value}"]
+    words += ["--out", f"runs/{name}"]
+    return " ".join(words + ([f"--threads {threads}"] if threads else []))
+
+
+def _start_line(log: Path) -> dict[str, Any]:
+    """Processes, device and precision from a run's first train.log line."""
+    text = log.read_text() if log.is_file() else ""
+    found = re.search(r"on (\d+) process\(es\), (\w+)\S*, (\w+);", text)
+    if not found:
+        return {}
+    return {"processes": int(found[1]), "device": found[2], "precision": found[3]}
+
+
+def _weights(model: nn.Module, half: bool) -> tuple[dict[str, torch.Tensor], dict]:
+    """The model's state dict for safetensors: a tensor shared by two names
+    (tied embeddings) stored once, the other name kept as an alias; ``half``:
+    float parameters in float16 (buffers keep their type)."""
+    params = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    tensors, aliases, seen = {}, {}, {}
+    for name, value in model.state_dict().items():
+        storage = value.untyped_storage().data_ptr()
+        key = (storage, value.storage_offset(), value.shape)
+        if key in seen:
+            aliases[name] = seen[key]
+            continue
+        seen[key] = name
+        if half and name in params and value.is_floating_point():
+            value = value.half()
+        tensors[name] = value.detach().cpu().contiguous()
+    return tensors, aliases
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _finished_metrics(run: Path) -> dict[str, Any]:
+    """The metrics of the finished run in ``run``; a RecordError for anything
+    else (a run still training, stopped, failed, or no run at all)."""
+    metrics_file = run / "metrics.json"
+    if not run.is_dir():
+        raise RecordError(f"{run} is not a run's folder: give runs/X (see train)")
+    if not metrics_file.is_file() or not (run / "final.pt").is_file():
+        raise RecordError(
+            f"{run} is not a finished run (no metrics.json or final.pt): it is "
+            "still training, was stopped or failed; finish it with --resume first"
+        )
+    try:
+        metrics = json.loads(metrics_file.read_text())
+    except json.JSONDecodeError as error:
+        raise RecordError(f"{metrics_file} is not valid JSON ({error})") from error
+    if metrics.get("task") not in TASKS or "test" not in metrics:
+        raise RecordError(f"{metrics_file} has no task or test: not a finished run")
+    return metrics
+
+
+def _machine(run: Path, provenance: dict, threads: int | None) -> dict[str, Any]:
+    """The machine that trained ``run``: from its provenance, or else this one
+    (a run from before provenance files is recorded where it was trained)."""
+    started = _start_line(run / "train.log")
+    machine = provenance.get("machine")
+    if machine is None:
+        if threads is None:
+            raise RecordError(
+                f"{run} has no {PROVENANCE} (an older run): on the machine that "
+                "trained it, say how many threads it used with --threads N"
+            )
+        machine = describe(started.get("device", "cpu")) | {"threads": threads}
+    return machine | {"processes": started.get("processes", 1)}
+
+
+def record_run(
+    run: str | Path,
+    name: str,
+    *,
+    weights: bool = False,
+    half: bool = False,
+    threads: int | None = None,
+    command: str | None = None,
+    root: str | Path | None = None,
+    replace: bool = False,
+    data_dir: str | Path | None = None,
+    say: Callable[[str], None] = print,
+) -> Path:
+    """Promote the finished run in ``run`` into ``root/name`` (module doc).
+
+    The machine, command, commit and threads come from the run's
+    ``provenance.json`` (written when it started); a run trained before there
+    was one is recorded on the machine that trained it, with ``threads`` given
+    and the commit of the repository holding ``run``. Refuses an unfinished or
+    failed run, a name in use (unless ``replace``), and ``half`` weights that do
+    not reproduce the run's test figure.
+    """
+    run = Path(run)
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", name):
+        raise RecordError(f"--name {name!r}: use a-z, 0-9, '.', '_' and '-'")
+    if half and not weights:
+        raise RecordError("--half stores the weights in float16: add --weights")
+    metrics = _finished_metrics(run)
+    out = (Path(root) if root is not None else results_dir()) / name
+    if out.exists() and not replace:
+        raise RecordError(f"{out} exists: choose another --name, or --replace")
+
+    saved = read_checkpoint(run / "final.pt")
+    origin = run / PROVENANCE
+    provenance = json.loads(origin.read_text()) if origin.is_file() else {}
+    machine = _machine(run, provenance, threads)
+    rebuilt = train_command(saved["config"], name, machine["threads"])
+    record: dict[str, Any] = {
+        "name": name,
+        "task": metrics["task"],
+        "preset": metrics["preset"],
+        "config": metrics["config"],
+        "command": command or provenance.get("command") or rebuilt,
+        "git": provenance.get("git") or git_commit(run.resolve()),
+        "machine": machine,
+        "precision": metrics["config"]["precision"],
+        "train_seconds": metrics["train_seconds"],
+        "train_minutes": round(metrics["train_seconds"] / 60, 1),
+        "steps": metrics["steps"],
+        "parameters": metrics["parameters"],
+        "metrics": metrics,
+        "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    figure, value = headline(record)
+    record |= {"headline": {"metric": figure, "value": value}, "weights": None}
+
+    tmp = out.with_name(f".{name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        for file in COPIED:
+            if (run / file).is_file():
+                atomic_copy(run / file, tmp / file)
+        if weights:
+            record["weights"], record["subset"] = _publish(
+                saved, metrics, tmp, half=half, data_dir=data_dir, say=say
+            )
+        text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+        atomic_write(tmp / RECORD, text.encode())
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return out
+
+
+def _publish(
+    saved: dict[str, Any],
+    metrics: dict[str, Any],
+    folder: Path,
+    *,
+    half: bool,
+    data_dir: str | Path | None,
+    say: Callable[[str], None],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Write the weights and the task's state into ``folder``; returns the
+    record's ``weights`` and ``subset`` entries."""
+    config = saved["config"]
+    task_name, settings = config["task"], config["config"]
+    state_text = json.dumps(config["state"], ensure_ascii=False) + "\n"
+    atomic_write(folder / STATE, state_text.encode())
+    cls = TASKS[task_name]
+    model = cls(cls.Config(**settings), state=config["state"]).build_model()
+    model.load_state_dict(saved["model"])
+    tensors, aliases = _weights(model, half)
+    path = folder / WEIGHTS
+    save_file(tensors, str(path), metadata={"aliases": json.dumps(aliases)})
+    os.chmod(path, 0o644)  # safetensors writes it private (0600)
+    entry = {
+        "file": WEIGHTS,
+        "dtype": "float16" if half else "float32",
+        "bytes": path.stat().st_size,
+        "sha256": _sha256(path),
+    }
+    if half:  # the full test from the stored weights must give the run's figure
+        section, key, decimals = HEADLINE[task_name]
+        say(f"scoring the full {section} from the float16 weights ...")
+        task, published = _load(folder, task_name, settings, data_dir)
+        again, reported = task.test(published)[key], metrics[section][key]
+        if round(again, decimals) != round(reported, decimals):
+            raise RecordError(
+                f"the float16 weights score {key} {again:.{decimals + 2}f}, the "
+                f"run {reported:.{decimals + 2}f}: publish float32 (drop --half)"
+            )
+        entry["test_rescored"] = {key: again}
+    changes, method, key = SUBSETS[task_name]
+    say(f"scoring the published weights on a subset ({changes or 'validation'})")
+    task, published = _load(folder, task_name, settings, data_dir, changes=changes)
+    value = float(getattr(task, method)(published)[key])
+    subset = {"settings": changes, "method": method, "metric": key, "value": value}
+    return entry, subset
+
+
+# ------------------------------------------------------------- reading records
+
+
+def load_model(
+    folder: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    device: str = "cpu",
+    settings: dict[str, Any] | None = None,
+) -> tuple[Task, nn.Module]:
+    """The task (with the record's vocabularies) and the published model (eval
+    mode) of the record in ``folder``; ``settings`` change the task's config
+    (e.g. a subset)."""
+    folder = Path(folder)
+    record = read_record(folder)
+    if record.get("weights") is None:
+        raise RecordError(
+            f"{folder} publishes no weights, only figures: train the run with "
+            f"{record['command']!r}, or use a record made with --weights"
+        )
+    task, config = record["task"], record["config"]
+    return _load(folder, task, config, data_dir, device, settings)
+
+
+def _load(
+    folder: Path,
+    task_name: str,
+    config: dict[str, Any],
+    data_dir: str | Path | None = None,
+    device: str = "cpu",
+    changes: dict[str, Any] | None = None,
+) -> tuple[Task, nn.Module]:
+    """:func:`load_model` from a record's parts (also while it is written)."""
+    cls = TASKS[task_name]
+    config = dataclasses.replace(cls.Config(**config), **(changes or {}))
+    state = json.loads((folder / STATE).read_text())
+    task = cls(config, data_dir=data_dir, state=state)
+    model = task.build_model()
+    path = str(folder / WEIGHTS)
+    tensors = load_file(path)
+    with safe_open(path, "pt") as f:
+        aliases = json.loads((f.metadata() or {}).get("aliases", "{}"))
+    tensors |= {alias: tensors[source] for alias, source in aliases.items()}
+    model.load_state_dict(tensors)  # float16 tensors are cast to float32
+    return task, model.to(device).eval()
+
+
+def matching_record(
+    task: str, preset: str, wanted: Any, root: str | Path | None = None
+) -> Path | None:
+    """The record with published weights of a run of ``task``/``preset`` whose
+    config is ``wanted`` (test settings included; ``precision=auto`` matches
+    what it became), or None: what ``ensure_run`` loads instead of training."""
+    from annotated_transformer.runner import same_run, test_settings
+
+    tests = test_settings(wanted)
+    for folder, record in all_records(root):
+        if record.get("weights") is None:
+            continue
+        saved = {k: record[k] for k in ("task", "preset", "config")}
+        same_tests = all(record["config"].get(k) == v for k, v in tests.items())
+        if same_tests and same_run(saved, task, preset, wanted):
+            return folder
+    return None
+
+
+def load_result(folder: str | Path, *, data_dir: str | Path | None = None) -> Any:
+    """A record as the ``RunResult`` a chapter gets from ``ensure_run``: the
+    published model, the run's history and metrics; ``out`` is the record."""
+    from annotated_transformer.runner import RunResult
+
+    folder = Path(folder)
+    task, model = load_model(folder, data_dir=data_dir)
+    history = pd.read_csv(folder / "history.csv")
+    return RunResult(folder, task, model, history, read_record(folder)["metrics"])
+
+
+def machine_line(record: dict[str, Any]) -> str:
+    """The machine in a few words: GPU or CPU, threads, precision."""
+    m = record["machine"]
+    where = m.get("gpu") or m["cpu"]
+    threads = m.get("threads")
+    counted = f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
+    return f"{where}{counted}, {record['precision']}"

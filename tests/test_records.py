@@ -1,0 +1,254 @@
+"""Run records (``results/``): the record command, published weights, chapters
+reading records instead of training, the Results page and the cited figures.
+
+Tiny runs are recorded into temporary folders; the committed records are checked
+as they are: scored again from their weights, free of pickles, cited correctly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import re
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors import safe_open
+
+from annotated_transformer import cli, records, runner
+from annotated_transformer.book import results as page
+from annotated_transformer.tasks import TASKS
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+PUBLISHED = [f for f, r in records.all_records(RESULTS) if r.get("weights")]
+CLASSIFY = [  # a run of seconds
+    "train_subset=600",
+    "val_size=100",
+    "test_subset=100",
+    "steps=12",
+    "eval_every=6",
+    "warmup=2",
+]
+TRANSLATE = ["train_limit=300", "eval_limit=20", "warmup=2", "tie=true"]
+PLAIN = {".json", ".csv", ".log", ".md", ".safetensors"}
+MIRRORS = {  # the data mirror each task reads
+    "classify": "imdb",
+    "mlm": "imdb",
+    "translate": "multi30k",
+    "lm": "chars",
+}
+
+
+def command(*argv: str | Path) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = cli.main([str(a) for a in argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+def train_classifier(out: Path, mirror: Path, **options) -> None:
+    settings = {"settings": CLASSIFY, "data_dir": mirror}
+    runner.train("classify", out, preset="tiny", **settings, **options)
+
+
+@pytest.fixture(scope="module")
+def classify_run(tmp_path_factory, imdb_mirror, one_thread) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "cls"
+    train_classifier(out, imdb_mirror)
+    return out
+
+
+def test_record_refuses_an_unfinished_run(tmp_path, imdb_mirror, one_thread):
+    out, res = tmp_path / "stopped", tmp_path / "res"
+    train_classifier(out, imdb_mirror, max_steps=3)
+    assert (out / "last.pt").is_file() and not (out / "metrics.json").exists()
+    code, _, err = command("record", out, "--name", "x", "--results", res)
+    assert code == 1 and err.count("\n") == 1 and "not a finished run" in err
+    assert not (res / "x").exists()
+    (out / "metrics.json").write_text("{")  # a run that died writing its metrics
+    (out / "final.pt").write_bytes(b"")
+    code, _, err = command("record", out, "--name", "x", "--results", res)
+    assert code == 1 and err.count("\n") == 1 and "not valid JSON" in err
+
+
+def test_record_publishes_weights_that_predict_as_the_run(classify_run, tmp_path):
+    res = tmp_path / "res"
+    argv = ("record", classify_run, "--name", "cls-tiny", "--results", res)
+    code, _, err = command(*argv, "--weights")
+    assert code == 0, err
+    folder = res / "cls-tiny"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "history.csv",
+        "model.safetensors",
+        "record.json",
+        "state.json",
+        "train.log",
+    ]
+    record = records.read_record(folder)
+    metrics = json.loads((classify_run / "metrics.json").read_text())
+    assert record["metrics"] == metrics
+    assert record["config"] == metrics["config"]
+    # Trained in Python, not at the command line: the command is rebuilt.
+    assert record["command"].startswith("python -m annotated_transformer classify")
+    assert all(f"--set {setting}" in record["command"] for setting in CLASSIFY)
+    assert record["command"].endswith("--out runs/cls-tiny --threads 1")
+    assert record["machine"]["threads"] == 1
+    assert record["machine"]["torch"] == torch.__version__
+    assert record["git"]["commit"]
+    assert record["train_seconds"] == metrics["train_seconds"]
+    weights = (folder / "model.safetensors").read_bytes()
+    assert record["weights"]["sha256"] == hashlib.sha256(weights).hexdigest()
+
+    # The published weights are the run's final.pt, tensor for tensor ...
+    _, reference = runner.load_model(classify_run / "final.pt")
+    _, published = records.load_model(folder)
+    stored = published.state_dict()
+    for name, tensor in reference.state_dict().items():
+        assert torch.equal(tensor, stored[name]), name
+    # ... and the command line predicts with them at once.
+    reviews = ["A wonderful, moving film.", "Dull, and far too long."]
+    final = classify_run / "final.pt"
+    from_record = command("classify", "predict", "--checkpoint", folder, *reviews)
+    from_run = command("classify", "predict", "--checkpoint", final, *reviews)
+    assert from_record == from_run and from_run[0] == 0
+    code, _, err = command(*argv)
+    assert code == 1 and "exists" in err
+
+
+def test_subset_score_is_an_accuracy(classify_run, tmp_path, imdb_mirror):
+    folder = records.record_run(
+        classify_run, "c", weights=True, root=tmp_path, data_dir=imdb_mirror
+    )
+    subset = records.read_record(folder)["subset"]
+    settings, _, _ = records.SUBSETS["classify"]
+    task, model = runner.load_model(classify_run / "final.pt", data_dir=imdb_mirror)
+    task.config = dataclasses.replace(task.config, **settings)
+    data = task.reviews("test")
+    with torch.no_grad():  # one review at a time: no padding, no batching
+        right = sum(
+            int(model(torch.tensor([ids])).argmax()) == label
+            for ids, label in zip(data.ids, data.labels, strict=True)
+        )
+    assert len(data.labels) == 200
+    assert subset["value"] == pytest.approx(right / 200, abs=1e-12)
+
+
+def test_half_weights_and_tied_embeddings(tmp_path, multi30k_mirror, one_thread):
+    run, mirror = tmp_path / "tr", multi30k_mirror
+    settings = {"settings": TRANSLATE, "data_dir": mirror}
+    runner.train("translate", run, preset="tiny", **settings)
+    folder = records.record_run(
+        run, "tr", weights=True, half=True, root=tmp_path / "res", data_dir=mirror
+    )
+    record = records.read_record(folder)
+    assert record["weights"]["dtype"] == "float16"
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        aliases = json.loads(f.metadata()["aliases"])
+        stored = set(f.keys())
+    assert aliases and not stored & set(aliases)  # a tied matrix is stored once
+    bleu = record["weights"]["test_rescored"]["bleu"]
+    assert bleu == pytest.approx(record["metrics"]["test"]["bleu"], abs=0.005)
+
+
+def test_ensure_run_loads_a_matching_record_and_trains_nothing(
+    classify_run, tmp_path, imdb_mirror, monkeypatch
+):
+    res = tmp_path / "res"
+    records.record_run(classify_run, "cls", weights=True, root=res)
+    monkeypatch.setenv("AT_RESULTS", str(res))
+    out = tmp_path / "never"
+    options = {"settings": CLASSIFY, "data_dir": imdb_mirror}
+    result = runner.ensure_run("classify", "tiny", out, **options)
+    assert not out.exists() and result.out == res / "cls"
+    assert result.metrics == json.loads((classify_run / "metrics.json").read_text())
+    assert len(result.history) == len(runner.load_run(classify_run).history)
+    other = runner.new_config("classify", "tiny", [*CLASSIFY, "lr=0.01"])
+    assert records.matching_record("classify", "tiny", other) is None
+    tested = runner.new_config("classify", "tiny", [*CLASSIFY, "test_subset=50"])
+    assert records.matching_record("classify", "tiny", tested) is None
+
+
+# ------------------------------------------------------- the committed records
+
+
+@pytest.mark.parametrize("folder", PUBLISHED, ids=lambda f: f.name)
+def test_published_model_scores_its_subset_again(folder, request, one_thread):
+    record = records.read_record(folder)
+    data = request.getfixturevalue(f"{MIRRORS[record['task']]}_mirror")
+    settings, method, key = records.SUBSETS[record["task"]]
+    task, model = records.load_model(folder, data_dir=data, settings=settings)
+    value = getattr(task, method)(model)[key]
+    tolerance = {"accuracy": 1 / 200, "bleu": 0.3}.get(key, 1e-3)
+    assert value == pytest.approx(record["subset"]["value"], abs=tolerance)
+
+
+def test_records_are_plain_text_and_safetensors():
+    for path in RESULTS.rglob("*"):
+        if path.is_dir():
+            continue
+        assert path.suffix in PLAIN, f"{path}: records hold {sorted(PLAIN)} only"
+        head = path.read_bytes()[:2]
+        assert head[:1] != b"\x80" and head != b"PK", f"{path}: a pickle or zip"
+        if path.suffix == ".json":
+            json.loads(path.read_text())
+        if path.suffix == ".safetensors":
+            with safe_open(str(path), "pt") as f:
+                assert list(f.keys())
+    total = sum(p.stat().st_size for p in RESULTS.rglob("*.safetensors"))
+    assert total <= 64 * 2**20, f"published weights: {total / 2**20:.1f} MB"
+    for folder, record in records.all_records(RESULTS):
+        assert record["name"] == folder.name and record["task"] in TASKS
+        for key in ("command", "git", "machine", "precision", "metrics"):
+            assert record[key], f"{folder.name}: {key} missing"
+
+
+def test_cited_figures_agree_with_their_records():
+    texts = [ROOT / "README.md", RESULTS / "notes.md"]
+    texts += sorted(ROOT.glob("notebooks/*.py")) + sorted(ROOT.glob("book/*.md"))
+    problems = [
+        f"{path.relative_to(ROOT)}: {problem}"
+        for path in texts
+        if path.is_file()
+        for problem in page.check_citations(path.read_text(), RESULTS)
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_check_citations_catches_a_wrong_figure(classify_run, tmp_path):
+    records.record_run(classify_run, "c", root=tmp_path, threads=1)
+    metrics = json.loads((classify_run / "metrics.json").read_text())
+    right = f"{100 * metrics['test']['accuracy']:.2f}"
+    wrong = f"{100 * metrics['test']['accuracy'] + 0.01:.2f}"
+    marker = "<!-- record c metrics.test.accuracy % -->"
+    assert page.check_citations(f"**{right} %**{marker}", tmp_path) == []
+    assert page.check_citations(f"{wrong}%{marker}", tmp_path) == [
+        f"{wrong}: record c metrics.test.accuracy is {right}"
+    ]
+    assert len(page.check_citations(f"{right} % of it{marker}", tmp_path)) == 1
+
+
+def test_readme_is_a_front_door():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) <= 12 * 1024
+    section = readme.partition("## Headline results")[2].partition("\n## ")[0]
+    lines = [line for line in section.splitlines() if line.startswith("- ")]
+    assert len(lines) <= 6
+    assert all(page.cited_figures(line) for line in lines), "a figure, no record"
+    pages = re.findall(r"\]\(book/_build/html/notebooks/(\d\d_\w+)\.html\)", readme)
+    chapters = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+    assert sorted(pages) == chapters
+
+
+def test_results_page_is_up_to_date_and_in_the_toc():
+    assert page.render(RESULTS) == page.PAGE.read_text(), (
+        f"book/results.ipynb is stale: run python -m {page.MODULE}"
+    )
+    toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    assert "results" in files
