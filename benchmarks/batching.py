@@ -1,32 +1,38 @@
-"""One Multi30k training epoch: bucketed and packed batches vs the original's fixed padding.
+"""One Multi30k training epoch: bucketed and packed batches vs the
+original's fixed padding.
 
-    PYTHONPATH=src python benchmarks/batching.py [--quick] [--fraction F] [--threads N]
+    PYTHONPATH=src python benchmarks/batching.py [--quick] [--fraction F] \\
+        [--threads N]
 
-The Annotated Transformer padded every sentence to 72 tokens and took 32 sentences a batch.
-Here the same model (the ``cpu`` preset's architecture with word vocabularies, same seed,
-same optimiser and schedule) trains on the same data three ways:
+The Annotated Transformer padded every sentence to 72 tokens and took 32 sentences a
+batch. Here the same model (the ``cpu`` preset's architecture with word
+vocabularies, same seed, same optimiser and schedule) trains on the same data three
+ways:
 
 - ``original``: 32 sentences a batch, every sentence padded to 72 tokens, fp32;
-- ``bucketed``: similar lengths batched together, padded to the batch's longest; the token
-  budget is chosen so that a batch holds 32 sentences on average, hence about the same number
-  of optimiser steps per epoch, so validation losses are comparable; fp32;
-- ``bucketed`` in bf16: the same batches under bf16 autocast (weights and loss stay fp32),
-  only on CPUs where bf16 matmuls are faster than fp32 (``bf16_is_fast``);
-- ``--pools P,...``: bucketed within shuffled pools of P pairs (``pool_size``), fp32, one row
-  each; a pool's budget is chosen again so that batches hold 32 sentences on average;
-- ``packed``: random batches (no sorting by length) of 32 sentences on average, their pairs
-  packed several to a row of ``--pack-width`` tokens with masks that keep each pair apart
-  (``pack_width`` in the ``translate`` task); fp32.
+- ``bucketed``: similar lengths batched together, padded to the batch's longest; the
+  token budget is chosen so that a batch holds 32 sentences on average, hence about
+  the same number of optimiser steps per epoch, so validation losses are comparable;
+  fp32;
+- ``bucketed`` in bf16: the same batches under bf16 autocast (weights and loss stay
+  fp32), only on CPUs where bf16 matmuls are faster than fp32 (``bf16_is_fast``);
+- ``--pools P,...``: bucketed within shuffled pools of P pairs
+  (``pool_size``), fp32, one row each; a pool's budget is chosen again so that
+  batches hold 32 sentences on average;
+- ``packed``: random batches (no sorting by length) of 32 sentences on average,
+  their pairs packed several to a row of ``--pack-width`` tokens with masks that
+  keep each pair apart (``pack_width`` in the ``translate`` task); fp32.
 
-For each: wall time of the epoch's training steps (and the process's CPU time, steadier on
-a shared machine), real (non-padding) target tokens per second of wall time, the padding
-ratio (both sides), and the validation loss after the epoch. ``--quick`` trains on the first
-10% of each epoch's batches (the same fraction for every row).
+For each: wall time of the epoch's training steps (and the process's CPU time,
+steadier on a shared machine), real (non-padding) target tokens per second of wall
+time, the padding ratio (both sides), and the validation loss after the epoch.
+``--quick`` trains on the first 10% of each epoch's batches (the same fraction for
+every row).
 
-The target (issue 11): batches that are >= 4x faster per epoch than the original's and end
-the epoch within 0.02 of its validation loss. Length buckets are fast but sort the data, and
-that costs validation loss; packing keeps every batch a random draw. The last lines say how
-each row fares against the target.
+The target (issue 11): batches that are >= 4x faster per epoch than the original's
+and end the epoch within 0.02 of its validation loss. Length buckets are fast but
+sort the data, and that costs validation loss; packing keeps every batch a random
+draw. The last lines say how each row fares against the target.
 """
 
 from __future__ import annotations
@@ -40,7 +46,11 @@ import time
 import pandas as pd
 import torch
 
-from annotated_transformer.batching import bucket_batches, fixed_batches, packed_batches
+from annotated_transformer.batching import (
+    bucket_batches,
+    fixed_batches,
+    packed_batches,
+)
 from annotated_transformer.model import make_model
 from annotated_transformer.schedule import make_scheduler
 from annotated_transformer.tasks.translation import (
@@ -50,13 +60,19 @@ from annotated_transformer.tasks.translation import (
     make_packed_batch,
     pair_lengths,
 )
-from annotated_transformer.training import Trainer, bf16_is_fast, make_optimizer, mean_loss
+from annotated_transformer.training import (
+    Trainer,
+    bf16_is_fast,
+    make_optimizer,
+    mean_loss,
+)
 
 ORIGINAL_LENGTH, ORIGINAL_BATCH = 72, 32
 
 
 def budget_for(lengths: list[tuple[int, int]], sentences: int, batches=None) -> int:
-    """The smallest token budget whose batches hold ``sentences`` sentences on average.
+    """The smallest token budget whose batches hold
+    ``sentences`` sentences on average.
 
     batches(budget) -> the batches of an epoch (default: ``bucket_batches``)."""
     batches = batches or (lambda budget: bucket_batches(lengths, budget))
@@ -72,8 +88,11 @@ def budget_for(lengths: list[tuple[int, int]], sentences: int, batches=None) -> 
 
 
 def train_once(name, index, pairs, task, val_batches, precision) -> dict:
-    """Train a fresh model on the batches ``index`` (one pass); time it, then validate."""
-    vocab = task.src_vocab  # batches read only the special ids, which both vocabularies share
+    """Train a fresh model on the batches ``index`` (one pass);
+    time it, then validate."""
+    vocab = (
+        task.src_vocab
+    )  # batches read only the special ids, which both vocabularies share
     if name.startswith("packed"):
         batches = [make_packed_batch(pairs, rows, vocab) for rows in index]
     else:
@@ -84,11 +103,16 @@ def train_once(name, index, pairs, task, val_batches, precision) -> dict:
     model = make_model(len(task.src_vocab), len(task.tgt_vocab), **config.model)
     optimizer = make_optimizer(model)
     warmup = max(1, len(batches) // 10)
-    scheduler = make_scheduler(optimizer, "cosine", config.lr, warmup, len(batches) + 1)
+    scheduler = make_scheduler(
+        optimizer, "cosine", config.lr, warmup, len(batches) + 1
+    )
     trainer = Trainer(model, optimizer, task.loss, scheduler, precision=precision)
     start, cpu_start = time.perf_counter(), time.process_time()
     trainer.fit(lambda epoch: iter(batches), len(batches), progress=False)
-    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    seconds, cpu_seconds = (
+        time.perf_counter() - start,
+        time.process_time() - cpu_start,
+    )
     return {
         "batching": name,
         "precision": precision,
@@ -102,7 +126,8 @@ def train_once(name, index, pairs, task, val_batches, precision) -> dict:
 
 
 def padding(batches, pad: int) -> float:
-    """Fraction of the positions the model computes (source and target) that are padding."""
+    """Fraction of the positions the model computes (source and
+    target) that are padding."""
     real = sum(int((b.src != pad).sum() + (b.tgt_y != pad).sum()) for b in batches)
     total = sum(b.src.numel() + b.tgt_y.numel() for b in batches)
     return 1 - real / total
@@ -110,20 +135,34 @@ def padding(batches, pad: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="train on 10%% of the epoch")
-    parser.add_argument("--fraction", type=float, help="train on this fraction of the epoch")
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
-    parser.add_argument("--data-dir", help="data mirror folder (default: $AT_DATA_MIRROR)")
-    parser.add_argument("--pools", default="", help="pool sizes for extra rows, e.g. 1000,4000")
-    parser.add_argument("--pack-width", type=int, default=48, help="packed row width, tokens")
-    parser.add_argument("--skip", default="", help="rows to leave out: original, bucketed, packed")
+    parser.add_argument(
+        "--quick", action="store_true", help="train on 10%% of the epoch"
+    )
+    parser.add_argument(
+        "--fraction", type=float, help="train on this fraction of the epoch"
+    )
+    parser.add_argument(
+        "--threads", type=int, help="torch threads (default: torch's choice)"
+    )
+    parser.add_argument(
+        "--data-dir", help="data mirror folder (default: $AT_DATA_MIRROR)"
+    )
+    parser.add_argument(
+        "--pools", default="", help="pool sizes for extra rows, e.g. 1000,4000"
+    )
+    parser.add_argument(
+        "--pack-width", type=int, default=48, help="packed row width, tokens"
+    )
+    parser.add_argument(
+        "--skip", default="", help="rows to leave out: original, bucketed, packed"
+    )
     args = parser.parse_args()
     fraction = args.fraction or (0.1 if args.quick else 1.0)
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    # Word vocabularies, as the original padded words to 72 (and as the README's figures were
-    # measured); fp32: the precision is chosen per row.
+    # Word vocabularies, as the original padded words to 72 (and as the README's
+    # figures were measured); fp32: the precision is chosen per row.
     config = dataclasses.replace(PRESETS["cpu"], tokens="words", tie=False)
     task = Translation(config, data_dir=args.data_dir)
     pairs = task.encode(task.split("train"))
@@ -135,11 +174,13 @@ def main() -> None:
     budget = budget_for(lengths, ORIGINAL_BATCH)
     fixed = fixed_batches(len(pairs), ORIGINAL_BATCH, seed=0)
     bucketed = bucket_batches(lengths, budget, seed=0)
-    fixed, bucketed = (b[: max(1, round(len(b) * fraction))] for b in (fixed, bucketed))
+    fixed, bucketed = (
+        b[: max(1, round(len(b) * fraction))] for b in (fixed, bucketed)
+    )
     print(
-        f"{len(pairs)} training pairs; bucket budget {budget} tokens (~{ORIGINAL_BATCH} "
-        f"sentences a batch); training on {fraction:.0%} of an epoch; "
-        f"{torch.get_num_threads()} threads"
+        f"{len(pairs)} training pairs; bucket budget {budget} tokens "
+        f"(~{ORIGINAL_BATCH} sentences a batch); training on {fraction:.0%} of an "
+        f"epoch; {torch.get_num_threads()} threads"
     )
 
     runs = [("original", fixed, "fp32"), ("bucketed", bucketed, "fp32")]
@@ -150,27 +191,42 @@ def main() -> None:
     for pool in (int(p) for p in args.pools.split(",") if p):
         pooled = functools.partial(bucket_batches, lengths, pool_size=pool)
         index = pooled(budget_for(lengths, ORIGINAL_BATCH, pooled))
-        runs.append((f"pools of {pool}", index[: max(1, round(len(index) * fraction))], "fp32"))
+        runs.append(
+            (
+                f"pools of {pool}",
+                index[: max(1, round(len(index) * fraction))],
+                "fp32",
+            )
+        )
     width = args.pack_width
     packed = functools.partial(packed_batches, lengths, width=width)
     index = packed(budget_for(lengths, ORIGINAL_BATCH, packed))
-    runs.append((f"packed ({width})", index[: max(1, round(len(index) * fraction))], "fp32"))
+    runs.append(
+        (f"packed ({width})", index[: max(1, round(len(index) * fraction))], "fp32")
+    )
     skip = [name for name in args.skip.split(",") if name]
-    runs = [run for run in runs if not any(run[0].startswith(name) for name in skip)]
+    runs = [
+        run for run in runs if not any(run[0].startswith(name) for name in skip)
+    ]
     rows = []
     for name, index, precision in runs:
         rows.append(train_once(name, index, pairs, task, val_batches, precision))
-        print(rows[-1], flush=True)  # each row as it finishes: a full epoch takes a while
+        print(
+            rows[-1], flush=True
+        )  # each row as it finishes: a full epoch takes a while
     table = pd.DataFrame(rows)
-    table["speed-up"] = (table["target tokens/s"] / table["target tokens/s"].iloc[0]).round(2)
+    table["speed-up"] = (
+        table["target tokens/s"] / table["target tokens/s"].iloc[0]
+    ).round(2)
     print(table.to_string(index=False))
     if table["batching"].iloc[0] == "original":
         for _, row in table.iloc[1:].iterrows():
             gap = row["val loss"] - table["val loss"].iloc[0]
             met = row["speed-up"] >= 4 and abs(gap) <= 0.02
             print(
-                f"{row['batching']} ({row['precision']}): {row['speed-up']:.2f}x the original's "
-                f"speed, validation loss {gap:+.3f}: target {'met' if met else 'missed'}"
+                f"{row['batching']} ({row['precision']}): {row['speed-up']:.2f}x "
+                f"the original's speed, validation loss {gap:+.3f}: target "
+                f"{'met' if met else 'missed'}"
             )
 
 

@@ -1,12 +1,13 @@
-"""Classifier training speed at sequence length 512: fused attention vs the explicit path.
+"""Classifier training speed at length 512: fused vs explicit attention.
 
     PYTHONPATH=src python benchmarks/classifier.py [--quick]
 
-Times full training steps (forward, backward, AdamW) of an ``EncoderClassifier`` on random
-reviews of exactly 512 tokens, once with ``scaled_dot_product_attention`` (the default) and
-once with ``keep_attention = True`` in every block (the explicit matmul-softmax-matmul that
-stores the weights), and prints tokens per second and the ratio. The median of the timed
-steps is reported, after warm-up steps. Attention dropout is 0, as in the presets.
+Times full training steps (forward, backward, AdamW) of an ``EncoderClassifier`` on
+random reviews of exactly 512 tokens, once with ``scaled_dot_product_attention``
+(the default) and once with ``keep_attention = True`` in every block (the explicit
+matmul-softmax-matmul that stores the weights), and prints tokens per second and the
+ratio. The median of the timed steps is reported, after warm-up steps. Attention
+dropout is 0, as in the presets.
 """
 
 from __future__ import annotations
@@ -21,9 +22,14 @@ import torch.nn.functional as F
 from annotated_transformer.model import EncoderClassifier
 
 
-def steps_per_second(model: EncoderClassifier, tokens: torch.Tensor, steps: int) -> float:
-    """Median training steps per second of ``model`` on one fixed batch (after 2 warm-ups)."""
-    labels = torch.randint(0, 2, (tokens.size(0),), generator=torch.Generator().manual_seed(1))
+def steps_per_second(
+    model: EncoderClassifier, tokens: torch.Tensor, steps: int
+) -> float:
+    """Median training steps per second of ``model`` on one fixed
+    batch (after 2 warm-ups)."""
+    labels = torch.randint(
+        0, 2, (tokens.size(0),), generator=torch.Generator().manual_seed(1)
+    )
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     times = []
     for step in range(steps + 2):
@@ -39,7 +45,9 @@ def steps_per_second(model: EncoderClassifier, tokens: torch.Tensor, steps: int)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a small model, few steps")
+    parser.add_argument(
+        "--quick", action="store_true", help="a small model, few steps"
+    )
     args = parser.parse_args()
     length = 512
     if args.quick:
@@ -47,16 +55,25 @@ def main() -> None:
     else:
         batch, d_model, h, depth, steps = 16, 128, 8, 6, 10
     vocab = 20_000
-    tokens = torch.randint(4, vocab, (batch, length), generator=torch.Generator().manual_seed(0))
-    print(f"EncoderClassifier d_model={d_model} h={h} depth={depth}, batch {batch} × {length} "
-          f"tokens, {torch.get_num_threads()} threads, fp32, median of {steps} steps")  # fmt: skip
+    tokens = torch.randint(
+        4, vocab, (batch, length), generator=torch.Generator().manual_seed(0)
+    )
+    print(f"EncoderClassifier d_model={d_model} h={h} depth={depth}, "
+          f"batch {batch} × {length} tokens, {torch.get_num_threads()} threads, "
+          f"fp32, median of {steps} steps")  # fmt: skip
     print(f"{'attention path':<34}{'tokens/s':>12}")
     results = {}
     for name, keep in (("fused (scaled_dot_product_attention)", False),
                        ("explicit (keep_attention=True)", True)):  # fmt: skip
         torch.manual_seed(0)
         model = EncoderClassifier(
-            vocab, d_model=d_model, h=h, N=depth, d_ff=4 * d_model, max_len=length, dropout=0.1
+            vocab,
+            d_model=d_model,
+            h=h,
+            N=depth,
+            d_ff=4 * d_model,
+            max_len=length,
+            dropout=0.1,
         )
         for block in model.blocks:
             block.attention.keep_attention = keep

@@ -1,12 +1,15 @@
-"""Greedy decoding throughput: with the key/value cache against recomputing the prefix.
+"""Greedy decoding: with the key/value cache against recomputing.
 
-64 random source sentences of 10-30 tokens, decoded to 30 tokens (no end symbol, so every
-sentence runs the full length) by an untrained small model (3+3 layers, d_model 256, d_ff 1024,
-8 heads, vocabulary 8000); speed does not depend on the weights. Also beam search (4 beams,
-cached). Prints sentences/s and checks that cached and recomputed outputs agree.
+64 random source sentences of 10-30 tokens, decoded to 30 tokens (no end symbol, so
+every sentence runs the full length) by an untrained small model (3+3 layers,
+d_model 256, d_ff 1024, 8 heads, vocabulary 8000); speed does not depend on the
+weights. Also beam search (4 beams, cached). Prints sentences/s and checks that
+cached and recomputed outputs agree.
 
-    PYTHONPATH=src python benchmarks/decoding.py           # full run: well under a minute
-    PYTHONPATH=src python benchmarks/decoding.py --quick   # smoke run: 8 sentences, 10 tokens
+    # full run: well under a minute
+    PYTHONPATH=src python benchmarks/decoding.py
+    # smoke run: 8 sentences, 10 tokens
+    PYTHONPATH=src python benchmarks/decoding.py --quick
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from annotated_transformer.model import make_model
 VOCAB, PAD, START, END = 8000, 0, 1, 2
 
 
-def timed(fn: Callable[..., torch.Tensor], *args: Any, **kwargs: Any) -> tuple[torch.Tensor, float]:
+def timed(
+    fn: Callable[..., torch.Tensor], *args: Any, **kwargs: Any
+) -> tuple[torch.Tensor, float]:
     start = time.perf_counter()
     out = fn(*args, **kwargs)
     if out.is_cuda:
@@ -35,14 +40,20 @@ def timed(fn: Callable[..., torch.Tensor], *args: Any, **kwargs: Any) -> tuple[t
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: 8 sentences, 10 tokens")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 8 sentences, 10 tokens"
+    )
+    parser.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu"
+    )
     args = parser.parse_args()
     n, max_len = (8, 10) if args.quick else (64, 30)
     device = torch.device(args.device)
 
     torch.manual_seed(0)
-    model = make_model(VOCAB, VOCAB, N=3, d_model=256, d_ff=1024, h=8).to(device).eval()
+    model = (
+        make_model(VOCAB, VOCAB, N=3, d_model=256, d_ff=1024, h=8).to(device).eval()
+    )
     gen = torch.Generator().manual_seed(1)
     lengths = torch.randint(10, 31, (n,), generator=gen)
     src = torch.full((n, int(lengths.max())), PAD)
@@ -52,13 +63,22 @@ def main() -> None:
     mask = padding_mask(src, PAD)
     greedy_decode(model, src[:2], mask[:2], 3, START)  # warm-up
 
-    cached, t_cached = timed(greedy_decode, model, src, mask, max_len, START, use_cache=True)
-    plain, t_plain = timed(greedy_decode, model, src, mask, max_len, START, use_cache=False)
-    _, t_beam = timed(beam_search, model, src, mask, max_len, START, END, beam_size=4)
+    cached, t_cached = timed(
+        greedy_decode, model, src, mask, max_len, START, use_cache=True
+    )
+    plain, t_plain = timed(
+        greedy_decode, model, src, mask, max_len, START, use_cache=False
+    )
+    _, t_beam = timed(
+        beam_search, model, src, mask, max_len, START, END, beam_size=4
+    )
     assert torch.equal(cached, plain), "cached and recomputed greedy outputs differ"
 
     threads = f", {torch.get_num_threads()} threads" if device.type == "cpu" else ""
-    print(f"greedy decoding, {n} sources of 10-30 tokens, {max_len} tokens, {device}{threads}")
+    print(
+        f"greedy decoding, {n} sources of 10-30 tokens, {max_len} tokens, "
+        f"{device}{threads}"
+    )
     print(f"{'method':28} {'sentences/s':>12} {'speed-up':>9}")
     for name, seconds in [
         ("greedy, recompute prefix", t_plain),

@@ -1,12 +1,13 @@
 """Generation speed of the byte model with and without the key/value cache.
 
-    python benchmarks/generation.py            # 256 new bytes after a 64-byte prompt
-    python benchmarks/generation.py --quick    # 64 new bytes after a 16-byte prompt
+    python benchmarks/generation.py          # 256 new bytes after a 64-byte prompt
+    python benchmarks/generation.py --quick  # 64 new bytes after a 16-byte prompt
 
-Without the cache, step t re-runs the whole context (O(t) positions per step, O(n²) in all);
-with it, each step runs one position against the cached keys/values. The two produce the same
-bytes (checked here, and in tests/test_sampling.py). Prints new bytes per second per setting
-and the speed-up; numbers depend on the machine and its load.
+Without the cache, step t re-runs the whole context (O(t) positions per step, O(n²)
+in all); with it, each step runs one position against the cached keys/values. The
+two produce the same bytes (checked here, and in tests/test_sampling.py). Prints new
+bytes per second per setting and the speed-up; numbers depend on the machine and its
+load.
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ from annotated_transformer.tasks.lm import PRESETS
 def time_sampling(
     model: DecoderLM, prompt: torch.Tensor, length: int, use_cache: bool
 ) -> tuple[float, torch.Tensor]:
-    """Seconds to sample ``length`` bytes (best of 2 runs, after a warm-up) and the bytes."""
+    """Seconds to sample ``length`` bytes (best of 2 runs, after a
+    warm-up) and the bytes."""
     best, out = float("inf"), None
     for _ in range(3):
         generator = torch.Generator(prompt.device).manual_seed(0)
         start = time.perf_counter()
-        out = sample(model, prompt, length, generator=generator, use_cache=use_cache)
+        out = sample(
+            model, prompt, length, generator=generator, use_cache=use_cache
+        )
         if prompt.is_cuda:
             torch.cuda.synchronize()
         best = min(best, time.perf_counter() - start)
@@ -39,8 +43,12 @@ def time_sampling(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="short prompt and sample (CI)")
-    parser.add_argument("--preset", default="cpu", choices=list(PRESETS), help="model size")
+    parser.add_argument(
+        "--quick", action="store_true", help="short prompt and sample (CI)"
+    )
+    parser.add_argument(
+        "--preset", default="cpu", choices=list(PRESETS), help="model size"
+    )
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     prompt_len, length = (16, 64) if args.quick else (64, 256)
@@ -53,9 +61,13 @@ def main() -> None:
         seconds = {}
         outputs = {}
         for use_cache in (False, True):
-            seconds[use_cache], outputs[use_cache] = time_sampling(model, prompt, length, use_cache)
+            seconds[use_cache], outputs[use_cache] = time_sampling(
+                model, prompt, length, use_cache
+            )
         if not torch.equal(outputs[False], outputs[True]):
-            raise AssertionError("cached and recomputed sampling gave different bytes")
+            raise AssertionError(
+                "cached and recomputed sampling gave different bytes"
+            )
         rows.append({
             "batch": batch, "prompt": prompt_len, "new bytes": length,
             "recompute bytes/s": batch * length / seconds[False],
@@ -63,7 +75,11 @@ def main() -> None:
             "speed-up": seconds[False] / seconds[True],
         })  # fmt: skip
     print(f"model: preset {args.preset!r}, {config}, device {args.device}")
-    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.1f}"))
+    print(
+        pd.DataFrame(rows).to_string(
+            index=False, float_format=lambda v: f"{v:,.1f}"
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
-"""Shared fixtures: the local data mirror (``AT_DATA_MIRROR``, else ``../shared/data``).
+"""Shared fixtures: the local data mirror (``AT_DATA_MIRROR``,
+else ``../shared/data``).
 
-Tests that need the real datasets take one of the ``*_mirror`` fixtures; without the data they
-are skipped with a reason, so the unit tests also run on a machine that has none.
+Tests that need the real datasets take one of the ``*_mirror`` fixtures;
+without the data they are skipped with a reason, so the unit tests also run
+on a machine that has none.
 """
 
 import contextlib
@@ -22,7 +24,10 @@ SHARED = ROOT.parent / "shared" / "data"
 def _mirror(subdir: str) -> Path:
     path = Path(os.environ.get("AT_DATA_MIRROR") or SHARED).resolve()
     if not (path / subdir).is_dir():
-        pytest.skip(f"no {subdir}/ in the data mirror {path}; set AT_DATA_MIRROR to shared/data")
+        pytest.skip(
+            f"no {subdir}/ in the data mirror {path}; set AT_DATA_MIRROR to "
+            "shared/data"
+        )
     return path
 
 
@@ -43,7 +48,8 @@ def chars_mirror() -> Path:
 
 @pytest.fixture(scope="module")
 def one_thread():
-    """Tiny models: a second intra-op thread gains nothing, and on a busy machine it waits."""
+    """Tiny models: a second intra-op thread gains nothing, and on a
+    busy machine it waits."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -52,19 +58,31 @@ def one_thread():
 
 @pytest.fixture
 def torchrun():
-    """Train with ``python -m torch.distributed.run`` on CPU processes (gloo); checks it ran.
+    """Train with ``python -m torch.distributed.run`` on CPU
+    processes (gloo); checks it ran.
 
-    ``torchrun(task, out, settings, nproc=2, env=None)`` runs ``task train --out out`` with
-    each setting as ``--set`` and one thread per process.
+    ``torchrun(task, out, settings, nproc=2, env=None)`` runs
+    ``task train --out out`` with each setting as ``--set`` and one thread per
+    process.
     """
 
-    def run(task: str, out: Path, settings: list[str], *, nproc: int = 2, env=None) -> None:
+    def run(
+        task: str, out: Path, settings: list[str], *, nproc: int = 2, env=None
+    ) -> None:
         env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-        command += [f"--nproc_per_node={nproc}", "-m", "annotated_transformer", task, "train"]
+        command += [
+            f"--nproc_per_node={nproc}",
+            "-m",
+            "annotated_transformer",
+            task,
+            "train",
+        ]
         command += ["--out", str(out), "--no-progress", "--device", "cpu"]
         command += [arg for setting in settings for arg in ("--set", setting)]
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         assert f"on {nproc} process(es)" in (Path(out) / "train.log").read_text()
 

@@ -1,15 +1,17 @@
-"""Open the built site in a headless Chromium-family browser and check what a reader would see.
+"""Open the built site in a headless browser; check what a reader sees.
 
-For every chapter page: the math is typeset by the bundled MathJax (no raw TeX such as ``$``,
-``\\(``, ``\\frac`` or ``^\\top`` left in the text outside math and code, no MathJax error),
-every Altair chart is drawn by the bundled Vega (no error box) and fits the page column, every
-figure (an image of the article) loads and has alt text, and no request leaves the machine
-(every URL the page asks for is a local file). Run after ``jupyter-book build book``:
+For every chapter page: the math is typeset by the bundled MathJax (no raw TeX such
+as ``$``, ``\\(``, ``\\frac`` or ``^\\top`` left in the text outside math and code,
+no MathJax error), every Altair chart is drawn by the bundled Vega (no error box)
+and fits the page column, every figure (an image of the article) loads and has alt
+text, and no request leaves the machine (every URL the page asks for is a local
+file). Run after ``jupyter-book build book``:
 
     python tests/site_check.py book/_build/html [--screenshot PAGE_STEM OUT.png]
 
-The browser is the doctor's ``find_browser()``: ``AT_BROWSER``, else Chromium, Chrome or Edge
-where the platform keeps them, else the one ``playwright install chromium`` downloads.
+The browser is the doctor's ``find_browser()``: ``AT_BROWSER``, else Chromium,
+Chrome or Edge where the platform keeps them, else the one
+``playwright install chromium`` downloads.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
 ]
 
-# Charts whose cell output is wider than the page column (at the 1280 px window below; from
-# 1200 to 1279 px the column is 624 px), so that the reader must scroll
-# sideways (book.css lets a wide output scroll rather than be cut): (title, extra pixels).
+# Charts whose cell output is wider than the page column (at the 1280 px window
+# below; from 1200 to 1279 px the column is 624 px), so that the reader must scroll
+# sideways (book.css lets a wide output scroll rather than be
+# cut): (title, extra pixels).
 SCROLLING_CHARTS = """() => [...document.querySelectorAll("div[id^='altair-viz-']")]
 .flatMap(chart => {
   const output = chart.closest('.cell_output .output');
@@ -53,22 +56,32 @@ FIGURES = """() => [...document.querySelectorAll('article img')]
 
 
 def check_figures(page, name: str) -> tuple[list[str], int]:
-    """Every image of the article loaded (naturalWidth > 0) and says what it shows (alt)."""
+    """Every image of the article loaded (naturalWidth > 0) and
+    says what it shows (alt)."""
     page.wait_for_function(
-        "() => [...document.querySelectorAll('article img')].every(img => img.complete)",
+        "() => [...document.querySelectorAll('article img')].every(img => "
+        "img.complete)",
         timeout=20_000,
     )
     images = page.evaluate(FIGURES)
-    problems = [f"{name}: figure {src} did not load" for src, loaded, _ in images if not loaded]
-    problems += [f"{name}: figure {src} has no alt text" for src, _, alt in images if not alt]
+    problems = [
+        f"{name}: figure {src} did not load"
+        for src, loaded, _ in images
+        if not loaded
+    ]
+    problems += [
+        f"{name}: figure {src} has no alt text" for src, _, alt in images if not alt
+    ]
     return problems, len(images)
 
 
-# Raw TeX that a reader would see: text outside math, code and outputs that still holds a
-# dollar sign not followed by a digit (an amount such as "$5" is prose), a TeX delimiter,
-# a control word such as \\frac, or a sub/superscript such as ^\\top or _{ij}.
+# Raw TeX that a reader would see: text outside math, code and outputs that still
+# holds a dollar sign not followed by a digit (an amount such as "$5" is prose), a
+# TeX delimiter, a control word such as \\frac, or a sub/superscript such as ^\\top
+# or _{ij}.
 RAW_TEX = r"""() => {
-  const skip = 'mjx-container, .math, pre, code, .cell_output, script, style, .MathJax';
+  const skip = 'mjx-container, .math, pre, code, .cell_output, script, style, '
+    + '.MathJax';
   const tex = /\$(?!\d)|\\[()[\]]|\\[A-Za-z]{2,}|[_^]\{|\^\\/;
   const found = [];
   const walker = document.createTreeWalker(
@@ -84,20 +97,28 @@ RAW_TEX = r"""() => {
   return found;
 }"""
 
-# Math that MathJax left untypeset or could not parse (it shows the TeX or a red error).
+# Math that MathJax left untypeset or could not parse (it shows
+# the TeX or a red error).
 UNTYPESET = """() => [
   ...[...document.querySelectorAll('article .math')]
     .filter(m => !m.querySelector('mjx-container') && !m.closest('mjx-container'))
     .map(m => 'untypeset: ' + m.textContent.slice(0, 80)),
   ...[...document.querySelectorAll('article mjx-merror')]
-    .map(m => 'MathJax error: ' + (m.getAttribute('data-mjx-error') || m.textContent)),
+    .map(m => 'MathJax error: '
+      + (m.getAttribute('data-mjx-error') || m.textContent)),
 ]"""
 
 
 def check_page(page, path: Path) -> tuple[list[str], int, int, int]:
-    """Load one page; return (problems found, charts, typeset math elements, figures)."""
+    """Load one page; return (problems found, charts, typeset
+    math elements, figures)."""
     outside: list[str] = []
-    page.on("request", lambda r: None if r.url.startswith(LOCAL_SCHEMES) else outside.append(r.url))
+    page.on(
+        "request",
+        lambda r: (
+            None if r.url.startswith(LOCAL_SCHEMES) else outside.append(r.url)
+        ),
+    )
     page.goto(path.as_uri(), wait_until="load")
     problems = []
     charts = page.locator("div[id^='altair-viz-']").count()
@@ -105,7 +126,8 @@ def check_page(page, path: Path) -> tuple[list[str], int, int, int]:
         try:
             page.wait_for_function(
                 "n => document.querySelectorAll("
-                "\"div[id^='altair-viz-'] svg, div[id^='altair-viz-'] canvas\").length >= n",
+                "\"div[id^='altair-viz-'] svg, div[id^='altair-viz-'] "
+                'canvas").length >= n',
                 arg=charts,
                 timeout=20_000,
             )
@@ -113,34 +135,50 @@ def check_page(page, path: Path) -> tuple[list[str], int, int, int]:
             drawn = page.locator(
                 "div[id^='altair-viz-'] svg, div[id^='altair-viz-'] canvas"
             ).count()
-            problems.append(f"{path.name}: only {drawn} of {charts} Altair charts were drawn")
+            problems.append(
+                f"{path.name}: only {drawn} of {charts} Altair charts were drawn"
+            )
         errors = page.locator("div[id^='altair-viz-'] .error").all_inner_texts()
         problems += [f"{path.name}: chart error: {text[:200]}" for text in errors]
         problems += [
-            f"{path.name}: chart {title!r} makes its output scroll by {extra} px: narrow it"
+            f"{path.name}: chart {title!r} makes its output scroll by {extra} px: "
+            "narrow it"
             for title, extra in page.evaluate(SCROLLING_CHARTS)
         ]
     has_math = "$" in page.content() or page.locator(".math").count() > 0
     if has_math:
         try:
-            page.wait_for_selector("article mjx-container", state="attached", timeout=20_000)
+            page.wait_for_selector(
+                "article mjx-container", state="attached", timeout=20_000
+            )
         except Exception:
             problems.append(f"{path.name}: math is not typeset (no mjx-container)")
         else:
-            page.wait_for_timeout(500)  # let MathJax finish the elements after the first
+            page.wait_for_timeout(
+                500
+            )  # let MathJax finish the elements after the first
         problems += [f"{path.name}: {text}" for text in page.evaluate(UNTYPESET)]
-    problems += [f"{path.name}: raw TeX in the text: {t!r}" for t in page.evaluate(RAW_TEX)]
+    problems += [
+        f"{path.name}: raw TeX in the text: {t!r}" for t in page.evaluate(RAW_TEX)
+    ]
     found, figures = check_figures(page, path.name)
     problems += found
-    problems += [f"{path.name}: request left the machine: {url}" for url in sorted(set(outside))]
+    problems += [
+        f"{path.name}: request left the machine: {url}"
+        for url in sorted(set(outside))
+    ]
     return problems, charts, page.locator("mjx-container").count(), figures
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("site", type=Path, help="the built site, e.g. book/_build/html")
+    parser.add_argument(
+        "site", type=Path, help="the built site, e.g. book/_build/html"
+    )
     parser.add_argument("--screenshot", nargs=2, metavar=("PAGE_STEM", "PNG"))
-    parser.add_argument("--browser", default=find_browser(), help="Chromium, Chrome or Edge")
+    parser.add_argument(
+        "--browser", default=find_browser(), help="Chromium, Chrome or Edge"
+    )
     args = parser.parse_args()
     if args.browser is None:
         print(BROWSER_HINT)
@@ -148,7 +186,10 @@ def main() -> int:
 
     pages = sorted((args.site.resolve() / "notebooks").glob("*.html"))
     if not pages:
-        print(f"site check: no chapter pages under {args.site / 'notebooks'}; build the site first")
+        print(
+            f"site check: no chapter pages under {args.site / 'notebooks'}; build "
+            "the site first"
+        )
         return 1
     problems: list[str] = []
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as p:
@@ -157,15 +198,18 @@ def main() -> int:
             executable_path=args.browser,
             headless=True,
             args=CHROMIUM_FLAGS,
-            viewport={"width": 1280, "height": 1600},  # a laptop: a 688 px page column
+            viewport={
+                "width": 1280,
+                "height": 1600,
+            },  # a laptop: a 688 px page column
         )
         for path in pages:
             page = browser.new_page()
             found, charts, math, figures = check_page(page, path)
             problems += found
             print(
-                f"  {path.name}: {charts} charts, {math} math elements, {figures} figures, "
-                f"{len(found)} problems"
+                f"  {path.name}: {charts} charts, {math} math elements, {figures} "
+                f"figures, {len(found)} problems"
             )
             if args.screenshot and path.stem == args.screenshot[0]:
                 page.screenshot(path=args.screenshot[1], full_page=False)

@@ -1,4 +1,5 @@
-"""ALiBi: the slopes of Press et al. (2022) and attention with linear biases against a loop."""
+"""ALiBi: the slopes of Press et al. (2022) and attention with linear
+biases against a loop."""
 
 import math
 
@@ -14,7 +15,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def test_slopes_are_the_papers_geometric_sequence():
     # The paper's example: 8 heads take 1/2, 1/4, ..., 1/256.
-    torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0**-k for k in range(1, 9)]))
+    torch.testing.assert_close(
+        alibi_slopes(8), torch.tensor([2.0**-k for k in range(1, 9)])
+    )
     # 16 heads interleave: 2^(-0.5), 2^(-1), ..., 2^(-8).
     torch.testing.assert_close(
         alibi_slopes(16), torch.tensor([2 ** (-k / 2) for k in range(1, 17)])
@@ -22,7 +25,9 @@ def test_slopes_are_the_papers_geometric_sequence():
 
 
 def test_bias_is_minus_slope_times_distance_and_hides_the_future():
-    bias = alibi_bias(2, new=3, past=2)  # queries at positions 2, 3, 4; keys 0 ... 4
+    bias = alibi_bias(
+        2, new=3, past=2
+    )  # queries at positions 2, 3, 4; keys 0 ... 4
     for h, m in enumerate([1 / 16, 1 / 256]):
         for i in range(3):
             for j in range(5):
@@ -30,8 +35,11 @@ def test_bias_is_minus_slope_times_distance_and_hides_the_future():
                 assert bias[h, i, j].item() == pytest.approx(expected)
 
 
-def naive_alibi_attention(att: GroupedQueryAttention, x: torch.Tensor) -> torch.Tensor:
-    """softmax(q·k/√d_k − m_h (i − j)) v by loops over heads, queries and keys (j ≤ i)."""
+def naive_alibi_attention(
+    att: GroupedQueryAttention, x: torch.Tensor
+) -> torch.Tensor:
+    """softmax(q·k/√d_k − m_h (i − j)) v by loops over heads,
+    queries and keys (j ≤ i)."""
     b, n, _ = x.shape
     group, d_k = att.h // att.kv_heads, att.d_k
     q = att.w_q(x).view(b, n, att.h, d_k)
@@ -57,12 +65,18 @@ def naive_alibi_attention(att: GroupedQueryAttention, x: torch.Tensor) -> torch.
 @pytest.mark.parametrize("kv_heads", [1, 2, 4])
 def test_alibi_attention_equals_the_loop_and_its_cached_form(kv_heads):
     torch.manual_seed(0)
-    att = GroupedQueryAttention(16, 4, kv_heads, rope=False, alibi=True).double().eval()
+    att = (
+        GroupedQueryAttention(16, 4, kv_heads, rope=False, alibi=True)
+        .double()
+        .eval()
+    )
     x = torch.randn(2, 7, 16, dtype=torch.float64)
     full = att(x)
     torch.testing.assert_close(full, naive_alibi_attention(att, x))
     cache = KVCache()
-    steps = torch.cat([att(x[:, :3], cache), att(x[:, 3:5], cache), att(x[:, 5:], cache)], 1)
+    steps = torch.cat(
+        [att(x[:, :3], cache), att(x[:, 3:5], cache), att(x[:, 5:], cache)], 1
+    )
     torch.testing.assert_close(steps, full)
 
 
@@ -77,5 +91,7 @@ def test_a_bias_computed_once_by_the_model_is_the_one_each_layer_would_compute()
     x = torch.randn(2, 6, 16, dtype=torch.float64)
     torch.testing.assert_close(att(x, alibi=alibi_bias(4, 6)), att(x))
     plain = GroupedQueryAttention(16, 4, 2, rope=False).double()
-    with pytest.raises(ValueError, match="ALiBi bias was given to an attention built with"):
+    with pytest.raises(
+        ValueError, match="ALiBi bias was given to an attention built with"
+    ):
         plain(x, alibi=alibi_bias(4, 6))

@@ -1,4 +1,5 @@
-"""Attention against PyTorch's own implementations, gradients, masks and error messages."""
+"""Attention against PyTorch's own implementations, gradients,
+masks and error messages."""
 
 import pytest
 import torch
@@ -24,7 +25,9 @@ def qkv(q_len=Q, k_len=K, dtype=torch.float32, seed=0):
 
 def padding(lengths, k_len=K):
     """(batch, 1, 1, k_len) key-padding mask, True for real tokens."""
-    return (torch.arange(k_len)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]
+    return (torch.arange(k_len)[None, :] < torch.tensor(lengths)[:, None])[
+        :, None, None, :
+    ]
 
 
 def causal(n):
@@ -54,9 +57,13 @@ def test_weights_are_distributions_and_masked_keys_get_zero():
 
 
 def test_attention_gradcheck_float64():
-    q, k, v = (t.requires_grad_() for t in qkv(q_len=3, k_len=4, dtype=torch.float64))
+    q, k, v = (
+        t.requires_grad_() for t in qkv(q_len=3, k_len=4, dtype=torch.float64)
+    )
     mask = padding([4, 2], k_len=4)
-    assert torch.autograd.gradcheck(lambda a, b, c: attention(a, b, c, mask)[0], (q, k, v))
+    assert torch.autograd.gradcheck(
+        lambda a, b, c: attention(a, b, c, mask)[0], (q, k, v)
+    )
 
 
 def mha_pair(seed=0):
@@ -87,7 +94,10 @@ def test_mha_matches_nn_multihead_attention(keep_attention, masking):
     elif masking == "padding":
         mask, ref_kwargs = real[:, None, :], {"key_padding_mask": ~real}
     else:
-        mask, ref_kwargs = causal(K)[None], {"attn_mask": ~causal(K)}  # nn: True = blocked
+        mask, ref_kwargs = (
+            causal(K)[None],
+            {"attn_mask": ~causal(K)},
+        )  # nn: True = blocked
     out = ours(x, x, x, mask=mask)
     expected, ref_weights = ref(x, x, x, average_attn_weights=False, **ref_kwargs)
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
@@ -110,7 +120,10 @@ def test_incremental_decoding_with_cache_equals_causal_attention():
     x = torch.randn(B, 6, D_MODEL)
     full = ours(x, x, x, mask=causal(6)[None])
     cache = KVCache()
-    steps = [ours(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], cache=cache) for t in range(6)]
+    steps = [
+        ours(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], cache=cache)
+        for t in range(6)
+    ]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
     assert cache.length == 6
 
@@ -140,12 +153,23 @@ def test_dropout_only_in_training_mode():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: MultiHeadedAttention(3, 512), "d_model=512 is not divisible by h=3"),
-        (lambda: attention(*qkv()[:1], torch.randn(B, H, K, D + 1), qkv()[2]), "d_k=8"),
-        (lambda: attention(*qkv()[:2], torch.randn(B, H, K + 1, D)), "7 positions but value"),
+        (
+            lambda: MultiHeadedAttention(3, 512),
+            "d_model=512 is not divisible by h=3",
+        ),
+        (
+            lambda: attention(*qkv()[:1], torch.randn(B, H, K, D + 1), qkv()[2]),
+            "d_k=8",
+        ),
+        (
+            lambda: attention(*qkv()[:2], torch.randn(B, H, K + 1, D)),
+            "7 positions but value",
+        ),
         (lambda: attention(*qkv(), mask=torch.ones(B, H, Q, K)), "must be boolean"),
         (
-            lambda: attention(*qkv(), mask=torch.ones(3, 1, 1, K, dtype=torch.bool)),
+            lambda: attention(
+                *qkv(), mask=torch.ones(3, 1, 1, K, dtype=torch.bool)
+            ),
             r"mask of shape \(3, 1, 1, 7\) cannot broadcast",
         ),
         (
@@ -163,7 +187,9 @@ def test_bad_input_gets_a_clear_error(call, message):
 def test_mha_rejects_inputs_that_do_not_fit():
     mha = MultiHeadedAttention(H, D_MODEL)
     x = torch.randn(B, K, D_MODEL)
-    with pytest.raises(ValueError, match=r"query must be \(batch, len, d_model=32\)"):
+    with pytest.raises(
+        ValueError, match=r"query must be \(batch, len, d_model=32\)"
+    ):
         mha(torch.randn(B, K, 16), x, x)
     with pytest.raises(ValueError, match="same batch size and number of positions"):
         mha(x, x, x[:, :3])

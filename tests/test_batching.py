@@ -28,9 +28,13 @@ def random_pairs(n: int = 3_000, seed: int = 0) -> list[tuple[int, int]]:
 def test_every_example_once_and_under_budget():
     lengths = random_pairs()
     for pool_size in (None, 500):
-        batches = batching.bucket_batches(lengths, 1_000, seed=3, pool_size=pool_size)
+        batches = batching.bucket_batches(
+            lengths, 1_000, seed=3, pool_size=pool_size
+        )
         counts = Counter(i for batch in batches for i in batch)
-        assert sorted(counts) == list(range(len(lengths))) and set(counts.values()) == {1}
+        assert sorted(counts) == list(range(len(lengths))) and set(
+            counts.values()
+        ) == {1}
         for batch in batches:
             longest = max(max(lengths[i]) for i in batch)
             assert len(batch) * longest <= 1_000
@@ -47,7 +51,9 @@ def test_bucketing_pads_less_than_random_batches():
         shuffled.append(order[at : at + len(batch)])
         at += len(batch)
     pooled = batching.bucket_batches(lengths, 1_000, seed=0, pool_size=300)
-    ratios = [batching.padding_ratio(b, lengths) for b in (bucketed, pooled, shuffled)]
+    ratios = [
+        batching.padding_ratio(b, lengths) for b in (bucketed, pooled, shuffled)
+    ]
     assert ratios[0] < 0.06 and ratios[0] <= ratios[1] < ratios[2]
 
 
@@ -56,7 +62,9 @@ def test_seeded_deterministic_and_resumable():
     first = batching.bucket_batches(lengths, 600, seed=5, epoch=2)
     assert first == batching.bucket_batches(lengths, 600, seed=5, epoch=2)
     assert first != batching.bucket_batches(lengths, 600, seed=5, epoch=3)
-    assert batching.bucket_batches(lengths, 600, seed=5, epoch=2, start=7) == first[7:]
+    assert (
+        batching.bucket_batches(lengths, 600, seed=5, epoch=2, start=7) == first[7:]
+    )
 
 
 def test_too_long_example_is_reported():
@@ -67,12 +75,17 @@ def test_too_long_example_is_reported():
 
 
 def test_padding_ratio_by_hand():
-    # batch [0, 1] padded to 4: 2 pads; batch [2] padded to 3: none -> 2 of 11 positions
+    # batch [0, 1] padded to 4: 2 pads; batch [2] padded to 3:
+    # none -> 2 of 11 positions
     assert batching.padding_ratio([[0, 1], [2]], [2, 4, 3]) == pytest.approx(2 / 11)
     # fixed width 5, longer rows cut: real 2 + 4 + 3 = 9 of 15
-    assert batching.padding_ratio([[0, 1], [2]], [2, 4, 3], pad_to=5) == pytest.approx(6 / 15)
+    assert batching.padding_ratio(
+        [[0, 1], [2]], [2, 4, 3], pad_to=5
+    ) == pytest.approx(6 / 15)
     # pairs count both sides: src (2, 4) -> 2 pads of 8; tgt (3, 3) -> none of 6
-    assert batching.padding_ratio([[0, 1]], [(2, 3), (4, 3)]) == pytest.approx(2 / 14)
+    assert batching.padding_ratio([[0, 1]], [(2, 3), (4, 3)]) == pytest.approx(
+        2 / 14
+    )
 
 
 def test_fixed_batches():
@@ -85,7 +98,9 @@ def test_fixed_batches():
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
 def test_ddp_shards_are_disjoint_and_equal(world_size):
     batches = batching.bucket_batches(random_pairs(1_000), 800, seed=0)
-    shards = [batching.shard_batches(batches, r, world_size) for r in range(world_size)]
+    shards = [
+        batching.shard_batches(batches, r, world_size) for r in range(world_size)
+    ]
     assert len({len(shard) for shard in shards}) == 1
     assert len(shards[0]) == len(batches) // world_size
     seen = [tuple(b) for shard in shards for b in shard]
@@ -98,7 +113,9 @@ def test_ddp_shards_are_disjoint_and_equal(world_size):
 def test_collate_matches_pad_sequence():
     ids = [[5, 6, 7], [8], [9, 10]]
     got = batching.collate(ids, pad=0, bos=1, eos=2)
-    expected = pad_sequence([torch.tensor([1, *x, 2]) for x in ids], batch_first=True)
+    expected = pad_sequence(
+        [torch.tensor([1, *x, 2]) for x in ids], batch_first=True
+    )
     assert got.dtype == torch.long and torch.equal(got, expected)
     fixed = batching.collate(ids, pad=0, bos=1, eos=2, pad_to=4)
     assert fixed.tolist() == [[1, 5, 6, 7], [1, 8, 2, 0], [1, 9, 10, 2]]
@@ -110,12 +127,18 @@ def test_collate_matches_pad_sequence():
 def test_multi30k_bucketing_beats_the_original_fixed_padding():
     mirror = Path(os.environ.get("AT_DATA_MIRROR", SHARED)).resolve()
     if not (mirror / "multi30k").is_dir():
-        pytest.skip(f"no Multi30k in data mirror {mirror}; set AT_DATA_MIRROR to shared/data")
+        pytest.skip(
+            f"no Multi30k in data mirror {mirror}; set AT_DATA_MIRROR to "
+            "shared/data"
+        )
     from annotated_transformer.multi30k import load_split
 
     de, en = load_split("train", mirror=mirror)
     # word counts + begin/end tokens stand in for token counts here
-    lengths = [(len(s.split()) + 2, len(t.split()) + 2) for s, t in zip(de, en, strict=True)]
+    lengths = [
+        (len(s.split()) + 2, len(t.split()) + 2)
+        for s, t in zip(de, en, strict=True)
+    ]
     bucketed = batching.bucket_batches(lengths, 2_000, seed=0)
     fixed = batching.fixed_batches(len(lengths), 32, seed=0)
     assert batching.padding_ratio(bucketed, lengths) < 0.1

@@ -1,4 +1,5 @@
-"""The book's structure: every chapter is a synced Jupytext pair with stored outputs, in the TOC."""
+"""The book's structure: every chapter is a synced Jupytext pair with
+stored outputs, in the TOC."""
 
 from pathlib import Path
 
@@ -22,21 +23,28 @@ def test_there_are_chapters():
 @pytest.mark.parametrize("py", CHAPTERS, ids=lambda p: p.stem)
 def test_pair_is_in_sync(py: Path):
     ipynb = py.with_suffix(".ipynb")
-    assert ipynb.exists(), f"{py.name} has no paired {ipynb.name}: run `jupytext --sync {py}`"
+    assert ipynb.exists(), (
+        f"{py.name} has no paired {ipynb.name}: run `jupytext --sync {py}`"
+    )
     py_cells, nb_cells = cells(py), cells(ipynb)
     for index, (a, b) in enumerate(zip(py_cells, nb_cells, strict=False)):
         assert a == b, (
-            f"{py.name} and {ipynb.name} differ at cell {index}: run `jupytext --sync {py}` "
-            f"(or `make sync`)\n--- py:\n{a[1][:300]}\n--- ipynb:\n{b[1][:300]}"
+            f"{py.name} and {ipynb.name} differ at cell {index}: run `jupytext "
+            f"--sync {py}` (or `make sync`)\n--- py:\n{a[1][:300]}\n--- "
+            f"ipynb:\n{b[1][:300]}"
         )
     assert len(py_cells) == len(nb_cells), (
-        f"{py.name} has {len(py_cells)} cells but {ipynb.name} has {len(nb_cells)}: "
-        f"run `jupytext --sync {py}`"
+        f"{py.name} has {len(py_cells)} cells but {ipynb.name} has "
+        f"{len(nb_cells)}: run `jupytext --sync {py}`"
     )
 
 
 def test_every_ipynb_has_its_py():
-    orphans = [nb.name for nb in NOTEBOOKS.glob("*.ipynb") if not nb.with_suffix(".py").exists()]
+    orphans = [
+        nb.name
+        for nb in NOTEBOOKS.glob("*.ipynb")
+        if not nb.with_suffix(".py").exists()
+    ]
     assert not orphans, f"notebooks without a paired .py: {orphans}"
 
 
@@ -46,13 +54,17 @@ def test_stored_outputs_exist(py: Path):
     code = [c for c in notebook.cells if c.cell_type == "code"]
     unexecuted = [i for i, c in enumerate(code) if c.get("execution_count") is None]
     assert not unexecuted, (
-        f"{py.with_suffix('.ipynb').name}: code cells {unexecuted} have no stored outputs; "
-        "the site renders stored outputs (run `make book EXECUTE=1`)"
+        f"{py.with_suffix('.ipynb').name}: code cells {unexecuted} have no stored "
+        "outputs; the site renders stored outputs (run `make book EXECUTE=1`)"
     )
 
 
 def test_toc_lists_every_chapter():
     toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
-    listed = {Path(chapter["file"]).name for part in toc["parts"] for chapter in part["chapters"]}
+    listed = {
+        Path(chapter["file"]).name
+        for part in toc["parts"]
+        for chapter in part["chapters"]
+    }
     missing = sorted(py.stem for py in CHAPTERS if py.stem not in listed)
     assert not missing, f"chapters missing from book/_toc.yml: {missing}"

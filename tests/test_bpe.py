@@ -1,4 +1,5 @@
-"""Byte-pair encoding: round trips, brute-force learner, and Hugging Face tokenizers."""
+"""Byte-pair encoding: round trips, brute-force learner, and
+Hugging Face tokenizers."""
 
 import gzip
 import itertools
@@ -9,7 +10,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
+from tokenizers import (
+    Regex,
+    Tokenizer,
+    models,
+    normalizers,
+    pre_tokenizers,
+    trainers,
+)
 
 from annotated_transformer.bpe import (
     BPE,
@@ -23,7 +31,8 @@ from annotated_transformer.bpe import (
 
 CORPUS = [
     "A man in a blue shirt is standing on a ladder cleaning windows.",
-    "Two young guys with shaggy hair look at their hands while hanging out in the yard.",
+    "Two young guys with shaggy hair look at their hands while hanging out in the "
+    "yard.",
     "Several men in hard hats are operating a giant pulley system.",
     "A little girl climbing into a wooden playhouse.",
     "A man in a blue shirt is standing on a ladder.",
@@ -88,7 +97,12 @@ def test_round_trip_arbitrary_text(text):
 def test_unseen_characters_fall_back_to_bytes():
     bpe = BPE.learn(CORPUS, num_merges=50)
     assert bpe.encode("🚀") == ["<0xF0>", "<0x9F>", "<0x9A>", "<0x80>"]
-    assert bpe.encode(" " + MARK) == [MARK, "<0xE2>", "<0x96>", "<0x81>"]  # literal ▁ in bytes
+    assert bpe.encode(" " + MARK) == [
+        MARK,
+        "<0xE2>",
+        "<0x96>",
+        "<0x81>",
+    ]  # literal ▁ in bytes
 
 
 def test_merge_word():
@@ -120,7 +134,14 @@ def test_first_merges_by_hand():
 
 def test_encoding_training_text_gives_whole_frequent_words():
     bpe = BPE.learn(CORPUS * 3, num_merges=2000)
-    assert bpe.encode("A man in a blue shirt") == ["A", "▁man", "▁in", "▁a", "▁blue", "▁shirt"]
+    assert bpe.encode("A man in a blue shirt") == [
+        "A",
+        "▁man",
+        "▁in",
+        "▁a",
+        "▁blue",
+        "▁shirt",
+    ]
 
 
 def test_save_load(tmp_path):
@@ -133,18 +154,23 @@ def test_save_load(tmp_path):
 
 
 def hf_merges(texts, vocab_size):
-    """Hugging Face's BPE trainer on the same pieces: spaces shown as ▁, same split regex,
-    no end-of-word suffix, pairs must occur at least twice."""
+    """Hugging Face's BPE trainer on the same pieces: spaces shown as ▁, same split
+    regex, no end-of-word suffix, pairs must occur at least twice."""
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.Replace(" ", MARK)
     pattern = f"{MARK}?\\w+|{MARK}?[^\\w\\s{MARK}]+|\\s|{MARK}"
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, min_frequency=2, show_progress=False, special_tokens=[]
+        vocab_size=vocab_size,
+        min_frequency=2,
+        show_progress=False,
+        special_tokens=[],
     )
     tok.train_from_iterator(texts, trainer)
     merges = json.loads(tok.to_str())["model"]["merges"]
-    return tok, [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in merges]
+    return tok, [
+        tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in merges
+    ]
 
 
 def check_against_hf(texts, num_merges):
@@ -155,31 +181,39 @@ def check_against_hf(texts, num_merges):
 
 
 def test_merges_equal_hf_tokenizers_on_builtin_corpus():
-    """Same merges, in the same order, as tokenizers' BpeTrainer (observed: all of them).
+    """Same merges, in the same order, as tokenizers'
+    BpeTrainer (observed: all of them).
 
-    Both take the most frequent pair and break ties towards older symbols (characters by
-    code point, merged symbols in creation order). Shown with a literal space instead of ▁,
-    HF orders ' ' before letters and the order of tied merges differs, not the set.
+    Both take the most frequent pair and break ties towards older symbols
+    (characters by code point, merged symbols in creation order). Shown with a
+    literal space instead of ▁, HF orders ' ' before letters and the order of tied
+    merges differs, not the set.
     """
     check_against_hf(CORPUS, 300)
 
 
 def test_merges_equal_hf_tokenizers_on_multi30k():
-    """3,000 Multi30k sentences, 2,000 merges: all 2,000 identical and in the same order (also
-    observed for all 29,000 sentences and 8,000 merges). Then encoding agrees too."""
+    """3,000 Multi30k sentences, 2,000 merges: all 2,000 identical and in the
+    same order (also observed for all 29,000 sentences and 8,000 merges).
+    Then encoding agrees too."""
     lines = multi30k_english()
     ours, tok = check_against_hf(lines[:3000], 2000)
-    known = [t for t in lines[3000:3200] if set(t) - {" "} <= ours.alphabet]  # HF: no bytes
+    known = [
+        t for t in lines[3000:3200] if set(t) - {" "} <= ours.alphabet
+    ]  # HF: no bytes
     assert len(known) > 150
     for text in known:
         assert ours.encode(text) == tok.encode(text).tokens
 
 
 def test_round_trip_random_strings():
-    """Seeded random strings over ASCII, whitespace, accents, emoji, CJK and a lone surrogate."""
+    """Seeded random strings over ASCII, whitespace, accents, emoji,
+    CJK and a lone surrogate."""
     rng = random.Random(0)
     alphabet = (
-        list("ab cd\t\n  .,!?'\"-_0123456789") + list("éüßçØ€—“”🚀🙂变压器") + ["\ud800", MARK]
+        list("ab cd\t\n  .,!?'\"-_0123456789")
+        + list("éüßçØ€—“”🚀🙂变压器")
+        + ["\ud800", MARK]
     )
     bpe = BPE.learn(CORPUS, num_merges=300)
     for _ in range(300):

@@ -10,11 +10,17 @@ import torch
 from torch import nn
 
 from annotated_transformer import checkpoint as ckpt
-from annotated_transformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from annotated_transformer.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    save_checkpoint,
+)
 from annotated_transformer.schedule import make_scheduler
 
 
-def trained_objects(seed: int = 0) -> tuple[nn.Module, torch.optim.Optimizer, object]:
+def trained_objects(
+    seed: int = 0,
+) -> tuple[nn.Module, torch.optim.Optimizer, object]:
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
@@ -30,25 +36,36 @@ def draws() -> tuple:
     return random.random(), float(np.random.rand()), torch.rand(3)
 
 
-def test_round_trip_restores_weights_optimiser_scheduler_and_generators(tmp_path: Path) -> None:
+def test_round_trip_restores_weights_optimiser_scheduler_and_generators(
+    tmp_path: Path,
+) -> None:
     model, opt, sched = trained_objects(0)
     path = save_checkpoint(
         tmp_path / "run" / "last.pt", model, opt, sched,
-        step=3, config={"d_model": 8, "name": "toy", "sizes": (4, 8, 3)}, extra={"epoch": 1},
+        step=3, config={"d_model": 8, "name": "toy", "sizes": (4, 8, 3)},
+        extra={"epoch": 1},
     )  # fmt: skip
     expected = draws()
-    assert [p.name for p in path.parent.iterdir()] == ["last.pt"]  # no temporary left behind
+    assert [p.name for p in path.parent.iterdir()] == [
+        "last.pt"
+    ]  # no temporary left behind
 
-    other, opt2, sched2 = trained_objects(1)  # different weights, states and generator positions
+    other, opt2, sched2 = trained_objects(
+        1
+    )  # different weights, states and generator positions
     state = load_checkpoint(path, other, opt2, sched2)
     assert state["step"] == 3 and state["extra"] == {"epoch": 1}
     assert state["config"]["sizes"] == (4, 8, 3)
-    for a, b in zip(model.state_dict().values(), other.state_dict().values(), strict=True):
+    for a, b in zip(
+        model.state_dict().values(), other.state_dict().values(), strict=True
+    ):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     assert sched2.state_dict() == sched.state_dict()
     assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
     for s1, s2 in zip(opt.state.values(), opt2.state.values(), strict=True):
-        torch.testing.assert_close(s1["exp_avg_sq"], s2["exp_avg_sq"], rtol=0, atol=0)
+        torch.testing.assert_close(
+            s1["exp_avg_sq"], s2["exp_avg_sq"], rtol=0, atol=0
+        )
     got = draws()
     assert got[:2] == expected[:2]
     torch.testing.assert_close(got[2], expected[2], rtol=0, atol=0)
@@ -101,7 +118,9 @@ def test_loading_never_runs_code_from_the_file(tmp_path: Path) -> None:
 
 def test_other_torch_files_and_other_models_are_refused(tmp_path: Path) -> None:
     torch.save({"weights": torch.zeros(2)}, tmp_path / "plain.pt")
-    with pytest.raises(CheckpointError, match="not a checkpoint written by save_checkpoint"):
+    with pytest.raises(
+        CheckpointError, match="not a checkpoint written by save_checkpoint"
+    ):
         load_checkpoint(tmp_path / "plain.pt")
     model, _, _ = trained_objects()
     path = save_checkpoint(tmp_path / "a.pt", model, config={"hidden": 8})

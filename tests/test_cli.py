@@ -1,8 +1,10 @@
-"""The one command line, ``python -m annotated_transformer TASK {train,evaluate,predict}``.
+"""The one command line, ``python -m annotated_transformer TASK
+{train,evaluate,predict}``.
 
-For every task at tiny size: train, then evaluate and predict from the checkpoint alone;
-``--set`` reaches the model and the optimiser; every kind of bad input is one line on stderr
-(never a traceback) and a non-zero exit status: 1 for bad input, 2 for a bad command line.
+For every task at tiny size: train, then evaluate and predict from the checkpoint
+alone; ``--set`` reaches the model and the optimiser; every kind of bad input is one
+line on stderr (never a traceback) and a non-zero exit status: 1 for bad input, 2
+for a bad command line.
 """
 
 from __future__ import annotations
@@ -32,10 +34,16 @@ from annotated_transformer.decoding import beam_search
 from annotated_transformer.multi30k import load_split
 from annotated_transformer.tasks import PRESETS, TASKS
 
-# Small runs of the tiny presets (seconds each). N and lr differ from the presets on purpose:
-# the tests check that they reach the model and the optimiser.
+# Small runs of the tiny presets (seconds each). N and lr differ from the presets on
+# purpose: the tests check that they reach the model and the optimiser.
 SETTINGS = {
-    "translate": {"train_limit": 300, "eval_limit": 20, "warmup": 2, "N": 2, "lr": 0.01},
+    "translate": {
+        "train_limit": 300,
+        "eval_limit": 20,
+        "warmup": 2,
+        "N": 2,
+        "lr": 0.01,
+    },
     "classify": {
         "train_subset": 600,
         "val_size": 100,
@@ -68,7 +76,11 @@ SETTINGS = {
 
 
 def set_args(settings: dict) -> list[str]:
-    return [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+    return [
+        arg
+        for key, value in settings.items()
+        for arg in ("--set", f"{key}={value}")
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -78,15 +90,29 @@ def mirror(multi30k_mirror, imdb_mirror, chars_mirror) -> Path:
 
 @pytest.fixture(scope="module")
 def trained(mirror, tmp_path_factory, one_thread):
-    """``trained(task)``: the folder of a tiny run trained through ``cli.main`` (once), and
-    what the command printed on stdout."""
+    """``trained(task)``: the folder of a tiny run trained through ``cli.main``
+    (once), and what the command printed on stdout."""
     runs: dict[str, tuple[Path, str]] = {}
 
     def get(task: str) -> tuple[Path, str]:
         if task not in runs:
             out = tmp_path_factory.mktemp(task) / "run"
-            argv = [task, "train", "--preset", "tiny", "--out", str(out), "--no-progress"]
-            argv += ["--device", "cpu", "--data-dir", str(mirror), *set_args(SETTINGS[task])]
+            argv = [
+                task,
+                "train",
+                "--preset",
+                "tiny",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+            argv += [
+                "--device",
+                "cpu",
+                "--data-dir",
+                str(mirror),
+                *set_args(SETTINGS[task]),
+            ]
             stdout, stderr = io.StringIO(), io.StringIO()
             with redirect_stdout(stdout), redirect_stderr(stderr):
                 code = cli.main(argv)
@@ -98,7 +124,8 @@ def trained(mirror, tmp_path_factory, one_thread):
 
 
 def call(capsys, argv: list[str]) -> tuple[int, str, str]:
-    """``cli.main(argv)`` -> (exit status, stdout, stderr); argparse's exits become statuses."""
+    """``cli.main(argv)`` -> (exit status, stdout, stderr); argparse's
+    exits become statuses."""
     try:
         status = cli.main(argv)
     except SystemExit as stop:
@@ -114,7 +141,8 @@ def ok(capsys, argv: list[str]) -> str:
 
 
 def fails(capsys, argv: list[str], *fragments: str, code: int = 1) -> str:
-    """``argv`` exits with ``code`` and exactly one line on stderr containing ``fragments``."""
+    """``argv`` exits with ``code`` and exactly one line on stderr
+    containing ``fragments``."""
     status, out, err = call(capsys, argv)
     assert status == code, err
     assert len(err.strip().splitlines()) == 1, err
@@ -124,13 +152,20 @@ def fails(capsys, argv: list[str], *fragments: str, code: int = 1) -> str:
     return err
 
 
-# ----------------------------------------------------------------- train, evaluate, predict
+# --------------------------------------------------------- train, evaluate, predict
 
 
 @pytest.mark.parametrize("task", list(TASKS))
 def test_train_prints_the_test_metrics_and_writes_the_run(trained, task):
     out, stdout = trained(task)
-    for name in ("last.pt", "best.pt", "final.pt", "history.csv", "metrics.json", "train.log"):
+    for name in (
+        "last.pt",
+        "best.pt",
+        "final.pt",
+        "history.csv",
+        "metrics.json",
+        "train.log",
+    ):
         assert (out / name).is_file(), name
     metrics = json.loads((out / "metrics.json").read_text())
     assert json.loads(stdout) == metrics["test"]
@@ -143,20 +178,33 @@ def test_set_reaches_the_saved_config_the_model_and_the_optimiser(trained, task)
     expected = dataclasses.asdict(PRESETS[task]["tiny"]) | SETTINGS[task]
     for name in ("last.pt", "final.pt"):
         saved = read_checkpoint(out / name)["config"]
-        assert (saved["task"], saved["preset"], saved["config"]) == (task, "tiny", expected)
+        assert (saved["task"], saved["preset"], saved["config"]) == (
+            task,
+            "tiny",
+            expected,
+        )
     _, model = runner.load_model(out / "final.pt")
-    layers = [model.encoder.layers, model.decoder.layers] if task == "translate" else [model.blocks]
+    layers = (
+        [model.encoder.layers, model.decoder.layers]
+        if task == "translate"
+        else [model.blocks]
+    )
     assert [len(stack) for stack in layers] == [SETTINGS[task]["N"]] * len(layers)
-    # the optimiser's peak: LambdaLR's base rate, and the rate of the step after the warm-up
+    # the optimiser's peak: LambdaLR's base rate, and the rate of
+    # the step after the warm-up
     optimizer = read_checkpoint(out / "last.pt")["optimizer"]
     assert [g["initial_lr"] for g in optimizer["param_groups"]] == [0.01]
     history = pd.read_csv(out / "history.csv")
     warmup = SETTINGS[task]["warmup"]
-    assert history["lr"].iloc[warmup] == pytest.approx(0.01, rel=1e-12)  # step warmup + 1
+    assert history["lr"].iloc[warmup] == pytest.approx(
+        0.01, rel=1e-12
+    )  # step warmup + 1
     assert history["lr"].max() == pytest.approx(0.01, rel=1e-12)
 
 
-def test_translate_evaluate_prints_scores_that_sacrebleu_reproduces(trained, mirror, capsys):
+def test_translate_evaluate_prints_scores_that_sacrebleu_reproduces(
+    trained, mirror, capsys
+):
     out, _ = trained("translate")
     checkpoint = ["--checkpoint", str(out / "final.pt"), "--device", "cpu"]
     argv = ["translate", "evaluate", *checkpoint, "--split", "val", "--beam", "2"]
@@ -164,11 +212,14 @@ def test_translate_evaluate_prints_scores_that_sacrebleu_reproduces(trained, mir
     n = SETTINGS["translate"]["eval_limit"]
     assert (scores["split"], scores["beam"], scores["sentences"]) == ("val", 2, n)
     assert "tok:13a" in scores["bleu_signature"]
-    # independently: translate the same sentences, score them with sacreBLEU directly
+    # independently: translate the same sentences, score them
+    # with sacreBLEU directly
     de, en = load_split("val", mirror=mirror)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sys, "stdin", io.StringIO("\n".join(de[:n]) + "\n"))
-        hypotheses = ok(capsys, ["translate", "predict", *checkpoint, "--beam", "2"]).splitlines()
+        hypotheses = ok(
+            capsys, ["translate", "predict", *checkpoint, "--beam", "2"]
+        ).splitlines()
     assert len(hypotheses) == n
     bleu = sacrebleu.corpus_bleu(hypotheses, [en[:n]]).score
     assert scores["bleu"] == pytest.approx(bleu, abs=0.006)
@@ -177,7 +228,9 @@ def test_translate_evaluate_prints_scores_that_sacrebleu_reproduces(trained, mir
     )
 
 
-def test_translate_alpha_is_beam_searchs_length_penalty(trained, mirror, capsys, monkeypatch):
+def test_translate_alpha_is_beam_searchs_length_penalty(
+    trained, mirror, capsys, monkeypatch
+):
     from annotated_transformer.tasks import translation
 
     out, _ = trained("translate")
@@ -185,15 +238,23 @@ def test_translate_alpha_is_beam_searchs_length_penalty(trained, mirror, capsys,
     seen = []
 
     def spy(*args, **kwargs):
-        seen.append(args[7])  # beam_search(model, src, mask, max_len, bos, eos, beam, alpha)
+        seen.append(
+            args[7]
+        )  # beam_search(model, src, mask, max_len, bos, eos, beam, alpha)
         return beam_search(*args, **kwargs)
 
     monkeypatch.setattr(translation, "beam_search", spy)
     argv = ["translate", "evaluate", *checkpoint, "--split", "val", "--beam", "2"]
     scores = json.loads(ok(capsys, [*argv, "--alpha", "1.25"]))
     assert (scores["beam"], scores["alpha"]) == (2, 1.25) and set(seen) == {1.25}
-    assert json.loads(ok(capsys, argv))["alpha"] == 0.6 and seen[-1] == 0.6  # the run's α
-    fails(capsys, [*argv, "--alpha", "-1"], "alpha=-1.0: the length penalty α must lie in [0, 5]")
+    assert (
+        json.loads(ok(capsys, argv))["alpha"] == 0.6 and seen[-1] == 0.6
+    )  # the run's α
+    fails(
+        capsys,
+        [*argv, "--alpha", "-1"],
+        "alpha=-1.0: the length penalty α must lie in [0, 5]",
+    )
 
 
 def test_translate_predict_arguments_and_stdin_agree(trained, capsys, monkeypatch):
@@ -206,13 +267,24 @@ def test_translate_predict_arguments_and_stdin_agree(trained, capsys, monkeypatc
     assert len(from_args) == 2 and all(from_args)
 
 
-def test_classify_evaluate_and_predict_from_the_checkpoint_alone(trained, mirror, capsys):
+def test_classify_evaluate_and_predict_from_the_checkpoint_alone(
+    trained, mirror, capsys
+):
     out, _ = trained("classify")
     metrics = json.loads((out / "metrics.json").read_text())
-    argv = ["classify", "evaluate", "--checkpoint", str(out / "final.pt"), "--split", "test"]
+    argv = [
+        "classify",
+        "evaluate",
+        "--checkpoint",
+        str(out / "final.pt"),
+        "--split",
+        "test",
+    ]
     result = json.loads(ok(capsys, [*argv, "--data-dir", str(mirror)]))
     assert result["reviews"] == SETTINGS["classify"]["test_subset"]
-    assert result["accuracy"] == metrics["test"]["accuracy"]  # same weights, same reviews
+    assert (
+        result["accuracy"] == metrics["test"]["accuracy"]
+    )  # same weights, same reviews
     assert result["loss"] == pytest.approx(metrics["test"]["loss"], rel=1e-6)
 
     reviews = ["A wonderful, moving film.", "Dull and far too long."]
@@ -225,56 +297,104 @@ def test_classify_evaluate_and_predict_from_the_checkpoint_alone(trained, mirror
         with torch.no_grad():
             probs = model(ids)[0].softmax(-1)
         label = int(probs.argmax())
-        assert line == f"{('negative', 'positive')[label]}\t{float(probs[label]):.3f}"
+        assert (
+            line == f"{('negative', 'positive')[label]}\t{float(probs[label]):.3f}"
+        )
 
 
 def brute_force_bits(model, text: torch.Tensor, context: int) -> float:
-    """Mean −log₂ p of bytes 1..n-1, each from a forward pass over its ``context`` predecessors."""
+    """Mean −log₂ p of bytes 1..n-1, each from a forward pass over its
+    ``context`` predecessors."""
     total = 0.0
     with torch.no_grad():
         for t in range(1, len(text)):
             x = text[max(0, t - context) : t].long()[None]
-            total -= model(x)[0, -1].double().log_softmax(-1)[int(text[t])].item() / math.log(2)
+            total -= model(x)[0, -1].double().log_softmax(-1)[
+                int(text[t])
+            ].item() / math.log(2)
     return total / (len(text) - 1)
 
 
-def test_lm_evaluate_equals_brute_force_and_predict_is_seeded(trained, mirror, capsys):
+def test_lm_evaluate_equals_brute_force_and_predict_is_seeded(
+    trained, mirror, capsys
+):
     out, _ = trained("lm")
     checkpoint = ["--checkpoint", str(out / "final.pt")]
-    argv = ["lm", "evaluate", *checkpoint, "--split", "val", "--max-bytes", "100", "--stride", "1"]
+    argv = [
+        "lm",
+        "evaluate",
+        *checkpoint,
+        "--split",
+        "val",
+        "--max-bytes",
+        "100",
+        "--stride",
+        "1",
+    ]
     result = json.loads(ok(capsys, [*argv, "--data-dir", str(mirror)]))
-    assert (result["bytes_scored"], result["context"], result["stride"]) == (99, 64, 1)
+    assert (result["bytes_scored"], result["context"], result["stride"]) == (
+        99,
+        64,
+        1,
+    )
     assert "not comparable" in result["note"]  # enwik8_prefix
     _, model = runner.load_model(out / "final.pt")
     text = load_splits("enwik8_prefix", mirror=mirror)["val"][:100]
-    assert result["bits_per_byte"] == pytest.approx(brute_force_bits(model, text, 64), rel=1e-5)
+    assert result["bits_per_byte"] == pytest.approx(
+        brute_force_bits(model, text, 64), rel=1e-5
+    )
     fails(capsys, [*argv, "--mem-len", "64"], "only a block=xl model has a memory")
 
-    argv = ["lm", "predict", *checkpoint, "[[", "--length", "30", "--top-k", "20", "--seed", "3"]
+    argv = [
+        "lm",
+        "predict",
+        *checkpoint,
+        "[[",
+        "--length",
+        "30",
+        "--top-k",
+        "20",
+        "--seed",
+        "3",
+    ]
     first, again = ok(capsys, argv), ok(capsys, argv)
     assert first == again and first.startswith("[[")
 
 
-# ------------------------------------------------------------------------------ bad input
+# ------------------------------------------------------------------------ bad input
 
 
 @pytest.mark.parametrize("task", list(TASKS))
 def test_bad_settings_and_presets_are_one_line(task, tmp_path, capsys):
     train = [task, "train", "--out", str(tmp_path / "run")]
-    err = fails(capsys, [*train, "--set", "nope=1"], "--set nope: unknown key; valid keys:")
+    err = fails(
+        capsys, [*train, "--set", "nope=1"], "--set nope: unknown key; valid keys:"
+    )
     valid = [f.name for f in dataclasses.fields(PRESETS[task]["tiny"])]
     assert err.strip().endswith(", ".join(valid))
     fails(capsys, [*train, "--set", "lr=abc"], "lr takes float")
     fails(capsys, [*train, "--set", "N=2.5"], "N takes int")
     fails(capsys, [*train, "--set", "clip_norm=x"], "clip_norm takes float or none")
     fails(capsys, [*train, "--set", "lr"], "write KEY=VALUE")
-    fails(capsys, [*train, "--preset", "huge"], "unknown preset 'huge'", ", ".join(PRESETS[task]))
+    fails(
+        capsys,
+        [*train, "--preset", "huge"],
+        "unknown preset 'huge'",
+        ", ".join(PRESETS[task]),
+    )
     assert not (tmp_path / "run").exists()  # refused before anything was written
 
 
 @pytest.mark.parametrize("task", list(TASKS))
 def test_a_data_folder_that_is_not_there_is_one_line(task, tmp_path, capsys):
-    argv = [task, "train", "--out", str(tmp_path / "run"), "--data-dir", str(tmp_path / "none")]
+    argv = [
+        task,
+        "train",
+        "--out",
+        str(tmp_path / "run"),
+        "--data-dir",
+        str(tmp_path / "none"),
+    ]
     fails(capsys, argv, f"the data mirror {tmp_path / 'none'} is not a folder")
     assert not (tmp_path / "run").exists()
 
@@ -292,7 +412,12 @@ def test_a_device_that_is_not_there_is_one_line(task, tmp_path, capsys):
 def test_a_device_that_is_not_there_for_evaluate_and_predict(trained, capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA device")
-    checkpoint = ["--checkpoint", str(trained("classify")[0] / "final.pt"), "--device", "cuda"]
+    checkpoint = [
+        "--checkpoint",
+        str(trained("classify")[0] / "final.pt"),
+        "--device",
+        "cuda",
+    ]
     fails(capsys, ["classify", "evaluate", *checkpoint], "no CUDA device")
     fails(capsys, ["classify", "predict", *checkpoint, "Great."], "no CUDA device")
 
@@ -306,7 +431,10 @@ def test_a_device_that_is_not_there_for_evaluate_and_predict(trained, capsys):
         (["translate", "fly"], "invalid choice: 'fly'"),
         (["lm", "train"], "required: --out"),
         (["lm", "train", "--out", "x", "--max-steps", "two"], "invalid int value"),
-        (["translate", "evaluate", "--checkpoint", "x.pt", "--split", "nope"], "invalid choice"),
+        (
+            ["translate", "evaluate", "--checkpoint", "x.pt", "--split", "nope"],
+            "invalid choice",
+        ),
     ],
 )
 def test_a_bad_command_line_is_one_line_and_exit_status_2(capsys, argv, fragment):
@@ -320,12 +448,18 @@ def test_resume_mistakes(trained, tmp_path, capsys):
     fails(capsys, [*train, "--resume", "--preset", "tiny"], "drop --preset/--set")
     fails(capsys, [*train, "--resume", "--set", "lr=1"], "drop --preset/--set")
     fails(capsys, [*train, "--preset", "tiny"], "already holds a run", "--resume")
-    fails(capsys, ["lm", "train", "--out", str(out), "--resume"], "holds a 'classify' run, not lm")
+    fails(
+        capsys,
+        ["lm", "train", "--out", str(out), "--resume"],
+        "holds a 'classify' run, not lm",
+    )
     empty = ["classify", "train", "--out", str(tmp_path / "empty"), "--resume"]
     fails(capsys, empty, "nothing to resume")
     fails(capsys, [*train, "--max-steps", "0"], "--max-steps 0 must be >= 1")
     fails(capsys, [*train, "--threads", "0"], "--threads 0 must be >= 1")
-    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before  # nothing touched
+    assert {
+        p.name: p.stat().st_mtime_ns for p in out.iterdir()
+    } == before  # nothing touched
 
 
 def test_bad_checkpoints(trained, tmp_path, capsys):
@@ -343,20 +477,36 @@ def test_bad_checkpoints(trained, tmp_path, capsys):
     ]
     for command in (["evaluate"], ["predict", "Hallo"]):
         for path, fragment in cases:
-            fails(capsys, ["translate", *command, "--checkpoint", str(path)], fragment)
+            fails(
+                capsys, ["translate", *command, "--checkpoint", str(path)], fragment
+            )
 
 
 def test_empty_and_impossible_inputs_to_predict(trained, capsys, monkeypatch):
     def predict(task: str, *args: str, stdin: str | None = None) -> list[str]:
         if stdin is not None:
             monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        return [task, "predict", "--checkpoint", str(trained(task)[0] / "final.pt"), *args]
+        return [
+            task,
+            "predict",
+            "--checkpoint",
+            str(trained(task)[0] / "final.pt"),
+            *args,
+        ]
 
     fails(capsys, predict("translate", stdin=""), "nothing to translate")
-    fails(capsys, predict("translate", stdin="Ein Hund.\n\nZwei Katzen.\n"), "sentence 2 is empty")
+    fails(
+        capsys,
+        predict("translate", stdin="Ein Hund.\n\nZwei Katzen.\n"),
+        "sentence 2 is empty",
+    )
     fails(capsys, predict("translate", ""), "sentence 1 is empty")
     fails(capsys, predict("translate", " ".join(["Hund"] * 300)), "256 positions")
-    fails(capsys, predict("translate", "Hallo", "--beam", "0"), "--beam 0 must be >= 1")
+    fails(
+        capsys,
+        predict("translate", "Hallo", "--beam", "0"),
+        "--beam 0 must be >= 1",
+    )
     fails(capsys, predict("classify", stdin=""), "nothing to classify")
     fails(capsys, predict("classify", "<br /><br />"), "review 1 is empty")
     fails(capsys, predict("lm", stdin=""), "nothing to continue")
@@ -365,7 +515,9 @@ def test_empty_and_impossible_inputs_to_predict(trained, capsys, monkeypatch):
     fails(capsys, predict("lm", "a", "--top-k", "0"), "top_k")
 
 
-def test_an_interrupt_is_one_line_and_exit_status_130(capsys, monkeypatch, tmp_path):
+def test_an_interrupt_is_one_line_and_exit_status_130(
+    capsys, monkeypatch, tmp_path
+):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
@@ -384,12 +536,27 @@ def test_an_interrupt_is_one_line_and_exit_status_130(capsys, monkeypatch, tmp_p
 
 def test_errors_in_a_real_process_are_one_line(mirror, tmp_path):
     env = {**os.environ, "AT_DATA_MIRROR": str(mirror), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "annotated_transformer", "lm", "train", "--preset", "huge"]
+    command = [
+        sys.executable,
+        "-m",
+        "annotated_transformer",
+        "lm",
+        "train",
+        "--preset",
+        "huge",
+    ]
     done = subprocess.run(
-        [*command, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+        [*command, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr == "error: unknown preset 'huge' for lm; use one of tiny, cpu, gpu\n"
+    assert (
+        done.stderr
+        == "error: unknown preset 'huge' for lm; use one of tiny, cpu, gpu\n"
+    )
 
 
 # ---------------------------------------------------------- every setting, in range

@@ -7,7 +7,12 @@ from annotated_transformer.decoding import beam_search, greedy_decode
 from annotated_transformer.masks import padding_mask, subsequent_mask
 from annotated_transformer.model import make_model
 from annotated_transformer.schedule import make_scheduler
-from annotated_transformer.training import Trainer, copy_task_batches, make_optimizer, seq2seq_loss
+from annotated_transformer.training import (
+    Trainer,
+    copy_task_batches,
+    make_optimizer,
+    seq2seq_loss,
+)
 
 PAD, START, END = 0, 1, 2
 
@@ -20,7 +25,9 @@ def random_model(vocab: int, seed: int) -> torch.nn.Module:
     return make_model(vocab, vocab, N=2, d_model=32, d_ff=64, h=4, dropout=0.1)
 
 
-def ragged_sources(vocab: int, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def ragged_sources(
+    vocab: int, n: int, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     src = torch.randint(3, vocab, (n, 7), generator=gen)
     for i in range(n):
@@ -29,8 +36,11 @@ def ragged_sources(vocab: int, n: int, seed: int) -> tuple[torch.Tensor, torch.T
 
 
 @torch.no_grad()
-def reference_greedy(model: torch.nn.Module, src: torch.Tensor, max_len: int, end: int | None):
-    """One sentence at a time, recomputing the prefix: the plainest greedy decoder."""
+def reference_greedy(
+    model: torch.nn.Module, src: torch.Tensor, max_len: int, end: int | None
+):
+    """One sentence at a time, recomputing the prefix: the
+    plainest greedy decoder."""
     results = []
     for row in src:
         s = row[row != PAD].unsqueeze(0)
@@ -72,7 +82,9 @@ def test_greedy_cached_equals_recompute_and_one_at_a_time(seed: int) -> None:
 def test_greedy_stops_early_and_pads_with_the_end_symbol() -> None:
     model = random_model(9, 0)
     src, mask = ragged_sources(9, 5, 0)
-    full = greedy_decode(model, src, mask, 30, START)  # no end symbol: always max_len
+    full = greedy_decode(
+        model, src, mask, 30, START
+    )  # no end symbol: always max_len
     assert full.shape == (5, 30)
     end = int(full[0, 2])  # sentence 0 "ends" at position 2
     alone = greedy_decode(model, src[:1], mask[:1], 30, START, end)
@@ -105,7 +117,9 @@ def test_beam_of_one_is_greedy(alpha: float) -> None:
     model = random_model(9, 3)
     src, mask = ragged_sources(9, 6, 3)
     greedy = greedy_decode(model, src, mask, 10, START, END)
-    beam = beam_search(model, src, mask, 10, START, END, beam_size=1, length_penalty=alpha)
+    beam = beam_search(
+        model, src, mask, 10, START, END, beam_size=1, length_penalty=alpha
+    )
     assert [strip(r, END) for r in beam] == [strip(r, END) for r in greedy]
 
 
@@ -122,29 +136,45 @@ def gnmt_score(log_prob: float, n_generated: int, alpha: float) -> float:
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
-def test_beam_search_with_a_wide_beam_finds_the_exhaustive_best(alpha: float) -> None:
+def test_beam_search_with_a_wide_beam_finds_the_exhaustive_best(
+    alpha: float,
+) -> None:
     vocab, n_max = 5, 3  # 3 generated tokens: at most 5³ = 125 hypotheses
     model = random_model(vocab, 5).eval()
     src, mask = ragged_sources(vocab, 3, 5)
     found = beam_search(
         model, src, mask, n_max + 1, START, END, beam_size=125, length_penalty=alpha
     )
-    tails = torch.tensor(list(itertools.product(range(vocab), repeat=n_max)))  # (125, 3)
+    tails = torch.tensor(
+        list(itertools.product(range(vocab), repeat=n_max))
+    )  # (125, 3)
     ys = torch.cat([torch.full((len(tails), 1), START), tails], dim=1)  # (125, 4)
     for row, beam_row in zip(src, found, strict=True):
-        # Score all 125 full sequences by teacher forcing in one batch; a shorter hypothesis
-        # (ending in END) is a prefix, and its log-probability a prefix sum (the decoder is causal).
+        # Score all 125 full sequences by teacher forcing in one batch; a shorter
+        # hypothesis (ending in END) is a prefix, and its log-probability a prefix
+        # sum (the decoder is causal).
         s = row[row != PAD].unsqueeze(0).expand(len(tails), -1)
         s_mask = padding_mask(s, PAD)
         with torch.no_grad():
-            out = model.decode(model.encode(s, s_mask), s_mask, ys[:, :-1], subsequent_mask(n_max))
-            logp = model.generator(out).gather(-1, tails.unsqueeze(-1)).squeeze(-1).cumsum(-1)
+            out = model.decode(
+                model.encode(s, s_mask), s_mask, ys[:, :-1], subsequent_mask(n_max)
+            )
+            logp = (
+                model.generator(out)
+                .gather(-1, tails.unsqueeze(-1))
+                .squeeze(-1)
+                .cumsum(-1)
+            )
         candidates = []
         for t, tail in enumerate(tails.tolist()):
-            for n in range(1, n_max + 1):  # every sequence that ends with END or fills max_len
+            for n in range(
+                1, n_max + 1
+            ):  # every sequence that ends with END or fills max_len
                 if END in tail[: n - 1] or (n < n_max and tail[n - 1] != END):
                     continue
-                score = float(logp[t, n - 1]) / ((5 + n) / 6) ** alpha  # GNMT, written out
+                score = (
+                    float(logp[t, n - 1]) / ((5 + n) / 6) ** alpha
+                )  # GNMT, written out
                 candidates.append((score, [START, *tail[:n]]))
         best_score, best = max(candidates)
         assert strip(beam_row, END) == best, (best_score, sorted(candidates)[-3:])
@@ -152,10 +182,13 @@ def test_beam_search_with_a_wide_beam_finds_the_exhaustive_best(alpha: float) ->
 
 @pytest.fixture(scope="module")
 def copy_model() -> torch.nn.Module:
-    """The copy task at CI size: 2 layers, d_model 32, vocabulary 11, a few hundred steps."""
+    """The copy task at CI size: 2 layers, d_model 32, vocabulary
+    11, a few hundred steps."""
     torch.manual_seed(0)
     vocab, d_model = 11, 32
-    model = make_model(vocab, vocab, N=2, d_model=d_model, d_ff=64, h=2, dropout=0.0)
+    model = make_model(
+        vocab, vocab, N=2, d_model=d_model, d_ff=64, h=2, dropout=0.0
+    )
     opt = make_optimizer(model)
     trainer = Trainer(
         model,
@@ -164,7 +197,11 @@ def copy_model() -> torch.nn.Module:
         make_scheduler(opt, "noam", (d_model * 100) ** -0.5, 100, 0),
         clip_norm=1.0,
     )
-    trainer.fit(lambda epoch: copy_task_batches(vocab, 128, 20, seed=epoch), 400, progress=False)
+    trainer.fit(
+        lambda epoch: copy_task_batches(vocab, 128, 20, seed=epoch),
+        400,
+        progress=False,
+    )
     return model.eval()
 
 
@@ -175,8 +212,12 @@ def fresh_copy_sources(n: int, seed: int) -> torch.Tensor:
     return src
 
 
-def test_copy_task_model_copies_fresh_sequences_exactly(copy_model: torch.nn.Module) -> None:
-    src = fresh_copy_sources(200, seed=12345)  # never seen: training used seeds 0, 1, ...
+def test_copy_task_model_copies_fresh_sequences_exactly(
+    copy_model: torch.nn.Module,
+) -> None:
+    src = fresh_copy_sources(
+        200, seed=12345
+    )  # never seen: training used seeds 0, 1, ...
     out = greedy_decode(copy_model, src, padding_mask(src, PAD), 10, START)
     exact = (out == src).all(dim=1).float().mean().item()
     assert exact == 1.0, f"only {exact:.1%} exact copies"
@@ -191,6 +232,10 @@ def test_trained_model_cached_equals_recompute(copy_model: torch.nn.Module) -> N
         if use_cache:
             cached = out
     assert torch.equal(cached, out)
-    beam = beam_search(copy_model, src, mask, 12, START, END, beam_size=4, use_cache=True)
-    plain = beam_search(copy_model, src, mask, 12, START, END, beam_size=4, use_cache=False)
+    beam = beam_search(
+        copy_model, src, mask, 12, START, END, beam_size=4, use_cache=True
+    )
+    plain = beam_search(
+        copy_model, src, mask, 12, START, END, beam_size=4, use_cache=False
+    )
     assert torch.equal(beam, plain)

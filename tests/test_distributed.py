@@ -1,5 +1,6 @@
-"""Data-parallel training (2 CPU processes, Gloo) equals one process on the same global batches:
-the loss function and the sharding by hand (plain SGD), and the runner under torchrun."""
+"""Data-parallel training (2 CPU processes, Gloo) equals one process on the same
+global batches: the loss function and the sharding by hand (plain SGD), and the
+runner under torchrun."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ VOCAB = Vocab([*SPECIALS, *"abcdefghijklmnop"])
 
 
 def _pairs() -> list[tuple[list[int], list[int]]]:
-    """Sentence pairs of very different lengths, so the ranks' token counts differ."""
+    """Sentence pairs of very different lengths, so the
+    ranks' token counts differ."""
     gen = torch.Generator().manual_seed(0)
     pairs = []
     for _ in range(64):
@@ -39,8 +41,8 @@ def _pairs() -> list[tuple[list[int], list[int]]]:
 
 
 def _batches(rank: int, world: int, accumulate: int):
-    """``epoch -> batches`` of this rank: every rank computes the same global list of an epoch
-    and takes its share of whole steps (``shard_batches``)."""
+    """``epoch -> batches`` of this rank: every rank computes the same global list
+    of an epoch and takes its share of whole steps (``shard_batches``)."""
     pairs = _pairs()
 
     def epoch_batches(epoch: int):
@@ -54,16 +56,21 @@ def _batches(rank: int, world: int, accumulate: int):
 def _train(rank: int, world: int, accumulate: int, global_tokens: bool):
     """STEPS optimiser steps of a tiny model; returns (weights, per-step losses)."""
     torch.manual_seed(0)
-    model = make_model(len(VOCAB), len(VOCAB), N=1, d_model=16, d_ff=32, h=2, dropout=0.0)
+    model = make_model(
+        len(VOCAB), len(VOCAB), N=1, d_model=16, d_ff=32, h=2, dropout=0.0
+    )
     loss_fn = seq2seq_loss(VOCAB.stoi["<pad>"], smoothing=0.1)
     if global_tokens:
         loss_fn = distributed.global_token_loss(loss_fn)
-    # Plain SGD: Adam's per-parameter normalisation would hide a wrongly scaled gradient.
+    # Plain SGD: Adam's per-parameter normalisation would hide a
+    # wrongly scaled gradient.
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     wrapped = distributed.wrap(model, torch.device("cpu"))
     trainer = Trainer(wrapped, optimizer, loss_fn, accumulate=accumulate)
     history = trainer.fit(_batches(rank, world, accumulate), STEPS, progress=False)
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}, list(history["loss"])
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}, list(
+        history["loss"]
+    )
 
 
 def _worker(rank: int, port: int, out: str) -> None:
@@ -77,7 +84,10 @@ def _worker(rank: int, port: int, out: str) -> None:
     torch.set_num_threads(1)
     distributed.init_distributed(torch.device("cpu"))
     try:
-        results = {mode: _train(rank, WORLD, 1, mode == "global") for mode in ("global", "naive")}
+        results = {
+            mode: _train(rank, WORLD, 1, mode == "global")
+            for mode in ("global", "naive")
+        }
         if distributed.is_main():
             torch.save(results, Path(out) / "ddp.pt")
     finally:
@@ -116,7 +126,11 @@ def test_the_test_can_fail_averaging_per_rank_losses_differs(ddp_results):
 
 
 def test_without_torchrun_everything_is_single_process():
-    assert (distributed.rank(), distributed.world_size(), distributed.is_main()) == (0, 1, True)
+    assert (
+        distributed.rank(),
+        distributed.world_size(),
+        distributed.is_main(),
+    ) == (0, 1, True)
     assert distributed.init_distributed(torch.device("cpu")) == torch.device("cpu")
     assert not distributed.is_distributed()
     model = torch.nn.Linear(2, 2)
@@ -126,7 +140,9 @@ def test_without_torchrun_everything_is_single_process():
 
 
 def test_bad_device_is_a_clear_error():
-    with pytest.raises(ValueError, match="unknown device 'tpu'; use one of auto, cpu, cuda, mps"):
+    with pytest.raises(
+        ValueError, match="unknown device 'tpu'; use one of auto, cpu, cuda, mps"
+    ):
         runner.pick_device("tpu")
     assert runner.pick_device("cpu") == torch.device("cpu")
     if not torch.cuda.is_available():
@@ -134,7 +150,7 @@ def test_bad_device_is_a_clear_error():
             runner.pick_device("cuda:0")
 
 
-# ---------------------------------------------------------------- the runner under torchrun
+# -------------------------------------------------------- the runner under torchrun
 
 # dropout 0: each rank draws its own dropout masks, one process draws others
 SETTINGS = ["train_limit=600", "eval_limit=5", "epochs=1", "warmup=2", "dropout=0"]
@@ -159,7 +175,9 @@ def test_torchrun_two_processes_equal_one_process_accumulating_two_batches(
     )
     ddp = pd.read_csv(tmp_path / "ddp" / "history.csv")
     assert len(ddp) == len(one.history) > 2
-    assert list(ddp["tokens"]) == list(one.history["tokens"])  # the global count of each step
+    assert list(ddp["tokens"]) == list(
+        one.history["tokens"]
+    )  # the global count of each step
     assert list(ddp["lr"]) == list(one.history["lr"])
     for column in ("loss", "grad_norm", "val_loss"):
         assert ddp[column].tolist() == pytest.approx(

@@ -1,4 +1,5 @@
-"""Download, verification and atomic caching, against a local HTTP server (no network)."""
+"""Download, verification and atomic caching, against a local
+HTTP server (no network)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ from annotated_transformer.download import (
 PAYLOAD = b"Zwei junge Leute stehen vor einem Zaun.\n" * 2000
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-MIRROR = Path(os.environ.get("AT_DATA_MIRROR", SHARED)).resolve()  # read before fixtures unset it
+MIRROR = Path(
+    os.environ.get("AT_DATA_MIRROR", SHARED)
+).resolve()  # read before fixtures unset it
 
 
 class Server(http.server.ThreadingHTTPServer):
@@ -73,7 +76,8 @@ def server():
 
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch, tmp_path):
-    """No waiting between retries, no mirror unless a test names one, a throwaway cache."""
+    """No waiting between retries, no mirror unless a test names
+    one, a throwaway cache."""
     monkeypatch.setattr(download.time, "sleep", lambda seconds: None)
     monkeypatch.delenv("AT_DATA_MIRROR", raising=False)
     monkeypatch.setenv("AT_CACHE_DIR", str(tmp_path / "default-cache"))
@@ -84,7 +88,9 @@ def url(srv: Server, path: str) -> str:
 
 
 def files_in(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    return sorted(
+        str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()
+    )
 
 
 def test_download_verifies_and_caches(server, tmp_path):
@@ -152,7 +158,10 @@ def test_mirror_file_is_used_in_place_and_verified(tmp_path):
     (mirror / "demo").mkdir(parents=True)
     (mirror / "demo" / "file.txt").write_bytes(PAYLOAD)
     dead = Resource("demo/file.txt", SHA, "http://127.0.0.1:9/unreachable")
-    assert fetch(dead, mirror=mirror, cache=tmp_path / "cache") == mirror / "demo" / "file.txt"
+    assert (
+        fetch(dead, mirror=mirror, cache=tmp_path / "cache")
+        == mirror / "demo" / "file.txt"
+    )
     assert not (tmp_path / "cache").exists()
 
     (mirror / "demo" / "file.txt").write_bytes(PAYLOAD + b"!")
@@ -172,18 +181,25 @@ def test_mirror_only_file_that_is_absent_says_what_to_do(tmp_path):
     with pytest.raises(DownloadError, match="AT_DATA_MIRROR"):
         fetch(Resource("demo/file.txt", SHA), mirror=tmp_path, cache=tmp_path)
     with pytest.raises(FileNotFoundError, match="--data-dir"):
-        fetch(Resource("demo/file.txt", SHA), mirror=tmp_path / "typo", cache=tmp_path)
+        fetch(
+            Resource("demo/file.txt", SHA), mirror=tmp_path / "typo", cache=tmp_path
+        )
 
 
 def test_atomic_write(tmp_path):
     atomic_write(tmp_path / "a" / "b.json", b"{}")
-    assert files_in(tmp_path) == ["a/b.json"] and (tmp_path / "a" / "b.json").read_bytes() == b"{}"
+    assert (
+        files_in(tmp_path) == ["a/b.json"]
+        and (tmp_path / "a" / "b.json").read_bytes() == b"{}"
+    )
 
 
 def test_alternatives_are_tried_in_order(tmp_path):
     (tmp_path / "b.gz").write_bytes(gzip.compress(PAYLOAD))
     options = (Resource("a.txt", SHA), Resource("b.gz", SHA, content="gzip"))
-    assert fetch(options, mirror=tmp_path, cache=tmp_path / "c") == tmp_path / "b.gz"
+    assert (
+        fetch(options, mirror=tmp_path, cache=tmp_path / "c") == tmp_path / "b.gz"
+    )
 
 
 def test_compressed_content_hashes(tmp_path):
@@ -194,7 +210,8 @@ def test_compressed_content_hashes(tmp_path):
     (tmp_path / "x.zip").write_bytes(buffer.getvalue())
     assert sha256_of(tmp_path / "x.gz", "gzip") == SHA
     assert sha256_of(tmp_path / "x.zip", "zip:inner") == SHA
-    # A truncated gzip cannot be decompressed: reported as a checksum failure, not EOFError.
+    # A truncated gzip cannot be decompressed: reported as a
+    # checksum failure, not EOFError.
     (tmp_path / "y.gz").write_bytes(gzip.compress(PAYLOAD)[:100])
     with pytest.raises(ChecksumError, match="corrupted or truncated"):
         download.verify(tmp_path / "y.gz", Resource("y.gz", SHA, content="gzip"))
@@ -204,12 +221,16 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="unknown dataset file"):
         fetch("multi30k/train.fr")
     with pytest.raises(ValueError, match="retries"):
-        download.download(Resource("a", SHA, "file:///dev/null"), Path("/tmp/x"), retries=0)
+        download.download(
+            Resource("a", SHA, "file:///dev/null"), Path("/tmp/x"), retries=0
+        )
 
 
 def test_registry_entries_verify_against_the_shared_mirror():
     if not (MIRROR / "multi30k").is_dir():
-        pytest.skip(f"no data mirror at {MIRROR}; set AT_DATA_MIRROR to shared/data")
+        pytest.skip(
+            f"no data mirror at {MIRROR}; set AT_DATA_MIRROR to shared/data"
+        )
     for name in REGISTRY:
         if name == "enwik8":
             continue  # only its 10^6-byte prefix is mirrored
@@ -224,7 +245,10 @@ def test_interrupted_download_leaves_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(download, "_stream", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        fetch(Resource("demo/file.txt", SHA, "http://example.invalid/"), cache=tmp_path)
+        fetch(
+            Resource("demo/file.txt", SHA, "http://example.invalid/"),
+            cache=tmp_path,
+        )
     assert files_in(tmp_path) == []
 
 

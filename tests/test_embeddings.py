@@ -13,7 +13,9 @@ def test_lookup_times_sqrt_d_model():
     torch.manual_seed(0)
     emb = Embeddings(d_model=16, vocab=10)
     ids = torch.tensor([[1, 2, 9], [0, 0, 3]])
-    expected = torch.stack([torch.stack([emb.lut.weight[int(i)] for i in row]) for row in ids])
+    expected = torch.stack(
+        [torch.stack([emb.lut.weight[int(i)] for i in row]) for row in ids]
+    )
     torch.testing.assert_close(emb(ids), expected * math.sqrt(16))
 
 
@@ -32,6 +34,8 @@ def test_float_ids_raise():
 
 def test_token_and_position_passes_the_offset():
     torch.manual_seed(0)
-    embed = TokenAndPosition(Embeddings(8, 20), PositionalEncoding(8, 0.0, max_len=30))
+    embed = TokenAndPosition(
+        Embeddings(8, 20), PositionalEncoding(8, 0.0, max_len=30)
+    )
     ids = torch.randint(0, 20, (2, 7))
     torch.testing.assert_close(embed(ids[:, 3:], 3), embed(ids)[:, 3:])

@@ -1,10 +1,15 @@
-"""Runner options for bigger models (issue 12) and today's block as an lm setting (issue 14)."""
+"""Runner options for bigger models (issue 12) and today's block as an
+lm setting (issue 14)."""
 
 import pytest
 import torch
 
 from annotated_transformer import runner
-from annotated_transformer.layers import DecoderLayer, EncoderLayer, TransformerBlock
+from annotated_transformer.layers import (
+    DecoderLayer,
+    EncoderLayer,
+    TransformerBlock,
+)
 from annotated_transformer.model import DecoderLM, make_model
 from annotated_transformer.modern import ModernDecoderLM, modern_parameter_formula
 from annotated_transformer.swiglu import swiglu_width
@@ -14,7 +19,10 @@ from annotated_transformer.training import checkpoint_blocks
 
 def grads(model: torch.nn.Module, loss: torch.Tensor) -> list[torch.Tensor]:
     loss.backward()
-    return [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in model.parameters()]
+    return [
+        torch.zeros_like(p) if p.grad is None else p.grad.clone()
+        for p in model.parameters()
+    ]
 
 
 @pytest.mark.parametrize("kind", ["lm", "seq2seq"])
@@ -22,33 +30,46 @@ def test_checkpointed_gradients_equal_the_plain_ones_with_dropout_on(kind):
     def build() -> torch.nn.Module:
         torch.manual_seed(0)
         if kind == "lm":
-            return DecoderLM(vocab=50, d_model=16, h=2, N=3, max_len=12, d_ff=32, dropout=0.3)
+            return DecoderLM(
+                vocab=50, d_model=16, h=2, N=3, max_len=12, d_ff=32, dropout=0.3
+            )
         return make_model(50, 50, N=2, d_model=16, d_ff=32, h=2, dropout=0.3)
 
     def loss(model: torch.nn.Module) -> torch.Tensor:
         torch.manual_seed(1)  # the same dropout masks for both models
-        x = torch.randint(1, 50, (4, 10), generator=torch.Generator().manual_seed(2))
+        x = torch.randint(
+            1, 50, (4, 10), generator=torch.Generator().manual_seed(2)
+        )
         out = model(x) if kind == "lm" else model(x, x, None, None)
         weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(4))
-        return (out * weights).sum()  # not a function of the layer norm's scale alone
+        return (
+            out * weights
+        ).sum()  # not a function of the layer norm's scale alone
 
     plain, checkpointed = build(), build()
     blocks = (EncoderLayer, DecoderLayer, TransformerBlock)
     assert checkpoint_blocks(checkpointed, blocks) == (3 if kind == "lm" else 4)
     plain_loss, checkpointed_loss = loss(plain), loss(checkpointed)
     torch.testing.assert_close(checkpointed_loss, plain_loss, rtol=0, atol=0)
-    for a, b in zip(grads(plain, plain_loss), grads(checkpointed, checkpointed_loss), strict=True):
+    for a, b in zip(
+        grads(plain, plain_loss),
+        grads(checkpointed, checkpointed_loss),
+        strict=True,
+    ):
         torch.testing.assert_close(a, b)
     # The test can fail: different dropout masks give different gradients.
     other = build()
     x = torch.randint(1, 50, (4, 10), generator=torch.Generator().manual_seed(2))
-    out = other(x) if kind == "lm" else other(x, x, None, None)  # masks of another seed
+    out = (
+        other(x) if kind == "lm" else other(x, x, None, None)
+    )  # masks of another seed
     weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(4))
     assert not torch.allclose((out * weights).sum(), plain_loss)
 
 
 def test_checkpointing_keeps_fewer_activations_for_backward():
-    """Bytes autograd keeps for the backward pass, counted with saved-tensor hooks."""
+    """Bytes autograd keeps for the backward pass, counted
+    with saved-tensor hooks."""
 
     def saved_bytes(model: torch.nn.Module) -> int:
         total = 0
@@ -64,7 +85,9 @@ def test_checkpointing_keeps_fewer_activations_for_backward():
         return total
 
     torch.manual_seed(0)
-    model = DecoderLM(vocab=50, d_model=32, h=4, N=6, max_len=64, d_ff=128, dropout=0.1)
+    model = DecoderLM(
+        vocab=50, d_model=32, h=4, N=6, max_len=64, d_ff=128, dropout=0.1
+    )
     plain = saved_bytes(model)
     checkpoint_blocks(model, (TransformerBlock,))
     assert saved_bytes(model) < plain / 3
@@ -83,21 +106,37 @@ def test_a_run_with_activation_checkpointing_has_the_plain_runs_losses(tmp_path)
     )
     more = [*settings, "activation_checkpointing=true"]
     saved = runner.train(
-        "lm", tmp_path / "b", preset="tiny", settings=more, progress=False, echo=False, device="cpu"
+        "lm",
+        tmp_path / "b",
+        preset="tiny",
+        settings=more,
+        progress=False,
+        echo=False,
+        device="cpu",
     )
     assert saved.metrics["config"]["activation_checkpointing"] is True
-    assert saved.history["loss"].tolist() == pytest.approx(plain.history["loss"].tolist())
+    assert saved.history["loss"].tolist() == pytest.approx(
+        plain.history["loss"].tolist()
+    )
 
 
 def test_lm_block_modern_builds_todays_model_with_the_2017_parameter_budget():
-    config = runner.new_config("lm", "tiny", ["block=modern", "kv_heads=2", "N=2", "d_ff=96"])
+    config = runner.new_config(
+        "lm", "tiny", ["block=modern", "kv_heads=2", "N=2", "d_ff=96"]
+    )
     model = LanguageModel(config).build_model()
     assert isinstance(model, ModernDecoderLM)
     c = config
-    formula = modern_parameter_formula(256, c.d_model, c.h, 2, swiglu_width(c.d_ff), c.N)
+    formula = modern_parameter_formula(
+        256, c.d_model, c.h, 2, swiglu_width(c.d_ff), c.N
+    )
     assert sum(p.numel() for p in model.parameters()) == sum(formula.values())
-    assert swiglu_width(96) == 64  # 3 · d · 64 = 2 · d · 96: the 2017 feed-forward's weights
-    old = LanguageModel(runner.new_config("lm", "tiny", ["N=2", "d_ff=96"])).build_model()
+    assert (
+        swiglu_width(96) == 64
+    )  # 3 · d · 64 = 2 · d · 96: the 2017 feed-forward's weights
+    old = LanguageModel(
+        runner.new_config("lm", "tiny", ["N=2", "d_ff=96"])
+    ).build_model()
     assert isinstance(old, DecoderLM)
     with pytest.raises(ValueError, match="kv_heads=3 must divide h=4"):
         runner.new_config("lm", "tiny", ["block=modern", "kv_heads=3"])
@@ -106,14 +145,28 @@ def test_lm_block_modern_builds_todays_model_with_the_2017_parameter_budget():
 
 
 def test_lm_switches_reach_the_modern_model_and_are_refused_for_the_2017_block():
-    settings = ["block=modern", "norm=layer", "positions=alibi", "feed_forward=relu", "bias=true"]
+    settings = [
+        "block=modern",
+        "norm=layer",
+        "positions=alibi",
+        "feed_forward=relu",
+        "bias=true",
+    ]
     model = LanguageModel(runner.new_config("lm", "tiny", settings)).build_model()
     block = model.blocks[0]
-    assert isinstance(block.norm1, torch.nn.LayerNorm) and block.norm1.bias is not None
-    assert block.attention.alibi and not block.attention.rope and model.position is None
+    assert (
+        isinstance(block.norm1, torch.nn.LayerNorm) and block.norm1.bias is not None
+    )
+    assert (
+        block.attention.alibi
+        and not block.attention.rope
+        and model.position is None
+    )
     assert block.feed_forward.w_1.out_features == 256  # ReLU keeps d_ff itself
     assert model.to_logits.bias is not None
-    with pytest.raises(ValueError, match="block=2017 has no norm, bias: use block=modern"):
+    with pytest.raises(
+        ValueError, match="block=2017 has no norm, bias: use block=modern"
+    ):
         runner.new_config("lm", "tiny", ["norm=layer", "bias=true"])
     with pytest.raises(ValueError, match="positions='rotary': use one of"):
         runner.new_config("lm", "tiny", ["block=modern", "positions=rotary"])

@@ -1,5 +1,5 @@
-"""Grouped-query attention against explicit per-head loops, SDPA on repeated heads and
-torch.nn.MultiheadAttention; causality and the key/value cache."""
+"""Grouped-query attention against explicit per-head loops, SDPA on repeated heads
+and torch.nn.MultiheadAttention; causality and the key/value cache."""
 
 import pytest
 import torch
@@ -24,7 +24,8 @@ def inputs(length=L, seed=1):
 
 
 def rotate_complex(x, base=10000.0):
-    """RoPE as complex multiplication: pair (a, b) at position m -> (a + ib) · e^{i m θ_k}."""
+    """RoPE as complex multiplication: pair (a, b) at position
+    m -> (a + ib) · e^{i m θ_k}."""
     d = x.size(-1)
     theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
     angles = torch.arange(x.size(-2), dtype=torch.float64)[:, None] * theta
@@ -47,7 +48,9 @@ def reference(module, x, rope):
         qj, kg = q[:, :, j], k[:, :, g]
         if rope:
             qj, kg = rotate_complex(qj), rotate_complex(kg)
-        scores = (qj @ kg.transpose(-2, -1) / d_k**0.5).masked_fill(~causal, float("-inf"))
+        scores = (qj @ kg.transpose(-2, -1) / d_k**0.5).masked_fill(
+            ~causal, float("-inf")
+        )
         heads.append(scores.softmax(-1) @ v[:, :, g])
     return torch.cat(heads, dim=-1) @ module.w_o.weight.T
 
@@ -64,22 +67,35 @@ def test_matches_sdpa_on_repeated_key_value_heads():
     module = make(6, 2, rope=False)
     x = inputs()
     q = module.w_q(x).unflatten(-1, (6, 4)).transpose(1, 2)  # (batch, h, len, d_k)
-    k, v = (w(x).unflatten(-1, (2, 4)).transpose(1, 2) for w in (module.w_k, module.w_v))
-    k, v = k.repeat_interleave(3, dim=1), v.repeat_interleave(3, dim=1)  # (batch, h, len, d_k)
+    k, v = (
+        w(x).unflatten(-1, (2, 4)).transpose(1, 2) for w in (module.w_k, module.w_v)
+    )
+    k, v = (
+        k.repeat_interleave(3, dim=1),
+        v.repeat_interleave(3, dim=1),
+    )  # (batch, h, len, d_k)
     out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    torch.testing.assert_close(module(x), module.w_o(out.transpose(1, 2).flatten(2)))
+    torch.testing.assert_close(
+        module(x), module.w_o(out.transpose(1, 2).flatten(2))
+    )
 
 
 def test_kv_heads_equal_to_h_is_torch_multi_head_attention():
     module = make(4, 4, rope=False)
-    torch_mha = nn.MultiheadAttention(D_MODEL, 4, bias=False, batch_first=True).double().eval()
+    torch_mha = (
+        nn.MultiheadAttention(D_MODEL, 4, bias=False, batch_first=True)
+        .double()
+        .eval()
+    )
     with torch.no_grad():
         torch_mha.in_proj_weight.copy_(
             torch.cat([module.w_q.weight, module.w_k.weight, module.w_v.weight])
         )
         torch_mha.out_proj.weight.copy_(module.w_o.weight)
     x = inputs()
-    future = torch.ones(L, L, dtype=torch.bool).triu(1)  # nn.MultiheadAttention: True = hidden
+    future = torch.ones(L, L, dtype=torch.bool).triu(
+        1
+    )  # nn.MultiheadAttention: True = hidden
     expected, _ = torch_mha(x, x, x, attn_mask=future, need_weights=False)
     torch.testing.assert_close(module(x), expected)
 
@@ -99,7 +115,14 @@ def test_cached_chunks_equal_the_full_sequence_and_cache_kv_heads(h, kv_heads):
     module = make(h, kv_heads)
     x = inputs(length=9)
     cache, outs, start = KVCache(), [], 0
-    for size in (3, 1, 1, 2, 1, 1):  # a prompt, single steps, and 2 new queries after a cache
+    for size in (
+        3,
+        1,
+        1,
+        2,
+        1,
+        1,
+    ):  # a prompt, single steps, and 2 new queries after a cache
         outs.append(module(x[:, start : start + size], cache))
         start += size
     torch.testing.assert_close(torch.cat(outs, dim=1), module(x))
@@ -116,9 +139,15 @@ def test_precomputed_tables_are_the_default_ones():
 
 
 def test_parameter_count_and_biases():
-    assert sum(p.numel() for p in make(6, 2).parameters()) == 2 * 24 * 24 + 2 * 24 * 2 * 4
+    assert (
+        sum(p.numel() for p in make(6, 2).parameters())
+        == 2 * 24 * 24 + 2 * 24 * 2 * 4
+    )
     with_bias = make(6, 2, bias=True)
-    assert sum(p.numel() for p in with_bias.parameters()) == 2 * 24 * 24 + 2 * 24 * 8 + 2 * 24 + 16
+    assert (
+        sum(p.numel() for p in with_bias.parameters())
+        == 2 * 24 * 24 + 2 * 24 * 8 + 2 * 24 + 16
+    )
 
 
 def test_bad_configurations_raise():

@@ -12,7 +12,8 @@ from annotated_transformer import imdb
 
 @pytest.fixture(autouse=True)
 def own_cache(request, tmp_path, monkeypatch):
-    """Synthetic archives keep their parsed JSON in a temporary cache, not the user's."""
+    """Synthetic archives keep their parsed JSON in a temporary
+    cache, not the user's."""
     if "mirror" not in request.fixturenames:
         monkeypatch.setenv("AT_CACHE_DIR", str(tmp_path / "cache"))
 
@@ -30,19 +31,26 @@ def test_real_splits_are_complete_and_balanced(mirror):
         assert labels == sorted(labels)  # negatives first, then positives
     texts, _ = imdb.load_imdb("train", mirror=mirror)
     # aclImdb/train/neg/0_3.txt, the first file in (label, id) order
-    assert texts[0].startswith("Story of a man who has unnatural feelings for a pig.")
+    assert texts[0].startswith(
+        "Story of a man who has unnatural feelings for a pig."
+    )
 
 
 def make_copy(root: Path, canonical: bool) -> Path:
-    """A tiny aclImdb folder: 2 reviews per label and split (+ what the canonical tar adds)."""
+    """A tiny aclImdb folder: 2 reviews per label and split (+ what
+    the canonical tar adds)."""
     for split in imdb.SPLITS:
         for sentiment, rating in (("pos", 9), ("neg", 2)):
             folder = root / "aclImdb" / split / sentiment
             folder.mkdir(parents=True)
             for review_id in (10, 2):  # ids sort numerically, not as text
                 text = f"{split} {sentiment} {review_id}<br />Ünïcode, don't!"
-                (folder / f"{review_id}_{rating}.txt").write_text(text, encoding="utf-8")
-        (root / "aclImdb" / split / "urls_pos.txt").write_text("http://example.org\n")
+                (folder / f"{review_id}_{rating}.txt").write_text(
+                    text, encoding="utf-8"
+                )
+        (root / "aclImdb" / split / "urls_pos.txt").write_text(
+            "http://example.org\n"
+        )
     if canonical:
         (root / "aclImdb" / "train" / "unsup").mkdir()
         (root / "aclImdb" / "train" / "unsup" / "7_0.txt").write_text("unlabelled")
@@ -113,14 +121,17 @@ def test_missing_data_says_what_to_pass(tmp_path):
 def test_tokenize():
     text = "A GREAT film!<br /><br />I didn't expect it...<BR/>Naïve? 10/10_"
     assert imdb.tokenize(text) == [
-        "a", "great", "film", "!", "i", "didn't", "expect", "it", "naïve", "?", "10", "10",
+        "a", "great", "film", "!", "i", "didn't", "expect", "it", "naïve", "?",
+        "10", "10",
     ]  # fmt: skip
 
 
 def test_train_val_split_is_seeded_and_disjoint():
     texts = [f"review {i}" for i in range(100)]
     labels = [i % 2 for i in range(100)]
-    (train, train_labels), (val, val_labels) = imdb.train_val_split(texts, labels, 20, seed=1)
+    (train, train_labels), (val, val_labels) = imdb.train_val_split(
+        texts, labels, 20, seed=1
+    )
     assert len(val) == 20 and len(train) == 80
     assert sorted(train + val) == sorted(texts)
     for part, part_labels in ((train, train_labels), (val, val_labels)):
@@ -148,11 +159,15 @@ def test_head_and_tail_encoding():
     ids = imdb.encode([long_review, short_review], vocab, max_len=5, tail=3)
     assert ids[0] == vocab.encode(["w0", "w1", "w7", "w8", "w9"])  # first 2, last 3
     assert ids[1] == vocab.encode(short_review)  # fits: whole, nothing repeated
-    assert imdb.encode([words[:5]], vocab, max_len=5, tail=3) == [vocab.encode(words[:5])]
+    assert imdb.encode([words[:5]], vocab, max_len=5, tail=3) == [
+        vocab.encode(words[:5])
+    ]
     assert imdb.encode([words[:6]], vocab, max_len=5, tail=3)[0] == vocab.encode(
         ["w0", "w1", "w3", "w4", "w5"]
     )
-    assert imdb.encode([long_review], vocab, max_len=5, tail=0) == [vocab.encode(words[:5])]
+    assert imdb.encode([long_review], vocab, max_len=5, tail=0) == [
+        vocab.encode(words[:5])
+    ]
     for bad in (-1, 5):
         with pytest.raises(ValueError, match="tail"):
             imdb.encode([long_review], vocab, max_len=5, tail=bad)

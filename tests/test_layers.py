@@ -37,11 +37,14 @@ def test_hand_layer_norm_is_the_original_formula():
     n = x.size(-1)
     mean = x.sum(-1, keepdim=True) / n
     std = (((x - mean) ** 2).sum(-1, keepdim=True) / (n - 1)).sqrt()
-    torch.testing.assert_close(norm(x), norm.a_2 * (x - mean) / (std + 1e-6) + norm.b_2)
+    torch.testing.assert_close(
+        norm(x), norm.a_2 * (x - mean) / (std + 1e-6) + norm.b_2
+    )
 
 
 def test_hand_layer_norm_differs_from_nn_layer_norm_by_bessel_factor():
-    """Without eps, unbiased std = biased std · √(n/(n-1)), so ours = nn's · √((n-1)/n)."""
+    """Without eps, unbiased std = biased std · √(n/(n-1)), so
+    ours = nn's · √((n-1)/n)."""
     torch.manual_seed(0)
     n = 10
     x = torch.randn(4, n, dtype=torch.float64)
@@ -67,11 +70,16 @@ def test_sublayer_connection_is_pre_norm():
     torch.testing.assert_close(block(x, f), x + f(F.layer_norm(x, (6,), eps=1e-5)))
 
 
-def load_block_into_torch(block: TransformerBlock, ref: nn.TransformerEncoderLayer) -> None:
-    """Copy our weights into PyTorch's layer: q, k, v projections stack into in_proj."""
+def load_block_into_torch(
+    block: TransformerBlock, ref: nn.TransformerEncoderLayer
+) -> None:
+    """Copy our weights into PyTorch's layer: q, k, v
+    projections stack into in_proj."""
     q, k, v, o = block.attention.linears
     with torch.no_grad():
-        ref.self_attn.in_proj_weight.copy_(torch.cat([q.weight, k.weight, v.weight]))
+        ref.self_attn.in_proj_weight.copy_(
+            torch.cat([q.weight, k.weight, v.weight])
+        )
         ref.self_attn.in_proj_bias.copy_(torch.cat([q.bias, k.bias, v.bias]))
         ref.self_attn.out_proj.weight.copy_(o.weight)
         ref.self_attn.out_proj.bias.copy_(o.bias)
@@ -89,8 +97,8 @@ def test_transformer_block_matches_post_norm_torch_layer(causal):
     for p in block.parameters():  # move LayerNorms off the identity too
         nn.init.normal_(p, std=0.3)
     ref = nn.TransformerEncoderLayer(
-        d, h, dim_feedforward=4 * d, dropout=0.1, activation="relu", batch_first=True,
-        norm_first=False,
+        d, h, dim_feedforward=4 * d, dropout=0.1, activation="relu",
+        batch_first=True, norm_first=False,
     ).eval()  # fmt: skip
     load_block_into_torch(block, ref)
     x = torch.randn(batch, n, d)
@@ -100,7 +108,9 @@ def test_transformer_block_matches_post_norm_torch_layer(causal):
     ours = block(x, mask)
     kwargs = {"src_key_padding_mask": tokens == 0}
     if causal:
-        kwargs["src_mask"] = ~subsequent_mask(n)[0]  # PyTorch: True = may NOT attend
+        kwargs["src_mask"] = ~subsequent_mask(n)[
+            0
+        ]  # PyTorch: True = may NOT attend
         kwargs["is_causal"] = True
     expected = ref(x, **kwargs)
     real = tokens != 0
@@ -113,7 +123,9 @@ def test_causal_block_with_cache_matches_full_pass():
     x = torch.randn(2, 6, 16)
     full = block(x)
     cache = KVCache()
-    steps = [block(x[:, :2], cache=cache)] + [block(x[:, t : t + 1], cache=cache) for t in (2, 3)]
+    steps = [block(x[:, :2], cache=cache)] + [
+        block(x[:, t : t + 1], cache=cache) for t in (2, 3)
+    ]
     steps.append(block(x[:, 4:], cache=cache))
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
     assert cache.length == 6

@@ -7,7 +7,9 @@ import torch.nn.functional as F
 from annotated_transformer.loss import LabelSmoothing, smoothed_cross_entropy
 
 
-def brute_force_target(V: int, pad: int | None, eps: float, y: int, exclude_pad: bool) -> list:
+def brute_force_target(
+    V: int, pad: int | None, eps: float, y: int, exclude_pad: bool
+) -> list:
     """q for one position, written out class by class."""
     if pad is not None and y == pad:
         return [0.0] * V
@@ -42,7 +44,9 @@ CASES = {
 def test_label_smoothing_matches_brute_force(case: str, exclude_pad: bool) -> None:
     V, pad, eps = 5, 0, 0.3
     target = torch.tensor(CASES[case], dtype=torch.long)
-    x = torch.randn(len(target), V, generator=torch.Generator().manual_seed(0)).log_softmax(-1)
+    x = torch.randn(
+        len(target), V, generator=torch.Generator().manual_seed(0)
+    ).log_softmax(-1)
     loss = LabelSmoothing(V, pad, eps, exclude_pad_class=exclude_pad)(x, target)
     assert torch.isfinite(loss)
     assert loss.item() == pytest.approx(
@@ -56,12 +60,15 @@ def test_label_smoothing_without_padding_and_with_pad_as_last_class() -> None:
     x = torch.randn(4, V).log_softmax(-1)
     for pad in [None, V - 1]:
         loss = LabelSmoothing(V, pad, eps)(x, target)
-        assert loss.item() == pytest.approx(brute_force_kl(x, target, V, pad, eps, False), abs=1e-5)
+        assert loss.item() == pytest.approx(
+            brute_force_kl(x, target, V, pad, eps, False), abs=1e-5
+        )
 
 
 def test_label_smoothing_is_finite_where_the_model_gives_zero_probability() -> None:
-    # The original computed 0 * log(0)-style products and returned NaN when a log-probability
-    # was -inf on a class with zero target mass (here: the padding class).
+    # The original computed 0 * log(0)-style products and returned NaN when a
+    # log-probability was -inf on a class with zero target mass (here: the padding
+    # class).
     V, pad = 5, 0
     x = torch.randn(3, V).log_softmax(-1)
     x[:, pad] = -math.inf
@@ -88,7 +95,9 @@ def uniform_smoothing_entropy(V: int, eps: float) -> float:
     return -(hi * math.log(hi) + (V - 1) * lo * math.log(lo))
 
 
-def test_kl_form_is_cross_entropy_minus_target_entropy_with_equal_gradients() -> None:
+def test_kl_form_is_cross_entropy_minus_target_entropy_with_equal_gradients() -> (
+    None
+):
     V, pad, eps = 11, 0, 0.1
     gen = torch.Generator().manual_seed(1)
     logits = torch.randn(2, 9, V, generator=gen)
@@ -97,16 +106,24 @@ def test_kl_form_is_cross_entropy_minus_target_entropy_with_equal_gradients() ->
     n = int((target != pad).sum())
 
     z1 = logits.clone().requires_grad_(True)
-    kl = LabelSmoothing(V, pad, eps)(z1.log_softmax(-1).view(-1, V), target.view(-1))
+    kl = LabelSmoothing(V, pad, eps)(
+        z1.log_softmax(-1).view(-1, V), target.view(-1)
+    )
     kl.backward()
 
     z2 = logits.clone().requires_grad_(True)
     ce = F.cross_entropy(
-        z2.view(-1, V), target.view(-1), ignore_index=pad, label_smoothing=eps, reduction="sum"
+        z2.view(-1, V),
+        target.view(-1),
+        ignore_index=pad,
+        label_smoothing=eps,
+        reduction="sum",
     )
     ce.backward()
 
-    assert kl.item() == pytest.approx(ce.item() - n * uniform_smoothing_entropy(V, eps), rel=1e-5)
+    assert kl.item() == pytest.approx(
+        ce.item() - n * uniform_smoothing_entropy(V, eps), rel=1e-5
+    )
     torch.testing.assert_close(z1.grad, z2.grad, rtol=1e-5, atol=1e-6)
 
     # The package's fast path is that same PyTorch cross-entropy.
@@ -115,19 +132,25 @@ def test_kl_form_is_cross_entropy_minus_target_entropy_with_equal_gradients() ->
     assert loss_sum.item() == pytest.approx(ce.item(), rel=1e-6)
 
 
-def test_original_convention_matches_cross_entropy_with_the_same_soft_target() -> None:
-    # Like for like: the original's q (ε / (V - 2), nothing on padding) against PyTorch's
-    # cross-entropy with that q given explicitly as probabilities.
+def test_original_convention_matches_cross_entropy_with_the_same_soft_target() -> (
+    None
+):
+    # Like for like: the original's q (ε / (V - 2), nothing on padding) against
+    # PyTorch's cross-entropy with that q given explicitly as probabilities.
     V, pad, eps = 8, 1, 0.2
     gen = torch.Generator().manual_seed(2)
     logits = torch.randn(12, V, generator=gen)
     target = torch.randint(0, V, (12,), generator=gen)
     target[3] = pad
-    q = torch.tensor([brute_force_target(V, pad, eps, y, True) for y in target.tolist()])
+    q = torch.tensor(
+        [brute_force_target(V, pad, eps, y, True) for y in target.tolist()]
+    )
     entropy = float(torch.special.entr(q).sum())
 
     z1 = logits.clone().requires_grad_(True)
-    kl = LabelSmoothing(V, pad, eps, exclude_pad_class=True)(z1.log_softmax(-1), target)
+    kl = LabelSmoothing(V, pad, eps, exclude_pad_class=True)(
+        z1.log_softmax(-1), target
+    )
     kl.backward()
     z2 = logits.clone().requires_grad_(True)
     ce = F.cross_entropy(z2, q, reduction="sum")
@@ -165,8 +188,12 @@ def test_bad_arguments_give_value_errors() -> None:
     with pytest.raises(ValueError, match="size >= 3"):
         LabelSmoothing(2, 0, 0.1, exclude_pad_class=True)
     with pytest.raises(ValueError, match="flatten"):
-        LabelSmoothing(5, 0, 0.1)(torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long))
+        LabelSmoothing(5, 0, 0.1)(
+            torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long)
+        )
     with pytest.raises(ValueError, match="target ids"):
         LabelSmoothing(5, 0, 0.1)(torch.zeros(2, 5), torch.tensor([1, 7]))
     with pytest.raises(ValueError, match="disagree"):
-        smoothed_cross_entropy(torch.zeros(2, 3, 5), torch.zeros(2, 4, dtype=torch.long), 0)
+        smoothed_cross_entropy(
+            torch.zeros(2, 3, 5), torch.zeros(2, 4, dtype=torch.long), 0
+        )

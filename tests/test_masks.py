@@ -40,7 +40,10 @@ def test_padding_mask():
     tokens = torch.tensor([[5, 6, 0, 0], [7, 0, 8, 9]])
     mask = padding_mask(tokens, PAD)
     assert mask.shape == (2, 1, 4)
-    assert mask[:, 0].tolist() == [[True, True, False, False], [True, False, True, True]]
+    assert mask[:, 0].tolist() == [
+        [True, True, False, False],
+        [True, False, True, True],
+    ]
 
 
 def brute_force_target_mask(tgt, pad):
@@ -71,7 +74,8 @@ def test_real_rows_agree_with_the_original_make_std_mask():
 
 
 def test_left_padding_gives_no_nan():
-    """With left padding, the original mask has an empty row (query 0 may see nothing)."""
+    """With left padding, the original mask has an empty row
+    (query 0 may see nothing)."""
     tgt = torch.tensor([[0, 0, 1, 2]])
     original = (tgt != PAD).unsqueeze(-2) & subsequent_mask(4)
     assert not bool(original[0, 0].any())
@@ -100,7 +104,9 @@ def test_errors_name_the_problem():
 
 @pytest.mark.parametrize("size, window", [(1, 0), (6, 0), (6, 2), (5, 9)])
 def test_window_mask_matches_definition(size, window):
-    want = torch.tensor([[abs(i - j) <= window for j in range(size)] for i in range(size)])
+    want = torch.tensor(
+        [[abs(i - j) <= window for j in range(size)] for i in range(size)]
+    )
     got = window_mask(size, window)
     assert got.shape == (1, size, size) and got.dtype == torch.bool
     assert torch.equal(got[0], want)

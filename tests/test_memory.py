@@ -1,5 +1,6 @@
-"""The training-memory formula against the real models: parameter counts, the tensors autograd
-saves, the measured peak of a step, and the per-device arithmetic of DDP and FSDP."""
+"""The training-memory formula against the real models: parameter counts, the
+tensors autograd saves, the measured peak of a step, and the per-device
+arithmetic of DDP and FSDP."""
 
 import pytest
 import torch
@@ -19,10 +20,14 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 TINY = dict(N=2, d_model=32, d_ff=128, h=4, vocab=50, batch=3, length=12)
 
 
-def build(kind, N, d_model, d_ff, h, vocab, shared=False, dropout=0.1, attention="fused"):
+def build(
+    kind, N, d_model, d_ff, h, vocab, shared=False, dropout=0.1, attention="fused"
+):
     torch.manual_seed(0)
     if kind == "lm":
-        model = DecoderLM(vocab, d_model, h, N, max_len=12, d_ff=d_ff, dropout=dropout)
+        model = DecoderLM(
+            vocab, d_model, h, N, max_len=12, d_ff=d_ff, dropout=dropout
+        )
     else:
         model = make_model(vocab, vocab, N, d_model, d_ff, h, dropout)
         model = tie_weights(model, share_source=True) if shared else model
@@ -32,18 +37,29 @@ def build(kind, N, d_model, d_ff, h, vocab, shared=False, dropout=0.1, attention
     return model
 
 
-@pytest.mark.parametrize(("kind", "shared"), [("lm", False), ("seq2seq", False), ("seq2seq", True)])
+@pytest.mark.parametrize(
+    ("kind", "shared"), [("lm", False), ("seq2seq", False), ("seq2seq", True)]
+)
 def test_parameter_count_equals_the_models(kind, shared):
     sizes = dict(N=2, d_model=32, d_ff=64, h=4, vocab=50)
     model = build(kind, **sizes, shared=shared)
-    expected = sum(p.numel() for p in model.parameters())  # shared tensors counted once
-    mem = training_memory(kind, **sizes, batch=1, length=12, max_len=12, shared=shared)
+    expected = sum(
+        p.numel() for p in model.parameters()
+    )  # shared tensors counted once
+    mem = training_memory(
+        kind, **sizes, batch=1, length=12, max_len=12, shared=shared
+    )
     assert mem.parameters == expected
-    assert (mem.params, mem.grads, mem.adam) == (4 * expected, 4 * expected, 8 * expected)
+    assert (mem.params, mem.grads, mem.adam) == (
+        4 * expected,
+        4 * expected,
+        8 * expected,
+    )
 
 
 def saved_bytes(kind, model, b, n, vocab):
-    """Bytes of the distinct storages autograd saves in the forward pass (weights excluded)."""
+    """Bytes of the distinct storages autograd saves in the forward
+    pass (weights excluded)."""
     weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
     storages = {}
 
@@ -58,9 +74,13 @@ def saved_bytes(kind, model, b, n, vocab):
             F.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="sum")
         else:
             src = torch.randint(1, vocab, (b, n), generator=gen)
-            tgt = torch.randint(1, vocab, (b, n + 1), generator=gen)  # as in Batch: two views
+            tgt = torch.randint(
+                1, vocab, (b, n + 1), generator=gen
+            )  # as in Batch: two views
             inputs, target = tgt[:, :-1], tgt[:, 1:]
-            hidden = model(src, inputs, padding_mask(src, 0), make_std_mask(inputs, 0))
+            hidden = model(
+                src, inputs, padding_mask(src, 0), make_std_mask(inputs, 0)
+            )
             smoothed_cross_entropy(model.generator.logits(hidden), target, 0, 0.1)
     return sum(v for k, v in storages.items() if k not in weights)
 
@@ -72,17 +92,23 @@ def test_activations_equal_what_autograd_saves(kind, dropout, attention):
     sizes = {k: TINY[k] for k in ("N", "d_model", "d_ff", "h", "vocab")}
     model = build(kind, **sizes, dropout=dropout, attention=attention).train()
     actual = saved_bytes(kind, model, TINY["batch"], TINY["length"], TINY["vocab"])
-    predicted = training_memory(kind, **TINY, dropout=dropout, attention=attention).activations
-    # Left out: the 4-byte loss scalar; seq2seq: one saved view keeps the whole (b, n+1) target.
+    predicted = training_memory(
+        kind, **TINY, dropout=dropout, attention=attention
+    ).activations
+    # Left out: the 4-byte loss scalar; seq2seq: one saved view keeps
+    # the whole (b, n+1) target.
     assert 0 <= actual - predicted <= 4 + 8 * TINY["batch"]
     assert predicted > 0
 
 
 @pytest.mark.parametrize("kind", ["lm", "seq2seq"])
 def test_formula_within_10_percent_of_measured_peak(kind):
-    # 10%: over benchmarks/memory.py's grid the ratio ranges 0.92-1.01; the worst case is a
-    # small batch whose weights' gradients overlap the activations (see MemoryBreakdown.total).
-    config = dict(N=2, d_model=64, d_ff=256, h=4, vocab=300, batch=4, length=32, dropout=0.1)
+    # 10%: over benchmarks/memory.py's grid the ratio ranges 0.92-1.01; the worst
+    # case is a small batch whose weights' gradients overlap the activations (see
+    # MemoryBreakdown.total).
+    config = dict(
+        N=2, d_model=64, d_ff=256, h=4, vocab=300, batch=4, length=32, dropout=0.1
+    )
     measured = measured_training_memory(kind, **config)
     predicted = training_memory(kind, **config).total
     assert predicted == pytest.approx(measured, rel=0.10)
@@ -95,21 +121,36 @@ def test_checkpointing_keeps_less(kind):
     ckpt = training_memory(kind, **config, activation_checkpointing=True)
     assert ckpt.activations < plain.activations
     assert ckpt.total < plain.total
-    assert (ckpt.params, ckpt.grads, ckpt.adam) == (plain.params, plain.grads, plain.adam)
+    assert (ckpt.params, ckpt.grads, ckpt.adam) == (
+        plain.params,
+        plain.grads,
+        plain.adam,
+    )
 
 
 def test_ddp_and_fsdp_bytes_of_the_base_model():
     base = training_memory(
-        "seq2seq", N=6, d_model=512, d_ff=2048, h=8, vocab=37000, batch=1, length=1, shared=True
+        "seq2seq",
+        N=6,
+        d_model=512,
+        d_ff=2048,
+        h=8,
+        vocab=37000,
+        batch=1,
+        length=1,
+        shared=True,
     )
-    # By hand: attention 4(512² + 512) = 1,050,624; FFN 2·512·2048 + 2048 + 512 = 2,099,712;
-    # encoder layer 1,050,624 + 2,099,712 + 2·1024 = 3,152,384; decoder layer
-    # 2·1,050,624 + 2,099,712 + 3·1024 = 4,204,032; 6 of each and two final norms 44,140,544;
-    # one shared 37000 × 512 table 18,944,000 and the generator's bias 37,000.
+    # By hand: attention 4(512² + 512) = 1,050,624; FFN
+    # 2·512·2048 + 2048 + 512 = 2,099,712; encoder layer
+    # 1,050,624 + 2,099,712 + 2·1024 = 3,152,384; decoder layer
+    # 2·1,050,624 + 2,099,712 + 3·1024 = 4,204,032; 6 of each and two final norms
+    # 44,140,544; one shared 37000 × 512 table 18,944,000 and the generator's bias
+    # 37,000.
     assert base.parameters == 63_121_544
     assert per_device_bytes("ddp", base, 8) == 16 * 63_121_544
-    # FSDP, 8 devices: 16P / 8 = 126,243,088, plus the largest unit gathered with its gradients:
-    # everything outside the layers, 63,121,544 - 44,138,496 = 18,983,048 parameters, × 8 bytes.
+    # FSDP, 8 devices: 16P / 8 = 126,243,088, plus the largest unit gathered with
+    # its gradients: everything outside the layers,
+    # 63,121,544 - 44,138,496 = 18,983,048 parameters, × 8 bytes.
     assert per_device_bytes("fsdp", base, 8) == 126_243_088 + 8 * 18_983_048
     assert per_device_bytes("fsdp", base, 1) > per_device_bytes("ddp", base, 1)
 

@@ -1,4 +1,5 @@
-"""BLEU, chrF, bits per byte and accuracy against sacreBLEU, hand computation and brute force."""
+"""BLEU, chrF, bits per byte and accuracy against sacreBLEU, hand
+computation and brute force."""
 
 from __future__ import annotations
 
@@ -10,32 +11,48 @@ import torch
 
 from annotated_transformer import metrics
 
-HYPS = ["A man in a blue shirt is standing on a ladder.", "Two dogs play in the snow!"]
-REFS = ["A man in a blue shirt stands on a ladder cleaning a window.", "Two dogs play in snow."]
+HYPS = [
+    "A man in a blue shirt is standing on a ladder.",
+    "Two dogs play in the snow!",
+]
+REFS = [
+    "A man in a blue shirt stands on a ladder cleaning a window.",
+    "Two dogs play in snow.",
+]
 
 
 def test_bleu_and_chrf_agree_with_sacrebleu():
     score = metrics.bleu(HYPS, REFS)
-    assert score.score == pytest.approx(sacrebleu.corpus_bleu(HYPS, [REFS]).score, abs=1e-9)
-    assert score.signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
+    assert score.score == pytest.approx(
+        sacrebleu.corpus_bleu(HYPS, [REFS]).score, abs=1e-9
+    )
+    assert score.signature.startswith(
+        "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"
+    )
     assert score.signature in str(score)
     chrf = metrics.chrf(HYPS, REFS)
-    assert chrf.score == pytest.approx(sacrebleu.corpus_chrf(HYPS, [REFS]).score, abs=1e-9)
+    assert chrf.score == pytest.approx(
+        sacrebleu.corpus_chrf(HYPS, [REFS]).score, abs=1e-9
+    )
 
 
 def test_tokenized_bleu_by_hand():
     hyp = ["The", "cat", "sat", "on", "the", "mat"]
     ref = ["the", "cat", "sat", "on", "a", "mat"]
-    # clipped n-gram precisions 5/6, 3/5, 2/4, 1/3; equal lengths, so no brevity penalty
+    # clipped n-gram precisions 5/6, 3/5, 2/4, 1/3; equal
+    # lengths, so no brevity penalty
     expected = 100 * (5 / 6 * 3 / 5 * 2 / 4 * 1 / 3) ** 0.25
     score = metrics.tokenized_bleu([hyp], [ref])
     assert score.score == pytest.approx(expected, abs=1e-9)
     assert "case:lc" in score.signature and "tok:none" in score.signature
-    # 4 of 6 reference tokens, all n-grams right: only the brevity penalty exp(1 - 6/4)
+    # 4 of 6 reference tokens, all n-grams right: only the
+    # brevity penalty exp(1 - 6/4)
     short = metrics.tokenized_bleu([hyp[:4]], [ref])
     assert short.score == pytest.approx(100 * math.exp(1 - 6 / 4), abs=1e-9)
     # no matching 4-gram and no smoothing: 0, as torchtext's bleu_score gives
-    assert metrics.tokenized_bleu([["the", "mat", "cat", "sat"]], [ref]).score == 0.0
+    assert (
+        metrics.tokenized_bleu([["the", "mat", "cat", "sat"]], [ref]).score == 0.0
+    )
 
 
 def test_mismatched_corpus_sizes():
@@ -46,10 +63,16 @@ def test_mismatched_corpus_sizes():
 
 
 def test_uniform_model_scores_eight_bits_per_byte():
-    targets = torch.randint(256, (4, 33), generator=torch.Generator().manual_seed(0))
-    assert metrics.bits_per_byte(torch.zeros(4, 33, 256), targets) == pytest.approx(8.0, abs=1e-12)
+    targets = torch.randint(
+        256, (4, 33), generator=torch.Generator().manual_seed(0)
+    )
+    assert metrics.bits_per_byte(torch.zeros(4, 33, 256), targets) == pytest.approx(
+        8.0, abs=1e-12
+    )
     # shifting all logits by a constant changes nothing
-    assert metrics.bits_per_byte(torch.full((4, 33, 256), 3.5), targets) == pytest.approx(8.0)
+    assert metrics.bits_per_byte(
+        torch.full((4, 33, 256), 3.5), targets
+    ) == pytest.approx(8.0)
 
 
 def test_bits_per_byte_equals_brute_force_over_batches():
@@ -63,7 +86,9 @@ def test_bits_per_byte_equals_brute_force_over_batches():
         brute -= math.log2(math.exp(row[target]) / total)
     brute /= len(text) - 1
     meter = metrics.BitsPerByte()
-    meter.update(logits[:5], targets[:5])  # batches of unequal size: a mean of means is wrong
+    meter.update(
+        logits[:5], targets[:5]
+    )  # batches of unequal size: a mean of means is wrong
     meter.update(logits[5:], targets[5:])
     assert meter.compute() == pytest.approx(brute, rel=1e-6)
     assert metrics.bits_per_byte(logits, targets) == pytest.approx(brute, rel=1e-6)

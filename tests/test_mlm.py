@@ -1,8 +1,10 @@
-"""BERT's masking: selection rate, the 80/10/10 split, special ids, labels, determinism, errors.
+"""BERT's masking: selection rate, the 80/10/10 split, special ids,
+labels, determinism, errors.
 
-The rates are checked on ~170 000 ordinary tokens with a tolerance of 5 binomial standard
-deviations, sqrt(q (1 - q) / n): a correct implementation fails with probability < 1e-6 for any
-seed, while a wrong share (e.g. 0.15 -> 0.2, or 80/10/10 -> 70/15/15) lies far outside it.
+The rates are checked on ~170 000 ordinary tokens with a tolerance of 5 binomial
+standard deviations, sqrt(q (1 - q) / n): a correct implementation fails with
+probability < 1e-6 for any seed, while a wrong share (e.g. 0.15 -> 0.2, or
+80/10/10 -> 70/15/15) lies far outside it.
 """
 
 import math
@@ -27,13 +29,20 @@ def corpus(shape=(400, 500), seed=0):
 def run(tokens, p=0.15, seed=1):
     g = torch.Generator().manual_seed(seed)
     return mask_tokens(
-        tokens, mask_id=MASK, vocab_size=VOCAB, special_ids=SPECIAL, p=p, generator=g
+        tokens,
+        mask_id=MASK,
+        vocab_size=VOCAB,
+        special_ids=SPECIAL,
+        p=p,
+        generator=g,
     )
 
 
 def assert_rate(count, n, q):
     sigma = math.sqrt(q * (1 - q) / n)
-    assert abs(count / n - q) < 5 * sigma, f"rate {count / n:.4f} vs {q} (5σ = {5 * sigma:.4f})"
+    assert abs(count / n - q) < 5 * sigma, (
+        f"rate {count / n:.4f} vs {q} (5σ = {5 * sigma:.4f})"
+    )
 
 
 def test_selection_rate_and_80_10_10_split():
@@ -48,7 +57,8 @@ def test_selection_rate_and_80_10_10_split():
     changed = selected & (inputs != MASK) & (inputs != tokens)
     kept = selected & (inputs == tokens)
     assert int(masked.sum() + changed.sum() + kept.sum()) == n
-    # A random replacement equals the original with probability 1/|ordinary|, then looks kept.
+    # A random replacement equals the original with probability
+    # 1/|ordinary|, then looks kept.
     same = 1 / len(ORDINARY)
     assert_rate(int(masked.sum()), n, 0.8)
     assert_rate(int(changed.sum()), n, 0.1 * (1 - same))
@@ -68,7 +78,8 @@ def test_specials_never_selected_labels_and_unselected_positions():
     assert torch.equal(labels[selected], tokens[selected])
     assert (labels[~selected] == -100).all()
     assert torch.equal(inputs[~selected], tokens[~selected])
-    # A special id only appears in the inputs where it was in the tokens, or as [MASK].
+    # A special id only appears in the inputs where it was in
+    # the tokens, or as [MASK].
     is_special_input = torch.isin(inputs, torch.tensor(SPECIAL))
     assert torch.equal(is_special_input, torch.isin(tokens, torch.tensor(SPECIAL)))
     assert labels.dtype == torch.int64 and inputs.dtype == tokens.dtype
@@ -85,7 +96,11 @@ def test_p_zero_selects_nothing_and_p_one_every_ordinary_token():
 
 def test_same_seed_same_output_other_seed_differs():
     tokens = corpus((20, 30), seed=5)
-    first, second, other = run(tokens, seed=7), run(tokens, seed=7), run(tokens, seed=8)
+    first, second, other = (
+        run(tokens, seed=7),
+        run(tokens, seed=7),
+        run(tokens, seed=8),
+    )
     assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
     assert not torch.equal(first[1], other[1])
 
@@ -109,7 +124,10 @@ def test_labels_make_cross_entropy_average_over_selected_positions():
         ({"mask_id": VOCAB}, "mask_id"),
         ({"special_ids": [0, -1]}, "special_ids"),
         ({"vocab_size": 0}, "vocab_size must be"),
-        ({"vocab_size": 4, "special_ids": [0, 1, 2]}, "every id in the vocabulary is special"),
+        (
+            {"vocab_size": 4, "special_ids": [0, 1, 2]},
+            "every id in the vocabulary is special",
+        ),
         ({"tokens": torch.tensor([[1.0, 2.0]])}, "integer token ids"),
         ({"tokens": torch.tensor([[1, VOCAB]])}, "token ids must lie in"),
     ],

@@ -1,6 +1,7 @@
-"""The ``mlm`` task and fine-tuning from it: the loss against ``F.cross_entropy`` with
-``ignore_index`` over every position, the masking of the batches, the pretrained weights in
-the classifier (compared with the checkpoint's tensors), and the one-line refusals."""
+"""The ``mlm`` task and fine-tuning from it: the loss against ``F.cross_entropy``
+with ``ignore_index`` over every position, the masking of the batches, the
+pretrained weights in the classifier (compared with the checkpoint's tensors), and
+the one-line refusals."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ STATE = {"vocab": [*SPECIALS, MASK, *WORDS], "bpe": None}
 
 
 def small_task(**changes) -> MaskedLM:
-    config = runner.new_config("mlm", "tiny", [f"{k}={v}" for k, v in changes.items()])
+    config = runner.new_config(
+        "mlm", "tiny", [f"{k}={v}" for k, v in changes.items()]
+    )
     return MaskedLM(config, state=STATE)  # the vocabulary given: no data read
 
 
@@ -39,8 +42,12 @@ def test_the_loss_is_cross_entropy_at_the_selected_positions_only():
     inputs = torch.where(chosen, torch.full_like(tokens, task.vocab[MASK]), tokens)
     got, count = task.loss(model, MaskedBatch(inputs, labels))
     logits = model(inputs)  # (batch, len, vocab): every position
-    want = F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=-100, reduction="sum")
-    assert count == chosen.sum() and got.item() == pytest.approx(want.item(), rel=1e-5)
+    want = F.cross_entropy(
+        logits.transpose(1, 2), labels, ignore_index=-100, reduction="sum"
+    )
+    assert count == chosen.sum() and got.item() == pytest.approx(
+        want.item(), rel=1e-5
+    )
     assert model.to_classes.weight is model.embed.lut.weight  # tied output matrix
 
 
@@ -60,32 +67,54 @@ def test_fill_gives_words_for_each_mask_and_refuses_text_without_one():
 @pytest.fixture(scope="module")
 def pretrained(imdb_mirror, tmp_path_factory, one_thread) -> Path:
     out = tmp_path_factory.mktemp("mlm") / "run"
-    options = {"data_dir": imdb_mirror, "device": "cpu", "progress": False, "echo": False}
+    options = {
+        "data_dir": imdb_mirror,
+        "device": "cpu",
+        "progress": False,
+        "echo": False,
+    }
     settings = ["steps=3", "eval_every=3", "warmup=1"]
-    assert runner.train("mlm", out, preset="tiny", settings=settings, **options) is not None
+    assert (
+        runner.train("mlm", out, preset="tiny", settings=settings, **options)
+        is not None
+    )
     return out
 
 
-def test_batches_mask_only_ordinary_tokens_with_a_new_draw_each_epoch(pretrained, imdb_mirror):
+def test_batches_mask_only_ordinary_tokens_with_a_new_draw_each_epoch(
+    pretrained, imdb_mirror
+):
     task, _ = runner.load_model(pretrained / "final.pt", data_dir=imdb_mirror)
     reserved = torch.tensor([task.vocab[t] for t in task.specials])
     first, again, second = (list(task.batches(e)) for e in (0, 0, 1))
     selected = torch.cat([(b.labels >= 0).flatten() for b in first])
     labels = torch.cat([b.labels.flatten() for b in first])
-    assert 0.13 < selected.double().mean() < 0.17  # of the tokens; padding is rare here
+    assert (
+        0.13 < selected.double().mean() < 0.17
+    )  # of the tokens; padding is rare here
     assert not torch.isin(labels[selected], reserved).any()
-    assert all(torch.equal(a.inputs, b.inputs) for a, b in zip(first, again, strict=True))
-    assert not all(torch.equal(a.labels, b.labels) for a, b in zip(first, second, strict=True))
+    assert all(
+        torch.equal(a.inputs, b.inputs) for a, b in zip(first, again, strict=True)
+    )
+    assert not all(
+        torch.equal(a.labels, b.labels) for a, b in zip(first, second, strict=True)
+    )
     model = task.build_model()
     want = task.mean_loss(model, list(task.masked(task.reviews("val"), 12_345, 0)))
-    assert task.evaluate(model)["val_loss"] == pytest.approx(want, rel=1e-5)  # a fixed masking
+    assert task.evaluate(model)["val_loss"] == pytest.approx(
+        want, rel=1e-5
+    )  # a fixed masking
 
 
 def test_fine_tuning_starts_from_the_pretrained_encoder(pretrained, imdb_mirror):
-    config = runner.new_config("classify", "tiny", [f"init={pretrained}", "window=2"])
+    config = runner.new_config(
+        "classify", "tiny", [f"init={pretrained}", "window=2"]
+    )
     task = Classification(config, data_dir=imdb_mirror)
     saved = read_checkpoint(pretrained / "final.pt")
-    assert task.vocab.itos == saved["config"]["state"]["vocab"] and MASK in task.vocab
+    assert (
+        task.vocab.itos == saved["config"]["state"]["vocab"] and MASK in task.vocab
+    )
     model = task.build_model()
     copied = [k for k in model.state_dict() if not k.startswith("to_classes")]
     assert len(copied) > 10
@@ -94,7 +123,9 @@ def test_fine_tuning_starts_from_the_pretrained_encoder(pretrained, imdb_mirror)
     assert model.to_classes.weight.shape == (2, 32)
 
 
-def test_further_pretraining_starts_from_every_weight_of_the_run(pretrained, imdb_mirror):
+def test_further_pretraining_starts_from_every_weight_of_the_run(
+    pretrained, imdb_mirror
+):
     config = runner.new_config("mlm", "tiny", [f"init={pretrained}", "lr=1e-4"])
     task = MaskedLM(config, data_dir=imdb_mirror)
     saved = read_checkpoint(pretrained / "final.pt")
@@ -103,39 +134,60 @@ def test_further_pretraining_starts_from_every_weight_of_the_run(pretrained, imd
     assert weights.keys() == saved["model"].keys()
     assert all(torch.equal(weights[k], saved["model"][k]) for k in weights)
     with pytest.raises(ValueError, match="d_ff=128 there, 64 here; set them equal"):
-        MaskedLM(runner.new_config("mlm", "tiny", [f"init={pretrained}", "d_ff=64"]))
+        MaskedLM(
+            runner.new_config("mlm", "tiny", [f"init={pretrained}", "d_ff=64"])
+        )
 
 
-def test_word_dropout_hides_real_tokens_behind_mask_anew_each_epoch(pretrained, imdb_mirror):
+def test_word_dropout_hides_real_tokens_behind_mask_anew_each_epoch(
+    pretrained, imdb_mirror
+):
     def task(p: float) -> Classification:
         settings = [f"init={pretrained}", "window=2", f"word_dropout={p}"]
-        return Classification(runner.new_config("classify", "tiny", settings), data_dir=imdb_mirror)
+        return Classification(
+            runner.new_config("classify", "tiny", settings), data_dir=imdb_mirror
+        )
 
     def rows(p: float, epoch: int) -> dict[bytes, Tensor]:
-        """Each training review's batched row of ids, keyed by its row without word dropout."""
+        """Each training review's batched row of ids, keyed by its
+        row without word dropout."""
         pairs = zip(plain.batches(epoch), task(p).batches(epoch), strict=True)
         rows = (zip(a.tokens, b.tokens, strict=True) for a, b in pairs)
         return {was.numpy().tobytes(): now for row in rows for was, now in row}
 
     plain = task(0.0)
     first, again, second = rows(0.3, 0), rows(0.3, 0), rows(0.3, 1)
-    was = torch.cat([torch.frombuffer(bytearray(k), dtype=torch.int64) for k in first])
+    was = torch.cat(
+        [torch.frombuffer(bytearray(k), dtype=torch.int64) for k in first]
+    )
     now = torch.cat(list(first.values()))
     real, changed = was != plain.vocab["<pad>"], was != now
-    assert torch.equal(changed, real & (now == plain.vocab[MASK]))  # real tokens, to <mask>
+    assert torch.equal(
+        changed, real & (now == plain.vocab[MASK])
+    )  # real tokens, to <mask>
     assert 0.28 < changed[real].double().mean() < 0.32
     assert all(torch.equal(first[k], again[k]) for k in first)  # seeded
-    assert sum(not torch.equal(first[k], second[k]) for k in first) > 0.9 * len(first)
+    assert sum(not torch.equal(first[k], second[k]) for k in first) > 0.9 * len(
+        first
+    )
     with pytest.raises(ValueError, match=r"word_dropout=1\.0 must lie in \[0, 1\)"):
         runner.new_config("classify", "tiny", ["word_dropout=1"])
 
 
-def test_a_pretrained_run_of_other_sizes_is_refused_in_one_line(pretrained, tmp_path):
-    config = runner.new_config("classify", "tiny", [f"init={pretrained}", "d_model=64", "window=2"])
-    with pytest.raises(ValueError, match="d_model=32 there, 64 here; set them equal") as error:
+def test_a_pretrained_run_of_other_sizes_is_refused_in_one_line(
+    pretrained, tmp_path
+):
+    config = runner.new_config(
+        "classify", "tiny", [f"init={pretrained}", "d_model=64", "window=2"]
+    )
+    with pytest.raises(
+        ValueError, match="d_model=32 there, 64 here; set them equal"
+    ) as error:
         Classification(config)
     assert "\n" not in str(error.value)
-    config = runner.new_config("classify", "tiny", [f"init={pretrained}", "window=0"])
+    config = runner.new_config(
+        "classify", "tiny", [f"init={pretrained}", "window=0"]
+    )
     with pytest.raises(ValueError, match="window=2 there, 0 here; set them equal"):
         Classification(config)
     with pytest.raises(ValueError, match=r"no final\.pt there"):
@@ -144,10 +196,14 @@ def test_a_pretrained_run_of_other_sizes_is_refused_in_one_line(pretrained, tmp_
         runner.new_config("mlm", "tiny", ["mask_p=1.5"])
 
 
-def test_tail_keeps_the_first_and_last_words_of_long_reviews(pretrained, imdb_mirror):
+def test_tail_keeps_the_first_and_last_words_of_long_reviews(
+    pretrained, imdb_mirror
+):
     def task(tail: int) -> Classification:
         settings = [f"init={pretrained}", "window=2", f"tail={tail}"]
-        return Classification(runner.new_config("classify", "tiny", settings), data_dir=imdb_mirror)
+        return Classification(
+            runner.new_config("classify", "tiny", settings), data_dir=imdb_mirror
+        )
 
     head_only, head_tail = task(0).reviews("val"), task(48).reviews("val")
     vocab, max_len = task(0).vocab, 64
@@ -167,7 +223,12 @@ def test_tail_keeps_the_first_and_last_words_of_long_reviews(pretrained, imdb_mi
 def test_a_model_soup_is_the_mean_of_fine_tunes_of_one_pretrained_run(
     pretrained, imdb_mirror, tmp_path, capsys
 ):
-    options = {"data_dir": imdb_mirror, "device": "cpu", "progress": False, "echo": False}
+    options = {
+        "data_dir": imdb_mirror,
+        "device": "cpu",
+        "progress": False,
+        "echo": False,
+    }
     paths = []
     for name, lr in (("a", "5e-3"), ("b", "1e-3"), ("c", "2e-3")):
         settings = [
@@ -187,10 +248,15 @@ def test_a_model_soup_is_the_mean_of_fine_tunes_of_one_pretrained_run(
     config, weights = model_soup(paths)
     assert config == read_checkpoint(paths[0])["config"]
     for key, value in weights.items():
-        want = (saved[0][key].double() + saved[1][key].double() + saved[2][key].double()) / 3
+        want = (
+            saved[0][key].double() + saved[1][key].double() + saved[2][key].double()
+        ) / 3
         torch.testing.assert_close(value, want.to(value.dtype), rtol=0, atol=0)
-    assert not torch.equal(weights["to_classes.weight"], saved[0]["to_classes.weight"])
-    # the command line scores the soup: the same accuracy as the averaged weights loaded here
+    assert not torch.equal(
+        weights["to_classes.weight"], saved[0]["to_classes.weight"]
+    )
+    # the command line scores the soup: the same accuracy as the
+    # averaged weights loaded here
     task, _ = runner.load_model(paths[0], data_dir=imdb_mirror)
     model = task.build_model().eval()
     model.load_state_dict(weights)
@@ -202,8 +268,13 @@ def test_a_model_soup_is_the_mean_of_fine_tunes_of_one_pretrained_run(
     assert (got["accuracy"], got["reviews"]) == (want["accuracy"], 40)
     assert cli.main([*argv, "--checkpoint", str(pretrained / "final.pt")]) == 1
     error = capsys.readouterr().err
-    assert error.startswith("error: ") and "does not fit" in error and error.count("\n") == 1
-    # another task (the mlm run itself) or a single checkpoint: one line, no traceback
+    assert (
+        error.startswith("error: ")
+        and "does not fit" in error
+        and error.count("\n") == 1
+    )
+    # another task (the mlm run itself) or a single
+    # checkpoint: one line, no traceback
     for wrong, message in (
         ([paths[0], pretrained / "final.pt"], "does not fit"),
         ([paths[0]], "two or more"),
@@ -224,13 +295,19 @@ def test_a_pretrained_run_has_one_name_at_the_top_and_in_a_chapter(
     def init_of(cwd: Path, path: str) -> str:
         monkeypatch.chdir(cwd)
         config = runner.new_config("classify", "tiny", ["window=2", f"init={path}"])
-        Classification(config, data_dir=imdb_mirror)  # finds and reads the run's final.pt
+        Classification(
+            config, data_dir=imdb_mirror
+        )  # finds and reads the run's final.pt
         return config.init
 
     at_top = init_of(repo, "runs/mlm")
     assert at_top == "runs/mlm"
-    assert init_of(repo / "notebooks", "../runs/mlm") == at_top  # a chapter's relative path
-    assert init_of(repo / "notebooks", "runs/mlm") == at_top  # a saved config, read there
+    assert (
+        init_of(repo / "notebooks", "../runs/mlm") == at_top
+    )  # a chapter's relative path
+    assert (
+        init_of(repo / "notebooks", "runs/mlm") == at_top
+    )  # a saved config, read there
     assert init_of(repo / "notebooks", str(repo / "runs" / "mlm")) == at_top
     monkeypatch.chdir(repo)
     missing = runner.new_config("classify", "tiny", ["window=2", "init=runs/none"])

@@ -1,4 +1,5 @@
-"""The full model against torch.nn.Transformer, leak/padding/permutation checks, counts."""
+"""The full model against torch.nn.Transformer,
+leak/padding/permutation checks, counts."""
 
 import math
 
@@ -9,8 +10,17 @@ from torch import nn
 from annotated_transformer.attention import MultiHeadedAttention
 from annotated_transformer.embeddings import check_ids
 from annotated_transformer.kv_cache import DecoderCache
-from annotated_transformer.layers import Encoder, EncoderLayer, PositionwiseFeedForward
-from annotated_transformer.masks import check_rows, make_std_mask, padding_mask, subsequent_mask
+from annotated_transformer.layers import (
+    Encoder,
+    EncoderLayer,
+    PositionwiseFeedForward,
+)
+from annotated_transformer.masks import (
+    check_rows,
+    make_std_mask,
+    padding_mask,
+    subsequent_mask,
+)
 from annotated_transformer.model import (
     Generator,
     make_model,
@@ -20,7 +30,8 @@ from annotated_transformer.model import (
 )
 
 PAD = 0
-# nn.Transformer notes that norm_first disables its nested-tensor fast path: expected here.
+# nn.Transformer notes that norm_first disables its nested-tensor
+# fast path: expected here.
 pytestmark = pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
 SIZES = {"N": 2, "d_model": 32, "d_ff": 64, "h": 4}
 
@@ -41,14 +52,18 @@ def copy_attention(ours, theirs):
 def load_into_torch_transformer(model, ref: nn.Transformer) -> None:
     """The weight mapping: our module names -> nn.Transformer's parameters."""
     with torch.no_grad():
-        for ours, theirs in zip(model.encoder.layers, ref.encoder.layers, strict=True):
+        for ours, theirs in zip(
+            model.encoder.layers, ref.encoder.layers, strict=True
+        ):
             copy_attention(ours.self_attn, theirs.self_attn)
             theirs.linear1.load_state_dict(ours.feed_forward.w_1.state_dict())
             theirs.linear2.load_state_dict(ours.feed_forward.w_2.state_dict())
             theirs.norm1.load_state_dict(ours.sublayer[0].norm.state_dict())
             theirs.norm2.load_state_dict(ours.sublayer[1].norm.state_dict())
         ref.encoder.norm.load_state_dict(model.encoder.norm.state_dict())
-        for ours, theirs in zip(model.decoder.layers, ref.decoder.layers, strict=True):
+        for ours, theirs in zip(
+            model.decoder.layers, ref.decoder.layers, strict=True
+        ):
             copy_attention(ours.self_attn, theirs.self_attn)
             copy_attention(ours.src_attn, theirs.multihead_attn)
             theirs.linear1.load_state_dict(ours.feed_forward.w_1.state_dict())
@@ -69,7 +84,9 @@ def random_batch(src_vocab=11, tgt_vocab=13, batch=3, src_len=7, tgt_len=6):
 
 def test_matches_torch_nn_transformer():
     model = small_model()
-    for p in model.parameters():  # also move LayerNorms and biases off their defaults
+    for (
+        p
+    ) in model.parameters():  # also move LayerNorms and biases off their defaults
         nn.init.normal_(p, std=0.2)
     ref = nn.Transformer(
         d_model=SIZES["d_model"], nhead=SIZES["h"], num_encoder_layers=SIZES["N"],
@@ -123,7 +140,9 @@ def test_extra_source_padding_changes_nothing():
 def test_encoder_is_permutation_equivariant_without_positions():
     torch.manual_seed(0)
     d = 16
-    layer = EncoderLayer(d, MultiHeadedAttention(4, d, 0.0), PositionwiseFeedForward(d, 32), 0.0)
+    layer = EncoderLayer(
+        d, MultiHeadedAttention(4, d, 0.0), PositionwiseFeedForward(d, 32), 0.0
+    )
     encoder = Encoder(layer, 2).eval()
     x = torch.randn(2, 9, d)
     perm = torch.randperm(9)
@@ -138,11 +157,19 @@ def test_cached_decoding_matches_full_decoding():
     memory = model.encode(src, src_mask)
     full = model.decode(memory, src_mask, tgt, subsequent_mask(tgt.size(1)))
     cache = DecoderCache(SIZES["N"])
-    first = model.decode(memory, src_mask, tgt[:, :2], subsequent_mask(2), cache=cache)
+    first = model.decode(
+        memory, src_mask, tgt[:, :2], subsequent_mask(2), cache=cache
+    )
     steps = [first]
     for t in range(2, 4):
-        steps.append(model.decode(memory, src_mask, tgt[:, t : t + 1], None, cache=cache))
-    steps.append(model.decode(memory, src_mask, tgt[:, 4:], subsequent_mask(2, 4), cache=cache))
+        steps.append(
+            model.decode(memory, src_mask, tgt[:, t : t + 1], None, cache=cache)
+        )
+    steps.append(
+        model.decode(
+            memory, src_mask, tgt[:, 4:], subsequent_mask(2, 4), cache=cache
+        )
+    )
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
     assert cache.length == tgt.size(1)
 
@@ -154,7 +181,9 @@ def test_generator_logits_and_log_probs():
     logits = gen.logits(x)
     torch.testing.assert_close(logits, x @ gen.proj.weight.T + gen.proj.bias)
     log_probs = gen(x)
-    torch.testing.assert_close(log_probs, logits - logits.exp().sum(-1, keepdim=True).log())
+    torch.testing.assert_close(
+        log_probs, logits - logits.exp().sum(-1, keepdim=True).log()
+    )
 
 
 def test_matrices_are_glorot_uniform():
@@ -177,28 +206,44 @@ def test_parameter_count_matches_formula(src_vocab, tgt_vocab, N, d_model, d_ff,
     assert counts == parameter_formula(src_vocab, tgt_vocab, N, d_model, d_ff)
     total = sum(p.numel() for p in model.parameters())
     assert sum(counts.values()) == total
-    # Independent reference: PyTorch's transformer plus embeddings and the output layer.
+    # Independent reference: PyTorch's transformer plus
+    # embeddings and the output layer.
     ref = nn.Transformer(d_model, h, N, N, d_ff, batch_first=True, norm_first=True)
     torch_total = sum(p.numel() for p in ref.parameters())
-    assert total == torch_total + (src_vocab + tgt_vocab) * d_model + (d_model + 1) * tgt_vocab
+    assert (
+        total
+        == torch_total
+        + (src_vocab + tgt_vocab) * d_model
+        + (d_model + 1) * tgt_vocab
+    )
 
 
 def test_base_model_size_is_near_the_paper():
-    """Base model, shared 37000-token vocabulary, source/target embeddings and the output
-    projection all tied (§3.4): one 37000 × 512 matrix. Table 3 reports 65M parameters; the
-    formula gives 63.1M (the paper does not say exactly what its count includes)."""
+    """Base model, shared 37000-token vocabulary, source/target embeddings and the
+    output projection all tied (§3.4): one 37000 × 512 matrix. Table 3 reports 65M
+    parameters; the formula gives 63.1M (the paper does not say exactly what its
+    count includes)."""
     counts = parameter_formula(37000, 37000)
     tied = sum(counts.values()) - counts["src_embed"] - counts["tgt_embed"]
     assert abs(tied - 65e6) / 65e6 < 0.05
 
 
 def test_attention_dropout_is_separate_from_dropout():
-    def rates(model: nn.Module) -> set[tuple[bool, float]]:  # (in attention?, p) of every dropout
-        attention = {id(m.dropout) for m in model.modules() if isinstance(m, MultiHeadedAttention)}
+    def rates(
+        model: nn.Module,
+    ) -> set[tuple[bool, float]]:  # (in attention?, p) of every dropout
+        attention = {
+            id(m.dropout)
+            for m in model.modules()
+            if isinstance(m, MultiHeadedAttention)
+        }
         drops = [m for m in model.modules() if isinstance(m, nn.Dropout)]
         return {(id(m) in attention, m.p) for m in drops}
 
-    assert rates(make_model(11, 11, N=1, d_model=8, d_ff=16, h=2)) == {(True, 0.1), (False, 0.1)}
+    assert rates(make_model(11, 11, N=1, d_model=8, d_ff=16, h=2)) == {
+        (True, 0.1),
+        (False, 0.1),
+    }
     model = make_model(11, 11, N=1, d_model=8, d_ff=16, h=2, attn_dropout=0.0)
     assert rates(model) == {(True, 0.0), (False, 0.1)}
 
@@ -214,7 +259,9 @@ def test_bad_inputs_raise_with_sizes():
         check_ids(torch.tensor([[1, 11]]), 11)  # where ids enter, not in forward
     with pytest.raises(ValueError, match=r"src_mask has shape \(3, 7\).*k_len=7"):
         model(src, tgt, src_mask[:, 0], tgt_mask)
-    with pytest.raises(ValueError, match=r"tgt_mask has shape \(3, 5, 5\).*q_len=6"):
+    with pytest.raises(
+        ValueError, match=r"tgt_mask has shape \(3, 5, 5\).*q_len=6"
+    ):
         model(src, tgt, src_mask, tgt_mask[:, :5, :5])
     with pytest.raises(ValueError, match="d_model=30 is not divisible by h=4"):
         make_model(11, 13, N=1, d_model=30, h=4)
@@ -224,9 +271,9 @@ def test_bad_inputs_raise_with_sizes():
 
 
 def test_left_padded_targets_stay_finite():
-    """With left padding the original make_std_mask leaves padded query 0 with no key at all
-    (softmax of nothing: NaN, refused where batches are built); ours lets padded queries see
-    themselves."""
+    """With left padding the original make_std_mask leaves padded query 0 with no
+    key at all (softmax of nothing: NaN, refused where batches are built); ours lets
+    padded queries see themselves."""
     model = small_model()
     src, _ = random_batch()
     tgt = torch.tensor([[PAD, PAD, 3, 4, 5], [1, 2, 3, 4, 5], [PAD, 7, 8, 9, 10]])
@@ -241,16 +288,27 @@ def test_left_padded_targets_stay_finite():
 def test_tie_weights_shares_one_table_and_saves_its_parameters():
     V, d = 37, 16
     untied = make_model(V, V, N=1, d_model=d, d_ff=32, h=2)
-    tied = tie_weights(make_model(V, V, N=1, d_model=d, d_ff=32, h=2), share_source=True)
+    tied = tie_weights(
+        make_model(V, V, N=1, d_model=d, d_ff=32, h=2), share_source=True
+    )
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
-    assert count(untied) - count(tied) == 2 * V * d  # generator and source table gone
+    assert (
+        count(untied) - count(tied) == 2 * V * d
+    )  # generator and source table gone
     table = tied.tgt_embed.embed.lut.weight
-    assert tied.generator.proj.weight is table and tied.src_embed.embed.lut.weight is table
+    assert (
+        tied.generator.proj.weight is table
+        and tied.src_embed.embed.lut.weight is table
+    )
     # The generator's logits are now x · Eᵀ + b with the embedding table E.
     x = torch.randn(2, 3, d)
-    torch.testing.assert_close(tied.generator.logits(x), x @ table.T + tied.generator.proj.bias)
+    torch.testing.assert_close(
+        tied.generator.logits(x), x @ table.T + tied.generator.proj.bias
+    )
 
 
 def test_tie_weights_refuses_different_vocabularies():
     with pytest.raises(ValueError, match="share_source needs one vocabulary"):
-        tie_weights(make_model(11, 13, N=1, d_model=16, d_ff=32, h=2), share_source=True)
+        tie_weights(
+            make_model(11, 13, N=1, d_model=16, d_ff=32, h=2), share_source=True
+        )

@@ -1,12 +1,16 @@
-"""The modern decoder-only LM: block wiring, parameter counts, the KV cache, causality and
-sampling with sampling.sample."""
+"""The modern decoder-only LM: block wiring, parameter counts, the KV cache,
+causality and sampling with sampling.sample."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.modern import ModernBlock, ModernDecoderLM, modern_parameter_formula
+from annotated_transformer.modern import (
+    ModernBlock,
+    ModernDecoderLM,
+    modern_parameter_formula,
+)
 from annotated_transformer.sampling import encode, sample
 from annotated_transformer.swiglu import swiglu_width
 
@@ -20,7 +24,9 @@ def small_lm(max_len=32, seed=0, **kwargs):
 
 
 def tokens(batch, length, seed=1):
-    return torch.randint(0, 256, (batch, length), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(
+        0, 256, (batch, length), generator=torch.Generator().manual_seed(seed)
+    )
 
 
 def test_block_is_pre_norm_rms_gqa_swiglu():
@@ -30,25 +36,38 @@ def test_block_is_pre_norm_rms_gqa_swiglu():
     with torch.no_grad():
         block.norm1.weight.uniform_(0.5, 1.5)
         block.norm2.weight.uniform_(0.5, 1.5)
-    norm1, norm2 = nn.RMSNorm(16, eps=1e-6).double(), nn.RMSNorm(16, eps=1e-6).double()
+    norm1, norm2 = (
+        nn.RMSNorm(16, eps=1e-6).double(),
+        nn.RMSNorm(16, eps=1e-6).double(),
+    )
     norm1.load_state_dict(block.norm1.state_dict())
     norm2.load_state_dict(block.norm2.state_dict())
     ff = block.feed_forward
     y = x + block.attention(norm1(x))
     z = norm2(y)
-    expected = y + (F.silu(z @ ff.w1.weight.T) * (z @ ff.w3.weight.T)) @ ff.w2.weight.T
+    expected = (
+        y + (F.silu(z @ ff.w1.weight.T) * (z @ ff.w3.weight.T)) @ ff.w2.weight.T
+    )
     torch.testing.assert_close(block(x), expected)
     assert all(not name.endswith("bias") for name, _ in block.named_parameters())
 
 
 @pytest.mark.parametrize(
     ("vocab", "d_model", "h", "kv_heads", "d_ff", "N"),
-    [(256, 32, 4, 2, 48, 2), (256, 32, 4, 4, 88, 3), (50, 48, 6, 1, 64, 1), (7, 16, 8, 2, 8, 2)],
+    [
+        (256, 32, 4, 2, 48, 2),
+        (256, 32, 4, 4, 88, 3),
+        (50, 48, 6, 1, 64, 1),
+        (7, 16, 8, 2, 8, 2),
+    ],
 )
 def test_parameter_count_matches_formula(vocab, d_model, h, kv_heads, d_ff, N):
     model = ModernDecoderLM(vocab, d_model, h, N, 16, d_ff, kv_heads)
     formula = modern_parameter_formula(vocab, d_model, h, kv_heads, d_ff, N)
-    measured = {"embed": model.embed.weight.numel(), "norm": model.norm.weight.numel()}
+    measured = {
+        "embed": model.embed.weight.numel(),
+        "norm": model.norm.weight.numel(),
+    }
     for i, block in enumerate(model.blocks):
         measured[f"blocks.{i}"] = sum(p.numel() for p in block.parameters())
     measured["to_logits"] = model.to_logits.weight.numel()
@@ -59,8 +78,12 @@ def test_parameter_count_matches_formula(vocab, d_model, h, kv_heads, d_ff, N):
 def test_grouping_saves_key_value_parameters_and_default_width():
     d, h, N = 32, 4, 2
     mha, gqa = (ModernDecoderLM(d_model=d, h=h, N=N, kv_heads=k) for k in (h, 1))
-    saved = sum(p.numel() for p in mha.parameters()) - sum(p.numel() for p in gqa.parameters())
-    assert saved == N * 2 * d * d * (1 - 1 / h)  # W^K and W^V shrink from d² to d²/h
+    saved = sum(p.numel() for p in mha.parameters()) - sum(
+        p.numel() for p in gqa.parameters()
+    )
+    assert saved == N * 2 * d * d * (
+        1 - 1 / h
+    )  # W^K and W^V shrink from d² to d²/h
     assert mha.blocks[0].feed_forward.w1.out_features == swiglu_width(4 * d)
 
 
@@ -81,10 +104,15 @@ def test_cached_decoding_equals_full_recomputation(kv_heads):
     x = tokens(2, 17)
     full = model(x)
     one_by_one = model.new_cache()
-    steps = torch.cat([model(x[:, t : t + 1], one_by_one) for t in range(17)], dim=1)
+    steps = torch.cat(
+        [model(x[:, t : t + 1], one_by_one) for t in range(17)], dim=1
+    )
     torch.testing.assert_close(steps, full)
     prompted = model.new_cache()
-    chunks = [model(x[:, :5], prompted), model(x[:, 5:8], prompted)]  # 3 new after 5 cached
+    chunks = [
+        model(x[:, :5], prompted),
+        model(x[:, 5:8], prompted),
+    ]  # 3 new after 5 cached
     chunks += [model(x[:, t : t + 1], prompted) for t in range(8, 17)]
     torch.testing.assert_close(torch.cat(chunks, dim=1), full)
     assert prompted[0].length == 17
@@ -105,14 +133,18 @@ def test_cache_stores_only_the_key_value_heads(kv_heads):
     assert cache_bytes(h) == h // kv_heads * cache_bytes(kv_heads)
 
 
-@pytest.mark.parametrize("length", [10, 70])  # 70 > max_len: the context is cut and refilled
+@pytest.mark.parametrize(
+    "length", [10, 70]
+)  # 70 > max_len: the context is cut and refilled
 def test_sampling_works_unchanged(length):
     model = small_lm(max_len=32).float()
     prompt = tokens(3, 6)
     runs = []
     for use_cache in (True, False):
         generator = torch.Generator().manual_seed(7)
-        runs.append(sample(model, prompt, length, generator=generator, use_cache=use_cache))
+        runs.append(
+            sample(model, prompt, length, generator=generator, use_cache=use_cache)
+        )
     assert runs[0].shape == (3, 6 + length)
     assert torch.equal(runs[0], runs[1])
     assert torch.equal(runs[0][:, :6], prompt)
@@ -135,7 +167,9 @@ def test_a_few_steps_learn_a_repeated_string():
 def test_bad_inputs_raise_like_decoder_lm():
     model = small_lm(max_len=8)
     with pytest.raises(ValueError, match=r"ids must lie in \[0, 256\)"):
-        sample(model, torch.tensor([[3, 256]]), 2)  # ids are checked where they enter
+        sample(
+            model, torch.tensor([[3, 256]]), 2
+        )  # ids are checked where they enter
     with pytest.raises(ValueError, match="exceed the model's context of max_len=8"):
         model(torch.zeros(1, 9, dtype=torch.long))
     cache = model.new_cache()
@@ -154,9 +188,15 @@ def test_bad_inputs_raise_like_decoder_lm():
         ModernDecoderLM(h=4, kv_heads=3)
 
 
-# --- the switches of chapter 15's ablation ----------------------------------------------------
+# --- the switches of chapter 15's ablation
+# ----------------------------------------------------
 
-PRE_NORM_2017 = {"norm": "layer", "positions": "learned", "feed_forward": "relu", "bias": True}
+PRE_NORM_2017 = {
+    "norm": "layer",
+    "positions": "learned",
+    "feed_forward": "relu",
+    "bias": True,
+}
 SWITCHES = [
     PRE_NORM_2017,
     {**PRE_NORM_2017, "norm": "rms"},
@@ -171,26 +211,36 @@ SWITCHES = [
 
 @pytest.mark.parametrize("switches", SWITCHES)
 @pytest.mark.parametrize("kv_heads", [1, 4])
-def test_every_switch_setting_counts_as_its_formula_and_caches_exactly(switches, kv_heads):
+def test_every_switch_setting_counts_as_its_formula_and_caches_exactly(
+    switches, kv_heads
+):
     model = small_lm(kv_heads=kv_heads, **switches)
-    sizes = {**SIZES, "kv_heads": kv_heads}  # d_ff is the hidden width, ReLU or SwiGLU
+    sizes = {
+        **SIZES,
+        "kv_heads": kv_heads,
+    }  # d_ff is the hidden width, ReLU or SwiGLU
     formula = modern_parameter_formula(vocab=256, **sizes, max_len=32, **switches)
     assert sum(formula.values()) == sum(p.numel() for p in model.parameters())
     x = tokens(2, 11)
     cache = model.new_cache()
-    steps = torch.cat([model(x[:, :4], cache), model(x[:, 4:5], cache), model(x[:, 5:], cache)], 1)
+    steps = torch.cat(
+        [model(x[:, :4], cache), model(x[:, 4:5], cache), model(x[:, 5:], cache)], 1
+    )
     torch.testing.assert_close(steps, model(x))
 
 
 def test_the_ladder_starts_at_pytorchs_pre_norm_layer_with_a_causal_mask():
-    """norm=layer, learned positions, ReLU, biases, kv_heads = h: nn.TransformerEncoderLayer
-    with norm_first=True, fed the same weights, under a causal mask."""
+    """norm=layer, learned positions, ReLU, biases, kv_heads = h:
+    nn.TransformerEncoderLayer with norm_first=True, fed the same weights, under a
+    causal mask."""
     torch.manual_seed(0)
     d, h, d_ff = 16, 4, 24
     block = ModernBlock(d, h, h, d_ff, **PRE_NORM_2017).double().eval()
     for p in block.parameters():  # move LayerNorm off its (1, 0) start
         torch.nn.init.normal_(p, std=0.3)
-    reference = nn.TransformerEncoderLayer(d, h, d_ff, 0.0, batch_first=True, norm_first=True)
+    reference = nn.TransformerEncoderLayer(
+        d, h, d_ff, 0.0, batch_first=True, norm_first=True
+    )
     reference = reference.double().eval()
     att, ff = block.attention, block.feed_forward
     with torch.no_grad():
@@ -207,7 +257,9 @@ def test_the_ladder_starts_at_pytorchs_pre_norm_layer_with_a_causal_mask():
         reference.norm2.load_state_dict(block.norm2.state_dict())
     x = torch.randn(2, 9, d, dtype=torch.float64)
     causal = nn.Transformer.generate_square_subsequent_mask(9, dtype=torch.float64)
-    torch.testing.assert_close(block(x), reference(x, src_mask=causal, is_causal=True))
+    torch.testing.assert_close(
+        block(x), reference(x, src_mask=causal, is_causal=True)
+    )
 
 
 def test_the_pre_norm_start_has_chapter_14s_parameters_plus_a_final_norm():
@@ -225,14 +277,20 @@ def test_extend_context_keeps_the_short_outputs_and_reads_longer_inputs():
         model = small_lm(max_len=16, positions=positions)
         short = model(x[:, :16])
         model.extend_context(40)
-        torch.testing.assert_close(model(x)[:, :16], short)  # causal: the first 16 unchanged
+        torch.testing.assert_close(
+            model(x)[:, :16], short
+        )  # causal: the first 16 unchanged
     learned = small_lm(max_len=16, positions="learned")
-    with pytest.raises(ValueError, match="learned positions have no vector past position 15"):
+    with pytest.raises(
+        ValueError, match="learned positions have no vector past position 15"
+    ):
         learned.extend_context(40)
 
 
 def test_unknown_switches_are_refused_in_one_line():
-    with pytest.raises(ValueError, match="positions='xpos': use one of rope, alibi"):
+    with pytest.raises(
+        ValueError, match="positions='xpos': use one of rope, alibi"
+    ):
         ModernDecoderLM(positions="xpos")
     with pytest.raises(ValueError, match="norm='batch': use one of rms, layer"):
         ModernBlock(16, 4, 2, 24, norm="batch")

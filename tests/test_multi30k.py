@@ -54,7 +54,21 @@ def test_tokenize_matches_spacy_rules():
 
 
 def test_detokenize_rules():
-    tokens = ["A", "brown", "-", "haired", "dog", "'s", "toy", "(", "red", ")", "is", "n't", "!"]
+    tokens = [
+        "A",
+        "brown",
+        "-",
+        "haired",
+        "dog",
+        "'s",
+        "toy",
+        "(",
+        "red",
+        ")",
+        "is",
+        "n't",
+        "!",
+    ]
     assert multi30k.detokenize(tokens) == "A brown-haired dog's toy (red) isn't!"
     quoted = ["a", "sign", "says", '"', "stop", '"', ",", "ok", "."]
     assert multi30k.detokenize(quoted) == 'a sign says "stop", ok.'
@@ -62,7 +76,8 @@ def test_detokenize_rules():
 
 
 def test_detokenize_restores_real_references(mirror):
-    # Independent reference: the raw sentences themselves (with doubled spaces collapsed).
+    # Independent reference: the raw sentences themselves (with
+    # doubled spaces collapsed).
     _, en = multi30k.load_split("test2016", mirror=mirror)
     restored = [multi30k.detokenize(t) for t in multi30k.tokenize(en, "en")]
     originals = [" ".join(s.split()) for s in en]
@@ -75,7 +90,10 @@ def test_vocabularies_come_from_train_with_min_freq_two():
     train_de = [["ein", "Hund", "läuft"], ["ein", "Hund"], ["Katze"]]
     train_en = [["a", "dog", "runs"], ["a", "dog"], ["cat"]]
     src, tgt = multi30k.build_vocabs(train_de, train_en)
-    assert src.itos[4:] == ["Hund", "ein"] and tgt.itos[4:] == ["a", "dog"]  # seen twice
+    assert src.itos[4:] == ["Hund", "ein"] and tgt.itos[4:] == [
+        "a",
+        "dog",
+    ]  # seen twice
     assert src.encode(["Katze", "Hund"]) == [src["<unk>"], src["Hund"]]
     assert len(multi30k.build_vocabs(train_de, train_en, min_freq=1)[0]) == 4 + 4
 
@@ -87,6 +105,8 @@ def test_tokenized_split(mirror):
     assert (
         en[0]
         == multi30k.tokenize(
-            multi30k.load_split("mscoco2017", mirror=mirror)[1][:1], "en", lower=True
+            multi30k.load_split("mscoco2017", mirror=mirror)[1][:1],
+            "en",
+            lower=True,
         )[0]
     )

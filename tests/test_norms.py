@@ -8,7 +8,8 @@ from annotated_transformer.norms import RMSNorm
 
 
 @pytest.mark.parametrize(
-    ("shape", "eps"), [((5, 8), 1e-6), ((2, 3, 16), 1e-5), ((4, 1, 7), 0.1), ((1,), 1e-6)]
+    ("shape", "eps"),
+    [((5, 8), 1e-6), ((2, 3, 16), 1e-5), ((4, 1, 7), 0.1), ((1,), 1e-6)],
 )
 def test_matches_torch_rms_norm(shape, eps):
     g = torch.Generator().manual_seed(0)
@@ -25,9 +26,13 @@ def test_unit_gain_output_has_unit_rms_and_ignores_scale():
     x = torch.randn(6, 32, dtype=torch.float64)
     norm = RMSNorm(32, eps=0.0).double()
     out = norm(x)
-    torch.testing.assert_close(out.pow(2).mean(-1), torch.ones(6, dtype=torch.float64))
+    torch.testing.assert_close(
+        out.pow(2).mean(-1), torch.ones(6, dtype=torch.float64)
+    )
     torch.testing.assert_close(norm(10 * x), out)
-    assert not torch.allclose(out.mean(-1), torch.zeros(6, dtype=torch.float64))  # no centring
+    assert not torch.allclose(
+        out.mean(-1), torch.zeros(6, dtype=torch.float64)
+    )  # no centring
 
 
 def test_bad_width_raises():

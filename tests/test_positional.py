@@ -5,7 +5,11 @@ import math
 import pytest
 import torch
 
-from annotated_transformer.positional import PositionalEmbedding, PositionalEncoding, sinusoids
+from annotated_transformer.positional import (
+    PositionalEmbedding,
+    PositionalEncoding,
+    sinusoids,
+)
 
 
 def test_sinusoids_match_the_formula():
@@ -22,14 +26,16 @@ def test_sinusoids_match_the_formula():
 
 @pytest.mark.parametrize("k", [1, 3, 17])
 def test_offset_is_a_rotation_that_depends_only_on_k(k):
-    """PE(pos + k) = R(k) PE(pos), R(k) block-diagonal with 2×2 rotations by ω_i k."""
+    """PE(pos + k) = R(k) PE(pos), R(k) block-diagonal with
+    2×2 rotations by ω_i k."""
     max_len, d = 64, 12
     pe = sinusoids(max_len, d).double()
     R = torch.zeros(d, d, dtype=torch.float64)
     for i in range(d // 2):
         w = 1 / 10000 ** (2 * i / d)
         c, s = math.cos(w * k), math.sin(w * k)
-        # (sin(a + b), cos(a + b)) = (sin a cos b + cos a sin b, cos a cos b - sin a sin b)
+        # (sin(a + b), cos(a + b)) = (sin a cos b + cos a sin b,
+        # cos a cos b - sin a sin b)
         R[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[c, s], [-s, c]])
     rotated = pe[: max_len - k] @ R.T
     torch.testing.assert_close(rotated, pe[k:], atol=1e-5, rtol=0)
@@ -55,7 +61,8 @@ def test_learned_embedding_offset_and_training():
 
 
 @pytest.mark.parametrize(
-    "module", [PositionalEncoding(8, 0.0, max_len=10), PositionalEmbedding(8, max_len=10)]
+    "module",
+    [PositionalEncoding(8, 0.0, max_len=10), PositionalEmbedding(8, max_len=10)],
 )
 def test_too_long_raises_with_sizes(module):
     with pytest.raises(ValueError, match=r"offset=0 \+ len=11.*max_len=10"):

@@ -1,6 +1,6 @@
-"""Transformer-XL attention against a naive double loop over (query, key) pairs, rel_shift
-against explicit indexing, the stop-gradient on the memory, and the language model's causality
-and segment recurrence."""
+"""Transformer-XL attention against a naive double loop over (query, key) pairs,
+rel_shift against explicit indexing, the stop-gradient on the memory, and the
+language model's causality and segment recurrence."""
 
 import math
 
@@ -19,7 +19,8 @@ D_K = D_MODEL // H
 
 
 def sinusoid(distance, d_model):
-    """R_d by the formula: sin(d ω_k) at feature 2k, cos(d ω_k) at 2k + 1, ω_k = 10000^(-2k/d)."""
+    """R_d by the formula: sin(d ω_k) at feature 2k, cos(d ω_k) at
+    2k + 1, ω_k = 10000^(-2k/d)."""
     out = []
     for k in range(d_model // 2):
         omega = 10000 ** (-2 * k / d_model)
@@ -28,7 +29,8 @@ def sinusoid(distance, d_model):
 
 
 def naive_attention(att, x, memory, mask):
-    """A_ij = (q_i + u)·k_j + (q_i + v)·W_R R_{i−j}, one (batch, head, i, j) at a time."""
+    """A_ij = (q_i + u)·k_j + (q_i + v)·W_R R_{i−j}, one (batch,
+    head, i, j) at a time."""
     context = x if memory is None else torch.cat([memory, x], dim=1)
     mem_len, klen = context.size(1) - x.size(1), context.size(1)
     out = torch.zeros(x.size(0), x.size(1), D_MODEL, dtype=torch.float64)
@@ -46,7 +48,9 @@ def naive_attention(att, x, memory, mask):
                     r = att.w_r.weight[cols] @ sinusoid(mem_len + i - j, D_MODEL)
                     scores.append((q + att.u[head]) @ k + (q + att.v[head]) @ r)
                 weights = (torch.stack(scores) / math.sqrt(D_K)).softmax(0)
-                values = torch.stack([att.w_v.weight[cols] @ context[b, j] for j in range(klen)])
+                values = torch.stack(
+                    [att.w_v.weight[cols] @ context[b, j] for j in range(klen)]
+                )
                 out[b, i, cols] = weights @ values
     return att.w_o(out)
 
@@ -103,21 +107,28 @@ def test_custom_mask_equals_double_loop():
     att = module()
     x, memory = inputs()
     mask = causal(LEN, MEM).clone()
-    mask[1, :, :2] = False  # the second sequence hides its two oldest memory positions
+    mask[1, :, :2] = (
+        False  # the second sequence hides its two oldest memory positions
+    )
     with torch.no_grad():
-        torch.testing.assert_close(att(x, memory, mask), naive_attention(att, x, memory, mask))
+        torch.testing.assert_close(
+            att(x, memory, mask), naive_attention(att, x, memory, mask)
+        )
 
 
 def test_scores_depend_on_distance_not_absolute_position():
-    """Shifting the whole history right (more memory in front) leaves the new outputs alone
-    when the extra memory is hidden: only distances enter the scores."""
+    """Shifting the whole history right (more memory in front) leaves the new
+    outputs alone when the extra memory is hidden: only distances enter the
+    scores."""
     att = module()
     x, memory = inputs()
     extra = torch.randn(B, 2, D_MODEL, dtype=torch.float64)
     mask = causal(LEN, MEM + 2).clone()
     mask[:, :, :2] = False
     with torch.no_grad():
-        torch.testing.assert_close(att(x, torch.cat([extra, memory], 1), mask), att(x, memory))
+        torch.testing.assert_close(
+            att(x, torch.cat([extra, memory], 1), mask), att(x, memory)
+        )
 
 
 def test_memory_is_detached():
@@ -128,7 +139,11 @@ def test_memory_is_detached():
     att(x, memory).sum().backward()
     assert memory.grad is None
     assert x.grad is not None and x.grad.abs().sum() > 0
-    assert att.u.grad is not None and att.v.grad is not None and att.w_r.weight.grad is not None
+    assert (
+        att.u.grad is not None
+        and att.v.grad is not None
+        and att.w_r.weight.grad is not None
+    )
 
 
 def test_attention_errors():
@@ -144,11 +159,15 @@ def test_attention_errors():
 
 def lm(mem_len=8, seed=0):
     torch.manual_seed(seed)
-    return TransformerXLLM(vocab=256, d_model=16, h=2, N=2, d_ff=32, mem_len=mem_len).eval()
+    return TransformerXLLM(
+        vocab=256, d_model=16, h=2, N=2, d_ff=32, mem_len=mem_len
+    ).eval()
 
 
 def tokens(length, seed=0):
-    return torch.randint(0, 256, (B, length), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(
+        0, 256, (B, length), generator=torch.Generator().manual_seed(seed)
+    )
 
 
 def test_lm_is_causal_with_and_without_memory():
@@ -165,8 +184,9 @@ def test_lm_is_causal_with_and_without_memory():
 
 
 def test_two_segments_with_memory_equal_one_long_segment():
-    """With mem_len ≥ the first segment, each layer sees exactly the states it would see if
-    both segments were one sequence (causality), so the second segment's logits agree."""
+    """With mem_len ≥ the first segment, each layer sees exactly the states it
+    would see if both segments were one sequence (causality), so the second
+    segment's logits agree."""
     model = lm(mem_len=5)
     first, second = tokens(5, seed=1), tokens(4, seed=2)
     with torch.no_grad():
@@ -177,7 +197,9 @@ def test_two_segments_with_memory_equal_one_long_segment():
         # The memory changes what the second segment predicts.
         assert not torch.allclose(model(second)[0], logits)
     assert [m.shape for m in memories] == [(B, 5, 16)] * 2
-    assert [m.shape for m in new_memories] == [(B, 5, 16)] * 2  # the last mem_len of 9 states
+    assert [m.shape for m in new_memories] == [
+        (B, 5, 16)
+    ] * 2  # the last mem_len of 9 states
     assert not any(m.requires_grad for m in new_memories)
 
 
@@ -189,18 +211,20 @@ def test_short_memory_keeps_the_last_mem_len_states():
         _, memories = model(first)
         _, later = model(second, memories)
     assert [m.shape for m in memories] == [(B, 3, 16)] * 2
-    # The inputs to block 0 are the embeddings, which depend on the token alone; block 1's
-    # inputs saw only 3 of the first segment's 5 positions, so they differ from the whole run.
+    # The inputs to block 0 are the embeddings, which depend on the token alone;
+    # block 1's inputs saw only 3 of the first segment's 5 positions, so they
+    # differ from the whole run.
     torch.testing.assert_close(later[0], whole[0])
     assert not torch.allclose(later[1], whole[1])
 
 
 @pytest.mark.parametrize("mem_len", [0, 2, 5])
 def test_memory_equals_one_masked_pass_over_both_segments(mem_len):
-    """An independent reference for the memory: run the blocks once over [previous; current]
-    with a mask that lets position p + i of the current segment see only the last mem_len
-    positions of the previous one (and itself and earlier current ones), the previous segment
-    seeing its own past only. The current segment's logits are those of the memory path."""
+    """An independent reference for the memory: run the blocks once over [previous;
+    current] with a mask that lets position p + i of the current segment see only
+    the last mem_len positions of the previous one (and itself and earlier current
+    ones), the previous segment seeing its own past only. The current segment's
+    logits are those of the memory path."""
     model = lm(mem_len=mem_len)
     first, second = tokens(5, seed=1), tokens(4, seed=2)
     p, total = first.size(1), first.size(1) + second.size(1)

@@ -1,4 +1,5 @@
-"""Rotary position embeddings against explicit rotation matrices and their defining properties."""
+"""Rotary position embeddings against explicit rotation matrices and
+their defining properties."""
 
 import math
 
@@ -12,7 +13,8 @@ D = 8
 
 
 def rotation_matrix(m: int, d: int, base: float = 10000.0) -> torch.Tensor:
-    """R(m), (d, d): block-diagonal, the 2×2 rotation by m·base^(−2i/d) in block i."""
+    """R(m), (d, d): block-diagonal, the 2×2 rotation by
+    m·base^(−2i/d) in block i."""
     R = torch.zeros(d, d, dtype=torch.float64)
     for i in range(d // 2):
         angle = m * base ** (-2 * i / d)
@@ -22,7 +24,9 @@ def rotation_matrix(m: int, d: int, base: float = 10000.0) -> torch.Tensor:
 
 
 def randn(*shape):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    return torch.randn(
+        *shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
 
 
 @pytest.mark.parametrize("base", [10000.0, 100.0])
@@ -30,7 +34,10 @@ def test_equals_explicit_rotation_matrices(base):
     x = randn(2, 3, 6, D)  # (batch, heads, len, d)
     positions = torch.tensor([0, 1, 2, 7, 50, 1000])
     expected = torch.stack(
-        [x[:, :, j] @ rotation_matrix(int(m), D, base).T for j, m in enumerate(positions)],
+        [
+            x[:, :, j] @ rotation_matrix(int(m), D, base).T
+            for j, m in enumerate(positions)
+        ],
         dim=2,
     )
     torch.testing.assert_close(apply_rope(x, positions, base), expected)
@@ -47,7 +54,9 @@ def test_scores_depend_only_on_the_offset():
     for offset in (0, 3, -5):
         scores = torch.stack([score(m, m + offset) for m in (0, 4, 11, 300)])
         torch.testing.assert_close(scores, scores[:1].expand(4))
-    assert not torch.allclose(score(0, 3), score(0, 0))  # the offset itself does matter
+    assert not torch.allclose(
+        score(0, 3), score(0, 0)
+    )  # the offset itself does matter
 
 
 def test_preserves_norms_and_position_zero_is_the_identity():
@@ -58,7 +67,8 @@ def test_preserves_norms_and_position_zero_is_the_identity():
 
 
 def test_rotating_the_unit_pairs_gives_the_sinusoids():
-    """R(m) (1, 0) = (cos mθᵢ, sin mθᵢ): the paper's PE table with each pair's order swapped."""
+    """R(m) (1, 0) = (cos mθᵢ, sin mθᵢ): the paper's PE table with
+    each pair's order swapped."""
     ones = torch.tensor([1.0, 0.0]).repeat(D // 2).expand(20, D)  # (len, d)
     rotated = apply_rope(ones, torch.arange(20))
     pe = sinusoids(20, D)
@@ -81,7 +91,9 @@ def test_low_precision_inputs_keep_their_dtype():
     x = randn(3, D)
     out = apply_rope(x.to(torch.bfloat16), torch.arange(3))
     assert out.dtype == torch.bfloat16
-    torch.testing.assert_close(out.double(), apply_rope(x, torch.arange(3)), atol=0.05, rtol=0.02)
+    torch.testing.assert_close(
+        out.double(), apply_rope(x, torch.arange(3)), atol=0.05, rtol=0.02
+    )
 
 
 def test_bad_inputs_raise():
@@ -90,5 +102,7 @@ def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="one position per vector"):
         apply_rope(torch.zeros(3, D), torch.arange(4))
     cos, sin = rope_tables(torch.arange(3), D)
-    with pytest.raises(ValueError, match="x has 6 features but the tables rotate 8"):
+    with pytest.raises(
+        ValueError, match="x has 6 features but the tables rotate 8"
+    ):
         rotate_pairs(torch.zeros(3, 6), cos, sin)

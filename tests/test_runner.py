@@ -1,6 +1,7 @@
-"""The runner: a run killed with SIGKILL and resumed ends exactly like an uninterrupted one, for
-every task; a finished run is reused, an interrupted one resumed, another one refused; the
-files of a run folder (checkpoints, history, metrics, log) and what they say."""
+"""The runner: a run killed with SIGKILL and resumed ends exactly like an
+uninterrupted one, for every task; a finished run is reused, an interrupted one
+resumed, another one refused; the files of a run folder (checkpoints, history,
+metrics, log) and what they say."""
 
 from __future__ import annotations
 
@@ -18,11 +19,16 @@ import pytest
 import torch
 
 from annotated_transformer import runner
-from annotated_transformer.checkpoint import CheckpointError, average_checkpoints, read_checkpoint
+from annotated_transformer.checkpoint import (
+    CheckpointError,
+    average_checkpoints,
+    read_checkpoint,
+)
 from annotated_transformer.tasks import TASKS
 
-# Tiny presets that save last.pt every 3 steps. translate: 2 epochs of 8 steps, validated at
-# the end of each; classify: 40 steps (38 per epoch), validated every 20; lm: 30 steps.
+# Tiny presets that save last.pt every 3 steps. translate: 2 epochs of 8 steps,
+# validated at the end of each; classify: 40 steps (38 per epoch), validated
+# every 20; lm: 30 steps.
 SETTINGS = {
     "translate": ["train_limit=500", "eval_limit=10", "checkpoint_every=3"],
     "classify": ["test_subset=200", "checkpoint_every=3"],
@@ -62,23 +68,35 @@ def same_history(out: Path, whole_dir: Path, task: str) -> None:
 
 @pytest.fixture(scope="module")
 def uninterrupted(mirror, tmp_path_factory, one_thread):
-    """``uninterrupted(task)``: the folder and result of one whole run of SETTINGS[task]."""
+    """``uninterrupted(task)``: the folder and result of one whole
+    run of SETTINGS[task]."""
     runs: dict[str, tuple[Path, runner.RunResult]] = {}
 
     def get(task: str) -> tuple[Path, runner.RunResult]:
         if task not in runs:
             out = tmp_path_factory.mktemp(task) / "whole"
-            runs[task] = out, train(task, out, mirror, preset="tiny", settings=SETTINGS[task])
+            runs[task] = (
+                out,
+                train(task, out, mirror, preset="tiny", settings=SETTINGS[task]),
+            )
         return runs[task]
 
     return get
 
 
 def kill_after_first_checkpoint(task: str, out: Path, mirror: Path) -> int:
-    """Start ``python -m annotated_transformer TASK train`` and SIGKILL it as soon as its first
-    last.pt exists; returns the step of the last.pt it left behind."""
+    """Start ``python -m annotated_transformer TASK train`` and SIGKILL it as soon
+    as its first last.pt exists; returns the step of the last.pt it left behind."""
     env = {**os.environ, "AT_DATA_MIRROR": str(mirror), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "annotated_transformer", task, "train", "--preset", "tiny"]
+    command = [
+        sys.executable,
+        "-m",
+        "annotated_transformer",
+        task,
+        "train",
+        "--preset",
+        "tiny",
+    ]
     command += ["--out", str(out), "--no-progress", "--device", "cpu"]
     command += [arg for setting in SETTINGS[task] for arg in ("--set", setting)]
     process = subprocess.Popen(
@@ -87,7 +105,9 @@ def kill_after_first_checkpoint(task: str, out: Path, mirror: Path) -> int:
     try:
         deadline = time.monotonic() + 120
         while not (out / "last.pt").exists():
-            assert process.poll() is None, "the run ended before its first checkpoint"
+            assert process.poll() is None, (
+                "the run ended before its first checkpoint"
+            )
             assert time.monotonic() < deadline, "no checkpoint within 120 s"
             time.sleep(0.005)
         os.kill(process.pid, signal.SIGKILL)
@@ -106,43 +126,77 @@ def test_a_run_killed_mid_epoch_resumes_to_exactly_the_uninterrupted_run(
     whole_dir, whole = uninterrupted(task)
     out = tmp_path / "killed"
     step = kill_after_first_checkpoint(task, out, mirror)
-    epochs = whole.history["epoch"]  # the step after the checkpoint is in the same epoch
+    epochs = whole.history[
+        "epoch"
+    ]  # the step after the checkpoint is in the same epoch
     assert 0 < step < len(whole.history) and epochs[step - 1] == epochs[step]
     assert not (out / "metrics.json").exists()
 
     resumed = train(task, out, mirror, resume=True)
-    assert f"resumed at step {step} of {len(whole.history)}" in (out / "train.log").read_text()
+    assert (
+        f"resumed at step {step} of {len(whole.history)}"
+        in (out / "train.log").read_text()
+    )
     same_history(out, whole_dir, task)
-    final, final_whole = (read_checkpoint(d / "final.pt")["model"] for d in (out, whole_dir))
+    final, final_whole = (
+        read_checkpoint(d / "final.pt")["model"] for d in (out, whole_dir)
+    )
     assert all(torch.equal(final[k], final_whole[k]) for k in final_whole)
     assert resumed.metrics["test"] == whole.metrics["test"]
     assert resumed.metrics["validation"] == whole.metrics["validation"]
 
 
-# ------------------------------------------------------------------------------ ensure_run
+# ----------------------------------------------------------------------- ensure_run
 
-SMALL = ["train_subset=600", "val_size=100", "test_subset=100", "steps=8", "eval_every=4"]
+SMALL = [
+    "train_subset=600",
+    "val_size=100",
+    "test_subset=100",
+    "steps=8",
+    "eval_every=4",
+]
 
 
 def test_ensure_run_trains_reuses_resumes_and_refuses(mirror, tmp_path, one_thread):
-    first = runner.ensure_run("classify", "tiny", tmp_path / "a", settings=SMALL, data_dir=mirror)
-    assert not first.model.training  # trained here, handed over as a loaded run is: eval mode
+    first = runner.ensure_run(
+        "classify", "tiny", tmp_path / "a", settings=SMALL, data_dir=mirror
+    )
+    assert (
+        not first.model.training
+    )  # trained here, handed over as a loaded run is: eval mode
     files = ("metrics.json", "last.pt", "final.pt", "history.csv")
     written = {name: (tmp_path / "a" / name).stat().st_mtime_ns for name in files}
 
-    again = runner.ensure_run("classify", "tiny", tmp_path / "a", settings=SMALL, data_dir=mirror)
-    assert {name: (tmp_path / "a" / name).stat().st_mtime_ns for name in files} == written
+    again = runner.ensure_run(
+        "classify", "tiny", tmp_path / "a", settings=SMALL, data_dir=mirror
+    )
+    assert {
+        name: (tmp_path / "a" / name).stat().st_mtime_ns for name in files
+    } == written
     assert again.metrics == first.metrics
-    pd.testing.assert_frame_equal(again.history, pd.read_csv(tmp_path / "a" / "history.csv"))
+    pd.testing.assert_frame_equal(
+        again.history, pd.read_csv(tmp_path / "a" / "history.csv")
+    )
     final = read_checkpoint(tmp_path / "a" / "final.pt")["model"]
-    assert all(torch.equal(v, final[k]) for k, v in again.model.state_dict().items())
+    assert all(
+        torch.equal(v, final[k]) for k, v in again.model.state_dict().items()
+    )
     assert not again.model.training
 
     # an interrupted run is resumed, to the same end
-    stopped = train("classify", tmp_path / "b", mirror, preset="tiny", settings=SMALL, max_steps=3)
+    stopped = train(
+        "classify",
+        tmp_path / "b",
+        mirror,
+        preset="tiny",
+        settings=SMALL,
+        max_steps=3,
+    )
     assert stopped is None
     assert read_checkpoint(tmp_path / "b" / "last.pt")["step"] == 3
-    resumed = runner.ensure_run("classify", "tiny", tmp_path / "b", settings=SMALL, data_dir=mirror)
+    resumed = runner.ensure_run(
+        "classify", "tiny", tmp_path / "b", settings=SMALL, data_dir=mirror
+    )
     assert "resumed at step 3 of 8" in (tmp_path / "b" / "train.log").read_text()
     for column in SAME:
         pd.testing.assert_series_equal(
@@ -151,13 +205,21 @@ def test_ensure_run_trains_reuses_resumes_and_refuses(mirror, tmp_path, one_thre
 
     # a folder holding another configuration is refused, not passed off as this one
     for preset, settings in [("tiny", [*SMALL, "lr=0.01"]), ("cpu", SMALL)]:
-        with pytest.raises(ValueError, match="holds a run of another configuration"):
+        with pytest.raises(
+            ValueError, match="holds a run of another configuration"
+        ):
             runner.ensure_run(
-                "classify", preset, tmp_path / "a", settings=settings, data_dir=mirror
+                "classify",
+                preset,
+                tmp_path / "a",
+                settings=settings,
+                data_dir=mirror,
             )
     with pytest.raises(ValueError, match="holds a run of another configuration"):
         runner.ensure_run("lm", "tiny", tmp_path / "a", data_dir=mirror)
-    assert {name: (tmp_path / "a" / name).stat().st_mtime_ns for name in files} == written
+    assert {
+        name: (tmp_path / "a" / name).stat().st_mtime_ns for name in files
+    } == written
 
 
 def test_a_finished_run_is_retested_when_only_its_test_settings_differ(
@@ -169,8 +231,12 @@ def test_a_finished_run_is_retested_when_only_its_test_settings_differ(
     out = shutil.copytree(whole, tmp_path / "copy")
     weights = {p.name: p.stat().st_mtime_ns for p in out.glob("*.pt")}
     settings = [*SETTINGS["translate"], "beam=2", "alpha=1.5"]
-    result = runner.ensure_run("translate", "tiny", out, settings=settings, data_dir=mirror)
-    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.pt")} == weights  # no training
+    result = runner.ensure_run(
+        "translate", "tiny", out, settings=settings, data_dir=mirror
+    )
+    assert {
+        p.name: p.stat().st_mtime_ns for p in out.glob("*.pt")
+    } == weights  # no training
     # the test of the reused weights, scored again by the task with beam 2 and α 1.5
     expected = result.task.scores(result.model, "test2016", beam=2, alpha=1.5)
     assert result.metrics["test"] == {"split": "test2016", **expected}
@@ -181,15 +247,21 @@ def test_a_finished_run_is_retested_when_only_its_test_settings_differ(
         runner.ensure_run("translate", "tiny", out, settings=[*settings, "lr=0.01"])
 
 
-def test_a_finished_classifier_is_retested_on_more_test_reviews(uninterrupted, mirror, tmp_path):
+def test_a_finished_classifier_is_retested_on_more_test_reviews(
+    uninterrupted, mirror, tmp_path
+):
     import shutil
 
     whole, _ = uninterrupted("classify")  # tested on 200 reviews
     out = shutil.copytree(whole, tmp_path / "copy")
     weights = {p.name: p.stat().st_mtime_ns for p in out.glob("*.pt")}
     settings = [*SETTINGS["classify"][1:], "test_subset=300"]
-    result = runner.ensure_run("classify", "tiny", out, settings=settings, data_dir=mirror)
-    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.pt")} == weights  # no training
+    result = runner.ensure_run(
+        "classify", "tiny", out, settings=settings, data_dir=mirror
+    )
+    assert {
+        p.name: p.stat().st_mtime_ns for p in out.glob("*.pt")
+    } == weights  # no training
     # the same 300 reviews a fresh task would test on, scored here from their labels
     task = result.task
     config = dataclasses.replace(task.config, test_subset=300)
@@ -198,10 +270,12 @@ def test_a_finished_classifier_is_retested_on_more_test_reviews(uninterrupted, m
     predicted = task.probabilities(result.model, reviews).argmax(-1)
     labels = torch.as_tensor(reviews.labels)
     assert result.metrics["test"]["reviews"] == 300
-    assert result.metrics["test"]["accuracy"] == pytest.approx((predicted == labels).float().mean())
+    assert result.metrics["test"]["accuracy"] == pytest.approx(
+        (predicted == labels).float().mean()
+    )
 
 
-# ------------------------------------------------------------------- what a run folder holds
+# ---------------------------------------------------------- what a run folder holds
 
 
 def test_final_pt_is_the_better_of_best_and_averaged_on_validation(uninterrupted):
@@ -212,14 +286,21 @@ def test_final_pt_is_the_better_of_best_and_averaged_on_validation(uninterrupted
     best = read_checkpoint(out / "best.pt")
     # best.pt: the first validation with the highest score
     first_best = validated.loc[validated["val_bleu"].idxmax()]
-    assert (best["step"], best["extra"]["val_bleu"]) == (first_best["step"], first_best["val_bleu"])
+    assert (best["step"], best["extra"]["val_bleu"]) == (
+        first_best["step"],
+        first_best["val_bleu"],
+    )
     assert metrics["validation"]["best"] == first_best["val_bleu"]
     # averaged.pt: scored again here, independently of the run's own choice
     model = result.task.build_model()
     model.load_state_dict(read_checkpoint(out / "averaged.pt")["model"])
-    assert metrics["validation"]["averaged"] == result.task.evaluate(model)["val_bleu"]
+    assert (
+        metrics["validation"]["averaged"] == result.task.evaluate(model)["val_bleu"]
+    )
     scores = metrics["validation"]
-    pick = "averaged" if scores["averaged"] > scores["best"] else "best"  # a tie keeps best
+    pick = (
+        "averaged" if scores["averaged"] > scores["best"] else "best"
+    )  # a tie keeps best
     assert metrics["final"] == pick
     source = out / ("best.pt" if pick == "best" else "averaged.pt")
     assert (out / "final.pt").read_bytes() == source.read_bytes()
@@ -229,7 +310,9 @@ def test_average_checkpoints_is_the_elementwise_mean(uninterrupted):
     out, _ = uninterrupted("translate")  # keep_last=2
     kept = sorted(out.glob("keep-*.pt"))
     validated = pd.read_csv(out / "history.csv").dropna(subset=["val_bleu"])["step"]
-    assert [p.name for p in kept] == [f"keep-{s:06d}.pt" for s in validated.iloc[-2:]]
+    assert [p.name for p in kept] == [
+        f"keep-{s:06d}.pt" for s in validated.iloc[-2:]
+    ]
     _, averaged = average_checkpoints(kept)
     loaded = [torch.load(p, weights_only=True)["model"] for p in kept]
     on_disk = torch.load(out / "averaged.pt", weights_only=True)["model"]
@@ -246,38 +329,52 @@ def test_average_checkpoints_is_the_elementwise_mean(uninterrupted):
 
 
 def validation_steps(history: pd.DataFrame, every: int) -> list[int]:
-    """Where a run validates: every ``every`` steps (0: at each epoch's last step) and at the
-    end, computed from the history's step and epoch columns."""
+    """Where a run validates: every ``every`` steps (0: at each epoch's last step)
+    and at the end, computed from the history's step and epoch columns."""
     steps, epochs = list(history["step"]), list(history["epoch"])
     if every:
         due = [s for s in steps if s % every == 0]
     else:
         due = [
-            s for s, e, following in zip(steps, epochs, epochs[1:], strict=False) if following != e
+            s
+            for s, e, following in zip(steps, epochs, epochs[1:], strict=False)
+            if following != e
         ]
     return sorted({*due, steps[-1]})
 
 
-@pytest.mark.parametrize(("task", "every"), [("translate", 0), ("classify", 20), ("lm", 10)])
+@pytest.mark.parametrize(
+    ("task", "every"), [("translate", 0), ("classify", 20), ("lm", 10)]
+)
 def test_history_metrics_and_log_agree(task, every, uninterrupted):
     out, result = uninterrupted(task)
     metric = TASKS[task].score[0]
     metrics = json.loads((out / "metrics.json").read_text())
     history = pd.read_csv(out / "history.csv")
     total = metrics["steps"]
-    assert list(history["step"]) == list(range(1, total + 1))  # one row per optimiser step
+    assert list(history["step"]) == list(
+        range(1, total + 1)
+    )  # one row per optimiser step
     validated = history.dropna(subset=[metric])
     assert list(validated["step"]) == validation_steps(history, every)
     assert history["val_loss"].notna().tolist() == history[metric].notna().tolist()
     # last.pt: the end of the run, with the same history
     last = read_checkpoint(out / "last.pt")
     assert last["step"] == total
-    assert [row["loss"] for row in last["extra"]["history"]] == list(history["loss"])
-    # train.log: a line per validation with its numbers, then the final choice and the test
-    log = [line.split("  ", 1)[1] for line in (out / "train.log").read_text().splitlines()]
+    assert [row["loss"] for row in last["extra"]["history"]] == list(
+        history["loss"]
+    )
+    # train.log: a line per validation with its numbers, then the
+    # final choice and the test
+    log = [
+        line.split("  ", 1)[1]
+        for line in (out / "train.log").read_text().splitlines()
+    ]
     assert log[0].startswith(f"{task} tiny: {total} steps")
     shown = [line for line in log if line.startswith("step ")]
-    assert [line.split()[1] for line in shown] == [f"{s}/{total}:" for s in validated["step"]]
+    assert [line.split()[1] for line in shown] == [
+        f"{s}/{total}:" for s in validated["step"]
+    ]
     for line, value in zip(shown, validated[metric], strict=True):
         assert f"{metric} {value:.4g}" in line
     assert log[-2].startswith(f"final.pt = {metrics['final']} ")
@@ -285,7 +382,9 @@ def test_history_metrics_and_log_agree(task, every, uninterrupted):
     if metrics["final"] == "last":
         assert metrics["validation"] == {"last": validated[metric].iloc[-1]}
     assert metrics["test"] == result.metrics["test"]
-    assert metrics["config"] == read_checkpoint(out / "final.pt")["config"]["config"]
+    assert (
+        metrics["config"] == read_checkpoint(out / "final.pt")["config"]["config"]
+    )
 
 
 # ------------------------------------------------------ runs that survive anything

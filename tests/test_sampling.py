@@ -1,4 +1,5 @@
-"""The decoder-only byte model and sampling: causality, the KV cache, temperature, top-k."""
+"""The decoder-only byte model and sampling: causality, the KV
+cache, temperature, top-k."""
 
 import math
 
@@ -17,7 +18,9 @@ from annotated_transformer.sampling import (
 
 def small_lm(max_len: int = 32, dropout: float = 0.1, seed: int = 0) -> DecoderLM:
     torch.manual_seed(seed)
-    return DecoderLM(d_model=32, h=4, N=2, max_len=max_len, d_ff=128, dropout=dropout).eval()
+    return DecoderLM(
+        d_model=32, h=4, N=2, max_len=max_len, d_ff=128, dropout=dropout
+    ).eval()
 
 
 def test_logits_shape_and_causality():
@@ -26,9 +29,13 @@ def test_logits_shape_and_causality():
     logits = model(x)
     assert logits.shape == (3, 20, 256)
     changed = x.clone()
-    changed[:, 12:] = torch.randint(0, 256, (3, 8))  # rewrite the future from position 12 on
+    changed[:, 12:] = torch.randint(
+        0, 256, (3, 8)
+    )  # rewrite the future from position 12 on
     torch.testing.assert_close(model(changed)[:, :12], logits[:, :12])
-    assert not torch.allclose(model(changed)[:, 12:], logits[:, 12:])  # the change is visible
+    assert not torch.allclose(
+        model(changed)[:, 12:], logits[:, 12:]
+    )  # the change is visible
 
 
 def test_cached_forward_equals_full_forward():
@@ -42,14 +49,18 @@ def test_cached_forward_equals_full_forward():
     torch.testing.assert_close(torch.cat(chunks, dim=1), full, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("length", [10, 70])  # 70 > max_len: the context is cut and refilled
+@pytest.mark.parametrize(
+    "length", [10, 70]
+)  # 70 > max_len: the context is cut and refilled
 def test_cached_sampling_equals_recompute(length):
     model = small_lm(max_len=32)
     prompt = torch.randint(0, 256, (4, 6))
     runs = []
     for use_cache in (True, False):
         generator = torch.Generator().manual_seed(7)
-        runs.append(sample(model, prompt, length, generator=generator, use_cache=use_cache))
+        runs.append(
+            sample(model, prompt, length, generator=generator, use_cache=use_cache)
+        )
     assert runs[0].shape == (4, 6 + length)
     assert torch.equal(runs[0], runs[1])
     assert torch.equal(runs[0][:, :6], prompt)
@@ -60,7 +71,9 @@ def test_sampling_is_reproducible_with_a_seed_and_restores_the_mode():
     prompt = encode("ab")
 
     def draw(seed):
-        return sample(model, prompt, 40, generator=torch.Generator().manual_seed(seed))
+        return sample(
+            model, prompt, 40, generator=torch.Generator().manual_seed(seed)
+        )
 
     assert torch.equal(draw(3), draw(3))
     assert not torch.equal(draw(3), draw(4))
@@ -70,8 +83,12 @@ def test_sampling_is_reproducible_with_a_seed_and_restores_the_mode():
 def test_top_k_1_is_greedy_decoding():
     model = small_lm()
     text = encode("x")
-    out = sample(model, text, 12, top_k=1, generator=torch.Generator().manual_seed(0))
-    for _ in range(12):  # greedy by hand: the argmax of a full forward pass, byte by byte
+    out = sample(
+        model, text, 12, top_k=1, generator=torch.Generator().manual_seed(0)
+    )
+    for _ in range(
+        12
+    ):  # greedy by hand: the argmax of a full forward pass, byte by byte
         text = torch.cat([text, model(text)[:, -1].argmax(-1, keepdim=True)], dim=1)
     assert torch.equal(out, text)
 
@@ -102,14 +119,18 @@ def test_sampled_bytes_stay_in_the_top_k():
     with torch.no_grad():
         model.to_logits.weight.zero_()
         model.to_logits.bias.copy_(torch.linspace(0, 5, 256))
-    out = sample(model, encode("q"), 300, top_k=3, generator=torch.Generator().manual_seed(1))
+    out = sample(
+        model, encode("q"), 300, top_k=3, generator=torch.Generator().manual_seed(1)
+    )
     assert set(out[0, 1:].tolist()) == {253, 254, 255}
 
 
 def test_context_start():
     assert context_start(total=10, start=0, max_len=16) == 0
     assert context_start(total=16, start=0, max_len=16) == 0
-    assert context_start(total=17, start=0, max_len=16) == 9  # keep the last 8 bytes
+    assert (
+        context_start(total=17, start=0, max_len=16) == 9
+    )  # keep the last 8 bytes
     assert context_start(total=20, start=9, max_len=16) == 9
 
 

@@ -1,5 +1,6 @@
-"""Sparse Transformer patterns against their definitions (Python loops), two-layer reach, pair
-counts, and block-sparse attention against dense attention with the same mask (float64)."""
+"""Sparse Transformer patterns against their definitions (Python loops),
+two-layer reach, pair counts, and block-sparse attention against dense attention
+with the same mask (float64)."""
 
 import pytest
 import torch
@@ -21,21 +22,31 @@ SIZES = [(1, 1), (7, 1), (7, 3), (12, 4), (16, 4), (10, 10)]  # (n, stride)
 
 
 def from_rule(n, rule):
-    return torch.tensor([[rule(i, j) for j in range(n)] for i in range(n)], dtype=torch.bool)
+    return torch.tensor(
+        [[rule(i, j) for j in range(n)] for i in range(n)], dtype=torch.bool
+    )
 
 
 @pytest.mark.parametrize(("n", "stride"), SIZES)
 def test_strided_masks_match_definition(n, stride):
     local, strided = strided_masks(n, stride)
     assert torch.equal(local, from_rule(n, lambda i, j: 0 <= i - j < stride))
-    assert torch.equal(strided, from_rule(n, lambda i, j: j <= i and (i - j) % stride == 0))
+    assert torch.equal(
+        strided, from_rule(n, lambda i, j: j <= i and (i - j) % stride == 0)
+    )
 
 
-@pytest.mark.parametrize(("n", "stride", "c"), [(1, 1, 1), (7, 3, 1), (12, 4, 2), (9, 3, 3)])
+@pytest.mark.parametrize(
+    ("n", "stride", "c"), [(1, 1, 1), (7, 3, 1), (12, 4, 2), (9, 3, 3)]
+)
 def test_fixed_masks_match_definition(n, stride, c):
     block, summary = fixed_masks(n, stride, c)
-    assert torch.equal(block, from_rule(n, lambda i, j: j <= i and j // stride == i // stride))
-    assert torch.equal(summary, from_rule(n, lambda i, j: j <= i and j % stride >= stride - c))
+    assert torch.equal(
+        block, from_rule(n, lambda i, j: j <= i and j // stride == i // stride)
+    )
+    assert torch.equal(
+        summary, from_rule(n, lambda i, j: j <= i and j % stride >= stride - c)
+    )
 
 
 def test_masks_are_causal():
@@ -47,7 +58,9 @@ def test_masks_are_causal():
 def test_two_layer_reach_is_the_path_relation():
     g = torch.Generator().manual_seed(0)
     first, second = (torch.rand(6, 6, generator=g) < 0.3 for _ in range(2))
-    expected = from_rule(6, lambda i, j: any(second[i, k] and first[k, j] for k in range(6)))
+    expected = from_rule(
+        6, lambda i, j: any(second[i, k] and first[k, j] for k in range(6))
+    )
     assert torch.equal(two_layer_reach(first, second), expected)
 
 
@@ -60,18 +73,23 @@ def test_strided_two_layers_reach_every_earlier_position(n, stride):
     assert not reaches_all_earlier(strided, strided)
 
 
-@pytest.mark.parametrize(("n", "stride", "c"), [(16, 4, 1), (15, 4, 2), (30, 5, 1), (12, 3, 3)])
+@pytest.mark.parametrize(
+    ("n", "stride", "c"), [(16, 4, 1), (15, 4, 2), (30, 5, 1), (12, 3, 3)]
+)
 def test_fixed_block_then_union_reaches_every_earlier_position(n, stride, c):
     block, summary = fixed_masks(n, stride, c)
     assert reaches_all_earlier(block, block | summary)
-    # With c < stride, block then summary misses keys of i's own block (at the start of a
-    # block, i reads no summary key of its block but possibly itself), and summary then block
-    # misses the non-summary keys of earlier blocks. With c = stride, summary is all of j ≤ i.
+    # With c < stride, block then summary misses keys of i's own block (at the start
+    # of a block, i reads no summary key of its block but possibly itself), and
+    # summary then block misses the non-summary keys of earlier blocks. With
+    # c = stride, summary is all of j ≤ i.
     assert reaches_all_earlier(block, summary) == (c == stride)
     assert reaches_all_earlier(summary, block) == (c == stride)
 
 
-@pytest.mark.parametrize(("n", "stride", "c"), [(4, 4, 1), (12, 4, 1), (16, 4, 2), (30, 5, 3)])
+@pytest.mark.parametrize(
+    ("n", "stride", "c"), [(4, 4, 1), (12, 4, 1), (16, 4, 2), (30, 5, 3)]
+)
 def test_pair_counts_closed_forms(n, stride, c):
     local, strided = strided_masks(n, stride)
     block, summary = fixed_masks(n, stride, c)
@@ -89,14 +107,19 @@ def test_pairs_grow_like_n_sqrt_n_with_stride_sqrt_n():
 
 def qkv(n, d_k=5, d_v=3, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(2, 3, n, d, generator=g, dtype=torch.float64) for d in (d_k, d_k, d_v)]
+    return [
+        torch.randn(2, 3, n, d, generator=g, dtype=torch.float64)
+        for d in (d_k, d_k, d_v)
+    ]
 
 
 def dense(q, k, v, mask):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
-@pytest.mark.parametrize(("n", "stride"), [(4, 4), (12, 4), (12, 3), (10, 1), (18, 6)])
+@pytest.mark.parametrize(
+    ("n", "stride"), [(4, 4), (12, 4), (12, 3), (10, 1), (18, 6)]
+)
 def test_strided_sparse_attention_equals_dense(n, stride):
     q, k, v = (t.requires_grad_() for t in qkv(n))
     local, strided = strided_masks(n, stride)
@@ -110,7 +133,8 @@ def test_strided_sparse_attention_equals_dense(n, stride):
 
 
 @pytest.mark.parametrize(
-    ("n", "stride", "c"), [(4, 4, 1), (12, 4, 1), (12, 4, 2), (12, 3, 3), (10, 1, 1), (18, 6, 2)]
+    ("n", "stride", "c"),
+    [(4, 4, 1), (12, 4, 1), (12, 4, 2), (12, 3, 3), (10, 1, 1), (18, 6, 2)],
 )
 def test_fixed_sparse_attention_equals_dense(n, stride, c):
     q, k, v = (t.requires_grad_() for t in qkv(n))
@@ -126,8 +150,12 @@ def test_fixed_sparse_attention_equals_dense(n, stride, c):
 
 def test_sparse_attention_gradcheck():
     q, k, v = (t[:1, :1].detach().requires_grad_() for t in qkv(6, d_k=2, d_v=2))
-    assert torch.autograd.gradcheck(lambda *t: strided_sparse_attention(*t, 2), (q, k, v))
-    assert torch.autograd.gradcheck(lambda *t: fixed_sparse_attention(*t, 3, 1), (q, k, v))
+    assert torch.autograd.gradcheck(
+        lambda *t: strided_sparse_attention(*t, 2), (q, k, v)
+    )
+    assert torch.autograd.gradcheck(
+        lambda *t: fixed_sparse_attention(*t, 3, 1), (q, k, v)
+    )
 
 
 @pytest.mark.parametrize(
@@ -138,8 +166,14 @@ def test_sparse_attention_gradcheck():
         (lambda: fixed_masks(8, 4, 5), "summary positions per block"),
         (lambda: strided_pairs(10, 4), "multiple of stride"),
         (lambda: strided_sparse_attention(*qkv(10), 4), "multiple of stride"),
-        (lambda: fixed_sparse_attention(*qkv(10), 5, 6), "summary positions per block"),
-        (lambda: fixed_sparse_attention(*qkv(8)[:2], qkv(6)[2], 4, 1), r"\(batch, heads, n"),
+        (
+            lambda: fixed_sparse_attention(*qkv(10), 5, 6),
+            "summary positions per block",
+        ),
+        (
+            lambda: fixed_sparse_attention(*qkv(8)[:2], qkv(6)[2], 4, 1),
+            r"\(batch, heads, n",
+        ),
         (lambda: two_layer_reach(torch.ones(3, 3), torch.ones(3, 4)), "square"),
     ],
 )
@@ -149,7 +183,8 @@ def test_errors(call, message):
 
 
 def test_no_square_score_matrix_is_formed(monkeypatch):
-    """Every product the sparse functions form has at most n·(2·stride + m) entries per head."""
+    """Every product the sparse functions form has at most
+    n·(2·stride + m) entries per head."""
     n, stride = 64, 8
     q, k, v = qkv(n)
     sizes = []

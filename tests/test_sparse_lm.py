@@ -1,5 +1,6 @@
-"""Sparse attention inside a model (sparse.SparseSelfAttention, sparsify_, lm attention=...)
-against dense attention under masks built from the patterns' rules with Python loops."""
+"""Sparse attention inside a model (sparse.SparseSelfAttention, sparsify_, lm
+attention=...) against dense attention under masks built from the patterns'
+rules with Python loops."""
 
 import dataclasses
 import math
@@ -10,7 +11,11 @@ import torch
 from annotated_transformer.kv_cache import KVCache
 from annotated_transformer.modern import ModernDecoderLM
 from annotated_transformer.runner import PRESETS
-from annotated_transformer.sparse import SparseSelfAttention, sparse_attention, sparsify_
+from annotated_transformer.sparse import (
+    SparseSelfAttention,
+    sparse_attention,
+    sparsify_,
+)
 from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
 
 RULES = {  # the union of each pattern's two masks, as in Child et al. (2019)
@@ -21,7 +26,9 @@ RULES = {  # the union of each pattern's two masks, as in Child et al. (2019)
 
 def rule_mask(pattern, n, stride, c):
     rule = RULES[pattern]
-    return torch.tensor([[rule(i, j, stride, c) for j in range(n)] for i in range(n)])
+    return torch.tensor(
+        [[rule(i, j, stride, c) for j in range(n)] for i in range(n)]
+    )
 
 
 def reference_attention(module, x, mask):
@@ -30,16 +37,25 @@ def reference_attention(module, x, mask):
     for head in range(module.h):
         part = slice(head * module.d_k, (head + 1) * module.d_k)
         q, k, v = (w(x)[..., part] for w in (module.w_q, module.w_k, module.w_v))
-        scores = (q @ k.transpose(-2, -1) / math.sqrt(module.d_k)).masked_fill(~mask, -math.inf)
+        scores = (q @ k.transpose(-2, -1) / math.sqrt(module.d_k)).masked_fill(
+            ~mask, -math.inf
+        )
         heads.append(scores.softmax(-1) @ v)
     return module.w_o(torch.cat(heads, dim=-1))
 
 
 @pytest.mark.parametrize(
     ("pattern", "n", "stride", "c"),
-    [("strided", 12, 4, 1), ("strided", 13, 4, 1), ("fixed", 12, 4, 2), ("fixed", 11, 3, 1)],
+    [
+        ("strided", 12, 4, 1),
+        ("strided", 13, 4, 1),
+        ("fixed", 12, 4, 2),
+        ("fixed", 11, 3, 1),
+    ],
 )
-def test_sparse_self_attention_equals_dense_attention_under_the_rule_mask(pattern, n, stride, c):
+def test_sparse_self_attention_equals_dense_attention_under_the_rule_mask(
+    pattern, n, stride, c
+):
     torch.manual_seed(0)
     module = SparseSelfAttention(16, 4, pattern, stride, c, bias=True).double()
     x = torch.randn(2, n, 16, dtype=torch.float64)
@@ -56,30 +72,45 @@ def test_sparse_attention_pads_to_a_multiple_of_the_stride():
     torch.manual_seed(0)
     q, k, v = torch.randn(3, 1, 2, 10, 4, dtype=torch.float64)
     mask = rule_mask("fixed", 10, 4, 1)
-    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask
+    )
     torch.testing.assert_close(sparse_attention(q, k, v, "fixed", 4, 1), expected)
 
 
 def test_a_sparsified_model_keeps_its_weights_and_its_short_range_predictions():
     torch.manual_seed(0)
     dense = ModernDecoderLM(50, 32, 4, 2, max_len=32, kv_heads=4).eval()
-    sparse = sparsify_(ModernDecoderLM(50, 32, 4, 2, max_len=32, kv_heads=4), "strided", 8)
+    sparse = sparsify_(
+        ModernDecoderLM(50, 32, 4, 2, max_len=32, kv_heads=4), "strided", 8
+    )
     sparse.load_state_dict(dense.state_dict())  # the same parameter names
     sparse.eval()
     assert all(isinstance(b.attention, SparseSelfAttention) for b in sparse.blocks)
     x = torch.randint(0, 50, (2, 24))
     with torch.no_grad():
-        # up to the stride the local mask is the whole causal mask: the two models agree
+        # up to the stride the local mask is the whole causal
+        # mask: the two models agree
         torch.testing.assert_close(sparse(x[:, :8]), dense(x[:, :8]))
         assert not torch.allclose(sparse(x)[:, 8:], dense(x)[:, 8:])
-        cache = sparse.new_cache()  # cached generation equals the block-sparse forward
-        steps = [sparse(x[:, :5], cache)] + [sparse(x[:, t : t + 1], cache) for t in range(5, 24)]
-        torch.testing.assert_close(torch.cat(steps, dim=1), sparse(x), rtol=1e-4, atol=1e-5)
+        cache = (
+            sparse.new_cache()
+        )  # cached generation equals the block-sparse forward
+        steps = [sparse(x[:, :5], cache)] + [
+            sparse(x[:, t : t + 1], cache) for t in range(5, 24)
+        ]
+        torch.testing.assert_close(
+            torch.cat(steps, dim=1), sparse(x), rtol=1e-4, atol=1e-5
+        )
 
 
 def test_the_lm_option_builds_a_sparse_model_that_trains():
     config = dataclasses.replace(
-        PRESETS["lm"]["tiny"], block="gpt2", attention="fixed", sparse_stride=8, sparse_summary=2
+        PRESETS["lm"]["tiny"],
+        block="gpt2",
+        attention="fixed",
+        sparse_stride=8,
+        sparse_summary=2,
     )
     task = LanguageModel(config)
     task.splits = {"train": torch.randint(0, 256, (2000,), dtype=torch.uint8)}
@@ -88,7 +119,10 @@ def test_the_lm_option_builds_a_sparse_model_that_trains():
     assert model.blocks[0].attention.c == 2
     loss, n = task.loss(model, next(iter(task.batches(0))))
     loss.backward()
-    assert n == config.batch_size * config.max_len and model.embed.weight.grad is not None
+    assert (
+        n == config.batch_size * config.max_len
+        and model.embed.weight.grad is not None
+    )
 
 
 @pytest.mark.parametrize(
@@ -96,15 +130,31 @@ def test_the_lm_option_builds_a_sparse_model_that_trains():
     [
         ({"attention": "sliding"}, "use dense, strided, fixed"),
         ({"sparse_stride": 4}, "need attention=strided/fixed"),
-        ({"attention": "fixed", "sparse_stride": 8, "sparse_summary": 1}, "needs block=modern"),
+        (
+            {"attention": "fixed", "sparse_stride": 8, "sparse_summary": 1},
+            "needs block=modern",
+        ),
         ({"attention": "strided", "block": "modern"}, "sparse_stride >= 1"),
         (
-            {"attention": "strided", "block": "modern", "sparse_stride": 8, "sparse_summary": 1},
+            {
+                "attention": "strided",
+                "block": "modern",
+                "sparse_stride": 8,
+                "sparse_summary": 1,
+            },
             "fixed pattern's",
         ),
-        ({"attention": "fixed", "block": "gpt2", "sparse_stride": 8}, "must lie in"),
         (
-            {"attention": "fixed", "block": "modern", "kv_heads": 2, "sparse_stride": 8},
+            {"attention": "fixed", "block": "gpt2", "sparse_stride": 8},
+            "must lie in",
+        ),
+        (
+            {
+                "attention": "fixed",
+                "block": "modern",
+                "kv_heads": 2,
+                "sparse_stride": 8,
+            },
             "kv_heads=0",
         ),
     ],

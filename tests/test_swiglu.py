@@ -1,4 +1,5 @@
-"""The SwiGLU feed-forward against its formula; the 2/3 width rule against the ReLU FFN."""
+"""The SwiGLU feed-forward against its formula; the 2/3 width
+rule against the ReLU FFN."""
 
 import pytest
 import torch
@@ -20,7 +21,9 @@ def test_matches_the_formula(bias):
     W1, W2, W3 = ffn.w1.weight, ffn.w2.weight, ffn.w3.weight
     b1, b2, b3 = (ffn.w1.bias, ffn.w2.bias, ffn.w3.bias) if bias else (0, 0, 0)
     a = x @ W1.T + b1
-    expected = (a * torch.sigmoid(a) * (x @ W3.T + b3)) @ W2.T + b2  # silu(a) = a σ(a)
+    expected = (
+        a * torch.sigmoid(a) * (x @ W3.T + b3)
+    ) @ W2.T + b2  # silu(a) = a σ(a)
     torch.testing.assert_close(ffn(x), expected)
     assert count(ffn) == 3 * 12 * 20 + bias * (2 * 20 + 12)
 
@@ -43,7 +46,9 @@ def test_two_thirds_width_has_the_relu_ffn_parameters(d_model, d_ff):
     width = swiglu_width(d_ff)
     assert width % 8 == 0 and width >= 2 * d_ff / 3
     ffn = PositionwiseFeedForward(d_model, d_ff)
-    relu = ffn.w_1.weight.numel() + ffn.w_2.weight.numel()  # the 2017 FFN without its biases
+    relu = (
+        ffn.w_1.weight.numel() + ffn.w_2.weight.numel()
+    )  # the 2017 FFN without its biases
     assert relu == 2 * d_model * d_ff
     extra = count(SwiGLU(d_model, width)) - relu
     assert 0 <= extra < 3 * d_model * 8

@@ -1,6 +1,7 @@
-"""What the tasks compute, against independent references: the learning-rate schedules and
-their formulas, bits per byte over a whole text (brute force), the language model's loss and
-batches, the encoder-only classifier, and the tokenizers that checkpoints carry."""
+"""What the tasks compute, against independent references: the learning-rate
+schedules and their formulas, bits per byte over a whole text (brute force), the
+language model's loss and batches, the encoder-only classifier, and the tokenizers
+that checkpoints carry."""
 
 from __future__ import annotations
 
@@ -32,12 +33,17 @@ from annotated_transformer.tasks.lm import (
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# ------------------------------------------------------------------------------- schedules
+# ------------------------------------------------------------------------ schedules
 
 
-def rates(kind: str, peak: float, warmup: int, total: int, steps: int) -> list[float]:
-    """The learning rate of each of ``steps`` optimiser updates under ``make_scheduler``."""
-    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=123.0)  # replaced by peak
+def rates(
+    kind: str, peak: float, warmup: int, total: int, steps: int
+) -> list[float]:
+    """The learning rate of each of ``steps`` optimiser updates
+    under ``make_scheduler``."""
+    optimizer = torch.optim.SGD(
+        [nn.Parameter(torch.zeros(1))], lr=123.0
+    )  # replaced by peak
     scheduler = make_scheduler(optimizer, kind, peak, warmup, total)
     out = []
     for _ in range(steps):
@@ -57,8 +63,12 @@ def test_noam_is_the_papers_equation_3():
     d_model, factor, warmup = 512, 2.0, 40
     peak = factor * (d_model * warmup) ** -0.5
     got = rates("noam", peak, warmup, 0, 400)
-    assert got == pytest.approx([eq3(s, d_model, factor, warmup) for s in range(400)], rel=1e-12)
-    assert max(range(400), key=got.__getitem__) == warmup and max(got) == pytest.approx(peak)
+    assert got == pytest.approx(
+        [eq3(s, d_model, factor, warmup) for s in range(400)], rel=1e-12
+    )
+    assert max(range(400), key=got.__getitem__) == warmup and max(
+        got
+    ) == pytest.approx(peak)
 
 
 @pytest.mark.parametrize(
@@ -72,14 +82,19 @@ def test_noam_is_the_papers_equation_3():
                 else 0.5 * (1 + math.cos(math.pi * min(s - w, t - w) / (t - w)))
             ),
         ),
-        ("linear", lambda s, w, t: (s + 1) / w if s < w else max(t - s, 0) / (t - w)),
+        (
+            "linear",
+            lambda s, w, t: (s + 1) / w if s < w else max(t - s, 0) / (t - w),
+        ),
         ("inverse_sqrt", lambda s, w, t: 1 / math.sqrt(max(s, w)) * math.sqrt(w)),
     ],
 )
 def test_every_schedule_follows_its_formula(kind, formula):
     peak, warmup, total = 3e-3, 8, 50
     expected = [peak * formula(s, warmup, total) for s in range(total + 10)]
-    assert rates(kind, peak, warmup, total, total + 10) == pytest.approx(expected, rel=1e-12)
+    assert rates(kind, peak, warmup, total, total + 10) == pytest.approx(
+        expected, rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("kind", ["noam", "cosine", "linear", "inverse_sqrt"])
@@ -111,7 +126,9 @@ def test_make_scheduler_rejects_bad_arguments():
     for args, message in cases:
         with pytest.raises(ValueError, match=message):
             make_scheduler(optimizer, *args)
-    make_scheduler(optimizer, "noam", 1e-3, 100, 0)  # noam and inverse_sqrt need no total
+    make_scheduler(
+        optimizer, "noam", 1e-3, 100, 0
+    )  # noam and inverse_sqrt need no total
     make_scheduler(optimizer, "inverse_sqrt", 1e-3, 100, 0)
 
 
@@ -127,7 +144,7 @@ def test_make_scheduler_is_the_only_place_a_scheduler_is_made():
     assert makers == {"src/annotated_transformer/schedule.py"}
 
 
-# ------------------------------------------------------------------ bits per byte of a text
+# ---------------------------------------------------------- bits per byte of a text
 
 
 def small_lm(max_len: int = 16) -> DecoderLM:
@@ -136,22 +153,33 @@ def small_lm(max_len: int = 16) -> DecoderLM:
 
 
 def random_text(n: int, seed: int = 0) -> torch.Tensor:
-    return torch.randint(0, 256, (n,), generator=torch.Generator().manual_seed(seed)).byte()
+    return torch.randint(
+        0, 256, (n,), generator=torch.Generator().manual_seed(seed)
+    ).byte()
 
 
-@pytest.mark.parametrize(("n", "context", "stride"), [(100, 16, 8), (100, 16, 16), (10, 16, 3)])
+@pytest.mark.parametrize(
+    ("n", "context", "stride"), [(100, 16, 8), (100, 16, 16), (10, 16, 3)]
+)
 def test_a_uniform_model_scores_exactly_8_bits_per_byte(n, context, stride):
     model = small_lm()
-    with torch.no_grad():  # constant logits: p = 1/256 for every byte, whatever the context
+    with (
+        torch.no_grad()
+    ):  # constant logits: p = 1/256 for every byte, whatever the context
         model.to_logits.weight.zero_()
         model.to_logits.bias.fill_(0.3)
-    bpb, scored = evaluate_bits_per_byte(model, random_text(n), context=context, stride=stride)
+    bpb, scored = evaluate_bits_per_byte(
+        model, random_text(n), context=context, stride=stride
+    )
     assert scored == n - 1
     assert bpb == pytest.approx(8.0, abs=1e-12)
 
 
-def brute_force_bits(model: DecoderLM, text: torch.Tensor, context: int) -> list[float]:
-    """−log₂ p of each byte 1..n-1, from a forward pass over its last ``context`` bytes."""
+def brute_force_bits(
+    model: DecoderLM, text: torch.Tensor, context: int
+) -> list[float]:
+    """−log₂ p of each byte 1..n-1, from a forward pass over its
+    last ``context`` bytes."""
     bits = []
     with torch.no_grad():
         for t in range(1, len(text)):
@@ -163,7 +191,9 @@ def brute_force_bits(model: DecoderLM, text: torch.Tensor, context: int) -> list
 
 def test_bits_per_byte_equals_brute_force_with_the_whole_prefix():
     model = small_lm(max_len=32).eval()
-    text = random_text(25, seed=1)  # shorter than the context: every byte sees all before it
+    text = random_text(
+        25, seed=1
+    )  # shorter than the context: every byte sees all before it
     bpb, _ = evaluate_bits_per_byte(model, text, context=32, stride=5)
     expected = brute_force_bits(model, text, context=32)
     assert bpb == pytest.approx(sum(expected) / len(expected), rel=1e-6)
@@ -171,20 +201,28 @@ def test_bits_per_byte_equals_brute_force_with_the_whole_prefix():
 
 def test_bits_with_stride_1_equal_brute_force_with_a_sliding_context():
     model = small_lm(max_len=8).eval()
-    text = random_text(40, seed=2)  # stride 1: byte t sees exactly the 8 bytes before it
+    text = random_text(
+        40, seed=2
+    )  # stride 1: byte t sees exactly the 8 bytes before it
     expected = brute_force_bits(model, text, context=8)
     bpb, _ = evaluate_bits_per_byte(model, text, context=8, stride=1, batch_size=5)
     assert bpb == pytest.approx(sum(expected) / len(expected), rel=1e-6)
     bits = byte_bits(model, text, context=8, stride=1, batch_size=5)
-    assert bits.dtype == torch.float64 and bits.tolist() == pytest.approx(expected, rel=1e-5)
+    assert bits.dtype == torch.float64 and bits.tolist() == pytest.approx(
+        expected, rel=1e-5
+    )
 
 
-@pytest.mark.parametrize(("n", "context", "stride"), [(2, 4, 2), (50, 8, 3), (57, 8, 8), (9, 8, 1)])
+@pytest.mark.parametrize(
+    ("n", "context", "stride"), [(2, 4, 2), (50, 8, 3), (57, 8, 8), (9, 8, 1)]
+)
 def test_window_plan_scores_every_byte_once_with_enough_context(n, context, stride):
     L = min(context, n - 1)
     seen = []
     for start, first in window_plan(n, context, stride):
-        for t in range(first, start + L + 1):  # targets of this window that it scores
+        for t in range(
+            first, start + L + 1
+        ):  # targets of this window that it scores
             seen.append(t)
             assert t - start >= min(t, L - stride + 1)  # bytes of context it has
     assert sorted(seen) == list(range(1, n))
@@ -212,7 +250,8 @@ def test_fixed_windows_are_consecutive_slices():
 
 
 def lm_task(**changes) -> LanguageModel:
-    """The tiny language-model task with its data replaced by ``random_text`` (no download)."""
+    """The tiny language-model task with its data replaced by
+    ``random_text`` (no download)."""
     config = dataclasses.replace(PRESETS["lm"]["tiny"], **changes)
     task = LanguageModel(config)
     task.splits = {"train": random_text(1000), "val": random_text(300, seed=9)}
@@ -224,7 +263,9 @@ def test_lm_loss_is_the_summed_cross_entropy():
     x, y = torch.randint(0, 256, (3, 16)), torch.randint(0, 256, (3, 16))
     loss, n = lm_task().loss(model, (x, y))
     logits = model(x)
-    manual = -sum(logits[b, t].log_softmax(-1)[y[b, t]] for b in range(3) for t in range(16))
+    manual = -sum(
+        logits[b, t].log_softmax(-1)[y[b, t]] for b in range(3) for t in range(16)
+    )
     assert n == 48
     torch.testing.assert_close(loss, manual, rtol=1e-5, atol=1e-4)
 
@@ -232,7 +273,11 @@ def test_lm_loss_is_the_summed_cross_entropy():
 def test_lm_batches_are_windows_of_the_text_the_same_every_time_for_an_epoch():
     task = lm_task(batch_size=4, max_len=8)
     data = task.splits["train"]
-    first, again, other = list(task.batches(0)), list(task.batches(0)), list(task.batches(1))
+    first, again, other = (
+        list(task.batches(0)),
+        list(task.batches(0)),
+        list(task.batches(1)),
+    )
     assert len(first) == 1000 // (4 * 8) and first[0][0].shape == (4, 8)
     assert all(torch.equal(a[0], b[0]) for a, b in zip(first, again, strict=True))
     assert not torch.equal(first[0][0], other[0][0])
@@ -259,12 +304,14 @@ def test_lm_validation_is_the_mean_loss_of_consecutive_windows():
     assert model.training  # evaluate restores the mode
 
 
-# -------------------------------------------------------------------- the encoder classifier
+# ----------------------------------------------------------- the encoder classifier
 
 
 def small_model(cls: bool = False, **changes) -> EncoderClassifier:
     torch.manual_seed(0)
-    options = dict(d_model=16, h=2, N=2, d_ff=32, max_len=12, dropout=0.1, pad=0, cls=cls)
+    options = dict(
+        d_model=16, h=2, N=2, d_ff=32, max_len=12, dropout=0.1, pad=0, cls=cls
+    )
     return EncoderClassifier(50, 3, **{**options, **changes})
 
 
@@ -285,7 +332,8 @@ def test_padding_does_not_change_the_prediction(cls):
 
 
 def test_mean_pooling_is_over_real_tokens_only():
-    """Rebuild the forward pass by hand on the unpadded review and compare the pooled vector."""
+    """Rebuild the forward pass by hand on the unpadded review and
+    compare the pooled vector."""
     model = small_model().eval()
     review = torch.randint(1, 50, (1, 6))
     x = model.position(model.embed(review))
@@ -319,7 +367,8 @@ def test_kept_attention_matches_the_fused_path_and_skips_padding():
 
 @pytest.mark.parametrize("window", [1, 2])
 def test_a_window_limits_what_the_first_block_sees(window):
-    """One block: changing token j changes position i's output exactly when |i - j| <= window."""
+    """One block: changing token j changes position i's output exactly
+    when |i - j| <= window."""
     model = small_model(N=1, window=window, dropout=0.0).eval()
     tokens = torch.randint(1, 50, (1, 9))
     before, _ = model.encode(tokens)
@@ -333,16 +382,22 @@ def test_a_window_limits_what_the_first_block_sees(window):
 
 def test_a_window_wider_than_the_review_changes_nothing():
     tokens = F.pad(torch.randint(1, 50, (2, 7)), (0, 3), value=0)
-    wide, plain = small_model(window=10).eval(), small_model().eval()  # the same seed, weights
+    wide, plain = (
+        small_model(window=10).eval(),
+        small_model().eval(),
+    )  # the same seed, weights
     torch.testing.assert_close(wide(tokens), plain(tokens))
     with pytest.raises(ValueError, match="window=-2 must be >= 0"):
         small_model(window=-2)
 
 
 def test_it_learns_a_keyword_task(one_thread):
-    """Label = does token 7 occur. 100 steps of a small model must get it (nearly) right."""
+    """Label = does token 7 occur. 100 steps of a small model must
+    get it (nearly) right."""
     torch.manual_seed(1)
-    model = EncoderClassifier(20, 2, d_model=16, h=2, N=1, d_ff=64, max_len=16, dropout=0.0)
+    model = EncoderClassifier(
+        20, 2, d_model=16, h=2, N=1, d_ff=64, max_len=16, dropout=0.0
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     gen = torch.Generator().manual_seed(0)
 
@@ -389,54 +444,90 @@ def test_every_classification_preset_turns_attention_dropout_off():
     assert all(c.attn_dropout == 0 and c.dropout > 0 for c in presets)
 
 
-# ------------------------------------------------------------- tokenizers in the checkpoint
+# ----------------------------------------------------- tokenizers in the checkpoint
 
 
 def test_review_tokenizer_spells_the_words_in_pieces():
-    texts = ["A great, great film!<br /><br />Greatly acted.", "Not great: a dull film?"] * 5
+    texts = [
+        "A great, great film!<br /><br />Greatly acted.",
+        "Not great: a dull film?",
+    ] * 5
     tokenizer = ReviewTokenizer.learn("bpe", texts, vocab_size=30)
     for text in [*texts[:2], "Unseen wörds, ungreat!"]:
         assert BPE.decode(tokenizer(text)) == " ".join(imdb.tokenize(text))
     assert "▁great" in tokenizer(texts[1])  # a frequent word became one token
-    assert ReviewTokenizer.learn("word", texts, 30)(texts[1]) == imdb.tokenize(texts[1])
+    assert ReviewTokenizer.learn("word", texts, 30)(texts[1]) == imdb.tokenize(
+        texts[1]
+    )
     with pytest.raises(ValueError, match="tokenizer='chars'"):
         ReviewTokenizer.learn("chars", texts, 30)
 
 
-def quiet_train(task: str, out: Path, mirror: Path, settings: list[str]) -> runner.RunResult:
-    options = {"data_dir": mirror, "device": "cpu", "progress": False, "echo": False}
+def quiet_train(
+    task: str, out: Path, mirror: Path, settings: list[str]
+) -> runner.RunResult:
+    options = {
+        "data_dir": mirror,
+        "device": "cpu",
+        "progress": False,
+        "echo": False,
+    }
     result = runner.train(task, out, preset="tiny", settings=settings, **options)
     assert result is not None
     return result
 
 
 def test_the_bpe_tokenizer_survives_a_checkpoint(imdb_mirror, tmp_path, one_thread):
-    settings = ["tokenizer=bpe", "vocab_size=600", "train_subset=400", "val_size=50"]
+    settings = [
+        "tokenizer=bpe",
+        "vocab_size=600",
+        "train_subset=400",
+        "val_size=50",
+    ]
     settings += ["test_subset=20", "steps=2", "warmup=1", "eval_every=2"]
     trained = quiet_train("classify", tmp_path / "run", imdb_mirror, settings)
     # loaded from the checkpoint alone: no data folder needed
-    task, model = runner.load_model(tmp_path / "run" / "final.pt", data_dir=tmp_path / "none")
+    task, model = runner.load_model(
+        tmp_path / "run" / "final.pt", data_dir=tmp_path / "none"
+    )
     assert task.vocab.itos == trained.task.vocab.itos
     reviews = ["A wonderful, moving film.", "Unseen wörds: zyxwvut brilliantness!"]
     for review in reviews:
         tokens = task.tokenizer(review)
         assert tokens == trained.task.tokenizer(review)
         assert BPE.decode(tokens) == " ".join(imdb.tokenize(review))
-    assert task.predict(model, reviews) == trained.task.predict(trained.model, reviews)
+    assert task.predict(model, reviews) == trained.task.predict(
+        trained.model, reviews
+    )
 
 
-def test_bpe_translation_has_no_unknown_words_and_one_tied_matrix(multi30k_mirror, tmp_path):
-    settings = ["tokens=bpe", "tie=true", "bpe_merges=300", "train_limit=200", "eval_limit=5"]
+def test_bpe_translation_has_no_unknown_words_and_one_tied_matrix(
+    multi30k_mirror, tmp_path
+):
+    settings = [
+        "tokens=bpe",
+        "tie=true",
+        "bpe_merges=300",
+        "train_limit=200",
+        "eval_limit=5",
+    ]
     settings += ["epochs=1", "warmup=1", "keep_last=0", "final=last"]
     quiet_train("translate", tmp_path / "run", multi30k_mirror, settings)
-    task, model = runner.load_model(tmp_path / "run" / "final.pt", data_dir=tmp_path / "none")
+    task, model = runner.load_model(
+        tmp_path / "run" / "final.pt", data_dir=tmp_path / "none"
+    )
     table = model.tgt_embed.embed.lut.weight
-    assert model.src_embed.embed.lut.weight is table and model.generator.proj.weight is table
+    assert (
+        model.src_embed.embed.lut.weight is table
+        and model.generator.proj.weight is table
+    )
     unseen = ["Xylqvorz brümmelt Qwyzjk.", "Ein Zzyzxbaum."]
     tokens = task.translator(model).tokenize(unseen)
     assert all(t in task.src_vocab.stoi for sentence in tokens for t in sentence)
     unk = task.src_vocab.stoi["<unk>"]
-    assert unk not in task.src_vocab.encode([t for sentence in tokens for t in sentence])
+    assert unk not in task.src_vocab.encode(
+        [t for sentence in tokens for t in sentence]
+    )
     assert all("<unk>" not in line for line in task.predict(model, unseen))
     with pytest.raises(ValueError, match="tie=true needs one shared vocabulary"):
         runner.new_config("translate", "tiny", ["tokens=words", "tie=true"])
@@ -452,8 +543,12 @@ def test_translation_pool_size_buckets_within_random_pools(multi30k_mirror):
         return [b.src.size(0) for b in task.batches(0)], task.train_pairs
 
     (sorted_sizes, pairs), (pooled_sizes, _) = epoch(0), epoch(100)
-    assert sum(sorted_sizes) == sum(pooled_sizes) == len(pairs)  # every pair once, both ways
-    assert len(pooled_sizes) > len(sorted_sizes)  # pools of 100 cannot pack as tightly
+    assert (
+        sum(sorted_sizes) == sum(pooled_sizes) == len(pairs)
+    )  # every pair once, both ways
+    assert len(pooled_sizes) > len(
+        sorted_sizes
+    )  # pools of 100 cannot pack as tightly
     with pytest.raises(ValueError, match="pool_size=-1 must be >= 0"):
         runner.new_config("translate", "tiny", ["pack_width=0", "pool_size=-1"])
 
@@ -464,7 +559,9 @@ def test_bits_by_position_is_the_mean_over_windows_of_each_positions_bits():
 
     torch.manual_seed(0)
     model = DecoderLM(256, 16, 2, 1, 8, 32)
-    data = torch.randint(0, 256, (50,), dtype=torch.uint8)  # 6 windows of 8 + 1 bytes
+    data = torch.randint(
+        0, 256, (50,), dtype=torch.uint8
+    )  # 6 windows of 8 + 1 bytes
     bits = bits_by_position(model, data, 8, batch_size=4)
     expected = torch.zeros(8, dtype=torch.float64)
     model.eval()

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models (see conftest.
 
 
 def ragged_batch(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """n source/target pairs of different lengths, padded with PAD (so token counts differ)."""
+    """n source/target pairs of different lengths, padded with PAD
+    (so token counts differ)."""
     gen = torch.Generator().manual_seed(seed)
     src = torch.randint(2, V, (n, 9), generator=gen)
     tgt = torch.randint(2, V, (n, 8), generator=gen)
@@ -54,7 +55,9 @@ def test_batch_shifts_the_target_and_counts_tokens() -> None:
             if b.tgt[i, q] == PAD:
                 continue
             for k in range(7):
-                assert bool(b.tgt_mask[i, q, k]) == (k <= q and bool(b.tgt[i, k] != PAD))
+                assert bool(b.tgt_mask[i, q, k]) == (
+                    k <= q and bool(b.tgt[i, k] != PAD)
+                )
     assert len(b) == 4 and Batch(src).tgt is None
     with pytest.raises(ValueError, match="tgt_len >= 2"):
         Batch(src, tgt[:, :1], pad=PAD)
@@ -70,8 +73,9 @@ def test_one_step_equals_a_hand_written_pytorch_step() -> None:
     model = tiny_model()
     reference = copy.deepcopy(model)
 
-    # SGD, so that the update is the gradient itself. (Adam would amplify float noise: some
-    # gradients, e.g. of the key biases, are zero in exact arithmetic, ±1e-9 in floats.)
+    # SGD, so that the update is the gradient itself. (Adam would amplify float
+    # noise: some gradients, e.g. of the key biases, are zero in exact
+    # arithmetic, ±1e-9 in floats.)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     trainer = Trainer(model, opt, seq2seq_loss(PAD, 0.1))
     row = trainer.train_step([Batch(src, tgt, pad=PAD)])
@@ -79,9 +83,14 @@ def test_one_step_equals_a_hand_written_pytorch_step() -> None:
     # The same step written out: the mean over the non-padding tokens.
     opt = torch.optim.SGD(reference.parameters(), lr=0.5)
     b = Batch(src, tgt, pad=PAD)
-    logits = reference.generator.proj(reference(b.src, b.tgt, b.src_mask, b.tgt_mask))
+    logits = reference.generator.proj(
+        reference(b.src, b.tgt, b.src_mask, b.tgt_mask)
+    )
     loss = F.cross_entropy(
-        logits.reshape(-1, V), b.tgt_y.reshape(-1), ignore_index=PAD, label_smoothing=0.1
+        logits.reshape(-1, V),
+        b.tgt_y.reshape(-1),
+        ignore_index=PAD,
+        label_smoothing=0.1,
     )
     loss.backward()
     opt.step()
@@ -98,25 +107,38 @@ def test_make_optimizer_uses_the_papers_adam_settings() -> None:
 
 
 def test_four_micro_batches_give_the_update_of_one_big_batch() -> None:
-    src, tgt = ragged_batch(8, 2)  # micro-batches hold different numbers of target tokens
+    src, tgt = ragged_batch(
+        8, 2
+    )  # micro-batches hold different numbers of target tokens
     big, small = tiny_model(), tiny_model()
     runs = {}
-    quarters = [Batch(src[i : i + 2], tgt[i : i + 2], pad=PAD) for i in range(0, 8, 2)]
+    quarters = [
+        Batch(src[i : i + 2], tgt[i : i + 2], pad=PAD) for i in range(0, 8, 2)
+    ]
     for name, model, batches, accumulate in [
         ("big", big, [Batch(src, tgt, pad=PAD)], 1),
         ("small", small, quarters, 4),
     ]:
-        opt = torch.optim.SGD(model.parameters(), lr=1.0)  # update = gradient (see above)
+        opt = torch.optim.SGD(
+            model.parameters(), lr=1.0
+        )  # update = gradient (see above)
         scheduler = make_scheduler(opt, "noam", 100.0 * (16 * 4) ** -0.5, 4, 3)
         loss = seq2seq_loss(PAD, 0.1)
-        trainer = Trainer(model, opt, loss, scheduler, accumulate=accumulate, clip_norm=0.5)
-        runs[name] = trainer.fit(lambda epoch, b=batches: b, max_steps=3, progress=False)
+        trainer = Trainer(
+            model, opt, loss, scheduler, accumulate=accumulate, clip_norm=0.5
+        )
+        runs[name] = trainer.fit(
+            lambda epoch, b=batches: b, max_steps=3, progress=False
+        )
     assert len(runs["small"]) == len(runs["big"]) == 3
     # The scheduler stepped once per optimiser step, not once per micro-batch.
-    assert runs["small"]["lr"].tolist() == pytest.approx([rate(s, 16, 100.0, 4) for s in range(3)])
+    assert runs["small"]["lr"].tolist() == pytest.approx(
+        [rate(s, 16, 100.0, 4) for s in range(3)]
+    )
     assert (runs["small"]["tokens"] == runs["big"]["tokens"]).all()
     torch.testing.assert_close(
-        torch.tensor(runs["small"]["loss"].values), torch.tensor(runs["big"]["loss"].values)
+        torch.tensor(runs["small"]["loss"].values),
+        torch.tensor(runs["big"]["loss"].values),
     )
     for p, q in zip(big.parameters(), small.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6)
@@ -128,7 +150,10 @@ def test_bf16_autocast_keeps_fp32_weights_and_a_close_loss() -> None:
     for precision in ("fp32", "bf16"):
         model = tiny_model()
         trainer = Trainer(
-            model, make_optimizer(model, 1e-3), seq2seq_loss(PAD), precision=precision
+            model,
+            make_optimizer(model, 1e-3),
+            seq2seq_loss(PAD),
+            precision=precision,
         )
         losses[precision] = trainer.train_step([Batch(src, tgt, pad=PAD)])["loss"]
         assert all(p.dtype == torch.float32 for p in model.parameters())
@@ -146,7 +171,9 @@ def mean_loss(model: torch.nn.Module, data: list[Batch]) -> float:
     return sum(s.item() for s, _ in sums) / sum(int(n) for _, n in sums)
 
 
-def test_evaluating_runs_without_dropout_or_autograd_and_restores_train_mode() -> None:
+def test_evaluating_runs_without_dropout_or_autograd_and_restores_train_mode() -> (
+    None
+):
     model = tiny_model(dropout=0.5)
     data = list(copy_task_batches(V, 4, 3, seed=0))
     before = [p.clone() for p in model.parameters()]
@@ -156,19 +183,25 @@ def test_evaluating_runs_without_dropout_or_autograd_and_restores_train_mode() -
     model.eval()
     total = sum(
         F.cross_entropy(
-            model.generator.proj(model(b.src, b.tgt, b.src_mask, b.tgt_mask)).reshape(-1, V),
+            model.generator.proj(
+                model(b.src, b.tgt, b.src_mask, b.tgt_mask)
+            ).reshape(-1, V),
             b.tgt_y.reshape(-1), reduction="sum",
         ).item()
         for b in data
     )  # fmt: skip
     assert first == pytest.approx(total / sum(b.ntokens for b in data), rel=1e-5)
-    assert all(torch.equal(p, q) for p, q in zip(before, model.parameters(), strict=True))
+    assert all(
+        torch.equal(p, q) for p, q in zip(before, model.parameters(), strict=True)
+    )
 
 
 def test_history_has_one_row_per_step_with_eval_loss(tmp_path: Path) -> None:
     model = tiny_model()
     opt = make_optimizer(model)
-    trainer = Trainer(model, opt, seq2seq_loss(PAD), make_scheduler(opt, "noam", 0.01, 10, 5))
+    trainer = Trainer(
+        model, opt, seq2seq_loss(PAD), make_scheduler(opt, "noam", 0.01, 10, 5)
+    )
     val = list(copy_task_batches(V, 4, 2, seed=99))
     history = trainer.fit(
         lambda epoch: copy_task_batches(V, 4, 3, seed=epoch),
@@ -179,13 +212,25 @@ def test_history_has_one_row_per_step_with_eval_loss(tmp_path: Path) -> None:
     )
     assert history["step"].tolist() == [1, 2, 3, 4, 5]
     assert history["epoch"].tolist() == [0, 0, 0, 1, 1]
-    assert {"loss", "lr", "tokens", "tokens_per_s", "grad_norm", "seconds"} <= set(history.columns)
-    assert history["eval_loss"].notna().tolist() == [False, True, False, True, False]
+    assert {"loss", "lr", "tokens", "tokens_per_s", "grad_norm", "seconds"} <= set(
+        history.columns
+    )
+    assert history["eval_loss"].notna().tolist() == [
+        False,
+        True,
+        False,
+        True,
+        False,
+    ]
     assert history["seconds"].is_monotonic_increasing
-    assert (history["tokens"] == 4 * 9).all() and (history["tokens_per_s"] > 0).all()
+    assert (history["tokens"] == 4 * 9).all() and (
+        history["tokens_per_s"] > 0
+    ).all()
 
 
-def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_checkpoint(tmp_path: Path) -> None:
+def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_checkpoint(
+    tmp_path: Path,
+) -> None:
     base = seq2seq_loss(PAD)
     calls = []
 
@@ -196,10 +241,17 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_checkpoint(tmp_path:
 
     model = tiny_model()
     path = tmp_path / "ckpt" / "last.pt"
-    trainer = Trainer(model, make_optimizer(model, 1e-3), poisoned, checkpoint_path=path)
-    with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 4.*last\.pt \(step 3\)"):
+    trainer = Trainer(
+        model, make_optimizer(model, 1e-3), poisoned, checkpoint_path=path
+    )
+    with pytest.raises(
+        NonFiniteLossError, match=r"loss is nan at step 4.*last\.pt \(step 3\)"
+    ):
         trainer.fit(
-            lambda e: copy_task_batches(V, 4, 5, seed=e), 10, checkpoint_every=1, progress=False
+            lambda e: copy_task_batches(V, 4, 5, seed=e),
+            10,
+            checkpoint_every=1,
+            progress=False,
         )
     assert trainer.step == 3
     restored = tiny_model(seed=1)
@@ -211,23 +263,34 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_checkpoint(tmp_path:
 def resume_setup(checkpoint: str | None) -> Trainer:
     """The run the resume test interrupts (also imported by the fresh process)."""
     torch.manual_seed(0)
-    model = make_model(V, V, N=1, d_model=16, d_ff=32, h=2, dropout=0.2)  # dropout draws RNG
+    model = make_model(
+        V, V, N=1, d_model=16, d_ff=32, h=2, dropout=0.2
+    )  # dropout draws RNG
     opt = make_optimizer(model)
     scheduler = make_scheduler(opt, "noam", (16 * 4) ** -0.5, 4, 0)
     loss = seq2seq_loss(PAD, 0.1)
     return Trainer(
-        model, opt, loss, scheduler, accumulate=2, clip_norm=1.0, checkpoint_path=checkpoint
+        model,
+        opt,
+        loss,
+        scheduler,
+        accumulate=2,
+        clip_norm=1.0,
+        checkpoint_path=checkpoint,
     )
 
 
 def resume_data(epoch: int) -> Iterator[Batch]:
-    return copy_task_batches(V, 4, 5, seed=epoch)  # 5 micro-batches: steps straddle epochs
+    return copy_task_batches(
+        V, 4, 5, seed=epoch
+    )  # 5 micro-batches: steps straddle epochs
 
 
 RESUME_SCRIPT = """
 import json, sys
 import torch
-torch.set_num_threads(1)  # as in the test process: same reduction order, same floats
+# as in the test process: same reduction order, same floats
+torch.set_num_threads(1)
 sys.path.insert(0, {tests!r})
 from test_training import resume_data, resume_setup
 trainer = resume_setup({path!r})
@@ -239,17 +302,22 @@ print(json.dumps(history["loss"].tolist()))
 
 def test_a_run_resumed_in_a_fresh_process_continues_exactly(tmp_path: Path) -> None:
     k, m = 3, 4
-    uninterrupted = resume_setup(None).fit(resume_data, k + m, progress=False)["loss"].tolist()
+    uninterrupted = (
+        resume_setup(None).fit(resume_data, k + m, progress=False)["loss"].tolist()
+    )
 
     path = str(tmp_path / "last.pt")
     first = resume_setup(path)
     first.fit(resume_data, k, progress=False)  # saves at the end
 
-    script = RESUME_SCRIPT.format(tests=str(Path(__file__).parent), path=path, total=k + m)
+    script = RESUME_SCRIPT.format(
+        tests=str(Path(__file__).parent), path=path, total=k + m
+    )
     src_dir = str(Path(annotated_transformer.__file__).parents[1])
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-        env={"PYTHONPATH": src_dir, "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
+        env={"PYTHONPATH": src_dir, "PATH": "/usr/bin:/bin",
+             "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     resumed = json.loads(result.stdout.strip().splitlines()[-1])
@@ -259,19 +327,29 @@ def test_a_run_resumed_in_a_fresh_process_continues_exactly(tmp_path: Path) -> N
 
 
 def test_variable_copy_batches_follow_their_spec():
-    """1..seq_len symbols from 3..vocab-1, then </s> (2), then padding; tgt = <s> (1) + src."""
+    """1..seq_len symbols from 3..vocab-1, then </s> (2), then
+    padding; tgt = <s> (1) + src."""
     batches = list(copy_task_batches(9, 50, 3, 6, seed=4, variable=True))
     again = list(copy_task_batches(9, 50, 3, 6, seed=4, variable=True))
     lengths = set()
     for batch, same in zip(batches, again, strict=True):
-        torch.testing.assert_close(batch.src, same.src)  # seeded: the same epoch again
+        torch.testing.assert_close(
+            batch.src, same.src
+        )  # seeded: the same epoch again
         assert batch.src.shape == (50, 7)
         for row in batch.src.tolist():
             k = row.index(2)
             lengths.add(k)
-            assert 1 <= k <= 6 and all(3 <= t < 9 for t in row[:k]) and set(row[k + 1 :]) <= {0}
-        # Batch shifts the target: the decoder reads <s> + src[:-1] and predicts src.
-        torch.testing.assert_close(batch.tgt[:, 0], torch.ones(50, dtype=torch.long))
+            assert (
+                1 <= k <= 6
+                and all(3 <= t < 9 for t in row[:k])
+                and set(row[k + 1 :]) <= {0}
+            )
+        # Batch shifts the target: the decoder reads
+        # <s> + src[:-1] and predicts src.
+        torch.testing.assert_close(
+            batch.tgt[:, 0], torch.ones(50, dtype=torch.long)
+        )
         torch.testing.assert_close(batch.tgt[:, 1:], batch.src[:, :-1])
         torch.testing.assert_close(batch.tgt_y, batch.src)
     assert lengths == set(range(1, 7))

@@ -19,7 +19,12 @@ def test_order_is_specials_then_frequency_then_alphabetical():
     counts = Counter(t for s in SENTENCES for t in s)
     expected = sorted(counts, key=lambda t: (-counts[t], t))
     assert vocab.itos == [*SPECIALS, *expected]
-    assert vocab.itos[len(SPECIALS) :][:4] == [".", "a", "cat", "dog"]  # 3, then 2, 2, 2
+    assert vocab.itos[len(SPECIALS) :][:4] == [
+        ".",
+        "a",
+        "cat",
+        "dog",
+    ]  # 3, then 2, 2, 2
     assert all(vocab.stoi[t] == i for i, t in enumerate(vocab.itos))
     assert len(vocab) == len(SPECIALS) + len(counts)
 
@@ -61,11 +66,15 @@ def test_save_load_round_trip(tmp_path):
 def test_errors():
     vocab = Vocab.build(SENTENCES)
     assert len(vocab) == 13
-    with pytest.raises(ValueError, match="id 13 is outside the vocabulary of size 13"):
+    with pytest.raises(
+        ValueError, match="id 13 is outside the vocabulary of size 13"
+    ):
         vocab.decode([5, 13])
     with pytest.raises(ValueError, match="no default"):
         Vocab(["a", "b"], default=None).encode(["c"])
-    with pytest.raises(ValueError, match="max_size=2 leaves no room for the 4 special"):
+    with pytest.raises(
+        ValueError, match="max_size=2 leaves no room for the 4 special"
+    ):
         Vocab.build(SENTENCES, max_size=2)
     with pytest.raises(ValueError, match="repeated"):
         Vocab(["a", "a"], default=None)

@@ -1,6 +1,7 @@
-"""Transformer-XL in the language-model task: consecutive segments in parallel streams, the
-memory carried from batch to batch without gradient and saved for resuming, bits per byte with
-a memory against whole-text and segment-by-segment references, and the refused settings."""
+"""Transformer-XL in the language-model task: consecutive segments in parallel
+streams, the memory carried from batch to batch without gradient and saved for
+resuming, bits per byte with a memory against whole-text and segment-by-segment
+references, and the refused settings."""
 
 from __future__ import annotations
 
@@ -16,29 +17,47 @@ import torch.nn.functional as F
 from annotated_transformer import runner
 from annotated_transformer.checkpoint import read_checkpoint
 from annotated_transformer.relative import TransformerXLLM
-from annotated_transformer.segments import Segments, evaluate_bits_per_byte, stream_segments
+from annotated_transformer.segments import (
+    Segments,
+    evaluate_bits_per_byte,
+    stream_segments,
+)
 from annotated_transformer.tasks import PRESETS
 from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
 
 
 def random_text(n: int, seed: int = 0) -> torch.Tensor:
-    return torch.randint(0, 256, (n,), generator=torch.Generator().manual_seed(seed)).byte()
+    return torch.randint(
+        0, 256, (n,), generator=torch.Generator().manual_seed(seed)
+    ).byte()
 
 
 def xl_task(**changes) -> LanguageModel:
-    """The tiny XL task on random bytes (no download): 2 layers, d_model 16, segments of 8."""
-    small = {"N": 2, "d_model": 16, "d_ff": 32, "h": 2, "max_len": 8, "batch_size": 3}
-    config = dataclasses.replace(PRESETS["lm"]["tiny"], **{"block": "xl", **small, **changes})
+    """The tiny XL task on random bytes (no download): 2 layers,
+    d_model 16, segments of 8."""
+    small = {
+        "N": 2,
+        "d_model": 16,
+        "d_ff": 32,
+        "h": 2,
+        "max_len": 8,
+        "batch_size": 3,
+    }
+    config = dataclasses.replace(
+        PRESETS["lm"]["tiny"], **{"block": "xl", **small, **changes}
+    )
     task = LanguageModel(config)
     task.splits = {"train": random_text(400), "val": random_text(90, seed=9)}
     return task
 
 
 def summed_nats(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.flatten(0, 1).double(), targets.flatten(), reduction="sum")
+    return F.cross_entropy(
+        logits.flatten(0, 1).double(), targets.flatten(), reduction="sum"
+    )
 
 
-# ------------------------------------------------------------------------------- the data
+# ------------------------------------------------------------------------- the data
 
 
 def test_streams_continue_from_one_batch_to_the_next():
@@ -48,7 +67,9 @@ def test_streams_continue_from_one_batch_to_the_next():
     assert len(batches) == 8 and [b.fresh for b in batches] == [True] + [False] * 7
     for row in range(3):
         stream = data[2 + row * per_stream : 2 + (row + 1) * per_stream].long()
-        x = torch.cat([b.x[row] for b in batches])  # the row's segments, one after another
+        x = torch.cat(
+            [b.x[row] for b in batches]
+        )  # the row's segments, one after another
         y = torch.cat([b.y[row] for b in batches])
         assert torch.equal(x, stream[:32]) and torch.equal(y, stream[1:33])
     with pytest.raises(ValueError, match="hold no segment"):
@@ -60,16 +81,22 @@ def test_xl_batches_are_the_same_for_an_epoch_and_shift_between_epochs():
     first, again, other = task.batches(0), task.batches(0), task.batches(1)
     assert all(torch.equal(a.x, b.x) for a, b in zip(first, again, strict=True))
     data = task.splits["train"].long()
-    starts = [int((data.unfold(0, 8, 1) == b[0].x[0]).all(1).nonzero()[0]) for b in (first, other)]
-    assert all(0 <= s < 8 for s in starts) and starts[0] != starts[1]  # the seeded offsets
+    starts = [
+        int((data.unfold(0, 8, 1) == b[0].x[0]).all(1).nonzero()[0])
+        for b in (first, other)
+    ]
+    assert (
+        all(0 <= s < 8 for s in starts) and starts[0] != starts[1]
+    )  # the seeded offsets
 
 
-# ---------------------------------------------------------------------- loss and memory
+# ------------------------------------------------------------------ loss and memory
 
 
 def test_second_batch_loss_equals_the_whole_text_read_at_once():
-    """With mem_len ≥ the segment, batch 2 after batch 1 sees exactly what one causal pass
-    over both segments sees: its summed loss is that pass's loss on the second half."""
+    """With mem_len ≥ the segment, batch 2 after batch 1 sees exactly what
+    one causal pass over both segments sees: its summed loss is that pass's
+    loss on the second half."""
     task = xl_task(mem_len=8)
     model = task.build_model().eval()
     first, second = task.batches(0)[:2]
@@ -89,9 +116,13 @@ def test_a_fresh_batch_starts_without_memory():
         task.loss(model, batches[0])
         task.loss(model, batches[1])
         again = Segments(batches[1].x, batches[1].y, fresh=True)
-        loss, _ = task.loss(model, again)  # as if an epoch began: the memory is dropped
+        loss, _ = task.loss(
+            model, again
+        )  # as if an epoch began: the memory is dropped
         alone = summed_nats(model(batches[1].x)[0], batches[1].y)
-    torch.testing.assert_close(loss, alone.float())  # float32 sums, float32 tolerance
+    torch.testing.assert_close(
+        loss, alone.float()
+    )  # float32 sums, float32 tolerance
 
 
 def test_the_memory_carries_no_gradient():
@@ -103,7 +134,8 @@ def test_the_memory_carries_no_gradient():
     assert all(m.grad_fn is None and not m.requires_grad for m in memories)
     loss, _ = task.loss(model, second)
     loss.backward()
-    # Only this batch's graph: the gradient equals that of a run whose memory is a constant.
+    # Only this batch's graph: the gradient equals that of a run
+    # whose memory is a constant.
     grads = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
     constant = [m.clone() for m in memories]
@@ -113,12 +145,14 @@ def test_the_memory_carries_no_gradient():
         torch.testing.assert_close(got, want)
 
 
-# ------------------------------------------------------------------------- bits per byte
+# -------------------------------------------------------------------- bits per byte
 
 
 def tiny_xl(mem_len: int = 4) -> TransformerXLLM:
     torch.manual_seed(0)
-    return TransformerXLLM(256, d_model=16, h=2, N=2, d_ff=32, mem_len=mem_len).eval()
+    return TransformerXLLM(
+        256, d_model=16, h=2, N=2, d_ff=32, mem_len=mem_len
+    ).eval()
 
 
 def test_bits_per_byte_with_all_the_memory_equals_one_pass_over_the_text():
@@ -145,36 +179,63 @@ def test_task_reports_the_memory_it_scored_with():
     task = xl_task()
     model = task.build_model()
     result = task.bits_per_byte(model, "val", mem_len=16)
-    assert (result["segment"], result["mem_len"], result["bytes_scored"]) == (8, 16, 89)
-    assert task.bits_per_byte(model, "val")["mem_len"] == 8  # default: the training memory
+    assert (result["segment"], result["mem_len"], result["bytes_scored"]) == (
+        8,
+        16,
+        89,
+    )
+    assert (
+        task.bits_per_byte(model, "val")["mem_len"] == 8
+    )  # default: the training memory
     assert set(task.evaluate(model)) == {"val_loss", "val_bpb"}
 
 
-# ------------------------------------------------------------------------------- resuming
+# ------------------------------------------------------------------------- resuming
 
 
-def test_a_resumed_xl_run_continues_with_its_memory(chars_mirror, tmp_path, one_thread):
-    """Stopped at step 3 and resumed, the run's losses equal an uninterrupted run's: last.pt
-    holds the memory the third batch left for the fourth."""
+def test_a_resumed_xl_run_continues_with_its_memory(
+    chars_mirror, tmp_path, one_thread
+):
+    """Stopped at step 3 and resumed, the run's losses equal an uninterrupted run's:
+    last.pt holds the memory the third batch left for the fourth."""
     settings = ["dataset=enwik8_prefix", "block=xl", "N=1", "d_model=16", "d_ff=32"]
-    settings += ["max_len=16", "batch_size=4", "steps=50", "eval_every=3", "eval_bytes=256"]
-    quiet = {"data_dir": chars_mirror, "device": "cpu", "progress": False, "echo": False}
+    settings += [
+        "max_len=16",
+        "batch_size=4",
+        "steps=50",
+        "eval_every=3",
+        "eval_bytes=256",
+    ]
+    quiet = {
+        "data_dir": chars_mirror,
+        "device": "cpu",
+        "progress": False,
+        "echo": False,
+    }
 
     def run(out: Path, max_steps: int, resume: bool = False) -> None:
-        given = {"resume": True} if resume else {"preset": "tiny", "settings": settings}
-        assert runner.train("lm", out, max_steps=max_steps, **given, **quiet) is None
+        given = (
+            {"resume": True} if resume else {"preset": "tiny", "settings": settings}
+        )
+        assert (
+            runner.train("lm", out, max_steps=max_steps, **given, **quiet) is None
+        )
 
     run(tmp_path / "whole", 6)
     run(tmp_path / "cut", 3)
-    saved = read_checkpoint(tmp_path / "cut" / "last.pt")["extra"]["stream"]["memories"]
+    saved = read_checkpoint(tmp_path / "cut" / "last.pt")["extra"]["stream"][
+        "memories"
+    ]
     assert [m.shape for m in saved] == [(4, 16, 16)]
     run(tmp_path / "cut", 6, resume=True)
-    got, want = (pd.read_csv(tmp_path / d / "history.csv") for d in ("cut", "whole"))
+    got, want = (
+        pd.read_csv(tmp_path / d / "history.csv") for d in ("cut", "whole")
+    )
     for column in ["step", "epoch", "loss", "grad_norm", "val_bpb"]:
         pd.testing.assert_series_equal(got[column], want[column], check_exact=True)
 
 
-# ------------------------------------------------------------------------------- refusals
+# ------------------------------------------------------------------------- refusals
 
 
 @pytest.mark.parametrize(
@@ -182,11 +243,22 @@ def test_a_resumed_xl_run_continues_with_its_memory(chars_mirror, tmp_path, one_
     [
         ({"mem_len": 64}, "mem_len=64 is Transformer-XL's memory: add block=xl"),
         ({"block": "xl", "mem_len": -1}, r"mem_len=-1 must be >= 0"),
-        ({"block": "xl", "kv_heads": 1}, "block=xl has no kv_heads: use block=modern"),
+        (
+            {"block": "xl", "kv_heads": 1},
+            "block=xl has no kv_heads: use block=modern",
+        ),
         ({"block": "xl", "activation_checkpointing": True}, "supports neither"),
         ({"block": "gpt"}, "use 2017, modern, gpt2 or xl"),
         ({"block": "xl", "tokens": "bpe", "bpe_merges": 8}, "block=xl reads bytes"),
-        ({"block": "xl", "attention": "fixed", "sparse_stride": 4, "sparse_summary": 1}, "needs"),
+        (
+            {
+                "block": "xl",
+                "attention": "fixed",
+                "sparse_stride": 4,
+                "sparse_summary": 1,
+            },
+            "needs",
+        ),
     ],
 )
 def test_bad_xl_settings_are_refused_in_one_line(changes, message):

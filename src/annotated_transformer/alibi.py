@@ -1,15 +1,17 @@
-"""ALiBi, attention with linear biases (Press et al. 2022): position as a distance penalty.
+"""ALiBi, attention with linear biases (Press et al. 2022):
+position as a distance penalty.
 
-No position vector anywhere. Each head subtracts from the score of query i and key j a
-penalty proportional to how far back the key is:
+No position vector anywhere. Each head subtracts from the score of query i and key j
+a penalty proportional to how far back the key is:
 
     score_h(i, j) = q_i · k_j / √d_k − m_h · (i − j),   j ≤ i,
 
-with a fixed slope per head, a geometric sequence m_h = 2^(−8h/H) for heads h = 1 … H
-(1/2, 1/4, … 1/256 for H = 8). Steep heads look at the last few tokens, gentle ones far back.
-The penalty depends on i − j only, like RoPE's rotation; unlike RoPE it never produces an
-angle the model has not seen during training (a longer context only adds larger distances,
-penalised more), which is why ALiBi was proposed for training short and evaluating long.
+with a fixed slope per head, a geometric sequence m_h = 2^(−8h/H) for heads
+h = 1 … H (1/2, 1/4, … 1/256 for H = 8). Steep heads look at the last few tokens,
+gentle ones far back. The penalty depends on i − j only, like RoPE's rotation;
+unlike RoPE it never produces an angle the model has not seen during training (a
+longer context only adds larger distances, penalised more), which is why ALiBi was
+proposed for training short and evaluating long.
 """
 
 from __future__ import annotations
@@ -25,15 +27,23 @@ def alibi_slopes(h: int) -> Tensor:
     return 2.0 ** (-8.0 * torch.arange(1, h + 1, dtype=torch.float32) / h)
 
 
-def alibi_bias(h: int, new: int, past: int = 0, device: torch.device | None = None) -> Tensor:
-    """The additive attention mask of ``new`` queries after ``past`` cached keys, per head.
+def alibi_bias(
+    h: int, new: int, past: int = 0, device: torch.device | None = None
+) -> Tensor:
+    """The additive attention mask of ``new`` queries after
+    ``past`` cached keys, per head.
 
     Query i sits at position past + i and sees keys 0 … past + i: the entry is
     −m_h · (past + i − j) there and −inf for keys in its future.
-    returns float32 (h, new, past + new), to add to the scores (SDPA's ``attn_mask``)
+    returns float32 (h, new, past + new), to add to the
+        scores (SDPA's ``attn_mask``)
     """
     queries = torch.arange(past, past + new, device=device)[:, None]  # (new, 1)
     keys = torch.arange(past + new, device=device)[None, :]  # (1, past + new)
-    distance = (queries - keys).float()  # (new, past + new): how far back each key is
-    bias = -alibi_slopes(h).to(device)[:, None, None] * distance  # (h, new, past + new)
+    distance = (
+        queries - keys
+    ).float()  # (new, past + new): how far back each key is
+    bias = (
+        -alibi_slopes(h).to(device)[:, None, None] * distance
+    )  # (h, new, past + new)
     return bias.masked_fill(distance < 0, float("-inf"))

@@ -1,24 +1,29 @@
-"""Byte-pair encoding, by hand (Sennrich et al. 2016; the paper's shared 37k-token vocabulary).
+"""Byte-pair encoding, by hand (Sennrich et al. 2016; the paper's
+shared 37k-token vocabulary).
 
-Learning: split the corpus into words, start from single characters, and repeatedly merge the
-most frequent adjacent pair of symbols into a new symbol. The list of merges *is* the model.
-Encoding a word replays the merges in the order they were learned.
+Learning: split the corpus into words, start from single characters, and repeatedly
+merge the most frequent adjacent pair of symbols into a new symbol. The list of
+merges *is* the model. Encoding a word replays the merges in the order they were
+learned.
 
 Decisions, so that ``decode(encode(text)) == text`` for every string:
 
-- Words: :func:`pretokenize` cuts text into runs of word characters or of punctuation, each
-  with the single space before it, if any; every other whitespace character stands alone.
-  Merges never cross these pieces, and joining the pieces gives the text back.
-- Whitespace: that leading space is written ``▁`` (as SentencePiece does), so ``" the"`` is
-  one token ``▁the``: the tokens themselves say where the spaces were.
-- Unknown characters (never seen in training, e.g. an emoji): byte fallback, one token
-  ``<0xNN>`` per UTF-8 byte. A literal ``▁`` in the text is also written as bytes, so it cannot
-  be confused with a space. Pieces never mix word characters and punctuation, so merges can
-  never produce a string like ``<0x41>``: byte tokens are unambiguous.
-- Ties: among equally frequent pairs, the pair of *older* symbols is merged first: characters
-  are ordered by code point, merged symbols by when they were made; compare the left symbols,
-  then the right ones. Learning is deterministic, and this is the rule of Hugging Face
-  ``tokenizers``' BPE trainer, so the two learn the same merges (tested).
+- Words: :func:`pretokenize` cuts text into runs of word characters or of
+  punctuation, each with the single space before it, if any; every other whitespace
+  character stands alone. Merges never cross these pieces, and joining the pieces
+  gives the text back.
+- Whitespace: that leading space is written ``▁`` (as SentencePiece does), so
+  ``" the"`` is one token ``▁the``: the tokens themselves say where the spaces were.
+- Unknown characters (never seen in training, e.g. an emoji): byte fallback, one
+  token ``<0xNN>`` per UTF-8 byte. A literal ``▁`` in the text is also written as
+  bytes, so it cannot be confused with a space. Pieces never mix word characters and
+  punctuation, so merges can never produce a string like ``<0x41>``: byte tokens are
+  unambiguous.
+- Ties: among equally frequent pairs, the pair of *older* symbols is merged first:
+  characters are ordered by code point, merged symbols by when they were made;
+  compare the left symbols, then the right ones. Learning is deterministic, and this
+  is the rule of Hugging Face ``tokenizers``' BPE trainer, so the two learn the same
+  merges (tested).
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ Pair = tuple[str, str]
 
 
 def pretokenize(text: str) -> list[str]:
-    """Cut text into the pieces that merges stay within; ``"".join(pieces) == text``.
+    """Cut text into the pieces that merges stay within;
+    ``"".join(pieces) == text``.
 
     >>> pretokenize("Two dogs, running.")
     ['Two', ' dogs', ',', ' running', '.']
@@ -49,8 +55,9 @@ def pretokenize(text: str) -> list[str]:
 
 
 def symbols(piece: str, alphabet: set[str]) -> list[str]:
-    """A piece as its initial symbols: ``▁`` for the leading space, then its characters;
-    characters outside ``alphabet`` (and a literal ``▁``) become UTF-8 byte tokens."""
+    """A piece as its initial symbols: ``▁`` for the leading space, then
+    its characters; characters outside ``alphabet`` (and a literal ``▁``)
+    become UTF-8 byte tokens."""
     out = []
     if piece.startswith(" "):
         out.append(MARK)
@@ -59,12 +66,15 @@ def symbols(piece: str, alphabet: set[str]) -> list[str]:
         if ch in alphabet and ch != MARK:
             out.append(ch)
         else:
-            out.extend(BYTE_TOKENS[b] for b in ch.encode("utf-8", errors="surrogatepass"))
+            out.extend(
+                BYTE_TOKENS[b] for b in ch.encode("utf-8", errors="surrogatepass")
+            )
     return out
 
 
 def merge_word(word: Sequence[str], pair: Pair) -> list[str]:
-    """Replace each occurrence of ``pair`` in ``word``, left to right, by the joined symbol."""
+    """Replace each occurrence of ``pair`` in ``word``, left to
+    right, by the joined symbol."""
     out, i = [], 0
     while i < len(word):
         if i + 1 < len(word) and word[i] == pair[0] and word[i + 1] == pair[1]:
@@ -84,8 +94,12 @@ def _pairs(word: Sequence[str]) -> Iterable[Pair]:
 
 
 def _symbol_ages(words: Iterable[Sequence[str]]) -> dict[str, int]:
-    """Tie-break order of the initial symbols: by code point (merged ones are appended)."""
-    return {symbol: age for age, symbol in enumerate(sorted({s for w in words for s in w}))}
+    """Tie-break order of the initial symbols: by code point
+    (merged ones are appended)."""
+    return {
+        symbol: age
+        for age, symbol in enumerate(sorted({s for w in words for s in w}))
+    }
 
 
 def learn_merges_naive(
@@ -93,7 +107,8 @@ def learn_merges_naive(
 ) -> list[Pair]:
     """The algorithm as written in the paper: recount every pair after every merge.
 
-    words: symbol tuple -> frequency. Clear, and O(merges × corpus): for teaching and tests.
+    words: symbol tuple -> frequency. Clear, and
+        O(merges × corpus): for teaching and tests.
     """
     words = dict(words)
     age = _symbol_ages(words)
@@ -105,7 +120,9 @@ def learn_merges_naive(
                 counts[pair] += n
         if not counts:
             break
-        best = min(counts, key=lambda pair: (-counts[pair], age[pair[0]], age[pair[1]]))
+        best = min(
+            counts, key=lambda pair: (-counts[pair], age[pair[0]], age[pair[1]])
+        )
         if counts[best] < min_frequency:
             break
         merges.append(best)
@@ -117,16 +134,19 @@ def learn_merges_naive(
 def learn_merges(
     words: dict[tuple[str, ...], int], num_merges: int, min_frequency: int = 2
 ) -> list[Pair]:
-    """The same merges as :func:`learn_merges_naive`, fast: pair counts are updated only for
-    the words that contain the merged pair, and a heap finds the most frequent pair.
+    """The same merges as :func:`learn_merges_naive`, fast: pair counts are
+    updated only for the words that contain the merged pair, and a heap
+    finds the most frequent pair.
 
-    Heap entries go stale when a count changes; a popped entry is used only if its count is
-    still current (a fresh entry was pushed at every change).
+    Heap entries go stale when a count changes; a popped entry is used only if its
+    count is still current (a fresh entry was pushed at every change).
     """
     vocab = [list(word) for word in words]
     freq = list(words.values())
     counts: defaultdict[Pair, int] = defaultdict(int)
-    where: defaultdict[Pair, set[int]] = defaultdict(set)  # pair -> words that contain it
+    where: defaultdict[Pair, set[int]] = defaultdict(
+        set
+    )  # pair -> words that contain it
     for idx, word in enumerate(vocab):
         for pair in _pairs(word):
             counts[pair] += freq[idx]
@@ -159,17 +179,21 @@ def learn_merges(
             vocab[idx] = new
         for pair in changed:
             if counts[pair] > 0:
-                heapq.heappush(heap, (-counts[pair], age[pair[0]], age[pair[1]], pair))
+                heapq.heappush(
+                    heap, (-counts[pair], age[pair[0]], age[pair[1]], pair)
+                )
             else:
                 del counts[pair]
     return merges
 
 
 class BPE:
-    """A learned byte-pair encoding: an alphabet of characters plus an ordered merge list.
+    """A learned byte-pair encoding: an alphabet of characters
+    plus an ordered merge list.
 
-    encode(text) -> tokens; decode(tokens) -> text; ``tokens`` lists every token encode can
-    produce (alphabet, ``▁``, merged symbols, 256 byte tokens): build a :class:`Vocab` from it.
+    encode(text) -> tokens; decode(tokens) -> text; ``tokens`` lists every token
+    encode can produce (alphabet, ``▁``, merged symbols, 256 byte tokens): build
+    a :class:`Vocab` from it.
     """
 
     def __init__(self, merges: Sequence[Pair], alphabet: Iterable[str]) -> None:
@@ -179,11 +203,15 @@ class BPE:
         self._cache: dict[str, list[str]] = {}
 
     @classmethod
-    def learn(cls, texts: Iterable[str], num_merges: int, min_frequency: int = 2) -> BPE:
-        """Learn up to ``num_merges`` merges of pairs seen at least ``min_frequency`` times."""
+    def learn(
+        cls, texts: Iterable[str], num_merges: int, min_frequency: int = 2
+    ) -> BPE:
+        """Learn up to ``num_merges`` merges of pairs seen at least
+        ``min_frequency`` times."""
         if num_merges < 0 or min_frequency < 1:
             raise ValueError(
-                f"need num_merges >= 0 and min_frequency >= 1, got {num_merges}, {min_frequency}"
+                f"need num_merges >= 0 and min_frequency >= 1, got {num_merges}, "
+                f"{min_frequency}"
             )
         pieces = Counter(piece for text in texts for piece in pretokenize(text))
         alphabet = {ch for piece in pieces for ch in piece if ch != " "}
@@ -199,7 +227,8 @@ class BPE:
         while len(word) > 1:
             # Apply the earliest-learned merge present, as training did.
             rank, pair = min(
-                ((self.ranks.get(p, never), p) for p in _pairs(word)), default=(never, None)
+                ((self.ranks.get(p, never), p) for p in _pairs(word)),
+                default=(never, None),
             )
             if pair is None or rank == never:
                 break
@@ -219,24 +248,32 @@ class BPE:
 
     @staticmethod
     def decode(tokens: Iterable[str]) -> str:
-        """BPE tokens -> text: ``▁`` becomes a space, byte tokens are reassembled as UTF-8."""
+        """BPE tokens -> text: ``▁`` becomes a space, byte tokens
+        are reassembled as UTF-8."""
         buffer = bytearray()
         for token in tokens:
             if token in _BYTE_VALUE:
                 buffer.append(_BYTE_VALUE[token])
             else:
-                buffer += token.replace(MARK, " ").encode("utf-8", errors="surrogatepass")
+                buffer += token.replace(MARK, " ").encode(
+                    "utf-8", errors="surrogatepass"
+                )
         return buffer.decode("utf-8", errors="surrogatepass")
 
     @property
     def tokens(self) -> list[str]:
-        """Every token :meth:`encode` can output, without repeats, in a fixed order."""
+        """Every token :meth:`encode` can output, without
+        repeats, in a fixed order."""
         merged = (a + b for a, b in self.merges)
         return list(dict.fromkeys([*sorted(self.alphabet), *merged, *BYTE_TOKENS]))
 
     def to_dict(self) -> dict[str, list]:
-        """The alphabet and the ordered merges as plain lists (JSON, checkpoint configs)."""
-        return {"alphabet": sorted(self.alphabet), "merges": [list(p) for p in self.merges]}
+        """The alphabet and the ordered merges as plain lists
+        (JSON, checkpoint configs)."""
+        return {
+            "alphabet": sorted(self.alphabet),
+            "merges": [list(p) for p in self.merges],
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, list]) -> BPE:
@@ -244,7 +281,9 @@ class BPE:
 
     def save(self, path: str | Path) -> None:
         """Write :meth:`to_dict` as JSON."""
-        Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False), encoding="utf-8")
+        Path(path).write_text(
+            json.dumps(self.to_dict(), ensure_ascii=False), encoding="utf-8"
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> BPE:

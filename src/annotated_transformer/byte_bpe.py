@@ -189,9 +189,13 @@ class ByteBPE:
 
     def _encode_piece(self, piece: str) -> list[int]:
         word = list(piece)
-        while len(word) > 1:  # apply the earliest-learned merge present, as learning did
+        while (
+            len(word) > 1
+        ):  # apply the earliest-learned merge present, as learning did
             never = len(self.ranks)
-            rank, pair = min((self.ranks.get(p, never), p) for p in itertools.pairwise(word))
+            rank, pair = min(
+                (self.ranks.get(p, never), p) for p in itertools.pairwise(word)
+            )
             if rank == never:
                 break
             word = merge_word(word, pair)

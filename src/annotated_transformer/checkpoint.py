@@ -1,16 +1,17 @@
 """Checkpoints that survive a crash and cannot run code when loaded.
 
-A checkpoint is one ``torch.save`` file holding plain data only: the model's, optimiser's and
-scheduler's state dicts, every random number generator's state (Python, NumPy, torch CPU and
-CUDA), the step, the run's config and any extra plain data (e.g. the data position and the loss
-history). That is everything needed for a resumed run to continue exactly where it stopped.
+A checkpoint is one ``torch.save`` file holding plain data only: the model's,
+optimiser's and scheduler's state dicts, every random number generator's state
+(Python, NumPy, torch CPU and CUDA), the step, the run's config and any extra plain
+data (e.g. the data position and the loss history). That is everything needed for a
+resumed run to continue exactly where it stopped.
 
-- Written atomically (:func:`atomic_write`, which every file a run writes goes through): to a
-  temporary file in the same folder, flushed to disk (fsync), then renamed over the old one
-  with ``os.replace``, so a kill mid-write leaves the previous checkpoint intact, never a
-  half-written file.
-- Loaded with ``torch.load(weights_only=True)``: only tensors and plain Python data are
-  unpickled, so a tampered file cannot execute code.
+- Written atomically (:func:`atomic_write`, which every file a run writes goes
+  through): to a temporary file in the same folder, flushed to disk (fsync), then
+  renamed over the old one with ``os.replace``, so a kill mid-write leaves the
+  previous checkpoint intact, never a half-written file.
+- Loaded with ``torch.load(weights_only=True)``: only tensors and plain Python data
+  are unpickled, so a tampered file cannot execute code.
 - Checked when loaded: every checkpoint holds a SHA-256 of its own contents
   (:func:`content_hash`: every tensor's bytes and every plain value, in order),
   computed again on load, so a damaged file that still unpickles is named corrupt
@@ -45,7 +46,8 @@ os.umask(UMASK)  # ... and put it back
 
 
 class CheckpointError(ValueError):
-    """A checkpoint file that cannot be read or does not fit the model it is loaded into."""
+    """A checkpoint file that cannot be read or does not fit the
+    model it is loaded into."""
 
 
 class DiskFullError(OSError):
@@ -96,19 +98,25 @@ def _check_plain(value: Any, where: str) -> None:
             _check_plain(item, f"{where}[{i}]")
     elif not isinstance(value, PLAIN):
         raise ValueError(
-            f"{where} is a {type(value).__name__}; checkpoints hold only plain data (str, int, "
-            "float, bool, None, tensors, lists, tuples, dicts): convert it (e.g. str(path))"
+            f"{where} is a {type(value).__name__}; checkpoints hold only plain "
+            "data (str, int, float, bool, None, tensors, lists, tuples, dicts): "
+            "convert it (e.g. str(path))"
         )
 
 
 def unwrap(model: nn.Module) -> nn.Module:
-    """The model inside a ``DistributedDataParallel`` (or similar ``.module``) wrapper."""
-    return model.module if isinstance(getattr(model, "module", None), nn.Module) else model
+    """The model inside a ``DistributedDataParallel`` (or
+    similar ``.module``) wrapper."""
+    return (
+        model.module
+        if isinstance(getattr(model, "module", None), nn.Module)
+        else model
+    )
 
 
 def is_sharded(model: nn.Module) -> bool:
-    """Is ``model`` sharded by FSDP (``torch.distributed.fsdp.fully_shard``)? (Without
-    importing FSDP, a second to load, when nothing has.)"""
+    """Is ``model`` sharded by FSDP (``torch.distributed.fsdp.fully_shard``)?
+    (Without importing FSDP, a second to load, when nothing has.)"""
     fsdp = sys.modules.get("torch.distributed.fsdp")
     return fsdp is not None and isinstance(model, fsdp.FSDPModule)
 
@@ -116,16 +124,20 @@ def is_sharded(model: nn.Module) -> bool:
 def full_state_dicts(
     model: nn.Module, optimizer: torch.optim.Optimizer | None = None
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The state dicts of ``model`` and ``optimizer``, whole, in the format of an unsharded run.
+    """The state dicts of ``model`` and ``optimizer``, whole, in the
+    format of an unsharded run.
 
-    A plain or DDP model: its (and the optimiser's) own state dicts. An FSDP model holds 1/W of
-    every tensor on each of W ranks: this gathers them (a collective: call it on every rank)
-    into full tensors on rank 0's CPU (the other ranks get empty dicts) and renames the
-    optimiser's per-parameter state from parameter names to the indices
-    ``optimizer.state_dict()`` uses, so that one process can load the checkpoint.
+    A plain or DDP model: its (and the optimiser's) own state dicts. An FSDP model
+    holds 1/W of every tensor on each of W ranks: this gathers them (a collective:
+    call it on every rank) into full tensors on rank 0's CPU (the other ranks get
+    empty dicts) and renames the optimiser's per-parameter state from parameter
+    names to the indices ``optimizer.state_dict()`` uses, so that one process can
+    load the checkpoint.
     """
     if not is_sharded(model):
-        return unwrap(model).state_dict(), optimizer.state_dict() if optimizer else None
+        return unwrap(
+            model
+        ).state_dict(), optimizer.state_dict() if optimizer else None
     from torch.distributed.checkpoint.state_dict import (
         StateDictOptions,
         get_model_state_dict,
@@ -140,7 +152,10 @@ def full_state_dicts(
     if not state:  # not rank 0
         return weights, {}
     index = {name: i for i, (name, _) in enumerate(model.named_parameters())}
-    groups = [{**g, "params": [index[n] for n in g["params"]]} for g in state["param_groups"]]
+    groups = [
+        {**g, "params": [index[n] for n in g["params"]]}
+        for g in state["param_groups"]
+    ]
     return weights, {
         "state": {index[name]: value for name, value in state["state"].items()},
         "param_groups": groups,
@@ -148,11 +163,18 @@ def full_state_dicts(
 
 
 def rng_state() -> dict[str, Any]:
-    """The state of every global generator, as plain data (NumPy's array as a tensor)."""
+    """The state of every global generator, as plain data
+    (NumPy's array as a tensor)."""
     name, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
     return {
         "python": random.getstate(),
-        "numpy": (name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss),
+        "numpy": (
+            name,
+            torch.from_numpy(keys.astype(np.int64)),
+            pos,
+            has_gauss,
+            gauss,
+        ),
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
     }
@@ -163,7 +185,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     name, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    np.random.set_state(
+        (name, keys.numpy().astype(np.uint32), pos, has_gauss, cached)
+    )
     torch.set_rng_state(state["torch"])
     if state["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -181,9 +205,11 @@ def save_checkpoint(
 ) -> Path:
     """Write a checkpoint atomically and return its path.
 
-    model, optimizer: the objects, or their state dicts (e.g. from :func:`full_state_dicts`);
-    config: the run's settings (plain data: enough to rebuild the model); extra: any other
-    plain data to restore (data position, history). Folders are created as needed.
+    model, optimizer: the objects, or their state dicts (e.g. from
+        :func:`full_state_dicts`);
+    config: the run's settings (plain data: enough to rebuild the model);
+        extra: any other plain data to restore (data position, history).
+        Folders are created as needed.
     """
     path = Path(path)
     state = {
@@ -194,7 +220,9 @@ def save_checkpoint(
         "extra": extra or {},
         "rng": rng_state(),
         "model": model if isinstance(model, dict) else unwrap(model).state_dict(),
-        "optimizer": optimizer.state_dict() if hasattr(optimizer, "state_dict") else optimizer,
+        "optimizer": optimizer.state_dict()
+        if hasattr(optimizer, "state_dict")
+        else optimizer,
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
     }
     _check_plain(state["config"], "config")
@@ -208,21 +236,27 @@ def atomic_write(
     data: bytes | Callable[[BinaryIO], None],
     check: Callable[[Path], None] | None = None,
 ) -> Path:
-    """Write a file so that a reader (or a crash) sees the old file or the new, never half.
+    """Write a file so that a reader (or a crash) sees the old
+    file or the new, never half.
 
-    ``data``: the bytes, or a function that writes into an open binary file. The bytes go to
-    a temporary file in the same folder, are flushed to disk (fsync), ``check(temporary
-    path)`` may refuse them by raising (e.g. a checksum), and the temporary file is renamed
-    over ``path`` with ``os.replace`` (atomic on POSIX and Windows); then the folder is synced
-    so that the rename itself survives a power cut. Folders are created as needed. A
-    full disk raises :class:`DiskFullError` (however deep the writer wrapped it)
-    and, like any other failure, removes the temporary file.
+    ``data``: the bytes, or a function that writes into an open binary file. The
+    bytes go to a temporary file in the same folder, are flushed to disk (fsync),
+    ``check(temporary path)`` may refuse them by raising (e.g. a checksum), and the
+    temporary file is renamed over ``path`` with ``os.replace`` (atomic on POSIX and
+    Windows); then the folder is synced so that the rename itself survives a power
+    cut. Folders are created as needed. A full disk raises :class:`DiskFullError`
+    (however deep the writer wrapped it) and, like any other failure, removes the
+    temporary file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+    )
     try:
-        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp's file is private (0600); a plain file is not
+        os.chmod(
+            tmp, 0o666 & ~UMASK
+        )  # mkstemp's file is private (0600); a plain file is not
         with os.fdopen(fd, "wb") as f:
             if callable(data):
                 data(f)
@@ -301,26 +335,33 @@ def atomic_copy(source: str | os.PathLike, target: str | os.PathLike) -> Path:
         return atomic_write(target, lambda out: shutil.copyfileobj(f, out))
 
 
-def read_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
-    """Load a checkpoint's contents (plain data and tensors only) without applying them."""
+def read_checkpoint(
+    path: str | os.PathLike, map_location: Any = "cpu"
+) -> dict[str, Any]:
+    """Load a checkpoint's contents (plain data and tensors only)
+    without applying them."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}: check the path, or train from scratch")
+        raise FileNotFoundError(
+            f"no checkpoint at {path}: check the path, or train from scratch"
+        )
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:
-        # Only the first sentence of torch's message: the rest suggests weights_only=False,
-        # which would let a malicious file run code.
+        # Only the first sentence of torch's message: the rest suggests
+        # weights_only=False, which would let a malicious file run code.
         reason = str(err).split(". ")[0].splitlines()[0][:160] if str(err) else ""
         raise CheckpointError(
-            f"{path} is not a readable checkpoint ({type(err).__name__}: {reason}). "
-            "It is truncated or corrupt (an interrupted copy, a full disk) or not a checkpoint "
-            "at all: use an earlier checkpoint, or train again."
+            f"{path} is not a readable checkpoint ({type(err).__name__}: "
+            f"{reason}). It is truncated or corrupt (an interrupted copy, a full "
+            "disk) or not a checkpoint at all: use an earlier checkpoint, or train "
+            "again."
         ) from err
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(
-            f"{path} is a torch file but not a checkpoint written by save_checkpoint "
-            "(no 'format' marker): pass a file that save_checkpoint wrote"
+            f"{path} is a torch file but not a checkpoint written by "
+            "save_checkpoint (no 'format' marker): pass a file that "
+            "save_checkpoint wrote"
         )
     if "checksum" in state or state.get("version", 1) >= 2:
         stored = state.pop("checksum", None)
@@ -342,11 +383,12 @@ def load_checkpoint(
     restore_rng: bool = True,
     map_location: Any = "cpu",
 ) -> dict[str, Any]:
-    """Load a checkpoint into the given objects and return its contents (step, config, extra).
+    """Load a checkpoint into the given objects and return its
+    contents (step, config, extra).
 
-    The model's tensors are copied into ``model`` (moved to its device by ``load_state_dict``);
-    restore_rng=True also restores every random generator, so a resumed run draws the same
-    dropout masks as an uninterrupted one.
+    The model's tensors are copied into ``model`` (moved to its device by
+    ``load_state_dict``); restore_rng=True also restores every random generator, so
+    a resumed run draws the same dropout masks as an uninterrupted one.
     """
     state = read_checkpoint(path, map_location)
     if model is not None:
@@ -354,8 +396,9 @@ def load_checkpoint(
             unwrap(model).load_state_dict(state["model"])
         except RuntimeError as err:
             raise CheckpointError(
-                f"{path} holds weights for a different model (its config: {state['config']}); "
-                f"build the model with that config. Details: {str(err)[:300]}"
+                f"{path} holds weights for a different model (its config: "
+                f"{state['config']}); build the model with that config. Details: "
+                f"{str(err)[:300]}"
             ) from err
     for obj, key in ((optimizer, "optimizer"), (scheduler, "scheduler")):
         if obj is not None:
@@ -367,23 +410,29 @@ def load_checkpoint(
     return state
 
 
-def average_checkpoints(paths: Sequence[str | os.PathLike]) -> tuple[dict[str, Any], dict]:
-    """Element-wise mean of the model weights in ``paths``; returns (config, state_dict).
+def average_checkpoints(
+    paths: Sequence[str | os.PathLike],
+) -> tuple[dict[str, Any], dict]:
+    """Element-wise mean of the model weights in ``paths``;
+    returns (config, state_dict).
 
-    Vaswani et al. 2017, section 6.1: "averaging the last 5 checkpoints". The checkpoints must
-    come from one run (same config, hence the same shapes); the mean is taken in float64 and
-    cast back to each tensor's dtype.
+    Vaswani et al. 2017, section 6.1: "averaging the last 5 checkpoints". The
+    checkpoints must come from one run (same config, hence the same shapes); the
+    mean is taken in float64 and cast back to each tensor's dtype.
     """
     if not paths:
         raise ValueError("average_checkpoints needs at least one checkpoint path")
     first = read_checkpoint(paths[0])
-    config, total = first["config"], {k: v.double() for k, v in first["model"].items()}
+    config, total = (
+        first["config"],
+        {k: v.double() for k, v in first["model"].items()},
+    )
     for path in paths[1:]:
         state = read_checkpoint(path)
         if state["config"] != config or state["model"].keys() != total.keys():
             raise CheckpointError(
-                f"{path} comes from a different run than {paths[0]} (config or weights "
-                "differ): average only checkpoints of one training run"
+                f"{path} comes from a different run than {paths[0]} (config or "
+                "weights differ): average only checkpoints of one training run"
             )
         for key, value in state["model"].items():
             total[key] += value.double()
@@ -392,18 +441,21 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> tuple[dict[str, A
 
 
 def model_soup(paths: Sequence[str | os.PathLike]) -> tuple[dict[str, Any], dict]:
-    """Element-wise mean of the weights of several runs; returns (the first's config, weights).
+    """Element-wise mean of the weights of several runs; returns (the
+    first's config, weights).
 
-    A "uniform model soup" (Wortsman et al. 2022): models fine-tuned from one pretrained start,
-    with different settings, tend to lie in one basin of the loss, so their mean is a model
-    too, often better than each, at the cost of one. From different random starts it is not.
-    The runs must be of one task and vocabulary (``state``) and have weights of the same
-    names and shapes; the mean is taken in float64 and cast back to each tensor's dtype.
+    A "uniform model soup" (Wortsman et al. 2022): models fine-tuned from one
+    pretrained start, with different settings, tend to lie in one basin of the loss,
+    so their mean is a model too, often better than each, at the cost of one. From
+    different random starts it is not. The runs must be of one task and vocabulary
+    (``state``) and have weights of the same names and shapes; the mean is taken in
+    float64 and cast back to each tensor's dtype.
     """
     if len(paths) < 2:
         raise ValueError("a model soup needs two or more checkpoints")
     states = [read_checkpoint(path) for path in paths]
-    kinds = [  # what must agree: the task, its vocabulary, every weight's name and shape
+    # what must agree: the task, its vocabulary, every weight's name and shape
+    kinds = [
         (
             s["config"].get("task"),
             s["config"].get("state"),
@@ -414,12 +466,15 @@ def model_soup(paths: Sequence[str | os.PathLike]) -> tuple[dict[str, Any], dict
     for path, kind in zip(paths[1:], kinds[1:], strict=True):
         if kind != kinds[0]:
             raise CheckpointError(
-                f"{path} does not fit {paths[0]} (another task, vocabulary or model shape): "
-                "average runs fine-tuned from one pretrained run with the same sizes"
+                f"{path} does not fit {paths[0]} (another task, vocabulary or "
+                "model shape): average runs fine-tuned from one pretrained run "
+                "with the same sizes"
             )
     first = states[0]["model"]
     weights = {
-        k: torch.stack([s["model"][k].double() for s in states]).mean(dim=0).to(v.dtype)
+        k: torch.stack([s["model"][k].double() for s in states])
+        .mean(dim=0)
+        .to(v.dtype)
         for k, v in first.items()
     }
     return states[0]["config"], weights

@@ -1,33 +1,43 @@
-"""The command line: ``python -m annotated_transformer TASK {train,evaluate,predict} ...``.
+"""The command line: ``python -m annotated_transformer TASK
+{train,evaluate,predict} ...``.
 
-    python -m annotated_transformer translate train --preset cpu --out runs/translate-cpu
-    python -m annotated_transformer translate train --out runs/translate-cpu --resume
-    python -m annotated_transformer translate evaluate --checkpoint runs/translate-cpu/final.pt \\
+    python -m annotated_transformer translate train --preset cpu \\
+        --out runs/translate-cpu
+    python -m annotated_transformer translate train --out runs/translate-cpu \\
+        --resume
+    python -m annotated_transformer translate evaluate \\
+        --checkpoint runs/translate-cpu/final.pt \\
         --split test2016 --beam 4
-    python -m annotated_transformer translate predict --checkpoint runs/translate-cpu/final.pt \\
+    python -m annotated_transformer translate predict \\
+        --checkpoint runs/translate-cpu/final.pt \\
         "Ein Mann fährt Fahrrad."
-    python -m annotated_transformer classify evaluate --checkpoint runs/a/final.pt \\
+    python -m annotated_transformer classify evaluate \\
+        --checkpoint runs/a/final.pt \\
         --checkpoint runs/b/final.pt
-    python -m annotated_transformer classify train --preset cpu --set tokenizer=bpe --out runs/x
-    python -m annotated_transformer lm train --preset cpu --set dataset=enwik8_prefix --out runs/y
-    python -m annotated_transformer lm predict --checkpoint runs/y/final.pt "ROMEO:" --top-k 40
+    python -m annotated_transformer classify train --preset cpu \\
+        --set tokenizer=bpe --out runs/x
+    python -m annotated_transformer lm train --preset cpu \\
+        --set dataset=enwik8_prefix --out runs/y
+    python -m annotated_transformer lm predict \\
+        --checkpoint runs/y/final.pt "ROMEO:" --top-k 40
     python -m annotated_transformer record runs/imdb-cpu --name imdb-cpu --weights
     python -m annotated_transformer classify predict --checkpoint results/x "Good."
-    torchrun --nproc_per_node=4 -m annotated_transformer translate train --preset base --out b
+    torchrun --nproc_per_node=4 -m annotated_transformer translate train \\
+        --preset base --out b
 
-TASK is translate (Multi30k German→English), classify (IMDb sentiment) or lm (a byte-level
-language model). ``--preset`` picks a recipe from ``PRESETS[task]``; ``--set KEY=VALUE``
-(repeatable) changes one of its settings, parsed to the setting's type. ``train`` writes its
-checkpoints and logs into ``--out`` (see :mod:`annotated_transformer.runner`); ``--resume``
-continues a killed run exactly where its last checkpoint stopped. ``record``
-promotes a finished run into ``results/NAME``
-(:mod:`annotated_transformer.records`); ``evaluate`` and ``predict`` take a record
-with weights as ``--checkpoint``.
+TASK is translate (Multi30k German→English), classify (IMDb sentiment) or lm (a
+byte-level language model). ``--preset`` picks a recipe from ``PRESETS[task]``;
+``--set KEY=VALUE`` (repeatable) changes one of its settings, parsed to the
+setting's type. ``train`` writes its checkpoints and logs into ``--out`` (see
+:mod:`annotated_transformer.runner`); ``--resume`` continues a killed run exactly
+where its last checkpoint stopped. ``record`` promotes a finished run into
+``results/NAME`` (:mod:`annotated_transformer.records`); ``evaluate`` and
+``predict`` take a record with weights as ``--checkpoint``.
 
-Every error is one line on stderr and a non-zero exit status: 2 for a bad command line, 1
-for bad input (a missing file, an unknown setting, a device that is not there) or a
-resource that ran out (memory, disk), 130 when interrupted by Ctrl-C or SIGTERM
-(``__main__`` turns SIGTERM into Ctrl-C).
+Every error is one line on stderr and a non-zero exit status: 2 for a bad command
+line, 1 for bad input (a missing file, an unknown setting, a device that is not
+there) or a resource that ran out (memory, disk), 130 when interrupted by Ctrl-C or
+SIGTERM (``__main__`` turns SIGTERM into Ctrl-C).
 """
 
 from __future__ import annotations
@@ -56,7 +66,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-SOUP = "a run's checkpoint; repeated: the mean of their weights (fine-tunes of one pretrained run)"
+SOUP = (
+    "a run's checkpoint; repeated: the mean of their weights (fine-tunes of one "
+    "pretrained run)"
+)
 
 
 def _settings_help(task: str) -> str:
@@ -73,12 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
     tasks = parser.add_subparsers(dest="task", required=True, parser_class=_Parser)
     for name, cls in TASKS.items():
         task = tasks.add_parser(name, help=cls.title)
-        commands = task.add_subparsers(dest="command", required=True, parser_class=_Parser)
+        commands = task.add_subparsers(
+            dest="command", required=True, parser_class=_Parser
+        )
 
         train = commands.add_parser(
             "train", help="train a model (resumable)", epilog=_settings_help(name)
         )
-        train.add_argument("--preset", help=f"one of {', '.join(PRESETS[name])} (default tiny)")
+        train.add_argument(
+            "--preset", help=f"one of {', '.join(PRESETS[name])} (default tiny)"
+        )
         train.add_argument(
             "--set",
             dest="settings",
@@ -87,10 +104,18 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="KEY=VALUE",
             help="change one setting (repeatable)",
         )
-        train.add_argument("--out", required=True, type=Path, help="the run's folder")
-        train.add_argument("--resume", action="store_true", help="continue the run in --out")
-        train.add_argument("--max-steps", type=int, help="stop after N steps, as if killed")
-        train.add_argument("--no-progress", action="store_true", help="no progress bars")
+        train.add_argument(
+            "--out", required=True, type=Path, help="the run's folder"
+        )
+        train.add_argument(
+            "--resume", action="store_true", help="continue the run in --out"
+        )
+        train.add_argument(
+            "--max-steps", type=int, help="stop after N steps, as if killed"
+        )
+        train.add_argument(
+            "--no-progress", action="store_true", help="no progress bars"
+        )
 
         evaluate = commands.add_parser("evaluate", help="score a checkpoint")
         predict = commands.add_parser("predict", help="run a checkpoint on texts")
@@ -99,13 +124,21 @@ def build_parser() -> argparse.ArgumentParser:
                 "--checkpoint", required=True, type=Path, action="append", help=SOUP
             )
         cls.add_evaluate_arguments(evaluate)
-        predict.add_argument("inputs", nargs="*", help="texts (default: lines on stdin)")
+        predict.add_argument(
+            "inputs", nargs="*", help="texts (default: lines on stdin)"
+        )
         cls.add_predict_arguments(predict)
 
         for command in (train, evaluate, predict):
-            command.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
-            command.add_argument("--threads", type=int, help="CPU threads (default: all)")
-            command.add_argument("--data-dir", help="a data mirror (default: $AT_DATA_MIRROR)")
+            command.add_argument(
+                "--device", default="auto", help="auto, cpu, cuda or mps"
+            )
+            command.add_argument(
+                "--threads", type=int, help="CPU threads (default: all)"
+            )
+            command.add_argument(
+                "--data-dir", help="a data mirror (default: $AT_DATA_MIRROR)"
+            )
     add_record_parser(tasks)
     return parser
 
@@ -169,7 +202,9 @@ def run(args: argparse.Namespace) -> int:
         if result is not None and result.metrics:
             print(json.dumps(result.metrics["test"], indent=2, ensure_ascii=False))
         return 0
-    checkpoint = args.checkpoint[0] if len(args.checkpoint) == 1 else args.checkpoint
+    checkpoint = (
+        args.checkpoint[0] if len(args.checkpoint) == 1 else args.checkpoint
+    )
     data, device = args.data_dir, args.device
     if isinstance(checkpoint, Path) and records.is_record(checkpoint):
         device = str(runner.pick_device(device))
@@ -177,9 +212,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         task, model = runner.load_model(checkpoint, data_dir=data, device=device)
     if TASKS[args.task] is not type(task):
-        raise ValueError(f"{args.checkpoint[0]} is a {task.name} checkpoint, not {args.task}")
+        raise ValueError(
+            f"{args.checkpoint[0]} is a {task.name} checkpoint, not {args.task}"
+        )
     if args.command == "evaluate":
-        print(json.dumps(task.evaluate_split(model, args), indent=2, ensure_ascii=False))
+        print(
+            json.dumps(
+                task.evaluate_split(model, args), indent=2, ensure_ascii=False
+            )
+        )
     else:
         inputs = args.inputs or [line.rstrip("\n") for line in sys.stdin]
         with warnings.catch_warnings(record=True) as caught:
@@ -206,7 +247,8 @@ def out_of_memory(error: BaseException) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; errors become one line on stderr and a non-zero exit status."""
+    """Run the command line; errors become one line on stderr and
+    a non-zero exit status."""
     try:
         return run(build_parser().parse_args(argv))
     except (ValueError, OSError, NonFiniteLossError, tarfile.TarError) as error:

@@ -1,8 +1,10 @@
-"""Token embeddings: a learned vector per vocabulary entry (Vaswani et al. 2017, §3.4).
+"""Token embeddings: a learned vector per vocabulary entry
+(Vaswani et al. 2017, §3.4).
 
 - :class:`Embeddings`: look up each token id, scale by √d_model;
-- :class:`TokenAndPosition`: embeddings followed by a positional encoding, with the position
-  ``offset`` that cached decoding needs (an ``nn.Sequential`` cannot pass it through).
+- :class:`TokenAndPosition`: embeddings followed by a positional encoding,
+  with the position ``offset`` that cached decoding needs (an
+  ``nn.Sequential`` cannot pass it through).
 """
 
 from __future__ import annotations
@@ -17,40 +19,46 @@ class Embeddings(nn.Module):
 
     x: integer (batch, len), ids in [0, vocab); returns (batch, len, d_model)
 
-    Why × √d_model: the paper shares this matrix with the pre-softmax projection (§3.4), whose
-    weights are small (about 1/√d_model each, so that a logit, a sum over d_model products,
-    stays near 1) — the same order as Glorot initialisation here. Such rows have a norm near 1,
-    while a sinusoidal position vector has norm √(d_model / 2). Multiplying by √d_model puts
-    the token on the same scale as its position, so the position does not drown the word.
+    Why × √d_model: the paper shares this matrix with the pre-softmax projection
+    (§3.4), whose weights are small (about 1/√d_model each, so that a logit, a sum
+    over d_model products, stays near 1) — the same order as Glorot initialisation
+    here. Such rows have a norm near 1, while a sinusoidal position vector has norm
+    √(d_model / 2). Multiplying by √d_model puts the token on the same scale as its
+    position, so the position does not drown the word.
     """
 
     def __init__(self, d_model: int, vocab: int) -> None:
         super().__init__()
         if d_model <= 0 or vocab <= 0:
-            raise ValueError(f"d_model={d_model} and vocab={vocab} must be positive")
+            raise ValueError(
+                f"d_model={d_model} and vocab={vocab} must be positive"
+            )
         self.lut = nn.Embedding(vocab, d_model)
         self.d_model = d_model
         self.vocab = vocab
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dtype.is_floating_point or x.dtype.is_complex:
-            raise ValueError(f"Embeddings needs integer token ids, got dtype {x.dtype}")
+            raise ValueError(
+                f"Embeddings needs integer token ids, got dtype {x.dtype}"
+            )
         return self.lut(x) * math.sqrt(self.d_model)
 
 
 def check_ids(ids: Tensor, vocab: int) -> None:
     """Raise a ValueError unless every id lies in [0, vocab).
 
-    Reads the values, so it runs where ids enter from outside (a prompt, a hand-made batch),
-    once, not in every forward pass: on a GPU each such read waits for the device.
+    Reads the values, so it runs where ids enter from outside (a prompt, a
+    hand-made batch), once, not in every forward pass: on a GPU each such
+    read waits for the device.
     """
     if ids.numel() > 0:
         low, high = int(ids.min()), int(ids.max())
         if low < 0 or high >= vocab:
             raise ValueError(
-                f"token ids must lie in [0, {vocab}) for a vocabulary of size {vocab}, got ids "
-                f"from {low} to {high}; was the vocabulary built from different data, or the "
-                "model made with a smaller vocab?"
+                f"token ids must lie in [0, {vocab}) for a vocabulary of size "
+                f"{vocab}, got ids from {low} to {high}; was the vocabulary built "
+                "from different data, or the model made with a smaller vocab?"
             )
 
 
@@ -58,8 +66,8 @@ class TokenAndPosition(nn.Module):
     """Embed tokens, then add positions: position(embed(tokens), offset).
 
     tokens: integer (batch, len); offset: position of the first token (0, or
-    ``cache.length`` when decoding with a cache), or each token's position, a (batch, len)
-    tensor (packed rows); returns (batch, len, d_model)
+        ``cache.length`` when decoding with a cache), or each token's position, a
+        (batch, len) tensor (packed rows); returns (batch, len, d_model)
     """
 
     def __init__(self, embed: nn.Module, position: nn.Module) -> None:

@@ -1,22 +1,25 @@
 """GPT-2's decoder-only recipe (Radford et al. 2019), from the package's blocks.
 
-GPT-2 is chapter 14's decoder-only model with four changes, and chapter 15's switches already
-hold the first one:
+GPT-2 is chapter 14's decoder-only model with four changes, and chapter 15's
+switches already hold the first one:
 
-- pre-norm LayerNorm blocks, learned positions, biases, one key/value head per query head:
-  :class:`~annotated_transformer.modern.ModernDecoderLM` with ``norm="layer",
-  positions="learned", bias=True, kv_heads=h`` (a final LayerNorm before the output, too);
-- GELU instead of ReLU in the feed-forward (:class:`GELUFeedForward`, the tanh approximation
-  GPT-2's code uses): x · Φ(x), a smooth ReLU that lets small negative values through;
-- tied input and output embeddings: the logits are h Eᵀ with the token table E itself (no
-  output bias), as the 2017 paper's §3.4 already did;
-- initialisation (:func:`gpt2_init_`): every weight drawn from N(0, 0.02²), biases zero, the
-  position table N(0, 0.01²), and the two *residual projections* of each block (attention's
-  W^O and the feed-forward's W₂, the layers that write into the residual stream) scaled by
-  1/√(2N): "We scale the weights of residual layers at initialization by a factor of 1/√N
-  where N is the number of residual layers" — a stack of N blocks has 2N of them. The
-  residual stream is a sum of 2N contributions; with the scaling its variance at
-  initialisation stays near that of the embeddings however deep the model is.
+- pre-norm LayerNorm blocks, learned positions, biases, one key/value head per query
+  head: :class:`~annotated_transformer.modern.ModernDecoderLM` with
+  ``norm="layer", positions="learned", bias=True, kv_heads=h`` (a final LayerNorm
+  before the output, too);
+- GELU instead of ReLU in the feed-forward (:class:`GELUFeedForward`, the
+  tanh approximation GPT-2's code uses): x · Φ(x), a smooth ReLU that lets
+  small negative values through;
+- tied input and output embeddings: the logits are h Eᵀ with the token table E
+  itself (no output bias), as the 2017 paper's §3.4 already did;
+- initialisation (:func:`gpt2_init_`): every weight drawn from N(0, 0.02²), biases
+  zero, the position table N(0, 0.01²), and the two *residual projections* of each
+  block (attention's W^O and the feed-forward's W₂, the layers that write into the
+  residual stream) scaled by 1/√(2N): "We scale the weights of residual layers at
+  initialization by a factor of 1/√N where N is the number of residual layers" — a
+  stack of N blocks has 2N of them. The residual stream is a sum of 2N
+  contributions; with the scaling its variance at initialisation stays near that of
+  the embeddings however deep the model is.
 
 GPT-2's tokens are byte-level BPE (:mod:`~annotated_transformer.byte_bpe`). The
 published checkpoints load with :meth:`GPT2LM.from_pretrained` (Hugging Face's
@@ -43,7 +46,8 @@ POSITION_STD = 0.01  # GPT-2's learned position table
 
 
 class GELUFeedForward(PositionwiseFeedForward):
-    """FFN(x) = GELU(x W₁ + b₁) W₂ + b₂, GELU(x) ≈ ½x(1 + tanh(√(2/π)(x + 0.044715x³))).
+    """FFN(x) = GELU(x W₁ + b₁) W₂ + b₂, GELU(x) ≈ ½x(1 +
+    tanh(√(2/π)(x + 0.044715x³))).
 
     x: (batch, len, d_model) -> (batch, len, d_model)
     """
@@ -53,13 +57,19 @@ class GELUFeedForward(PositionwiseFeedForward):
 
 
 def residual_projections(model: ModernDecoderLM) -> list[nn.Linear]:
-    """The 2N layers that write into the residual stream: each block's W^O and W₂."""
-    return [layer for b in model.blocks for layer in (b.attention.w_o, b.feed_forward.w_2)]
+    """The 2N layers that write into the residual stream:
+    each block's W^O and W₂."""
+    return [
+        layer
+        for b in model.blocks
+        for layer in (b.attention.w_o, b.feed_forward.w_2)
+    ]
 
 
 def gpt2_init_(model: ModernDecoderLM) -> None:
-    """GPT-2's initialisation, in place: N(0, 0.02²) weights, zero biases, N(0, 0.01²)
-    positions, residual projections N(0, (0.02 / √(2N))²) with N blocks; norms stay 1 and 0."""
+    """GPT-2's initialisation, in place: N(0, 0.02²) weights, zero biases,
+    N(0, 0.01²) positions, residual projections N(0, (0.02 / √(2N))²) with N
+    blocks; norms stay 1 and 0."""
     for module in model.modules():
         if isinstance(module, nn.Linear | nn.Embedding):
             nn.init.normal_(module.weight, std=INIT_STD)
@@ -67,11 +77,14 @@ def gpt2_init_(model: ModernDecoderLM) -> None:
             nn.init.zeros_(module.bias)
     nn.init.normal_(model.position.embedding.weight, std=POSITION_STD)
     for layer in residual_projections(model):
-        nn.init.normal_(layer.weight, std=INIT_STD / math.sqrt(2 * len(model.blocks)))
+        nn.init.normal_(
+            layer.weight, std=INIT_STD / math.sqrt(2 * len(model.blocks))
+        )
 
 
 class GPT2LM(ModernDecoderLM):
-    """GPT-2: N pre-norm LayerNorm blocks with GELU, learned positions, tied embeddings.
+    """GPT-2: N pre-norm LayerNorm blocks with GELU, learned
+    positions, tied embeddings.
 
     logits = LayerNorm(blocks(dropout(E[x] + P))) Eᵀ; the contract of
     :class:`~annotated_transformer.modern.ModernDecoderLM` (``forward(x, cache)``,
@@ -93,15 +106,24 @@ class GPT2LM(ModernDecoderLM):
         eps: float = 1e-5,
     ) -> None:
         d_ff = d_ff or 4 * d_model
-        switches = {"norm": "layer", "positions": "learned", "feed_forward": "relu", "bias": True}
+        switches = {
+            "norm": "layer",
+            "positions": "learned",
+            "feed_forward": "relu",
+            "bias": True,
+        }
         switches["eps"] = eps
-        super().__init__(vocab, d_model, h, N, max_len, d_ff, h, dropout, **switches)
+        super().__init__(
+            vocab, d_model, h, N, max_len, d_ff, h, dropout, **switches
+        )
         self.sizes = {"vocab": vocab, "d_model": d_model, "h": h, "N": N}
         self.sizes |= {"max_len": max_len, "d_ff": d_ff, "eps": eps}
         for block in self.blocks:
             block.feed_forward = GELUFeedForward(d_model, d_ff, dropout)
         self.to_logits = nn.Linear(d_model, vocab, bias=False)
-        self.to_logits.weight = self.embed.weight  # tied: one (vocab, d_model) table
+        self.to_logits.weight = (
+            self.embed.weight
+        )  # tied: one (vocab, d_model) table
         gpt2_init_(self)
 
     @classmethod

@@ -1,14 +1,17 @@
-"""IMDb Large Movie Review Dataset v1.0 (Maas et al. 2011): sentiment of 50,000 reviews.
+"""IMDb Large Movie Review Dataset v1.0 (Maas et al. 2011):
+sentiment of 50,000 reviews.
 
-train and test hold 25,000 reviews each, 12,500 positive (rating 7–10, label 1) and 12,500
-negative (rating 1–4, label 0). The loader reads the reviews straight out of either archive —
-the canonical ``aclImdb_v1.tar.gz`` or the repackaged ``aclImdb_v1_labeled.tar.gz`` of the
-data mirror (same texts, no unlabelled reviews) — or from an extracted folder with the layout
+train and test hold 25,000 reviews each, 12,500 positive (rating 7–10, label 1) and
+12,500 negative (rating 1–4, label 0). The loader reads the reviews straight out of
+either archive — the canonical ``aclImdb_v1.tar.gz`` or the repackaged
+``aclImdb_v1_labeled.tar.gz`` of the data mirror (same texts, no unlabelled
+reviews) — or from an extracted folder with the layout
 ``aclImdb/{train,test}/{pos,neg}/<id>_<rating>.txt``. Reviews are returned sorted by
 (label, id), so the order does not depend on which copy was read.
 
-Tokens are lower-cased words (runs of letters/digits, with inner apostrophes: ``don't``) and
-the marks ``!`` and ``?``; the ``<br />`` line breaks of the HTML source are removed first.
+Tokens are lower-cased words (runs of letters/digits, with inner apostrophes:
+``don't``) and the marks ``!`` and ``?``; the ``<br />`` line breaks of the HTML
+source are removed first.
 """
 
 from __future__ import annotations
@@ -42,8 +45,9 @@ def load_imdb(
 ) -> Reviews:
     """Texts and labels (1 = positive) of the ``"train"`` or ``"test"`` split.
 
-    path: an archive, an extracted ``aclImdb`` folder, or a folder containing one; by default
-    an extracted ``imdb/aclImdb`` in the mirror, else ``download.fetch("imdb")``.
+    path: an archive, an extracted ``aclImdb`` folder, or a folder containing one;
+        by default an extracted ``imdb/aclImdb`` in the mirror, else
+        ``download.fetch("imdb")``.
     """
     if split not in SPLITS:
         raise ValueError(f"unknown IMDb split {split!r}; use 'train' or 'test'")
@@ -66,12 +70,15 @@ def _locate(path: str | Path | None, mirror: str | Path | None) -> Path:
     return fetch("imdb", mirror=mirror).resolve()
 
 
-@cache  # once per process; across processes the parsed archive is kept as JSON in the cache
+# once per process; across processes the parsed archive is kept as JSON in the cache
+@cache
 def _load_all(source: Path) -> dict[str, Reviews]:
     """Both splits, each sorted by (label, id), of an archive or folder."""
     parsed = None
     if source.is_file():  # an archive: 3 s to parse, 0.4 s to read back as JSON
-        parsed = settings.cache_dir() / "imdb" / f"parsed-{sha256_of(source)[:16]}.json"
+        parsed = (
+            settings.cache_dir() / "imdb" / f"parsed-{sha256_of(source)[:16]}.json"
+        )
     result = None
     if parsed is not None and parsed.is_file():
         with contextlib.suppress(OSError, ValueError):  # unreadable: parsed again
@@ -79,13 +86,16 @@ def _load_all(source: Path) -> dict[str, Reviews]:
     if not _well_formed(result):  # unreadable, damaged or altered: parse again
         result = _parse(source)
         if parsed is not None:
-            atomic_write(parsed, json.dumps(result, ensure_ascii=False).encode("utf-8"))
+            atomic_write(
+                parsed, json.dumps(result, ensure_ascii=False).encode("utf-8")
+            )
     for split, (_texts, labels) in result.items():
         counts = [labels.count(0), labels.count(1)]
         if counts != [PER_CLASS, PER_CLASS]:
             raise ValueError(
-                f"{source}: IMDb {split} has {counts[0]} negative and {counts[1]} positive "
-                f"reviews, expected {PER_CLASS:,} each; the copy is incomplete: fetch it again"
+                f"{source}: IMDb {split} has {counts[0]} negative and {counts[1]} "
+                f"positive reviews, expected {PER_CLASS:,} each; the copy is "
+                "incomplete: fetch it again"
             )
     return result
 
@@ -125,27 +135,37 @@ def _read_reviews(source: Path) -> Iterator[tuple[str, str]]:
             if _MEMBER.search(name):
                 yield name, file.read_text(encoding="utf-8")
         return
-    with tarfile.open(source, "r|*") as archive:  # one streaming pass, nothing extracted
+    with tarfile.open(
+        source, "r|*"
+    ) as archive:  # one streaming pass, nothing extracted
         for member in archive:
             if member.isfile() and _MEMBER.search(member.name):
-                yield member.name, archive.extractfile(member).read().decode("utf-8")
+                yield (
+                    member.name,
+                    archive.extractfile(member).read().decode("utf-8"),
+                )
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased words and ``!``/``?`` of one review, with ``<br />`` markup removed."""
+    """Lower-cased words and ``!``/``?`` of one review, with
+    ``<br />`` markup removed."""
     return _WORD.findall(_BREAK.sub(" ", text).lower())
 
 
 def train_val_split(
     texts: list[str], labels: list[int], val_size: int = 2_500, seed: int = 0
 ) -> tuple[Reviews, Reviews]:
-    """Carve a random validation set of ``val_size`` reviews out of the training split."""
+    """Carve a random validation set of ``val_size`` reviews out
+    of the training split."""
     if not 0 < val_size < len(texts) or len(texts) != len(labels):
         raise ValueError(
-            f"val_size={val_size} must be between 1 and {len(texts) - 1}, and texts "
-            f"({len(texts)}) and labels ({len(labels)}) must have the same length"
+            f"val_size={val_size} must be between 1 and {len(texts) - 1}, and "
+            f"texts ({len(texts)}) and labels ({len(labels)}) must have the same "
+            "length"
         )
-    order = torch.randperm(len(texts), generator=torch.Generator().manual_seed(seed)).tolist()
+    order = torch.randperm(
+        len(texts), generator=torch.Generator().manual_seed(seed)
+    ).tolist()
     val, train = sorted(order[:val_size]), sorted(order[val_size:])
     return ([texts[i] for i in train], [labels[i] for i in train]), (
         [texts[i] for i in val],
@@ -158,16 +178,18 @@ def build_vocab(
     max_size: int = 20_000,
     specials: Sequence[str] = SPECIALS,
 ) -> Vocab:
-    """Vocabulary of the ``max_size`` most frequent TRAIN tokens (``specials`` included)."""
+    """Vocabulary of the ``max_size`` most frequent TRAIN tokens
+    (``specials`` included)."""
     return Vocab.build(train_tokens, specials=specials, max_size=max_size)
 
 
 def encode(
     tokens: Iterable[Sequence[str]], vocab: Vocab, max_len: int, tail: int = 0
 ) -> list[list[int]]:
-    """Token ids of each review, cut to its first ``max_len`` tokens (reviews average ~235),
-    or, with ``tail``, a review longer than ``max_len`` to its first ``max_len - tail`` and its
-    last ``tail`` tokens: a review's verdict is often in its closing lines (Sun et al. 2019)."""
+    """Token ids of each review, cut to its first ``max_len`` tokens (reviews
+    average ~235), or, with ``tail``, a review longer than ``max_len`` to its first
+    ``max_len - tail`` and its last ``tail`` tokens: a review's verdict is often in
+    its closing lines (Sun et al. 2019)."""
     if max_len < 1:
         raise ValueError(f"max_len={max_len} must be at least 1")
     if not 0 <= tail < max_len:

@@ -1,21 +1,23 @@
-"""The building blocks of the Transformer's stacks (Vaswani et al. 2017, §3.1, §3.3).
+"""The building blocks of the Transformer's stacks (Vaswani
+et al. 2017, §3.1, §3.3).
 
 Encoder-decoder (the paper, as coded in the Annotated Transformer — pre-norm):
 
 - :class:`SublayerConnection`: x + dropout(sublayer(norm(x)));
 - :class:`PositionwiseFeedForward`: FFN(x) = max(0, x W₁ + b₁) W₂ + b₂ (eq. 2);
-- :class:`EncoderLayer` (self-attention, FFN), :class:`DecoderLayer` (masked self-attention,
-  source attention, FFN);
+- :class:`EncoderLayer` (self-attention, FFN), :class:`DecoderLayer` (masked
+  self-attention, source attention, FFN);
 - :class:`Encoder`, :class:`Decoder`: N layers and a final norm.
 
-One block for encoder-only and decoder-only models (Bloem's ``former`` — post-norm, as the
-paper's text): :class:`TransformerBlock`.
+One block for encoder-only and decoder-only models (Bloem's ``former`` — post-norm,
+as the paper's text): :class:`TransformerBlock`.
 
-Normalisation: :class:`LayerNorm` is the original's hand-written one, kept to teach the formula.
-The stacks use ``nn.LayerNorm``: it is the exact formula of Ba et al. (biased variance, ε inside
-the square root), one fused kernel, and what ``nn.Transformer`` uses, so the model can be
-checked against PyTorch's. The original divides by the *unbiased* std plus ε instead, which
-scales outputs by √(n/(n-1)) relative to the standard (harvardnlp/annotated-transformer #122).
+Normalisation: :class:`LayerNorm` is the original's hand-written one, kept to teach
+the formula. The stacks use ``nn.LayerNorm``: it is the exact formula of Ba et al.
+(biased variance, ε inside the square root), one fused kernel, and what
+``nn.Transformer`` uses, so the model can be checked against PyTorch's. The original
+divides by the *unbiased* std plus ε instead, which scales outputs by √(n/(n-1))
+relative to the standard (harvardnlp/annotated-transformer #122).
 """
 
 from __future__ import annotations
@@ -33,15 +35,18 @@ from annotated_transformer.masks import subsequent_mask
 
 
 def clones(module: nn.Module, N: int) -> nn.ModuleList:
-    """N independent deep copies of ``module`` (same initial weights, trained separately)."""
+    """N independent deep copies of ``module`` (same initial
+    weights, trained separately)."""
     return nn.ModuleList([copy.deepcopy(module) for _ in range(N)])
 
 
 class LayerNorm(nn.Module):
-    """The original's layer norm: a₂ ⊙ (x − mean) / (std + eps) + b₂ over the last axis.
+    """The original's layer norm: a₂ ⊙ (x − mean) / (std +
+    eps) + b₂ over the last axis.
 
-    std is the unbiased (n − 1) standard deviation and eps is added to it, not to the variance;
-    ``nn.LayerNorm`` computes (x − mean) / √(var + eps) with the biased variance.
+    std is the unbiased (n − 1) standard deviation and eps is added to it,
+    not to the variance; ``nn.LayerNorm`` computes (x − mean) / √(var + eps)
+    with the biased variance.
     x: (..., features) -> (..., features)
     """
 
@@ -60,9 +65,10 @@ class LayerNorm(nn.Module):
 class SublayerConnection(nn.Module):
     """Pre-norm residual connection: x + dropout(sublayer(norm(x))).
 
-    The paper writes post-norm, LayerNorm(x + Sublayer(x)); normalising first, as the
-    Annotated Transformer's code does, keeps a clean identity path from input to output and
-    trains deep stacks without a careful warm-up. x: (batch, len, size) -> same.
+    The paper writes post-norm, LayerNorm(x + Sublayer(x)); normalising first, as
+    the Annotated Transformer's code does, keeps a clean identity path from input to
+    output and trains deep stacks without a careful warm-up. x: (batch, len,
+    size) -> same.
     """
 
     def __init__(self, size: int, dropout: float) -> None:
@@ -75,13 +81,16 @@ class SublayerConnection(nn.Module):
 
 
 class PositionwiseFeedForward(nn.Module):
-    """FFN(x) = max(0, x W₁ + b₁) W₂ + b₂, the same two-layer MLP at every position (eq. 2).
+    """FFN(x) = max(0, x W₁ + b₁) W₂ + b₂, the same two-layer MLP
+    at every position (eq. 2).
 
-    x: (batch, len, d_model) -> (batch, len, d_model); hidden width d_ff (2048 in the paper);
-    ``bias=False`` drops b₁ and b₂ (chapter 15's ablation)
+    x: (batch, len, d_model) -> (batch, len, d_model); hidden width d_ff (2048 in
+        the paper); ``bias=False`` drops b₁ and b₂ (chapter 15's ablation)
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1, bias: bool = True) -> None:
+    def __init__(
+        self, d_model: int, d_ff: int, dropout: float = 0.1, bias: bool = True
+    ) -> None:
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
         self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
@@ -94,7 +103,8 @@ class PositionwiseFeedForward(nn.Module):
 class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each in a pre-norm residual connection.
 
-    x: (batch, src_len, size); mask: bool (batch, 1, src_len) -> (batch, src_len, size)
+    x: (batch, src_len, size); mask: bool (batch, 1,
+        src_len) -> (batch, src_len, size)
     """
 
     def __init__(
@@ -116,8 +126,8 @@ class EncoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """N encoder layers, then a final norm (needed with pre-norm: the last residual sum is
-    otherwise never normalised). x: (batch, src_len, d_model) -> same."""
+    """N encoder layers, then a final norm (needed with pre-norm: the last residual
+    sum is otherwise never normalised). x: (batch, src_len, d_model) -> same."""
 
     def __init__(self, layer: EncoderLayer, N: int) -> None:
         super().__init__()
@@ -131,12 +141,14 @@ class Encoder(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """Masked self-attention, source attention over the encoder memory, feed-forward.
+    """Masked self-attention, source attention over the
+    encoder memory, feed-forward.
 
     x: (batch, new, size); memory: (batch, src_len, size)
     src_mask: bool (batch, 1, src_len); tgt_mask: bool (batch or 1, new, past + new)
-    cache: this layer's ``(self_kv, src_kv)`` from a :class:`DecoderCache`, or None;
-    with it, x holds only the new positions and the earlier keys/values come from the cache.
+    cache: this layer's ``(self_kv, src_kv)`` from a :class:`DecoderCache`, or
+        None; with it, x holds only the new positions and the earlier
+        keys/values come from the cache.
     returns (batch, new, size)
     """
 
@@ -165,8 +177,12 @@ class DecoderLayer(nn.Module):
     ) -> Tensor:
         self_kv, src_kv = cache if cache is not None else (None, None)
         m = memory
-        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, tgt_mask, cache=self_kv))
-        x = self.sublayer[1](x, lambda x: self.src_attn(x, m, m, src_mask, cache=src_kv))
+        x = self.sublayer[0](
+            x, lambda x: self.self_attn(x, x, x, tgt_mask, cache=self_kv)
+        )
+        x = self.sublayer[1](
+            x, lambda x: self.src_attn(x, m, m, src_mask, cache=src_kv)
+        )
         return self.sublayer[2](x, self.feed_forward)
 
 
@@ -192,27 +208,41 @@ class Decoder(nn.Module):
         if cache is not None and len(cache.layers) != len(self.layers):
             raise ValueError(
                 f"the cache has {len(cache.layers)} layers but the decoder has "
-                f"{len(self.layers)}; build it with DecoderCache({len(self.layers)})"
+                f"{len(self.layers)}; build it with "
+                f"DecoderCache({len(self.layers)})"
             )
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, src_mask, tgt_mask, None if cache is None else cache.layers[i])
+            x = layer(
+                x,
+                memory,
+                src_mask,
+                tgt_mask,
+                None if cache is None else cache.layers[i],
+            )
         return self.norm(x)
 
 
 class TransformerBlock(nn.Module):
     """Bloem's post-norm block for encoder-only and decoder-only models.
 
-    x = LayerNorm(x + dropout(SelfAttention(x))); x = LayerNorm(x + dropout(FFN(x)))
-    (the paper's text, §3.1 and §5.4; ``nn.TransformerEncoderLayer`` with norm_first=False).
+    x = LayerNorm(x + dropout(SelfAttention(x))); x = LayerNorm(x +
+    dropout(FFN(x))) (the paper's text, §3.1 and §5.4;
+    ``nn.TransformerEncoderLayer`` with norm_first=False).
 
-    x: (batch, len, d_model); mask: bool (batch or 1, 1 or len, past + len), e.g. a
-    padding mask; ``causal=True`` also hides the future (a decoder-only language model).
+    x: (batch, len, d_model); mask: bool (batch or 1, 1 or len, past + len),
+        e.g. a padding mask; ``causal=True`` also hides the future (a
+        decoder-only language model).
     cache: a :class:`KVCache` for generation, then x holds only the new positions.
     returns (batch, len, d_model)
     """
 
     def __init__(
-        self, d_model: int, h: int, d_ff: int, dropout: float = 0.1, causal: bool = False
+        self,
+        d_model: int,
+        h: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        causal: bool = False,
     ) -> None:
         super().__init__()
         self.attention = MultiHeadedAttention(h, d_model, dropout)

@@ -1,24 +1,27 @@
-"""Label smoothing (Szegedy et al. 2016; Vaswani et al. 2017, section 5.4, ε_ls = 0.1).
+"""Label smoothing (Szegedy et al. 2016; Vaswani et al. 2017,
+section 5.4, ε_ls = 0.1).
 
-Instead of a one-hot target, each token's target is a smoothed distribution q over the
-vocabulary of V classes. This package uses PyTorch's convention, the one
+Instead of a one-hot target, each token's target is a smoothed distribution q over
+the vocabulary of V classes. This package uses PyTorch's convention, the one
 ``F.cross_entropy(label_smoothing=ε)`` implements:
 
     q(c) = (1 - ε) · [c = y] + ε / V          for every class c, padding included
 
-(the original Annotated Transformer instead put 1 - ε on y and ε / (V - 2) on every class but y
-and padding; ``LabelSmoothing(..., exclude_pad_class=True)`` reproduces that one for comparison).
-Positions whose target is the padding index contribute nothing.
+(the original Annotated Transformer instead put 1 - ε on y and ε / (V - 2) on every
+class but y and padding; ``LabelSmoothing(..., exclude_pad_class=True)`` reproduces
+that one for comparison). Positions whose target is the padding index contribute
+nothing.
 
 Two ways to compute the same thing:
 
-- ``LabelSmoothing``: the explicit form that teaches — build q, then the KL divergence
-  KL(q ‖ p) = Σ_c q(c) (log q(c) - log p(c)).
+- ``LabelSmoothing``: the explicit form that teaches — build q, then the KL
+  divergence KL(q ‖ p) = Σ_c q(c) (log q(c) - log p(c)).
 - ``smoothed_cross_entropy``: the fast form used in training — the cross-entropy
   H(q, p) = -Σ_c q(c) log p(c), fused in ``F.cross_entropy``.
 
-They differ by a constant: KL(q ‖ p) = H(q, p) - H(q), and the entropy H(q) of the target does
-not depend on the model, so both give the same gradients (tests/test_loss.py checks this).
+They differ by a constant: KL(q ‖ p) = H(q, p) - H(q), and the entropy H(q) of the
+target does not depend on the model, so both give the same gradients
+(tests/test_loss.py checks this).
 """
 
 from __future__ import annotations
@@ -30,20 +33,22 @@ from torch import nn
 
 def _check_smoothing(smoothing: float) -> None:
     if not 0.0 <= smoothing < 1.0:
-        raise ValueError(f"smoothing={smoothing} must be in [0, 1): it is the mass moved off y")
+        raise ValueError(
+            f"smoothing={smoothing} must be in [0, 1): it is the mass moved off y"
+        )
 
 
 class LabelSmoothing(nn.Module):
     """KL(q ‖ p) summed over the non-padding positions, with q the smoothed target.
 
-    size: vocabulary size V; padding_idx: the padding token (its positions are skipped), or
-    None when there is no padding; smoothing: ε.
-    forward(x, target): x log-probabilities (n, V); target (n,) ids → loss, a scalar (sum).
-    After each call ``self.true_dist`` holds q, (n, V), for pictures.
+    size: vocabulary size V; padding_idx: the padding token (its positions are
+        skipped), or None when there is no padding; smoothing: ε.
+    forward(x, target): x log-probabilities (n, V); target (n,) ids → loss, a scalar
+        (sum). After each call ``self.true_dist`` holds q, (n, V), for pictures.
 
-    Unlike the original, it stays finite for every finite x: zero target entries are skipped
-    instead of computing 0 · log 0, and batches with no padding, one padding token or only
-    padding all work (an all-padding batch gives 0).
+    Unlike the original, it stays finite for every finite x: zero target entries are
+    skipped instead of computing 0 · log 0, and batches with no padding, one padding
+    token or only padding all work (an all-padding batch gives 0).
     """
 
     def __init__(
@@ -57,13 +62,15 @@ class LabelSmoothing(nn.Module):
         super().__init__()
         _check_smoothing(smoothing)
         if padding_idx is not None and not 0 <= padding_idx < size:
-            raise ValueError(f"padding_idx={padding_idx} is not a class id in [0, {size})")
+            raise ValueError(
+                f"padding_idx={padding_idx} is not a class id in [0, {size})"
+            )
         spread = size - 2 if exclude_pad_class else size
         if spread < 1 or (exclude_pad_class and padding_idx is None):
             raise ValueError(
-                f"exclude_pad_class=True needs a padding_idx and size >= 3 (got size={size}, "
-                f"padding_idx={padding_idx}): ε is spread over the classes that are neither "
-                "the target nor padding"
+                "exclude_pad_class=True needs a padding_idx and size >= 3 (got "
+                f"size={size}, padding_idx={padding_idx}): ε is spread over the "
+                "classes that are neither the target nor padding"
             )
         self.size = size
         self.padding_idx = padding_idx
@@ -72,7 +79,8 @@ class LabelSmoothing(nn.Module):
         self.true_dist: torch.Tensor | None = None
 
     def target_distribution(self, target: torch.Tensor) -> torch.Tensor:
-        """q for each target id: target (n,) → (n, V); rows of padding positions are all zero."""
+        """q for each target id: target (n,) → (n, V); rows of padding
+        positions are all zero."""
         eps, V, n = self.smoothing, self.size, target.numel()
         ids = target.reshape(-1, 1)
         if self.exclude_pad_class:
@@ -81,7 +89,9 @@ class LabelSmoothing(nn.Module):
             q[:, self.padding_idx] = 0.0
         else:
             q = torch.full((n, V), eps / V, device=target.device)
-            q.scatter_add_(1, ids, torch.full((n, 1), 1.0 - eps, device=target.device))
+            q.scatter_add_(
+                1, ids, torch.full((n, 1), 1.0 - eps, device=target.device)
+            )
         if self.padding_idx is not None:
             q[ids.view(-1) == self.padding_idx] = 0.0
         return q
@@ -89,34 +99,42 @@ class LabelSmoothing(nn.Module):
     def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         if x.dim() != 2 or x.size(1) != self.size or target.shape != x.shape[:1]:
             raise ValueError(
-                f"LabelSmoothing expects x (n, {self.size}) log-probabilities and target (n,), "
-                f"got x {tuple(x.shape)} and target {tuple(target.shape)}; flatten (batch, len) "
-                "first with x.view(-1, V) and target.view(-1)"
+                f"LabelSmoothing expects x (n, {self.size}) log-probabilities and "
+                f"target (n,), got x {tuple(x.shape)} and target "
+                f"{tuple(target.shape)}; flatten (batch, len) first with "
+                "x.view(-1, V) and target.view(-1)"
             )
         if target.numel() and (target.min() < 0 or target.max() >= self.size):
             raise ValueError(f"target ids must lie in [0, {self.size})")
         q = self.target_distribution(target).to(x.dtype)
         self.true_dist = q
-        # Σ q (log q - x), skipping q = 0 entries: xlogy gives 0·log 0 = 0, and masking x there
-        # avoids 0 · (-inf) = NaN when the model puts zero probability on a zero-target class.
+        # Σ q (log q - x), skipping q = 0 entries: xlogy gives 0·log 0 = 0, and
+        # masking x there avoids 0 · (-inf) = NaN when the model puts zero
+        # probability on a zero-target class.
         return (torch.xlogy(q, q) - q * x.masked_fill(q == 0, 0.0)).sum()
 
 
 def smoothed_cross_entropy(
-    logits: torch.Tensor, target: torch.Tensor, padding_idx: int | None, smoothing: float = 0.0
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    padding_idx: int | None,
+    smoothing: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The fast path: H(q, p) summed over non-padding positions, computed in float32.
+    """The fast path: H(q, p) summed over non-padding
+    positions, computed in float32.
 
-    logits: (..., V) scores or log-probabilities (log_softmax is idempotent, so a ``Generator``
-    that returns log-probabilities works too); target: (...) ids.
-    returns (loss_sum, n_tokens): a scalar sum and the number of non-padding positions, so that
-    callers can divide by the tokens of a whole (accumulated) batch.
+    logits: (..., V) scores or log-probabilities (log_softmax is idempotent, so a
+        ``Generator`` that returns log-probabilities works too); target: (...) ids.
+    returns (loss_sum, n_tokens): a scalar sum and the number of
+        non-padding positions, so that callers can divide by the tokens of
+        a whole (accumulated) batch.
     """
     _check_smoothing(smoothing)
     if logits.shape[:-1] != target.shape:
         raise ValueError(
-            f"logits {tuple(logits.shape)} and target {tuple(target.shape)} disagree: expected "
-            "logits (..., V) and target (...) with the same leading sizes"
+            f"logits {tuple(logits.shape)} and target {tuple(target.shape)} "
+            "disagree: expected logits (..., V) and target (...) with the same "
+            "leading sizes"
         )
     ignore = -100 if padding_idx is None else padding_idx
     loss_sum = F.cross_entropy(

@@ -2,13 +2,13 @@
 
 Two BLEUs, because two conventions are in use and they are not comparable:
 
-- ``bleu``: sacreBLEU's standard corpus BLEU on detokenized, cased text (its own ``13a``
-  tokenization, exponential smoothing). Report it with its ``signature``.
-- ``tokenized_bleu``: corpus BLEU on already-tokenized, lower-cased text, n-grams of the
-  tokens as given (sacreBLEU with ``tokenize="none"``, ``lowercase=True``, no smoothing).
-  This is what many Multi30k tutorials report (torchtext's ``bleu_score`` on lower-cased
-  spaCy tokens, with its defaults: up to 4-grams, uniform weights, brevity penalty, no
-  smoothing).
+- ``bleu``: sacreBLEU's standard corpus BLEU on detokenized, cased text (its own
+  ``13a`` tokenization, exponential smoothing). Report it with its ``signature``.
+- ``tokenized_bleu``: corpus BLEU on already-tokenized, lower-cased text, n-grams of
+  the tokens as given (sacreBLEU with ``tokenize="none"``, ``lowercase=True``, no
+  smoothing). This is what many Multi30k tutorials report (torchtext's
+  ``bleu_score`` on lower-cased spaCy tokens, with its defaults: up to 4-grams,
+  uniform weights, brevity penalty, no smoothing).
   Numbers from it run higher than ``bleu`` and depend on the tokenizer.
 """
 
@@ -25,7 +25,8 @@ from sacrebleu.metrics import BLEU, CHRF
 
 @dataclass(frozen=True)
 class Score:
-    """A corpus score (0–100) and the sacreBLEU signature that says how it was computed."""
+    """A corpus score (0–100) and the sacreBLEU signature that
+    says how it was computed."""
 
     name: str
     score: float
@@ -44,7 +45,8 @@ def _check(hypotheses: Sequence, references: Sequence) -> None:
 
 
 def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
-    """Standard sacreBLEU corpus BLEU of detokenized sentences (one reference each)."""
+    """Standard sacreBLEU corpus BLEU of detokenized
+    sentences (one reference each)."""
     _check(hypotheses, references)
     metric = BLEU()
     result = metric.corpus_score(list(hypotheses), [list(references)])
@@ -54,17 +56,21 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
 def tokenized_bleu(
     hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]]
 ) -> Score:
-    """Corpus BLEU of token lists, lower-cased, no smoothing (the Multi30k tutorials' BLEU)."""
+    """Corpus BLEU of token lists, lower-cased, no smoothing (the
+    Multi30k tutorials' BLEU)."""
     _check(hypotheses, references)
     metric = BLEU(tokenize="none", smooth_method="none", lowercase=True)
     hyps = [" ".join(tokens) for tokens in hypotheses]
     refs = [" ".join(tokens) for tokens in references]
     result = metric.corpus_score(hyps, [refs])
-    return Score("BLEU (tokenized, lower-cased)", result.score, str(metric.get_signature()))
+    return Score(
+        "BLEU (tokenized, lower-cased)", result.score, str(metric.get_signature())
+    )
 
 
 def chrf(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
-    """sacreBLEU's chrF (character 6-gram F-score, β = 2) of detokenized sentences."""
+    """sacreBLEU's chrF (character 6-gram F-score, β = 2) of
+    detokenized sentences."""
     _check(hypotheses, references)
     metric = CHRF()
     result = metric.corpus_score(list(hypotheses), [list(references)])
@@ -72,7 +78,8 @@ def chrf(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
 
 
 class BitsPerByte:
-    """Mean negative log₂-likelihood per byte, accumulated over a whole text in batches.
+    """Mean negative log₂-likelihood per byte, accumulated
+    over a whole text in batches.
 
     bpb = −(1/N) Σₜ log₂ p(xₜ | x₍<ₜ₎) = (Σ cross-entropy in nats) / (N · ln 2).
     A model that is uniform over the 256 byte values scores exactly log₂ 256 = 8.
@@ -84,13 +91,17 @@ class BitsPerByte:
         self.count = 0
 
     def update(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
-        """logits: (..., vocab) scores of the next byte; targets: (...) the true next bytes."""
+        """logits: (..., vocab) scores of the next byte; targets:
+        (...) the true next bytes."""
         if logits.shape[:-1] != targets.shape:
             raise ValueError(
-                f"logits {tuple(logits.shape)} must be targets {tuple(targets.shape)} + (vocab,)"
+                f"logits {tuple(logits.shape)} must be targets "
+                f"{tuple(targets.shape)} + (vocab,)"
             )
         flat = logits.reshape(-1, logits.shape[-1]).double()
-        self.nats += F.cross_entropy(flat, targets.reshape(-1).long(), reduction="sum").item()
+        self.nats += F.cross_entropy(
+            flat, targets.reshape(-1).long(), reduction="sum"
+        ).item()
         self.count += targets.numel()
 
     def compute(self) -> float:
@@ -107,12 +118,14 @@ def bits_per_byte(logits: torch.Tensor, targets: torch.Tensor) -> float:
 
 
 def accuracy(predictions: torch.Tensor, labels: torch.Tensor) -> float:
-    """Fraction correct; ``predictions`` are class ids (n,) or scores (n, classes)."""
+    """Fraction correct; ``predictions`` are class ids (n,)
+    or scores (n, classes)."""
     if predictions.dim() == labels.dim() + 1:
         predictions = predictions.argmax(dim=-1)
     if predictions.shape != labels.shape or labels.numel() == 0:
         raise ValueError(
-            f"predictions {tuple(predictions.shape)} and labels {tuple(labels.shape)} must "
-            "match (scores may have one more, last axis) and be non-empty"
+            f"predictions {tuple(predictions.shape)} and labels "
+            f"{tuple(labels.shape)} must match (scores may have one more, last "
+            "axis) and be non-empty"
         )
     return (predictions == labels).double().mean().item()

@@ -1,12 +1,15 @@
-"""The Transformer today: a Llama-style decoder-only language model, and the way there.
+"""The Transformer today: a Llama-style decoder-only language
+model, and the way there.
 
-Seven years of practice changed the 2017 decoder block in four places, each one module here:
+Seven years of practice changed the 2017 decoder block in four
+places, each one module here:
 
-- pre-norm with :class:`~annotated_transformer.norms.RMSNorm` instead of post-norm LayerNorm;
-- rotary position embeddings (:mod:`~annotated_transformer.rope`) on queries and keys, in
-  every layer, instead of position vectors added to the input;
-- grouped-query attention (:mod:`~annotated_transformer.gqa`): fewer key/value heads, a
-  smaller KV cache;
+- pre-norm with :class:`~annotated_transformer.norms.RMSNorm`
+  instead of post-norm LayerNorm;
+- rotary position embeddings (:mod:`~annotated_transformer.rope`) on queries and
+  keys, in every layer, instead of position vectors added to the input;
+- grouped-query attention (:mod:`~annotated_transformer.gqa`): fewer key/value
+  heads, a smaller KV cache;
 - the :class:`~annotated_transformer.swiglu.SwiGLU` feed-forward instead of ReLU;
 
 and no biases anywhere. One block:
@@ -14,16 +17,18 @@ and no biases anywhere. One block:
     x = x + dropout(GQA(RMSNorm(x)))          (causal, RoPE)
     x = x + dropout(SwiGLU(RMSNorm(x)))
 
-:class:`ModernDecoderLM` stacks N blocks between a token embedding and a final RMSNorm and
-output projection. It keeps the contract of :class:`~annotated_transformer.model.DecoderLM`
-(``forward(x, cache)``, ``new_cache()``, ``max_len``), so
-:func:`~annotated_transformer.sampling.sample` generates from either.
+:class:`ModernDecoderLM` stacks N blocks between a token embedding and a final
+RMSNorm and output projection. It keeps the contract of
+:class:`~annotated_transformer.model.DecoderLM` (``forward(x, cache)``,
+``new_cache()``, ``max_len``), so :func:`~annotated_transformer.sampling.sample`
+generates from either.
 
-Each change is also a switch, so that chapter 15 can add them one at a time to a pre-norm
-block and measure each: ``norm`` ("rms" or "layer"), ``positions`` ("rope", "alibi",
-"learned", "sinusoidal" or "none"), ``feed_forward`` ("swiglu" or "relu"), ``bias`` and
-``kv_heads``. With ``norm="layer", positions="learned", feed_forward="relu", bias=True,
-kv_heads=h`` the model is chapter 14's, made pre-norm.
+Each change is also a switch, so that chapter 15 can add them one at a time to a
+pre-norm block and measure each: ``norm`` ("rms" or "layer"), ``positions`` ("rope",
+"alibi", "learned", "sinusoidal" or "none"), ``feed_forward`` ("swiglu" or "relu"),
+``bias`` and ``kv_heads``. With ``norm="layer", positions="learned",
+feed_forward="relu", bias=True, kv_heads=h`` the model is chapter 14's, made
+pre-norm.
 """
 
 from __future__ import annotations
@@ -75,14 +80,19 @@ def make_norm(
 
 
 class ModernBlock(nn.Module):
-    """Pre-norm block: x + dropout(GQA(RMSNorm(x))), then x + dropout(SwiGLU(RMSNorm(x))).
+    """Pre-norm block: x + dropout(GQA(RMSNorm(x))), then
+    x + dropout(SwiGLU(RMSNorm(x))).
 
-    d_ff: the feed-forward's hidden width itself (``swiglu_width(4 * d_model)`` matches the
-    parameters of the paper's 4·d_model ReLU feed-forward); no biases unless ``bias``.
-    norm, feed_forward, bias: the switches of the module docstring; positions: "rope" and
-    "alibi" act here, in the attention, the others at the input of the model.
-    x: (batch, new, d_model); cache: a :class:`KVCache` of kv_heads heads for generation;
-    rope: (cos, sin) tables for the new positions (with RoPE), or None to compute them here;
+    d_ff: the feed-forward's hidden width itself
+        (``swiglu_width(4 * d_model)`` matches the parameters of the paper's
+        4·d_model ReLU feed-forward); no biases unless ``bias``.
+    norm, feed_forward, bias: the switches of the module docstring;
+        positions: "rope" and "alibi" act here, in the attention, the others
+        at the input of the model.
+    x: (batch, new, d_model); cache: a :class:`KVCache` of
+        kv_heads heads for generation;
+    rope: (cos, sin) tables for the new positions (with RoPE), or
+        None to compute them here;
     alibi: likewise ALiBi's bias (h, new, past + new);
     mask: bool (batch, new, past + new) for left-padded rows
     (:meth:`~annotated_transformer.gqa.GroupedQueryAttention.forward`).
@@ -136,31 +146,37 @@ class ModernBlock(nn.Module):
 
 
 class ModernDecoderLM(nn.Module):
-    """A decoder-only language model with N :class:`ModernBlock` s (Llama's recipe, small).
+    """A decoder-only language model with N :class:`ModernBlock`
+    s (Llama's recipe, small).
 
-    logits = RMSNorm(blocks(dropout(E[x]))) Wᵀ, positions entering only through RoPE.
+    logits = RMSNorm(blocks(dropout(E[x]))) Wᵀ, positions
+    entering only through RoPE.
 
-    The output matrix W (vocab, d_model) is *not* tied to the embedding E: Llama's choice;
-    over bytes E holds only vocab × d_model = 256 × d_model parameters, so tying would save
-    little, and untied the input and output tables can specialise. All layers keep PyTorch's
-    default initialisation, as :class:`~annotated_transformer.model.DecoderLM` does.
+    The output matrix W (vocab, d_model) is *not* tied to the embedding E: Llama's
+    choice; over bytes E holds only vocab × d_model = 256 × d_model parameters, so
+    tying would save little, and untied the input and output tables can specialise.
+    All layers keep PyTorch's default initialisation, as
+    :class:`~annotated_transformer.model.DecoderLM` does.
 
     d_ff: the feed-forward's hidden width; None takes 4 · d_model for ReLU and
-    ``swiglu_width(4 * d_model)``, the same parameter count, for SwiGLU. kv_heads: key/value
-    heads, dividing h. max_len: the longest context (RoPE has no table to outgrow, but the
-    model is trained, and :func:`~annotated_transformer.sampling.sample` crops, to this
-    length). norm, positions, feed_forward, bias: the switches of the module docstring;
-    "learned" and "sinusoidal" positions are added to the token vectors, as in chapter 14.
+        ``swiglu_width(4 * d_model)``, the same parameter count, for SwiGLU.
+        kv_heads: key/value heads, dividing h. max_len: the longest context (RoPE
+        has no table to outgrow, but the model is trained, and
+        :func:`~annotated_transformer.sampling.sample` crops, to this length). norm,
+        positions, feed_forward, bias: the switches of the module docstring;
+        "learned" and "sinusoidal" positions are added to the token vectors, as in
+        chapter 14.
     eps: the norms' (None: each norm's usual one, see :func:`make_norm`).
 
-    x: integer (batch, len), ids in [0, vocab); positions start at ``cache[0].length`` (0
-    without a cache) and must stay below max_len.
-    cache: from :meth:`new_cache`, one :class:`KVCache` per block; then x holds only the new
-    bytes and the cache is extended in place.
+    x: integer (batch, len), ids in [0, vocab); positions start at
+        ``cache[0].length`` (0 without a cache) and must stay below max_len.
+    cache: from :meth:`new_cache`, one :class:`KVCache` per block; then x holds only
+        the new bytes and the cache is extended in place.
     mask: bool (batch, past + len), False at the padding on the left of shorter
     prompts (cached places included): padding is never attended to and each row's
     positions start at its first token, so a row's logits are its prompt's alone.
-    returns logits (batch, len, vocab): scores of the byte at each position's next position
+    returns logits (batch, len, vocab): scores of the byte at
+        each position's next position
     """
 
     def __init__(
@@ -187,11 +203,17 @@ class ModernDecoderLM(nn.Module):
                 raise ValueError(f"{name} must be a positive integer, got {value}")
         check_choices(norm, positions, feed_forward)
         if d_ff is None:
-            d_ff = swiglu_width(4 * d_model) if feed_forward == "swiglu" else 4 * d_model
+            d_ff = (
+                swiglu_width(4 * d_model)
+                if feed_forward == "swiglu"
+                else 4 * d_model
+            )
         self.vocab, self.max_len, self.rope_base = vocab, max_len, rope_base
         self.positions = positions
         self.embed = nn.Embedding(vocab, d_model)
-        self.position: nn.Module | None = None  # positions added to the input, if any
+        self.position: nn.Module | None = (
+            None  # positions added to the input, if any
+        )
         if positions == "learned":
             self.position = PositionalEmbedding(d_model, max_len)
         elif positions == "sinusoidal":
@@ -211,20 +233,23 @@ class ModernDecoderLM(nn.Module):
         return [KVCache() for _ in self.blocks]
 
     def extend_context(self, max_len: int) -> None:
-        """Accept contexts up to ``max_len``, longer than trained on (same weights, in place).
+        """Accept contexts up to ``max_len``, longer than trained on
+        (same weights, in place).
 
-        RoPE, ALiBi and no positions have nothing to outgrow; sinusoids are computed for the
-        new length; a learned table has no vectors past the length it was trained for.
+        RoPE, ALiBi and no positions have nothing to outgrow; sinusoids are
+        computed for the new length; a learned table has no vectors past the
+        length it was trained for.
         """
         if self.positions == "learned":
             raise ValueError(
-                f"learned positions have no vector past position {self.max_len - 1}: "
-                "a model with them cannot read a longer context"
+                "learned positions have no vector past position "
+                f"{self.max_len - 1}: a model with them cannot read a longer "
+                "context"
             )
         if self.position is not None:  # sinusoids
-            self.position = PositionalEncoding(self.embed.embedding_dim, 0.0, max_len).to(
-                self.embed.weight.device
-            )
+            self.position = PositionalEncoding(
+                self.embed.embedding_dim, 0.0, max_len
+            ).to(self.embed.weight.device)
         self.max_len = max_len
 
     def forward(
@@ -252,7 +277,9 @@ class ModernDecoderLM(nn.Module):
             if mask is not None:
                 rope = (rope[0].unsqueeze(1), rope[1].unsqueeze(1))  # a row per row
         elif self.positions == "alibi":
-            alibi = alibi_bias(self.h, x.size(1), past, x.device)  # (h, len, past + len)
+            alibi = alibi_bias(
+                self.h, x.size(1), past, x.device
+            )  # (h, len, past + len)
         for i, block in enumerate(self.blocks):
             h = block(h, None if cache is None else cache[i], rope, alibi, keys)
         return self.to_logits(self.norm(h))  # (batch, len, vocab)
@@ -276,15 +303,18 @@ def modern_parameter_formula(
 
     attention: W^Q and W^O d², W^K and W^V d · kv_heads · d_k each (d_k = d / h), so
     2d² + 2d²·kv_heads/h: grouping saves 2d²(1 − kv_heads/h) per layer
-    SwiGLU: 3 · d · d_ff;  ReLU: 2 · d · d_ff;  a norm: d (a gain), + d with LayerNorm's bias
-    embedding and output projection (untied): vocab · d each; final norm
-    bias=True adds each linear layer's output width; learned positions max_len · d
+    SwiGLU: 3 · d · d_ff;  ReLU: 2 · d · d_ff;  a norm: d (a gain), + d with
+    LayerNorm's bias embedding and output projection (untied): vocab · d each; final
+    norm bias=True adds each linear layer's output width; learned positions
+    max_len · d
     """
     d, kv = d_model, kv_heads * (d_model // h)  # kv: the width of W^K and W^V
     norm_size = d + (d if norm == "layer" and bias else 0)
     attention = 2 * d * d + 2 * d * kv + (2 * d + 2 * kv if bias else 0)
     ff_bias = (2 * d_ff if feed_forward == "swiglu" else d_ff) + d
-    ff = (3 if feed_forward == "swiglu" else 2) * d * d_ff + (ff_bias if bias else 0)
+    ff = (3 if feed_forward == "swiglu" else 2) * d * d_ff + (
+        ff_bias if bias else 0
+    )
     counts = {"embed": vocab * d}
     if positions == "learned":
         counts["position"] = max_len * d

@@ -1,20 +1,22 @@
 """Multi30k task 1: German→English image descriptions (Elliott et al. 2016).
 
-Splits (sentence pairs): train 29,000 · val 1,014 · test2016 1,000 (the standard test set) ·
-test2017 1,000 · test2018 1,071 · mscoco2017 461. Files are the raw, untokenized sentences of
-``multi30k/dataset``, ``data/task1/raw/``, fetched and verified by ``download.fetch``.
+Splits (sentence pairs): train 29,000 · val 1,014 · test2016 1,000 (the standard
+test set) · test2017 1,000 · test2018 1,071 · mscoco2017 461. Files are the raw,
+untokenized sentences of ``multi30k/dataset``, ``data/task1/raw/``, fetched and
+verified by ``download.fetch``.
 
-Choices, differing from some tutorials (said here so results can be compared honestly):
+Choices, differing from some tutorials (said here so results
+can be compared honestly):
 
-- Tokens come from spaCy's rule-based tokenizers, ``spacy.blank("de")`` / ``spacy.blank("en")``
-  (no model download; the Annotated Transformer used the ``*_core_*_sm`` pipelines, whose
-  tokenizers follow the same rules).
-- Case is kept by default (``lower=False``), as in the Annotated Transformer, so the output
-  can be scored with standard, cased, detokenized sacreBLEU. ``lower=True`` gives the
-  lower-cased setup of many Multi30k tutorials.
-- Vocabularies are built from the TRAIN split only, keeping tokens seen at least twice. The
-  Annotated Transformer built them from train + val + test, which leaks test words into the
-  vocabulary.
+- Tokens come from spaCy's rule-based tokenizers, ``spacy.blank("de")`` /
+  ``spacy.blank("en")`` (no model download; the Annotated Transformer used the
+  ``*_core_*_sm`` pipelines, whose tokenizers follow the same rules).
+- Case is kept by default (``lower=False``), as in the Annotated Transformer, so the
+  output can be scored with standard, cased, detokenized sacreBLEU. ``lower=True``
+  gives the lower-cased setup of many Multi30k tutorials.
+- Vocabularies are built from the TRAIN split only, keeping tokens seen at least
+  twice. The Annotated Transformer built them from train + val + test, which leaks
+  test words into the vocabulary.
 """
 
 from __future__ import annotations
@@ -40,25 +42,36 @@ LANGUAGES = ("de", "en")
 
 
 def read_lines(path: Path) -> list[str]:
-    """The lines of a gzip'd UTF-8 text file, without line endings (one sentence a line)."""
+    """The lines of a gzip'd UTF-8 text file, without line endings
+    (one sentence a line)."""
     with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
         text = f.read()
-    # split on "\n" only: str.splitlines would also split on rare Unicode separators.
+    # split on "\n" only: str.splitlines would also split on
+    # rare Unicode separators.
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
 
 
-def load_split(split: str, *, mirror: str | Path | None = None) -> tuple[list[str], list[str]]:
-    """Raw sentences of one split as parallel lists ``(german, english)``; line i ↔ line i."""
+def load_split(
+    split: str, *, mirror: str | Path | None = None
+) -> tuple[list[str], list[str]]:
+    """Raw sentences of one split as parallel lists
+    ``(german, english)``; line i ↔ line i."""
     if split not in SPLITS:
-        raise ValueError(f"unknown Multi30k split {split!r}; use one of {', '.join(SPLITS)}")
+        raise ValueError(
+            f"unknown Multi30k split {split!r}; use one of {', '.join(SPLITS)}"
+        )
     de, en = (
-        read_lines(fetch(f"multi30k/{SPLITS[split]}.{lang}", mirror=mirror)) for lang in LANGUAGES
+        read_lines(fetch(f"multi30k/{SPLITS[split]}.{lang}", mirror=mirror))
+        for lang in LANGUAGES
     )
     if len(de) != len(en):
-        raise ValueError(f"{split}: {len(de)} German but {len(en)} English lines; refetch the data")
+        raise ValueError(
+            f"{split}: {len(de)} German but {len(en)} English lines; refetch the "
+            "data"
+        )
     return de, en
 
 
@@ -67,12 +80,17 @@ def _blank(lang: str):
     import spacy  # imported on first use: it takes a second to load
 
     if lang not in LANGUAGES:
-        raise ValueError(f"no tokenizer for language {lang!r}; use one of {LANGUAGES}")
+        raise ValueError(
+            f"no tokenizer for language {lang!r}; use one of {LANGUAGES}"
+        )
     return spacy.blank(lang)
 
 
-def tokenize(sentences: Iterable[str], lang: str, *, lower: bool = False) -> list[list[str]]:
-    """spaCy rule-based tokens of each sentence (``lang`` "de" or "en"), optionally lower-cased."""
+def tokenize(
+    sentences: Iterable[str], lang: str, *, lower: bool = False
+) -> list[list[str]]:
+    """spaCy rule-based tokens of each sentence (``lang`` "de" or "en"),
+    optionally lower-cased."""
     docs = _blank(lang).tokenizer.pipe(sentences, batch_size=1000)
     if lower:
         return [[t.text.lower() for t in doc if not t.is_space] for doc in docs]
@@ -82,32 +100,55 @@ def tokenize(sentences: Iterable[str], lang: str, *, lower: bool = False) -> lis
 def tokenized_split(
     split: str, *, lower: bool = False, mirror: str | Path | None = None
 ) -> tuple[list[list[str]], list[list[str]]]:
-    """Token lists ``(german, english)`` of a split: ``load_split`` then ``tokenize``."""
+    """Token lists ``(german, english)`` of a split:
+    ``load_split`` then ``tokenize``."""
     de, en = load_split(split, mirror=mirror)
     return tokenize(de, "de", lower=lower), tokenize(en, "en", lower=lower)
 
 
 def build_vocabs(
-    train_de: Iterable[Sequence[str]], train_en: Iterable[Sequence[str]], min_freq: int = 2
+    train_de: Iterable[Sequence[str]],
+    train_en: Iterable[Sequence[str]],
+    min_freq: int = 2,
 ) -> tuple[Vocab, Vocab]:
-    """Source and target vocabularies from the TRAIN token lists, tokens seen >= ``min_freq``.
+    """Source and target vocabularies from the TRAIN token lists,
+    tokens seen >= ``min_freq``.
 
-    Specials first (``<pad>``, ``<unk>``, ``<s>``, ``</s>``); unseen tokens map to ``<unk>``.
+    Specials first (``<pad>``, ``<unk>``, ``<s>``, ``</s>``);
+    unseen tokens map to ``<unk>``.
     """
-    return Vocab.build(train_de, min_freq=min_freq), Vocab.build(train_en, min_freq=min_freq)
+    return Vocab.build(train_de, min_freq=min_freq), Vocab.build(
+        train_en, min_freq=min_freq
+    )
 
 
-_NO_SPACE_BEFORE = {".", ",", "!", "?", ";", ":", ")", "]", "}", "%", "...", "n't", "'"}
+_NO_SPACE_BEFORE = {
+    ".",
+    ",",
+    "!",
+    "?",
+    ";",
+    ":",
+    ")",
+    "]",
+    "}",
+    "%",
+    "...",
+    "n't",
+    "'",
+}
 _NO_SPACE_AFTER = {"(", "[", "{", "$", "#"}
 _CLITIC = re.compile(r"^'(s|re|ll|ve|m|d)$", re.IGNORECASE)
 
 
 def detokenize(tokens: Sequence[str]) -> str:
-    """Join English tokens (as split by spaCy) into text: the inverse of ``tokenize`` mostly.
+    """Join English tokens (as split by spaCy) into text: the
+    inverse of ``tokenize`` mostly.
 
-    Punctuation and clitics (``n't``, ``'s``) attach to the word before, opening brackets to
-    the word after, in-word hyphens to both sides (spaCy splits "brown-haired"), and straight
-    double quotes alternate between opening and closing.
+    Punctuation and clitics (``n't``, ``'s``) attach to the word before, opening
+    brackets to the word after, in-word hyphens to both sides (spaCy splits
+    "brown-haired"), and straight double quotes alternate between opening and
+    closing.
     """
     out: list[str] = []
     glue_next = False
@@ -115,7 +156,11 @@ def detokenize(tokens: Sequence[str]) -> str:
     for token in tokens:
         glue = glue_next or not out
         glue_next = False
-        if token in _NO_SPACE_BEFORE or _CLITIC.match(token) or token.lower() == "n't":
+        if (
+            token in _NO_SPACE_BEFORE
+            or _CLITIC.match(token)
+            or token.lower() == "n't"
+        ):
             glue = True
         elif token in ("-", "/") and out:
             glue = glue_next = True

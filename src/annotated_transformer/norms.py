@@ -1,12 +1,14 @@
 """RMSNorm (Zhang & Sennrich 2019): layer norm without the mean.
 
-Layer norm recentres and rescales each vector, g ⊙ (x − mean) / √(var + ε) + b. RMSNorm keeps
-only the rescaling, by the root mean square of the features, and a gain g:
+Layer norm recentres and rescales each vector,
+g ⊙ (x − mean) / √(var + ε) + b. RMSNorm keeps only the rescaling, by the
+root mean square of the features, and a gain g:
 
     RMSNorm(x) = g ⊙ x / √(mean(x²) + ε).
 
-No mean to subtract and no bias: fewer operations per token and, in practice (T5, Llama and
-most large models since), the same quality. It is one of the changes of the "modern" block.
+No mean to subtract and no bias: fewer operations per token and, in practice
+(T5, Llama and most large models since), the same quality. It is one of the
+changes of the "modern" block.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from torch import Tensor, nn
 
 
 class RMSNorm(nn.Module):
-    """g ⊙ x / √(mean(x²) + eps) over the last axis; g starts at 1 (the identity on unit-rms x).
+    """g ⊙ x / √(mean(x²) + eps) over the last axis; g starts at 1
+    (the identity on unit-rms x).
 
-    The gain is called ``weight``, as in ``torch.nn.RMSNorm``, so their state dicts match.
+    The gain is called ``weight``, as in ``torch.nn.RMSNorm``,
+    so their state dicts match.
     x: (..., d_model) -> (..., d_model)
     """
 
@@ -30,4 +34,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: Tensor) -> Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        return (
+            x
+            * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+            * self.weight
+        )

@@ -1,25 +1,29 @@
-"""Transformer-XL: relative positions and a memory of the previous segment (Dai et al. 2019).
+"""Transformer-XL: relative positions and a memory of the previous
+segment (Dai et al. 2019).
 
-A language model trained on fixed-length segments forgets everything before the current
-segment. Transformer-XL keeps each layer's input hidden states of the previous segment as a
-*memory* and lets the current segment attend to ``[memory; current]``. The memory is a constant
-(stop-gradient): training still back-propagates through one segment only, but information flows
-forward across segments, N layers reaching about N · mem_len positions back.
+A language model trained on fixed-length segments forgets everything before the
+current segment. Transformer-XL keeps each layer's input hidden states of the
+previous segment as a *memory* and lets the current segment attend to
+``[memory; current]``. The memory is a constant (stop-gradient): training still
+back-propagates through one segment only, but information flows forward across
+segments, N layers reaching about N · mem_len positions back.
 
-Absolute positions would clash (position 0 of this segment and of the memory), so the score
-between query i and key j depends on their *distance* i − j instead (§3.3):
+Absolute positions would clash (position 0 of this segment and of the memory), so
+the score between query i and key j depends on their *distance* i − j instead
+(§3.3):
 
     A_ij = (q_i + u)ᵀ k_j  +  (q_i + v)ᵀ W_R R_{i−j}
            content            position
 
-q_i = W_q x_i, k_j = W_k h_j; R_d is the sinusoidal vector of distance d (the table of
-:func:`~annotated_transformer.positional.sinusoids`), W_R its projection; u and v are learned
-per-head vectors that replace the query in the terms that do not depend on i's content. The
-scores are scaled by 1/√d_k, masked (causal) and soft-maxed as usual.
+q_i = W_q x_i, k_j = W_k h_j; R_d is the sinusoidal vector of distance d (the table
+of :func:`~annotated_transformer.positional.sinusoids`), W_R its projection; u and v
+are learned per-head vectors that replace the query in the terms that do not depend
+on i's content. The scores are scaled by 1/√d_k, masked (causal) and soft-maxed as
+usual.
 
-Computing (q_i + v)ᵀ W_R R_{i−j} for every (i, j) would need a (len, klen, d) tensor. Instead
-one matmul scores every query against every distance, and :func:`rel_shift` slides row i so
-that column j holds distance i − j.
+Computing (q_i + v)ᵀ W_R R_{i−j} for every (i, j) would need a (len, klen, d)
+tensor. Instead one matmul scores every query against every distance, and
+:func:`rel_shift` slides row i so that column j holds distance i − j.
 """
 
 from __future__ import annotations
@@ -37,34 +41,45 @@ from annotated_transformer.positional import sinusoids
 
 
 def relative_positions(klen: int, d_model: int) -> Tensor:
-    """Sinusoids of the distances klen − 1, klen − 2, ..., 0, in that (descending) order.
+    """Sinusoids of the distances klen − 1, klen − 2, ..., 0,
+    in that (descending) order.
 
-    returns (klen, d_model), float32: row t is the vector R_{klen−1−t} (sin on even features,
-    cos on odd ones, the frequencies of :func:`~annotated_transformer.positional.sinusoids`)
+    returns (klen, d_model), float32: row t is the vector R_{klen−1−t} (sin on even
+        features, cos on odd ones, the frequencies of
+        :func:`~annotated_transformer.positional.sinusoids`)
     """
     if klen < 1 or d_model < 2 or d_model % 2 != 0:
-        raise ValueError(f"klen={klen} must be positive and d_model={d_model} positive and even")
+        raise ValueError(
+            f"klen={klen} must be positive and d_model={d_model} positive and even"
+        )
     return sinusoids(klen, d_model).flip(0)
 
 
 def rel_shift(x: Tensor) -> Tensor:
-    """Turn scores against distances into scores against keys: the relative-shift trick.
+    """Turn scores against distances into scores against keys:
+    the relative-shift trick.
 
-    x: (..., qlen, klen), x[..., i, t] = score of query i against distance klen − 1 − t
-    (columns as in :func:`relative_positions`); the queries are the last qlen of the klen keys,
-    so query i sits at key position m + i with m = klen − qlen (the memory length).
-    returns (..., qlen, klen), out[..., i, j] = score against distance m + i − j, i.e.
-    out[..., i, j] = x[..., i, j + qlen − 1 − i], for every key j ≤ m + i; the entries for
-    j > m + i (future keys, which the causal mask hides) are meaningless.
+    x: (..., qlen, klen), x[..., i, t] = score of query i against distance
+        klen − 1 − t (columns as in :func:`relative_positions`); the queries are the
+        last qlen of the klen keys, so query i sits at key position m + i with
+        m = klen − qlen (the memory length).
+    returns (..., qlen, klen), out[..., i, j] = score against distance m + i − j,
+        i.e. out[..., i, j] = x[..., i, j + qlen − 1 − i], for every key j ≤ m + i;
+        the entries for j > m + i (future keys, which the causal mask hides) are
+        meaningless.
 
-    Derivation. Row i must move left by qlen − 1 − i: the further up the row, the further.
-    1. Pad a zero column in front: P (qlen, klen + 1), P[i, s] = x[i, s − 1], P[i, 0] = 0.
-    2. Read P's qlen·(klen + 1) numbers, row-major, as a (klen + 1, qlen) matrix and drop its
-       first row: this drops the first qlen numbers, so flat index f becomes f − qlen.
-    3. Read the remaining qlen·klen numbers as (qlen, klen). Entry (i, j) is flat index
-       i·klen + j + qlen of P = i·(klen + 1) + s with s = j + qlen − i: that is P[i, s] as long
-       as s ≤ klen, i.e. x[i, j + qlen − 1 − i]. Every row loses i more leading numbers than the
-       row above, which is exactly the shift we need; no gather, one pad and two views.
+    Derivation. Row i must move left by qlen − 1 − i: the
+    further up the row, the further.
+    1. Pad a zero column in front: P (qlen, klen + 1), P[i,
+       s] = x[i, s − 1], P[i, 0] = 0.
+    2. Read P's qlen·(klen + 1) numbers, row-major, as a (klen + 1, qlen)
+       matrix and drop its first row: this drops the first qlen numbers, so
+       flat index f becomes f − qlen.
+    3. Read the remaining qlen·klen numbers as (qlen, klen). Entry (i, j) is flat
+       index i·klen + j + qlen of P = i·(klen + 1) + s with s = j + qlen − i: that
+       is P[i, s] as long as s ≤ klen, i.e. x[i, j + qlen − 1 − i]. Every row loses
+       i more leading numbers than the row above, which is exactly the shift we
+       need; no gather, one pad and two views.
     """
     *lead, qlen, klen = x.shape
     padded = F.pad(x, (1, 0)).reshape(*lead, klen + 1, qlen)
@@ -72,15 +87,18 @@ def rel_shift(x: Tensor) -> Tensor:
 
 
 class RelativeMultiHeadAttention(nn.Module):
-    """Multi-head attention with Transformer-XL's relative position scores and memory.
+    """Multi-head attention with Transformer-XL's relative
+    position scores and memory.
 
     forward(x, memory=None, mask=None):
-    x: (batch, len, d_model), the current segment (queries, and the newest keys/values)
-    memory: (batch, mem_len, d_model) or None, the previous segment's hidden states; detached,
-    so no gradient reaches it. Keys and values come from [memory; x], klen = mem_len + len.
-    mask: bool (len, klen) or (batch or 1, len, klen), True = may attend; None means causal
-    (query i sees keys j ≤ mem_len + i). It may hide more, never a future key: the relative
-    scores cover distances ≥ 0 only.
+    x: (batch, len, d_model), the current segment (queries,
+        and the newest keys/values)
+    memory: (batch, mem_len, d_model) or None, the previous segment's hidden
+        states; detached, so no gradient reaches it. Keys and values come from
+        [memory; x], klen = mem_len + len.
+    mask: bool (len, klen) or (batch or 1, len, klen), True = may attend; None means
+        causal (query i sees keys j ≤ mem_len + i). It may hide more, never a future
+        key: the relative scores cover distances ≥ 0 only.
     returns (batch, len, d_model)
     """
 
@@ -88,14 +106,16 @@ class RelativeMultiHeadAttention(nn.Module):
         super().__init__()
         if h <= 0 or d_model % h != 0 or d_model % 2 != 0:
             raise ValueError(
-                f"d_model={d_model} must be even (sin/cos pairs) and divisible by h={h} heads"
+                f"d_model={d_model} must be even (sin/cos pairs) and divisible by "
+                f"h={h} heads"
             )
         self.d_model, self.h, self.d_k = d_model, h, d_model // h
         self.w_q, self.w_k, self.w_v, self.w_r = (
             nn.Linear(d_model, d_model, bias=False) for _ in range(4)
         )
         self.w_o = nn.Linear(d_model, d_model)
-        # u: the content bias (a query-independent preference for some keys' content);
+        # u: the content bias (a query-independent preference
+        # for some keys' content);
         # v: the position bias (a query-independent preference for some distances).
         self.u = nn.Parameter(torch.randn(h, self.d_k) * 0.02)
         self.v = nn.Parameter(torch.randn(h, self.d_k) * 0.02)
@@ -108,17 +128,22 @@ class RelativeMultiHeadAttention(nn.Module):
     def _mask(self, mask: Tensor | None, x: Tensor, klen: int) -> Tensor:
         """The user's mask (checked) or the causal one, (batch or 1, len, klen)."""
         batch, qlen, _ = x.shape
-        causal = subsequent_mask(qlen, offset=klen - qlen, device=x.device)  # (1, qlen, klen)
+        causal = subsequent_mask(
+            qlen, offset=klen - qlen, device=x.device
+        )  # (1, qlen, klen)
         if mask is None:
             return causal
         if mask.dim() not in (2, 3):
-            raise ValueError(f"mask must be (len, klen) or (batch, len, klen), got {mask.shape}")
+            raise ValueError(
+                f"mask must be (len, klen) or (batch, len, klen), got {mask.shape}"
+            )
         mask = mask if mask.dim() == 3 else mask.unsqueeze(0)
         check_mask(mask, (batch, qlen, klen))
         if (mask & ~causal).any():
             raise ValueError(
-                "mask lets a query attend to a future key; relative scores are computed for "
-                "distances i − j ≥ 0 only, so combine your mask with the causal one"
+                "mask lets a query attend to a future key; relative scores are "
+                "computed for distances i − j ≥ 0 only, so combine your mask with "
+                "the causal one"
             )
         return mask
 
@@ -126,39 +151,60 @@ class RelativeMultiHeadAttention(nn.Module):
         self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None
     ) -> Tensor:
         if x.dim() != 3 or x.size(-1) != self.d_model:
-            raise ValueError(f"x must be (batch, len, d_model={self.d_model}), got {x.shape}")
+            raise ValueError(
+                f"x must be (batch, len, d_model={self.d_model}), got {x.shape}"
+            )
         if memory is not None and (
-            memory.dim() != 3 or memory.size(0) != x.size(0) or memory.size(2) != self.d_model
+            memory.dim() != 3
+            or memory.size(0) != x.size(0)
+            or memory.size(2) != self.d_model
         ):
             raise ValueError(
-                f"memory must be (batch={x.size(0)}, mem_len, d_model={self.d_model}), "
-                f"got {tuple(memory.shape)}"
+                f"memory must be (batch={x.size(0)}, mem_len, "
+                f"d_model={self.d_model}), got {tuple(memory.shape)}"
             )
         context = x if memory is None else torch.cat([memory.detach(), x], dim=1)
         klen = context.size(1)  # mem_len + len
         mask = self._mask(mask, x, klen).unsqueeze(1)  # (batch|1, 1, len, klen)
 
         q = self._split_heads(self.w_q(x))  # (batch, h, len, d_k)
-        k, v = self._split_heads(self.w_k(context)), self._split_heads(self.w_v(context))
-        distances = relative_positions(klen, self.d_model).to(x)  # (klen, d_model), descending
+        k, v = (
+            self._split_heads(self.w_k(context)),
+            self._split_heads(self.w_v(context)),
+        )
+        distances = relative_positions(klen, self.d_model).to(
+            x
+        )  # (klen, d_model), descending
         r = self._split_heads(self.w_r(distances))  # (h, klen, d_k)
-        content = (q + self.u[:, None]) @ k.transpose(-2, -1)  # (batch, h, len, klen)
-        position = rel_shift((q + self.v[:, None]) @ r.transpose(-2, -1))  # distance m + i − j
+        content = (q + self.u[:, None]) @ k.transpose(
+            -2, -1
+        )  # (batch, h, len, klen)
+        position = rel_shift(
+            (q + self.v[:, None]) @ r.transpose(-2, -1)
+        )  # distance m + i − j
         scores = (content + position) / math.sqrt(self.d_k)
-        weights = self.dropout(scores.masked_fill(~mask, float("-inf")).softmax(dim=-1))
-        out = (weights @ v).transpose(1, 2).flatten(2)  # (batch, len, h · d_k): concat heads
+        weights = self.dropout(
+            scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        )
+        out = (
+            (weights @ v).transpose(1, 2).flatten(2)
+        )  # (batch, len, h · d_k): concat heads
         return self.w_o(out)
 
 
 class TransformerXLBlock(nn.Module):
-    """Relative self-attention over [memory; x], then feed-forward, post-norm (as Transformer-XL).
+    """Relative self-attention over [memory; x], then feed-forward,
+    post-norm (as Transformer-XL).
 
-    x = LayerNorm(x + dropout(RelAttn(x, memory))); x = LayerNorm(x + dropout(FFN(x)))
+    x = LayerNorm(x + dropout(RelAttn(x, memory)));
+    x = LayerNorm(x + dropout(FFN(x)))
     x: (batch, len, d_model); memory: (batch, mem_len, d_model) or None; mask as in
     :class:`RelativeMultiHeadAttention`. returns (batch, len, d_model)
     """
 
-    def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1) -> None:
+    def __init__(
+        self, d_model: int, h: int, d_ff: int, dropout: float = 0.1
+    ) -> None:
         super().__init__()
         self.attention = RelativeMultiHeadAttention(d_model, h, dropout)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
@@ -173,20 +219,22 @@ class TransformerXLBlock(nn.Module):
 
 
 class TransformerXLLM(nn.Module):
-    """A byte-level Transformer-XL language model: segments read one after another with memory.
+    """A byte-level Transformer-XL language model: segments read one
+    after another with memory.
 
-    No position table: the relative attention supplies all positional information, so a
-    segment may follow any amount of history.
+    No position table: the relative attention supplies all positional information,
+    so a segment may follow any amount of history.
 
     forward(x, memories=None, mem_len=None) -> (logits, new_memories)
     x: integer (batch, len), ids in [0, vocab)
-    memories: None (the first segment) or the ``new_memories`` of the previous call, one
-    (batch, m, d_model) tensor per block
-    mem_len: how many states to keep for the next segment (default: the ``mem_len`` the model
-    was built with); evaluation may keep more than training did, the relative scores extend
-    to any distance
-    returns logits (batch, len, vocab) for each next byte, and new_memories: per block the last
-    mem_len of [memory; this segment's inputs to the block], detached.
+    memories: None (the first segment) or the ``new_memories`` of the previous call,
+        one (batch, m, d_model) tensor per block
+    mem_len: how many states to keep for the next segment (default: the ``mem_len``
+        the model was built with); evaluation may keep more than training did, the
+        relative scores extend to any distance
+    returns logits (batch, len, vocab) for each next byte, and
+        new_memories: per block the last mem_len of [memory; this segment's
+        inputs to the block], detached.
     """
 
     def __init__(
@@ -201,32 +249,43 @@ class TransformerXLLM(nn.Module):
     ) -> None:
         super().__init__()
         if vocab < 1 or N < 1 or mem_len < 0:
-            raise ValueError(f"need vocab >= 1, N >= 1, mem_len >= 0; got {vocab}, {N}, {mem_len}")
+            raise ValueError(
+                f"need vocab >= 1, N >= 1, mem_len >= 0; got {vocab}, {N}, "
+                f"{mem_len}"
+            )
         self.vocab, self.mem_len = vocab, mem_len
         self.embed = nn.Embedding(vocab, d_model)
         self.dropout = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(TransformerXLBlock(d_model, h, d_ff, dropout) for _ in range(N))
+        self.blocks = nn.ModuleList(
+            TransformerXLBlock(d_model, h, d_ff, dropout) for _ in range(N)
+        )
         self.to_logits = nn.Linear(d_model, vocab)
 
     @staticmethod
     def _remember(memory: Tensor | None, h: Tensor, mem_len: int) -> Tensor:
-        """The next segment's memory: the last mem_len states of [memory; h], no gradient."""
+        """The next segment's memory: the last mem_len states of
+        [memory; h], no gradient."""
         states = h if memory is None else torch.cat([memory, h], dim=1)
         return states[:, max(0, states.size(1) - mem_len) :].detach()
 
     def forward(
-        self, x: Tensor, memories: list[Tensor] | None = None, mem_len: int | None = None
+        self,
+        x: Tensor,
+        memories: list[Tensor] | None = None,
+        mem_len: int | None = None,
     ) -> tuple[Tensor, list[Tensor]]:
         mem_len = self.mem_len if mem_len is None else mem_len
         if mem_len < 0:
             raise ValueError(f"mem_len={mem_len} must be >= 0 states per layer")
         check_tokens(x, "x")
         if x.size(1) < 1 or int(x.min()) < 0 or int(x.max()) >= self.vocab:
-            raise ValueError(f"x needs at least one position and ids in [0, {self.vocab})")
+            raise ValueError(
+                f"x needs at least one position and ids in [0, {self.vocab})"
+            )
         if memories is not None and len(memories) != len(self.blocks):
             raise ValueError(
-                f"got {len(memories)} memories for {len(self.blocks)} blocks; pass the "
-                "new_memories returned by the previous call, or None"
+                f"got {len(memories)} memories for {len(self.blocks)} blocks; pass "
+                "the new_memories returned by the previous call, or None"
             )
         h = self.dropout(self.embed(x))  # (batch, len, d_model)
         new_memories = []

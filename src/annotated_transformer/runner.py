@@ -1,7 +1,7 @@
 """One runner for every task: what happens around the training loop, written once.
 
-A task (:mod:`annotated_transformer.tasks`) says what to train on and how to score it; the
-runner owns the rest:
+A task (:mod:`annotated_transformer.tasks`) says what to train on and how to score
+it; the runner owns the rest:
 
 - **resume checks**: a folder holds one run, trained by one process at a time (an
   OS lock on the folder, :func:`holding`); ``resume`` continues it from ``last.pt``
@@ -9,28 +9,32 @@ runner owns the rest:
   damaged, and a finished run is reused instead of trained again
   (:func:`ensure_run`; when only its ``test_only`` settings differ, such as a beam
   size, it is re-tested);
-- **device, threads and precision**: ``auto`` picks CUDA, then Apple's MPS, then the CPU;
-  ``precision`` is fp32, bf16, fp16 (with loss scaling) or ``auto``: bf16 where its matrix
-  products are faster than fp32's; ``activation_checkpointing`` recomputes every layer's
-  activations in the backward pass instead of keeping them;
-- **optimiser and schedule**: Adam (the paper's) or AdamW, ``schedule.make_scheduler``;
+- **device, threads and precision**: ``auto`` picks CUDA, then Apple's MPS, then the
+  CPU; ``precision`` is fp32, bf16, fp16 (with loss scaling) or ``auto``: bf16 where
+  its matrix products are faster than fp32's; ``activation_checkpointing``
+  recomputes every layer's activations in the backward pass instead of keeping them;
+- **optimiser and schedule**: Adam (the paper's) or AdamW,
+  ``schedule.make_scheduler``;
 - **checkpoints**, every file written atomically and checked when read: ``last.pt``
   (everything needed to resume; the one before stays as ``last.previous.pt``),
-  ``best.pt`` (the best validation score), ``keep-NNNNNN.pt`` (the last ``keep_last``
-  validations, averaged at the end into ``averaged.pt``) and ``final.pt`` (the weights of the
-  finished run: the last, or the best of best and averaged);
+  ``best.pt`` (the best validation score), ``keep-NNNNNN.pt`` (the last
+  ``keep_last`` validations, averaged at the end into ``averaged.pt``) and
+  ``final.pt`` (the weights of the finished run: the last, or the best of best and
+  averaged);
 - **interruptions**: Ctrl-C (and SIGTERM, which ``python -m annotated_transformer``
   turns into Ctrl-C) abandons the step and ends in one line that names the
   checkpoint to resume from, when there is one; a damaged ``best.pt`` is chosen
   again from the intact checkpoints;
-- **logs**: ``history.csv`` (one row per optimiser step, validation metrics on the steps
-  where they were measured), ``metrics.json`` (the finished run's numbers, the test included)
-  and ``train.log`` (what was printed, for people);
-- **many processes**: under ``torchrun`` every rank takes every R-th batch and the loss is
-  normalised by the global token count (:mod:`annotated_transformer.distributed`); the model
-  is replicated (DDP) or, with ``sharding="fsdp"``, sharded layer by layer (``BLOCKS``).
+- **logs**: ``history.csv`` (one row per optimiser step, validation metrics on the
+  steps where they were measured), ``metrics.json`` (the finished run's numbers, the
+  test included) and ``train.log`` (what was printed, for people);
+- **many processes**: under ``torchrun`` every rank takes every R-th batch and the
+  loss is normalised by the global token count
+  (:mod:`annotated_transformer.distributed`); the model is replicated (DDP) or, with
+  ``sharding="fsdp"``, sharded layer by layer (``BLOCKS``).
 
-What a chapter calls is :func:`ensure_run`; the command line is :mod:`annotated_transformer.cli`.
+What a chapter calls is :func:`ensure_run`; the command line is
+:mod:`annotated_transformer.cli`.
 """
 
 from __future__ import annotations
@@ -67,7 +71,11 @@ from annotated_transformer.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
-from annotated_transformer.layers import DecoderLayer, EncoderLayer, TransformerBlock
+from annotated_transformer.layers import (
+    DecoderLayer,
+    EncoderLayer,
+    TransformerBlock,
+)
 from annotated_transformer.machine import write_provenance
 from annotated_transformer.model import count_parameters
 from annotated_transformer.modern import ModernBlock
@@ -87,23 +95,36 @@ except ImportError:  # Windows: runs are not locked
     fcntl = None
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
-BLOCKS = (EncoderLayer, DecoderLayer, TransformerBlock, ModernBlock)  # a stack's layers
+BLOCKS = (
+    EncoderLayer,
+    DecoderLayer,
+    TransformerBlock,
+    ModernBlock,
+)  # a stack's layers
 LAST, BEST, FINAL, AVERAGED = "last.pt", "best.pt", "final.pt", "averaged.pt"
 
 
-# ----------------------------------------------------------------------- device and precision
+# ------------------------------------------------------------- device and precision
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    """``auto``: CUDA, then Apple's MPS, then the CPU; a named device must be there."""
+    """``auto``: CUDA, then Apple's MPS, then the CPU; a
+    named device must be there."""
     kind = name.split(":")[0]
     if kind not in DEVICES:
-        raise ValueError(f"unknown device {name!r}; use one of {', '.join(DEVICES)}")
-    has = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+        raise ValueError(
+            f"unknown device {name!r}; use one of {', '.join(DEVICES)}"
+        )
+    has = {
+        "cuda": torch.cuda.is_available(),
+        "mps": torch.backends.mps.is_available(),
+    }
     if kind == "auto":
         return torch.device(next((d for d in ("cuda", "mps") if has[d]), "cpu"))
     if kind != "cpu" and not has[kind]:
-        raise ValueError(f"--device {name}: PyTorch sees no {kind.upper()} device here; use cpu")
+        raise ValueError(
+            f"--device {name}: PyTorch sees no {kind.upper()} device here; use cpu"
+        )
     return torch.device(name)
 
 
@@ -113,20 +134,26 @@ def make_optimizer_for(model: nn.Module, config: Any) -> torch.optim.Optimizer:
         return make_optimizer(model, lr=config.lr)
     if config.optimizer == "adamw":
         params = model.parameters()
-        return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+        return torch.optim.AdamW(
+            params, lr=config.lr, weight_decay=config.weight_decay
+        )
     raise ValueError(f"optimizer={config.optimizer!r}: use adam or adamw")
 
 
-# ------------------------------------------------------------------------------------ the run
+# -------------------------------------------------------------------------- the run
 
 
-def new_config(task: str, preset: str, settings: list[str] | tuple[str, ...] = ()) -> Any:
-    """A preset of ``PRESETS[task]`` with ``KEY=VALUE`` settings applied (``--set``)."""
+def new_config(
+    task: str, preset: str, settings: list[str] | tuple[str, ...] = ()
+) -> Any:
+    """A preset of ``PRESETS[task]`` with ``KEY=VALUE``
+    settings applied (``--set``)."""
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; use one of {', '.join(TASKS)}")
     if preset not in PRESETS[task]:
         raise ValueError(
-            f"unknown preset {preset!r} for {task}; use one of {', '.join(PRESETS[task])}"
+            f"unknown preset {preset!r} for {task}; use one of "
+            f"{', '.join(PRESETS[task])}"
         )
     return apply_settings(PRESETS[task][preset], settings)
 
@@ -139,9 +166,9 @@ def run_config(task: str, preset: str, config: Any) -> dict[str, Any]:
 class Run:
     """One training run of ``task`` in the folder ``out``.
 
-    Build it with a config (a new run) or with ``resume=True`` (the config is read from
-    ``out/last.pt``). :meth:`train` trains to the end (or ``max_steps``), :meth:`finish`
-    picks the final weights, tests them and writes ``metrics.json``.
+    Build it with a config (a new run) or with ``resume=True`` (the config is read
+    from ``out/last.pt``). :meth:`train` trains to the end (or ``max_steps``),
+    :meth:`finish` picks the final weights, tests them and writes ``metrics.json``.
     """
 
     def __init__(
@@ -162,15 +189,17 @@ class Run:
         if resume:
             source, saved = self.resumable()
             if saved.get("task") != task:
-                raise ValueError(f"{self.out} holds a {saved.get('task')!r} run, not {task}")
+                raise ValueError(
+                    f"{self.out} holds a {saved.get('task')!r} run, not {task}"
+                )
             preset, config = saved["preset"], TASKS[task].Config(**saved["config"])
             self.check_one_run(task, preset, config)
             state = saved["state"]
         else:
             if last.exists() or previous(last).exists():
                 raise ValueError(
-                    f"{self.out} already holds a run (last.pt): add --resume to continue it, "
-                    "or choose another --out"
+                    f"{self.out} already holds a run (last.pt): add --resume to "
+                    "continue it, or choose another --out"
                 )
             state = None
         self.device = dist.init_distributed(pick_device(device))
@@ -181,8 +210,12 @@ class Run:
         self.task: Task = TASKS[task](config, data_dir=data_dir, state=state)
         self.steps_per_epoch = len(self.shard(0)) // config.accumulate
         if self.steps_per_epoch == 0:
-            raise ValueError("no full optimiser step per epoch: use smaller batches or more data")
-        self.total = config.epochs * self.steps_per_epoch if config.epochs else config.steps
+            raise ValueError(
+                "no full optimiser step per epoch: use smaller batches or more data"
+            )
+        self.total = (
+            config.epochs * self.steps_per_epoch if config.epochs else config.steps
+        )
         self.every = config.eval_every or self.steps_per_epoch
         self.saved = run_config(task, preset, config) | {"state": self.task.state()}
 
@@ -190,10 +223,13 @@ class Run:
         self.model = self.task.build_model().to(self.device)
         if config.activation_checkpointing:
             checkpoint_blocks(self.model, BLOCKS)
-        # FSDP replaces the weights by shards: the optimiser must see the wrapped model's.
+        # FSDP replaces the weights by shards: the optimiser must
+        # see the wrapped model's.
         wrapped = dist.wrap(self.model, self.device, config.sharding, BLOCKS)
         optimizer = make_optimizer_for(wrapped, config)
-        scheduler = make_scheduler(optimizer, config.schedule, config.lr, config.warmup, self.total)
+        scheduler = make_scheduler(
+            optimizer, config.schedule, config.lr, config.warmup, self.total
+        )
         self.trainer = Trainer(
             wrapped,
             optimizer,
@@ -208,10 +244,16 @@ class Run:
         )
         if resume:
             self.trainer.resume(source)
-            if dist.world_size() > 1:  # every rank restored rank 0's generators: re-split them
-                torch.manual_seed(config.seed + 1000 * self.trainer.step + dist.rank())
+            if (
+                dist.world_size() > 1
+            ):  # every rank restored rank 0's generators: re-split them
+                torch.manual_seed(
+                    config.seed + 1000 * self.trainer.step + dist.rank()
+                )
         elif dist.world_size() > 1:
-            torch.manual_seed(config.seed + dist.rank())  # different dropout on each rank
+            torch.manual_seed(
+                config.seed + dist.rank()
+            )  # different dropout on each rank
 
     # --- resuming
     def resumable(self) -> tuple[Path, dict[str, Any]]:
@@ -253,13 +295,17 @@ class Run:
 
     # --- data
     def shard(self, epoch: int) -> list[Any]:
-        """This rank's batches of ``epoch`` (every process computes the same list)."""
+        """This rank's batches of ``epoch`` (every process
+        computes the same list)."""
         batches = list(self.task.batches(epoch))
-        return shard_batches(batches, dist.rank(), dist.world_size(), self.config.accumulate)
+        return shard_batches(
+            batches, dist.rank(), dist.world_size(), self.config.accumulate
+        )
 
     # --- logs
     def say(self, message: str) -> None:
-        """A line for people: printed (rank 0, above the progress bar) and kept in train.log."""
+        """A line for people: printed (rank 0, above the progress bar)
+        and kept in train.log."""
         if not dist.is_main():
             return
         if self.echo:
@@ -276,32 +322,46 @@ class Run:
 
     # --- training
     def best_of(self, scores: dict[str, float]) -> str:
-        """The key of the best score, by the task's metric (higher or lower is better)."""
+        """The key of the best score, by the task's metric
+        (higher or lower is better)."""
         sign = 1 if self.task.score[1] == "max" else -1
         return max(scores, key=lambda key: sign * scores[key])
 
-    def save_weights(self, name: str, extra: dict[str, Any], weights: Any = None) -> None:
-        """The model's weights (no optimiser state) with the run's config, as ``out/name``;
-        ``weights``: a state dict already gathered from the ranks (default: the model's)."""
+    def save_weights(
+        self, name: str, extra: dict[str, Any], weights: Any = None
+    ) -> None:
+        """The model's weights (no optimiser state) with the run's config, as
+        ``out/name``; ``weights``: a state dict already gathered from the ranks
+        (default: the model's)."""
         weights = self.model if weights is None else weights
         step = self.trainer.step
-        save_checkpoint(self.out / name, weights, step=step, config=self.saved, extra=extra)
+        save_checkpoint(
+            self.out / name, weights, step=step, config=self.saved, extra=extra
+        )
 
     def validate(self) -> dict[str, float]:
-        """Validation metrics; best.pt and the kept checkpoints (the evaluation hook)."""
+        """Validation metrics; best.pt and the kept checkpoints
+        (the evaluation hook)."""
         metrics = self.task.evaluate(self.model)
         weights, _ = full_state_dicts(self.model)  # FSDP: gathered from every rank
         metric = self.task.score[0]
-        earlier = {f"{r['step']}": r[metric] for r in self.trainer.rows if metric in r}
+        earlier = {
+            f"{r['step']}": r[metric] for r in self.trainer.rows if metric in r
+        }
         improved = self.best_of({**earlier, "now": metrics[metric]}) == "now"
         shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
-        self.say(f"step {self.trainer.step}/{self.total}: {shown}{'  <- best' if improved else ''}")
+        self.say(
+            f"step {self.trainer.step}/{self.total}: "
+            f"{shown}{'  <- best' if improved else ''}"
+        )
         if dist.is_main():
             extra = {"step": self.trainer.step, **metrics}
             if improved:
                 self.save_weights(BEST, extra, weights)
             if self.config.keep_last:
-                self.save_weights(f"keep-{self.trainer.step:06d}.pt", extra, weights)
+                self.save_weights(
+                    f"keep-{self.trainer.step:06d}.pt", extra, weights
+                )
                 for old in self.kept()[: -self.config.keep_last]:
                     old.unlink()
         return metrics
@@ -346,15 +406,17 @@ class Run:
         return scores[pick]
 
     def train(self, max_steps: int | None = None) -> bool:
-        """Train to the end of the run (or to ``max_steps``); True when the run is complete."""
+        """Train to the end of the run (or to ``max_steps``); True
+        when the run is complete."""
         stop = self.total if max_steps is None else min(max_steps, self.total)
         if self.trainer.step == 0:
             if dist.is_main():
                 write_provenance(self.out, self.device)
             c = self.config
             self.say(
-                f"{self.task_name} {self.preset}: {self.total} steps ({self.steps_per_epoch} "
-                f"per epoch) on {dist.world_size()} process(es), {self.device}, {c.precision}; "
+                f"{self.task_name} {self.preset}: {self.total} steps "
+                f"({self.steps_per_epoch} per epoch) on {dist.world_size()} "
+                f"process(es), {self.device}, {c.precision}; "
                 f"{count_parameters(self.model):,} parameters"
             )
         elif self.trainer.step < stop:
@@ -369,13 +431,20 @@ class Run:
         )
         self.write_history()
         if self.trainer.step < self.total:
-            self.say(f"stopped at step {self.trainer.step} (--max-steps); continue with --resume")
+            self.say(
+                f"stopped at step {self.trainer.step} (--max-steps); continue with "
+                "--resume"
+            )
             return False
-        if self.task.score[0] not in self.trainer.rows[-1]:  # the end is not a validation step
+        if (
+            self.task.score[0] not in self.trainer.rows[-1]
+        ):  # the end is not a validation step
             self.trainer.rows[-1].update(self.validate())
             self.trainer.save()
             self.write_history()
-        if is_sharded(self.model):  # finish() runs on rank 0 alone: give it the whole model
+        if is_sharded(
+            self.model
+        ):  # finish() runs on rank 0 alone: give it the whole model
             weights, _ = full_state_dicts(self.model)
             self.model = self.task.build_model().to(self.device)
             if dist.is_main():
@@ -383,10 +452,12 @@ class Run:
         return True
 
     def finish(self) -> dict[str, Any]:
-        """Choose final.pt, test it, write metrics.json (rank 0); returns the metrics.
+        """Choose final.pt, test it, write metrics.json
+        (rank 0); returns the metrics.
 
-        ``final="last"``: the weights as training left them. ``final="best"``: the better, on
-        the validation score, of best.pt and the average of the kept checkpoints.
+        ``final="last"``: the weights as training left them.
+        ``final="best"``: the better, on the validation score, of best.pt and
+        the average of the kept checkpoints.
         """
         metric = self.task.score[0]
         if self.config.final == "last":
@@ -411,20 +482,25 @@ class Run:
         metrics = {
             **run_config(self.task_name, self.preset, self.config),
             "steps": self.trainer.step,
-            "train_seconds": round(float(self.trainer.history["seconds"].iloc[-1]), 1),
+            "train_seconds": round(
+                float(self.trainer.history["seconds"].iloc[-1]), 1
+            ),
             "parameters": count_parameters(self.model),
             "final": pick,
             "validation": {k: float(v) for k, v in choice.items()},
             "test": test,
         }
-        atomic_write(self.out / "metrics.json", (json.dumps(metrics, indent=2) + "\n").encode())
+        atomic_write(
+            self.out / "metrics.json",
+            (json.dumps(metrics, indent=2) + "\n").encode(),
+        )
         return metrics
 
 
 @dataclass
 class RunResult:
-    """A finished run: its folder, task (with its data), model (final weights), history and
-    metrics."""
+    """A finished run: its folder, task (with its data), model (final
+    weights), history and metrics."""
 
     out: Path
     task: Task
@@ -446,9 +522,13 @@ def train(
     progress: bool = True,
     echo: bool = True,
 ) -> RunResult | None:
-    """Train (or resume) a run; returns it when finished, None when stopped by ``max_steps``."""
+    """Train (or resume) a run; returns it when finished, None when
+    stopped by ``max_steps``."""
     if resume and (preset is not None or settings):
-        raise ValueError("--resume continues the run with its saved settings: drop --preset/--set")
+        raise ValueError(
+            "--resume continues the run with its saved settings: drop "
+            "--preset/--set"
+        )
     config = None if resume else new_config(task, preset or "tiny", settings)
     out = Path(out)
     try:
@@ -539,27 +619,34 @@ def ensure_run(
     data_dir: str | Path | None = None,
     fresh: bool = False,
 ) -> RunResult:
-    """A finished run of ``preset`` (with ``settings``) in ``out``: reused, resumed or trained.
+    """A finished run of ``preset`` (with ``settings``) in ``out``:
+    reused, resumed or trained.
 
     What the chapters call. A record of this config with published weights
     (``results/``, :mod:`annotated_transformer.records`) is loaded first, untrained.
     A finished run (``metrics.json``; e.g. trained beforehand with
-    ``python -m annotated_transformer TASK train --out``, on all cores) is loaded; an
-    interrupted one is resumed; otherwise it is trained here, quietly (its log is in
-    ``out/train.log``). A folder that holds a run of another configuration is refused rather
-    than passed off as this one. ``fresh`` deletes ``out`` first (CI: the same run every time).
+    ``python -m annotated_transformer TASK train --out``, on all cores) is loaded;
+    an interrupted one is resumed; otherwise it is trained here, quietly (its log is
+    in ``out/train.log``). A folder that holds a run of another configuration is
+    refused rather than passed off as this one. ``fresh`` deletes ``out`` first (CI:
+    the same run every time).
     """
     out = Path(out)
     if fresh:
         shutil.rmtree(out, ignore_errors=True)
     wanted = new_config(task, preset, settings)
     record = None if fresh else records.matching_record(task, preset, wanted)
-    if record is not None:  # a published run of this config (results/): never retrained
+    if (
+        record is not None
+    ):  # a published run of this config (results/): never retrained
         return records.load_result(record, data_dir=data_dir)
     last = out / LAST
-    if last.is_file() and not same_run(read_checkpoint(last)["config"], task, preset, wanted):
+    if last.is_file() and not same_run(
+        read_checkpoint(last)["config"], task, preset, wanted
+    ):
         raise ValueError(
-            f"{out} holds a run of another configuration: delete it, or train into another folder"
+            f"{out} holds a run of another configuration: delete it, or train into "
+            "another folder"
         )
     if not (out / "metrics.json").is_file():
         result = train(
@@ -578,11 +665,13 @@ def ensure_run(
 
 
 def same_run(saved: dict[str, Any], task: str, preset: str, wanted: Any) -> bool:
-    """Is ``saved`` (a checkpoint's config) a run of ``task``/``preset`` with config ``wanted``?
+    """Is ``saved`` (a checkpoint's config) a run of
+    ``task``/``preset`` with config ``wanted``?
 
     Settings added to the config after the run was saved count as their defaults,
-    ``precision="auto"`` matches whatever it became on the machine that trained the run, and
-    the config's ``test_only`` settings (how the finished model is tested) do not count.
+    ``precision="auto"`` matches whatever it became on the machine that trained the
+    run, and the config's ``test_only`` settings (how the finished model is tested)
+    do not count.
     """
     if saved.get("task") != task or saved.get("preset") != preset:
         return False
@@ -598,8 +687,9 @@ def test_settings(config: Any) -> dict[str, Any]:
 
 
 def retest(result: RunResult, wanted: Any) -> RunResult:
-    """``result`` tested again under ``wanted``'s test-only settings when they differ from the
-    run's (e.g. another beam size): its metrics.json gets the new settings and test scores."""
+    """``result`` tested again under ``wanted``'s test-only settings when they
+    differ from the run's (e.g. another beam size): its metrics.json gets the new
+    settings and test scores."""
     changes = test_settings(wanted)
     saved = result.metrics["config"]
     if all(saved.get(k) == v for k, v in changes.items()):
@@ -607,12 +697,15 @@ def retest(result: RunResult, wanted: Any) -> RunResult:
     result.task.config = dataclasses.replace(result.task.config, **changes)
     metrics = {**result.metrics, "config": {**saved, **changes}}
     metrics["test"] = result.task.test(result.model)
-    atomic_write(result.out / "metrics.json", (json.dumps(metrics, indent=2) + "\n").encode())
+    atomic_write(
+        result.out / "metrics.json", (json.dumps(metrics, indent=2) + "\n").encode()
+    )
     return dataclasses.replace(result, metrics=metrics)
 
 
 def load_run(out: str | Path, *, data_dir: str | Path | None = None) -> RunResult:
-    """A finished run's folder as a :class:`RunResult` (final weights, in eval mode)."""
+    """A finished run's folder as a :class:`RunResult` (final
+    weights, in eval mode)."""
     out = Path(out)
     task, model = load_model(out / FINAL, data_dir=data_dir)
     metrics = json.loads((out / "metrics.json").read_text())
@@ -625,9 +718,10 @@ def load_model(
     data_dir: str | Path | None = None,
     device: str = "cpu",
 ) -> tuple[Task, nn.Module]:
-    """The task (with its saved vocabulary) and the model (eval mode) of a run's checkpoint;
-    given several checkpoints, their :func:`~annotated_transformer.checkpoint.model_soup` with
-    the first one's task and settings."""
+    """The task (with its saved vocabulary) and the model (eval mode) of a run's
+    checkpoint; given several checkpoints, their
+    :func:`~annotated_transformer.checkpoint.model_soup` with the first one's task
+    and settings."""
     if isinstance(checkpoint, str | Path):
         state = read_checkpoint(checkpoint)
     else:
@@ -636,21 +730,26 @@ def load_model(
     saved = state["config"]
     if saved.get("task") not in TASKS or "config" not in saved:
         raise CheckpointError(
-            f"{checkpoint} is a checkpoint, but not one a run wrote (its config names no task): "
-            "pass the final.pt, best.pt or last.pt of a run's folder"
+            f"{checkpoint} is a checkpoint, but not one a run wrote (its config "
+            "names no task): pass the final.pt, best.pt or last.pt of a run's "
+            "folder"
         )
     cls = TASKS[saved["task"]]
-    task = cls(cls.Config(**saved["config"]), data_dir=data_dir, state=saved["state"])
+    task = cls(
+        cls.Config(**saved["config"]), data_dir=data_dir, state=saved["state"]
+    )
     model = task.build_model()
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as error:
         raise CheckpointError(
-            f"{checkpoint}: its weights do not fit its own config ({str(error).splitlines()[0]})"
+            f"{checkpoint}: its weights do not fit its own config "
+            f"({str(error).splitlines()[0]})"
         ) from error
     return task, model.to(pick_device(device)).eval()
 
 
 def rows_with(history: pd.DataFrame, column: str) -> pd.DataFrame:
-    """The rows of a run's history where ``column`` was measured (e.g. validations)."""
+    """The rows of a run's history where ``column`` was
+    measured (e.g. validations)."""
     return history.dropna(subset=[column]).reset_index(drop=True)

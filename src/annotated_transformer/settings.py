@@ -1,10 +1,13 @@
-"""Where the data comes from, read from the environment: the data mirror and the cache.
+"""Where the data comes from, read from the environment: the
+data mirror and the cache.
 
 Every chapter and command line reads these, so one switch changes them all:
 
-- ``AT_DATA_MIRROR``: a folder laid out like the canonical downloads (``multi30k/``, ``imdb/``,
-  ``chars/``); files found there are checksum-verified and used instead of the network.
-- ``AT_CACHE_DIR``: where downloads are kept (default ``~/.cache/annotated_transformer``).
+- ``AT_DATA_MIRROR``: a folder laid out like the canonical downloads
+  (``multi30k/``, ``imdb/``, ``chars/``); files found there are checksum-verified
+  and used instead of the network.
+- ``AT_CACHE_DIR``: where downloads are kept (default
+  ``~/.cache/annotated_transformer``).
 - ``AT_GPT2_DIR``: the folder of GPT-2's published files (default: the cache's
   ``gpt2/``).
 """
@@ -22,7 +25,8 @@ def data_mirror() -> Path | None:
 
 
 def cache_dir() -> Path:
-    """The download cache from ``AT_CACHE_DIR`` (default ``~/.cache/annotated_transformer``)."""
+    """The download cache from ``AT_CACHE_DIR`` (default
+    ``~/.cache/annotated_transformer``)."""
     default = Path.home() / ".cache" / "annotated_transformer"
     return Path(os.environ.get("AT_CACHE_DIR", default)).expanduser()
 

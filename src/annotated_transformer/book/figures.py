@@ -1,25 +1,28 @@
 """The book's diagrams, drawn as hand-written SVG: one function per figure.
 
-``python -m annotated_transformer.book.figures [DIR]`` (``make figures``) writes every
-figure to ``DIR/<name>.svg`` (default ``notebooks/figures``), where chapters include them as
-``![alt](figures/<name>.svg)``: the same relative path works in Jupyter and on the site
-(``book/notebooks`` is a link to ``../notebooks``). ``--check`` only reports the files that
-differ from what this module draws now (``tests/test_figures.py`` does the same).
+``python -m annotated_transformer.book.figures [DIR]`` (``make figures``) writes
+every figure to ``DIR/<name>.svg`` (default ``notebooks/figures``), where chapters
+include them as ``![alt](figures/<name>.svg)``: the same relative path works in
+Jupyter and on the site (``book/notebooks`` is a link to ``../notebooks``).
+``--check`` only reports the files that differ from what this module draws now
+(``tests/test_figures.py`` does the same).
 
-Why hand-written SVG: a figure is a few dozen boxes, arrows and labels, so a small canvas
-(:class:`Canvas`) is enough. The source is plain Python a diff can review, the output is
-plain text, nothing is installed (Graphviz would be a system dependency; matplotlib and
-Altair place labels by data coordinates, not by the layout a diagram needs), and a figure
-can read its names and numbers from the package itself (a mask is drawn from
-:func:`~annotated_transformer.masks.make_std_mask`'s output), which tests then check.
+Why hand-written SVG: a figure is a few dozen boxes, arrows and labels, so a small
+canvas (:class:`Canvas`) is enough. The source is plain Python a diff can review,
+the output is plain text, nothing is installed (Graphviz would be a system
+dependency; matplotlib and Altair place labels by data coordinates, not by the
+layout a diagram needs), and a figure can read its names and numbers from the
+package itself (a mask is drawn from
+:func:`~annotated_transformer.masks.make_std_mask`'s output), which tests then
+check.
 
-One style: the palette :data:`TONES`, a sans font for prose and a monospace one for code
-names, the arrow marker of :meth:`Canvas.svg`. Every figure is :data:`WIDTH` units wide and
-draws its own light card, so it reads on the site's dark theme too; labels are at least
-:data:`MIN_FONT` units, i.e. about 12 px when a phone shows the figure 360 px wide. Compact
-layouts stack rather than spread. Elements that name a package class carry
-``data-class`` (and ``data-module``, the attribute path in the model), mask cells carry
-``data-mask`` and ``data-on``: the tests read those back.
+One style: the palette :data:`TONES`, a sans font for prose and a monospace one for
+code names, the arrow marker of :meth:`Canvas.svg`. Every figure is :data:`WIDTH`
+units wide and draws its own light card, so it reads on the site's dark theme too;
+labels are at least :data:`MIN_FONT` units, i.e. about 12 px when a phone shows the
+figure 360 px wide. Compact layouts stack rather than spread. Elements that name a
+package class carry ``data-class`` (and ``data-module``, the attribute path in the
+model), mask cells carry ``data-mask`` and ``data-on``: the tests read those back.
 """
 
 from __future__ import annotations
@@ -39,11 +42,16 @@ from annotated_transformer.training import PackedBatch
 WIDTH = 380  # viewBox units; shown 1.25x on a wide screen, scaled down on a phone
 SCALE = 1.25
 MIN_FONT = 13
-SANS = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
-MONO = "ui-monospace, SFMono-Regular, Menlo, Consolas, 'DejaVu Sans Mono', monospace"
+SANS = (
+    "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, "
+    "sans-serif"
+)
+MONO = (
+    "ui-monospace, SFMono-Regular, Menlo, Consolas, 'DejaVu Sans Mono', monospace"
+)
 INK, MUTED, CARD, EDGE = "#1f2933", "#52606d", "#fbfaf6", "#d8d3c4"
-# (fill, stroke) per role: blue encoder/queries, orange decoder/keys, green values and
-# feed-forward, purple norms, grey neutral, red what is dropped or hidden.
+# (fill, stroke) per role: blue encoder/queries, orange decoder/keys, green values
+# and feed-forward, purple norms, grey neutral, red what is dropped or hidden.
 TONES = {
     "blue": ("#dbe8fb", "#2c5aa0"),
     "orange": ("#fde6cf", "#a4501a"),
@@ -86,18 +94,24 @@ class Canvas:
         fit: float | None = None,
         attrs: dict[str, str] | None = None,
     ) -> None:
-        """One line of text, baseline at y; squeezed to ``fit`` units if it is wider."""
+        """One line of text, baseline at y; squeezed to
+        ``fit`` units if it is wider."""
         extra = "".join(f' {k}="{escape(v)}"' for k, v in (attrs or {}).items())
         width = len(s) * size * (0.6 if mono or bold else 0.55)
-        if fit is None and mono:  # monospace widths are known: keep the line in the card
-            fit = {"start": WIDTH - 8 - x, "end": x - 8}.get(anchor, 2 * min(x, WIDTH - x) - 16)
+        if (
+            fit is None and mono
+        ):  # monospace widths are known: keep the line in the card
+            fit = {"start": WIDTH - 8 - x, "end": x - 8}.get(
+                anchor, 2 * min(x, WIDTH - x) - 16
+            )
         if fit is not None and width > fit:
             extra += f' textLength="{fit:g}" lengthAdjust="spacingAndGlyphs"'
         family = "m" if mono else "s"
         weight = ' font-weight="600"' if bold else ""
         self.items.append(
             f'<text x="{x:g}" y="{y:g}" class="{family}" font-size="{size:g}" '
-            f'text-anchor="{anchor}" fill="{fill}"{weight}{extra}>{escape(s)}</text>'
+            f'text-anchor="{anchor}" '
+            f'fill="{fill}"{weight}{extra}>{escape(s)}</text>'
         )
         self._grow(y + size * 0.3)
 
@@ -118,7 +132,8 @@ class Canvas:
         extra = "".join(f' {k}="{escape(v)}"' for k, v in (attrs or {}).items())
         self.items.append(
             f'<rect x="{x:g}" y="{y:g}" width="{w:g}" height="{h:g}" rx="{rx:g}" '
-            f'fill="{fill or face}" stroke="{stroke}" stroke-width="1.2"{dash}{extra}/>'
+            f'fill="{fill or face}" stroke="{stroke}" '
+            f'stroke-width="1.2"{dash}{extra}/>'
         )
         self._grow(y + h)
 
@@ -183,19 +198,25 @@ class Canvas:
         dashed: bool = False,
         width: float = 1.4,
     ) -> None:
-        d = " ".join(f"{'M' if i == 0 else 'L'} {x:g} {y:g}" for i, (x, y) in enumerate(points))
+        d = " ".join(
+            f"{'M' if i == 0 else 'L'} {x:g} {y:g}"
+            for i, (x, y) in enumerate(points)
+        )
         marker = ' marker-end="url(#arrow)"' if arrow else ""
         dash = ' stroke-dasharray="5 4"' if dashed else ""
         self.items.append(
-            f'<path d="{d}" fill="none" stroke="{color}" stroke-width="{width:g}"{dash}{marker}/>'
+            f'<path d="{d}" fill="none" stroke="{color}" '
+            f'stroke-width="{width:g}"{dash}{marker}/>'
         )
         self._grow(max(y for _, y in points))
 
-    def circle(self, x: float, y: float, r: float, label: str, tone: str = "grey") -> None:
+    def circle(
+        self, x: float, y: float, r: float, label: str, tone: str = "grey"
+    ) -> None:
         face, stroke = TONES[tone]
         self.items.append(
-            f'<circle cx="{x:g}" cy="{y:g}" r="{r:g}" fill="{face}" stroke="{stroke}" '
-            'stroke-width="1.2"/>'
+            f'<circle cx="{x:g}" cy="{y:g}" r="{r:g}" fill="{face}" '
+            f'stroke="{stroke}" stroke-width="1.2"/>'
         )
         self.text(x, y + 5, label, 15, bold=True)
 
@@ -208,24 +229,30 @@ class Canvas:
         name: str,
         colors: Sequence[str] | None = None,
     ) -> None:
-        """A boolean (rows, cols) mask as cells: ON where True (or ``colors[row]``)."""
+        """A boolean (rows, cols) mask as cells: ON where
+        True (or ``colors[row]``)."""
         for i, row in enumerate(mask.tolist()):
             for j, on in enumerate(row):
                 fill = (colors[i] if colors else ON) if on else OFF
                 self.items.append(
-                    f'<rect x="{x + j * cell:g}" y="{y + i * cell:g}" width="{cell - 2:g}" '
-                    f'height="{cell - 2:g}" rx="2" fill="{fill}" data-mask="{name}" '
-                    f'data-on="{int(on)}"/>'
+                    f'<rect x="{x + j * cell:g}" y="{y + i * cell:g}" '
+                    f'width="{cell - 2:g}" height="{cell - 2:g}" rx="2" '
+                    f'fill="{fill}" data-mask="{name}" data-on="{int(on)}"/>'
                 )
         self._grow(y + mask.size(0) * cell)
 
     def svg(self) -> str:
         height = round(self.bottom + 14)
         head = (
-            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
+            '<svg xmlns="http://www.w3.org/2000/svg" '
+            f'viewBox="0 0 {WIDTH} {height}" '
             f'width="{WIDTH * SCALE:g}" height="{height * SCALE:g}" role="img">\n'
             f"<title>{escape(self.title)}</title>\n"
-            "<style>.s{font-family:" + SANS + "}.m{font-family:" + MONO + "}</style>\n"
+            "<style>.s{font-family:"
+            + SANS
+            + "}.m{font-family:"
+            + MONO
+            + "}</style>\n"
             '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" '
             'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
             f'<path d="M 0 0 L 10 5 L 0 10 z" fill="{INK}"/></marker></defs>\n'
@@ -240,7 +267,8 @@ def down(c: Canvas, x: float, y0: float, y1: float) -> None:
     c.line([(x, y0), (x, y1)])
 
 
-# --- 01 -----------------------------------------------------------------------------------
+# --- 01
+# ----------------------------------------------------------------------------------
 
 SOURCE = ["the", "European", "Economic", "Area", "."]
 TARGET = ["la", "zone", "économique", "européenne", "."]
@@ -249,8 +277,8 @@ SUB = SUB0[1:]
 
 
 def rnn_bottleneck() -> str:
-    """Chapter 01: the classic encoder-decoder squeezes the sentence into c = h_n; with
-    attention every decoder step reads a weighted sum of all encoder states."""
+    """Chapter 01: the classic encoder-decoder squeezes the sentence into c = h_n;
+    with attention every decoder step reads a weighted sum of all encoder states."""
     c = Canvas("An RNN encoder-decoder with its bottleneck, then attention")
     xs = [14 + i * 72 for i in range(5)]  # five 64-unit columns
     c.text(
@@ -270,7 +298,9 @@ def rnn_bottleneck() -> str:
     c.box(xs[4], 110, 64, 28, "c", "red", mono=False)
     down(c, xs[4] + 32, 92, 108)
     c.text(xs[4] - 8, 129, "fixed size, any length", 13, anchor="end", fill=MUTED)
-    c.line([(xs[4] + 32, 138), (xs[4] + 32, 148), (xs[0] + 32, 148), (xs[0] + 32, 160)])
+    c.line(
+        [(xs[4] + 32, 138), (xs[4] + 32, 148), (xs[0] + 32, 148), (xs[0] + 32, 160)]
+    )
     for i, x in enumerate(xs):
         c.box(x, 162, 64, 28, f"s{SUB[i]}", "orange", mono=False)
         if i:
@@ -331,12 +361,13 @@ def rnn_bottleneck() -> str:
     return c.svg()
 
 
-# --- 02 -----------------------------------------------------------------------------------
+# --- 02
+# ----------------------------------------------------------------------------------
 
 
 def qkv_flow() -> str:
-    """Chapter 02: every vector is projected three ways; queries meet keys, the softmax
-    weights average the values."""
+    """Chapter 02: every vector is projected three ways; queries meet keys, the
+    softmax weights average the values."""
     c = Canvas("Queries, keys and values as a data flow")
     c.box(130, 12, 120, 34, "x", "grey", sub=None)
     c.text(258, 34, "(b, t, k)", 13, anchor="start", fill=MUTED)
@@ -385,7 +416,8 @@ def qkv_flow() -> str:
     return c.svg()
 
 
-# The sizes of chapter 02's multi-head example (its cell: batch, t, d_model, h = 2, 6, 16, 4).
+# The sizes of chapter 02's multi-head example (its cell: batch, t,
+# d_model, h = 2, 6, 16, 4).
 MULTIHEAD = {"batch": 2, "t": 6, "d_model": 16, "h": 4}
 
 
@@ -394,7 +426,8 @@ def shape(*sizes: int | str) -> str:
 
 
 def multihead_shapes(batch: int, t: int, d_model: int, h: int) -> str:
-    """Chapter 02: MultiHeadedAttention's split into heads and merge, as tensor shapes."""
+    """Chapter 02: MultiHeadedAttention's split into heads and
+    merge, as tensor shapes."""
     d_k = d_model // h
     c = Canvas("The multi-head split and merge as tensor shapes")
     head_colors = [TONES[t_][1] for t_ in ("blue", "orange", "green", "purple")] * h
@@ -408,8 +441,9 @@ def multihead_shapes(batch: int, t: int, d_model: int, h: int) -> str:
                     gx = x + g * (d_model // groups * cell + gap) + j * cell
                     c.items.append(
                         f'<rect x="{gx:g}" y="{y + i * cell:g}" width="{cell - 1}" '
-                        f'height="{cell - 1}" fill="{head_colors[g if groups > 1 else j // d_k]}"'
-                        ' opacity="0.8"/>'
+                        f'height="{cell - 1}" '
+                        f'fill="{head_colors[g if groups > 1 else j // d_k]}" '
+                        'opacity="0.8"/>'
                     )
         c._grow(y + t * cell)
 
@@ -481,12 +515,13 @@ def multihead_shapes(batch: int, t: int, d_model: int, h: int) -> str:
     return c.svg()
 
 
-# --- 03 -----------------------------------------------------------------------------------
+# --- 03
+# ----------------------------------------------------------------------------------
 
 
 def tokens_to_vectors() -> str:
-    """Chapter 03: one sentence cut three ways, each token looked up in a vocabulary, each
-    id a row of the embedding table."""
+    """Chapter 03: one sentence cut three ways, each token looked up in a
+    vocabulary, each id a row of the embedding table."""
     c = Canvas("Text to tokens to ids to vectors")
     c.text(190, 24, "“Two dogs play.”", 15, bold=True)
     rows = [
@@ -529,7 +564,9 @@ def tokens_to_vectors() -> str:
     y += 28
     ids = [41, 87, 233, 5]
     for i, idx in enumerate(ids):
-        c.text(36, y + 18 + i * 30, str(idx), 14, mono=True, fill=TONES["orange"][1])
+        c.text(
+            36, y + 18 + i * 30, str(idx), 14, mono=True, fill=TONES["orange"][1]
+        )
         c.line([(52, y + 13 + i * 30), (150, y + 13 + i * 30)])
         for j in range(8):
             c.rect(154 + j * 22, y + 2 + i * 30, 20, 22, "green", rx=2)
@@ -555,12 +592,13 @@ def tokens_to_vectors() -> str:
     return c.svg()
 
 
-# --- 05 -----------------------------------------------------------------------------------
+# --- 05
+# ----------------------------------------------------------------------------------
 
 
 def residual_norms() -> str:
-    """Chapter 05: the residual block with the norm after the sum (post-norm) and before the
-    sublayer (pre-norm)."""
+    """Chapter 05: the residual block with the norm after the sum (post-norm) and
+    before the sublayer (pre-norm)."""
     c = Canvas("A residual block, post-norm and pre-norm side by side")
 
     def column(
@@ -623,7 +661,8 @@ def residual_norms() -> str:
     return c.svg()
 
 
-# --- 06 -----------------------------------------------------------------------------------
+# --- 06
+# ----------------------------------------------------------------------------------
 
 MASK_PAIR = {
     "src": ["ein", "Hund", "läuft", "<pad>", "<pad>"],
@@ -643,11 +682,13 @@ def mask_pair_ids() -> tuple[torch.Tensor, torch.Tensor, int]:
 
 
 def masks() -> str:
-    """Chapter 06: padding, look-ahead and combined masks of one sentence pair, drawn from
-    the package's padding_mask, subsequent_mask and make_std_mask."""
+    """Chapter 06: padding, look-ahead and combined masks of one sentence pair,
+    drawn from the package's padding_mask, subsequent_mask and make_std_mask."""
     src, tgt, pad = mask_pair_ids()
     c = Canvas("The three masks on one sentence pair")
-    c.text(14, 22, "Padding: padding_mask(tokens, PAD)", 14, anchor="start", bold=True)
+    c.text(
+        14, 22, "Padding: padding_mask(tokens, PAD)", 14, anchor="start", bold=True
+    )
     y = 34
     for side, ids in (("src", src), ("tgt", tgt)):
         row = padding_mask(ids, pad)[0, 0]  # (len,)
@@ -656,7 +697,8 @@ def masks() -> str:
             x = 50 + j * 64
             c.items.append(
                 f'<rect x="{x}" y="{y}" width="60" height="28" rx="4" '
-                f'fill="{ON if on else OFF}" data-mask="padding_{side}" data-on="{int(on)}"/>'
+                f'fill="{ON if on else OFF}" data-mask="padding_{side}" '
+                f'data-on="{int(on)}"/>'
             )
             c.text(
                 x + 30,
@@ -714,15 +756,18 @@ def masks() -> str:
     return c.svg()
 
 
-# --- 07 -----------------------------------------------------------------------------------
+# --- 07
+# ----------------------------------------------------------------------------------
 
-# Built for the test with the package's defaults (make_model's N): the figure states N.
+# Built for the test with the package's defaults (make_model's
+# N): the figure states N.
 FULL_MODEL_N = 6
 
 
 def full_model(N: int = FULL_MODEL_N) -> str:
-    """Chapter 07: the whole encoder-decoder, each box the package class that implements it
-    (``data-module``: its attribute path in a model built by make_model)."""
+    """Chapter 07: the whole encoder-decoder, each box the package class that
+    implements it (``data-module``: its attribute path in a model built by
+    make_model)."""
     c = Canvas("The whole encoder-decoder, labelled with the package's classes")
     ed = model.EncoderDecoder.__name__
     c.text(
@@ -777,7 +822,9 @@ def full_model(N: int = FULL_MODEL_N) -> str:
         down(c, 190, y + 96, y + 110)
         return y + 112
 
-    def stack(y: float, part: str, layer: type, rows: list[tuple[str, str, str]]) -> float:
+    def stack(
+        y: float, part: str, layer: type, rows: list[tuple[str, str, str]]
+    ) -> float:
         stack_cls = layers.Encoder if part == "encoder" else layers.Decoder
         h = 34 + 26 + len(rows) * 34 + 8 + 36
         c.rect(x0, y, w0, h, "blue" if part == "encoder" else "orange")
@@ -817,11 +864,15 @@ def full_model(N: int = FULL_MODEL_N) -> str:
                 if attr.endswith("attn")
                 else layers.PositionwiseFeedForward
             )
-            c.named(xi + 8, ry, wi - 16, 28, attr, cls, tone, f"{part}.layers.0.{attr}")
+            c.named(
+                xi + 8, ry, wi - 16, 28, attr, cls, tone, f"{part}.layers.0.{attr}"
+            )
             if note:
                 c.text(xi + wi - 12, ry - 2, note, 13, anchor="end", fill=MUTED)
         ny = y + 36 + 26 + len(rows) * 34 + 10
-        c.named(xi, ny, wi, 26, "norm", torch.nn.LayerNorm, "purple", f"{part}.norm")
+        c.named(
+            xi, ny, wi, 26, "norm", torch.nn.LayerNorm, "purple", f"{part}.norm"
+        )
         return y + h
 
     y = embed(30, "src", "src (batch, src_len)")
@@ -897,22 +948,28 @@ def full_model(N: int = FULL_MODEL_N) -> str:
     return c.svg()
 
 
-# --- 08 -----------------------------------------------------------------------------------
+# --- 08
+# ----------------------------------------------------------------------------------
 
 TEACHER = ["<s>", "a", "dog", "runs", "</s>", "<pad>"]
 
 
 def teacher_forcing() -> str:
-    """Chapter 08: Batch splits the target into the decoder input tgt and the expected output
-    tgt_y; the loss compares the prediction at every position with tgt_y there."""
-    c = Canvas("Teacher forcing: the target shifted right, and what the loss compares")
+    """Chapter 08: Batch splits the target into the decoder input tgt and
+    the expected output tgt_y; the loss compares the prediction at every
+    position with tgt_y there."""
+    c = Canvas(
+        "Teacher forcing: the target shifted right, and what the loss compares"
+    )
     cw, x0 = 58, 16
 
     def row(y: float, label: str, words: Sequence[str], tone: str) -> None:
         c.text(14, y - 8, label, 13, mono=True, anchor="start")
         for i, w in enumerate(words):
             pad = w == "<pad>"
-            c.box(x0 + i * cw, y, cw - 6, 28, w, "grey" if pad else tone, dashed=pad)
+            c.box(
+                x0 + i * cw, y, cw - 6, 28, w, "grey" if pad else tone, dashed=pad
+            )
 
     c.text(14, 22, "One target row of a batch", 14, anchor="start", bold=True)
     row(50, "target", TEACHER, "grey")
@@ -955,16 +1012,19 @@ def teacher_forcing() -> str:
     return c.svg()
 
 
-# --- 09 -----------------------------------------------------------------------------------
+# --- 09
+# ----------------------------------------------------------------------------------
 
 # The figure's decoding: the source length and the tokens fed at steps 1, 2, ...
 KV_SRC_LEN = 5
 KV_STEPS = ["<s>", "3", "5", "2"]
 
 
-def kv_cache(src_len: int = KV_SRC_LEN, steps: Sequence[str] = tuple(KV_STEPS)) -> str:
-    """Chapter 09: one decoder layer's caches while decoding: self_kv gains one position a
-    step, src_kv is projected from the memory once and then only read."""
+def kv_cache(
+    src_len: int = KV_SRC_LEN, steps: Sequence[str] = tuple(KV_STEPS)
+) -> str:
+    """Chapter 09: one decoder layer's caches while decoding: self_kv gains one
+    position a step, src_kv is projected from the memory once and then only read."""
     c = Canvas("A KV cache filling step by step")
     c.text(
         14,
@@ -979,7 +1039,9 @@ def kv_cache(src_len: int = KV_SRC_LEN, steps: Sequence[str] = tuple(KV_STEPS)) 
     y = 58
     for t, token in enumerate(steps, start=1):
         c.text(14, y + 15, f"step {t}", 14, anchor="start", bold=True)
-        c.text(14, y + 34, f"reads {token}", 13, mono=True, anchor="start", fill=MUTED)
+        c.text(
+            14, y + 34, f"reads {token}", 13, mono=True, anchor="start", fill=MUTED
+        )
         for j in range(t):
             new = j == t - 1
             c.rect(
@@ -1027,7 +1089,8 @@ def kv_cache(src_len: int = KV_SRC_LEN, steps: Sequence[str] = tuple(KV_STEPS)) 
     return c.svg()
 
 
-# Each step's candidates: (prefix, token, log p(token | prefix)); beam_size hypotheses kept.
+# Each step's candidates: (prefix, token, log p(token | prefix));
+# beam_size hypotheses kept.
 BEAM_SIZE = 2
 BEAM_STEPS = [
     [((), "3", -0.4), ((), "5", -0.6), ((), "2", -2.3)],
@@ -1047,8 +1110,8 @@ BEAM_STEPS = [
 
 
 def beam_search_tree(beam_size: int = BEAM_SIZE) -> str:
-    """Chapter 09: a beam search tree; at every step the beam_size best candidates by total
-    log-probability survive (filled), the others are dropped (dashed)."""
+    """Chapter 09: a beam search tree; at every step the beam_size best candidates
+    by total log-probability survive (filled), the others are dropped (dashed)."""
     c = Canvas("A beam search tree with its kept hypotheses")
     c.text(
         14,
@@ -1101,10 +1164,11 @@ def beam_search_tree(beam_size: int = BEAM_SIZE) -> str:
     return c.svg()
 
 
-# --- 10 -----------------------------------------------------------------------------------
+# --- 10
+# ----------------------------------------------------------------------------------
 
-# One packed row of three pairs (lengths with <s> and </s>), and a longer pair in a second
-# row, so that the first row ends in padding as most rows do.
+# One packed row of three pairs (lengths with <s> and </s>), and a longer pair in a
+# second row, so that the first row ends in padding as most rows do.
 PACK_PAIRS = [(3, 4), (2, 3), (4, 4)]
 PACK_LONGEST = (10, 10)
 
@@ -1113,26 +1177,40 @@ def packed_batch() -> PackedBatch:
     def pair(n_src: int, n_tgt: int) -> tuple[list[int], list[int]]:
         return [1] + [5] * (n_src - 2) + [2], [1] + [6] * (n_tgt - 2) + [2]
 
-    return PackedBatch([[pair(*p) for p in PACK_PAIRS], [pair(*PACK_LONGEST)]], pad=0)
+    return PackedBatch(
+        [[pair(*p) for p in PACK_PAIRS], [pair(*PACK_LONGEST)]], pad=0
+    )
 
 
 def packing() -> str:
-    """Chapter 10: several pairs in one row; positions restart per pair and segment_mask
-    keeps each token inside its own pair (drawn from PackedBatch)."""
+    """Chapter 10: several pairs in one row; positions restart per pair and
+    segment_mask keeps each token inside its own pair (drawn from PackedBatch)."""
     batch = packed_batch()
-    src_seg = torch.tensor([[k + 1 for k, (s, _) in enumerate(PACK_PAIRS) for _ in range(s)]])
-    src_seg = torch.nn.functional.pad(src_seg, (0, batch.src.size(1) - src_seg.size(1)))
-    tgt_seg = torch.tensor([[k + 1 for k, (_, t) in enumerate(PACK_PAIRS) for _ in range(t - 1)]])
-    tgt_seg = torch.nn.functional.pad(tgt_seg, (0, batch.tgt.size(1) - tgt_seg.size(1)))
+    src_seg = torch.tensor(
+        [[k + 1 for k, (s, _) in enumerate(PACK_PAIRS) for _ in range(s)]]
+    )
+    src_seg = torch.nn.functional.pad(
+        src_seg, (0, batch.src.size(1) - src_seg.size(1))
+    )
+    tgt_seg = torch.tensor(
+        [[k + 1 for k, (_, t) in enumerate(PACK_PAIRS) for _ in range(t - 1)]]
+    )
+    tgt_seg = torch.nn.functional.pad(
+        tgt_seg, (0, batch.tgt.size(1) - tgt_seg.size(1))
+    )
     c = Canvas("Packing several sentence pairs into one row, with the masks")
-    c.text(14, 22, "Three pairs in one row (0: padding)", 14, anchor="start", bold=True)
+    c.text(
+        14, 22, "Three pairs in one row (0: padding)", 14, anchor="start", bold=True
+    )
     y = 34
     for name, seg, pos in (
         ("src", src_seg, batch.packing["src_pos"]),
         ("tgt", tgt_seg, batch.packing["tgt_pos"]),
     ):
         c.text(14, y + 18, name, 14, mono=True, anchor="start")
-        for j, (s, p) in enumerate(zip(seg[0].tolist(), pos[0].tolist(), strict=True)):
+        for j, (s, p) in enumerate(
+            zip(seg[0].tolist(), pos[0].tolist(), strict=True)
+        ):
             c.rect(50 + j * 31, y, 28, 26, SEGMENT_TONES[s], rx=3, dashed=s == 0)
             c.text(50 + j * 31 + 14, y + 18, str(p) if s else "·", 13, mono=True)
         y += 34
@@ -1153,7 +1231,9 @@ def packing() -> str:
     ]
     for name, mask, rows, x in grids:
         c.text(x + 55, y + 12, name, 14, bold=True)
-        colors = [TONES[SEGMENT_TONES[s]][1] if s else "#b8bfc9" for s in rows.tolist()]
+        colors = [
+            TONES[SEGMENT_TONES[s]][1] if s else "#b8bfc9" for s in rows.tolist()
+        ]
         c.grid(x, y + 22, mask, cell, name, colors)
     y += 22 + 10 * cell + 22
     lines = [
@@ -1183,12 +1263,14 @@ def packing() -> str:
     return c.svg()
 
 
-# --- 15 -----------------------------------------------------------------------------------
+# --- 15
+# ----------------------------------------------------------------------------------
 
 
 def block_today() -> str:
-    """Chapter 15: chapter 14's post-norm block (TransformerBlock) against today's pre-norm
-    ModernBlock; ``data-root`` names the block a box's ``data-module`` is inside."""
+    """Chapter 15: chapter 14's post-norm block (TransformerBlock) against
+    today's pre-norm ModernBlock; ``data-root`` names the block a box's
+    ``data-module`` is inside."""
     from annotated_transformer.gqa import GroupedQueryAttention
     from annotated_transformer.modern import ModernBlock
     from annotated_transformer.norms import RMSNorm
@@ -1277,10 +1359,11 @@ def block_today() -> str:
     return c.svg()
 
 
-# --- 16 -----------------------------------------------------------------------------------
+# --- 16
+# ----------------------------------------------------------------------------------
 
-# mask_tokens' rule: select each ordinary token with P_SELECT; of the selected, replace by
-# [MASK], by a random id, or keep, in the proportions SPLIT.
+# mask_tokens' rule: select each ordinary token with P_SELECT; of the selected,
+# replace by [MASK], by a random id, or keep, in the proportions SPLIT.
 P_SELECT = 0.15
 SPLIT = {"[MASK]": 0.8, "random": 0.1, "unchanged": 0.1}
 BERT_ROWS = [
@@ -1298,7 +1381,8 @@ BERT_ROWS = [
 
 
 def bert_masking() -> str:
-    """Chapter 16: mask_tokens' corruption of one review, with the labels the loss reads."""
+    """Chapter 16: mask_tokens' corruption of one review, with the
+    labels the loss reads."""
     c = Canvas("BERT's masking: inputs and labels")
     c.text(
         14,
@@ -1356,12 +1440,14 @@ def bert_masking() -> str:
     return c.svg()
 
 
-# --- 17 -----------------------------------------------------------------------------------
+# --- 17
+# ----------------------------------------------------------------------------------
 
 
 def xl_memory(seg_len: int = 4, n_blocks: int = 2) -> str:
-    """Chapter 17: Transformer-XL's segment-level recurrence: each block's queries attend to
-    [memory; current], the memory being the previous segment's states, detached."""
+    """Chapter 17: Transformer-XL's segment-level recurrence: each block's
+    queries attend to [memory; current], the memory being the previous
+    segment's states, detached."""
     c = Canvas("Transformer-XL's segment memory")
     c.text(
         14,
@@ -1384,7 +1470,9 @@ def xl_memory(seg_len: int = 4, n_blocks: int = 2) -> str:
         13,
         fill=TONES["blue"][1],
     )
-    ys = [72 + 64 * (n_blocks - level) for level in range(n_blocks + 1)]  # input at bottom
+    ys = [
+        72 + 64 * (n_blocks - level) for level in range(n_blocks + 1)
+    ]  # input at bottom
     for level in range(1, n_blocks + 1):
         for j in range(seg_len, 2 * seg_len):
             focus = j == 2 * seg_len - 1
@@ -1402,7 +1490,8 @@ def xl_memory(seg_len: int = 4, n_blocks: int = 2) -> str:
             face, stroke = TONES[tone]
             dash = ' stroke-dasharray="3 2"' if mem else ""
             c.items.append(
-                f'<circle cx="{x}" cy="{y}" r="8" fill="{face}" stroke="{stroke}"{dash}/>'
+                f'<circle cx="{x}" cy="{y}" r="8" fill="{face}" '
+                f'stroke="{stroke}"{dash}/>'
             )
         c.text(
             xs[-1] + 22,
@@ -1425,16 +1514,18 @@ def xl_memory(seg_len: int = 4, n_blocks: int = 2) -> str:
     return c.svg()
 
 
-# --- 18 -----------------------------------------------------------------------------------
+# --- 18
+# ----------------------------------------------------------------------------------
 
 WORLD_SIZE = 4
-# Bytes per parameter of what each device keeps (fp32 weights, gradients, Adam's m and v).
+# Bytes per parameter of what each device keeps (fp32 weights,
+# gradients, Adam's m and v).
 STATE_BYTES = {"weights": 4, "gradients": 4, "Adam m, v": 8}
 
 
 def parallelism(world_size: int = WORLD_SIZE) -> str:
-    """Chapter 18: what each device keeps under DDP (everything) and FSDP (a 1/W shard, plus
-    one gathered unit at a time)."""
+    """Chapter 18: what each device keeps under DDP (everything) and FSDP (a 1/W
+    shard, plus one gathered unit at a time)."""
     c = Canvas("What DDP and FSDP keep on each device")
     colw = 64
     x0 = 118
@@ -1444,7 +1535,9 @@ def parallelism(world_size: int = WORLD_SIZE) -> str:
     for scheme in ("DDP", "FSDP"):
         c.text(14, y + 16, scheme, 15, bold=True, anchor="start")
         for d in range(world_size):
-            c.text(x0 + d * colw + colw / 2 - 4, y + 16, f"rank {d}", 13, fill=MUTED)
+            c.text(
+                x0 + d * colw + colw / 2 - 4, y + 16, f"rank {d}", 13, fill=MUTED
+            )
         y += 26
         rows = [*STATE_BYTES.items(), ("batch", 0)]
         if scheme == "FSDP":
@@ -1505,8 +1598,8 @@ def parallelism(world_size: int = WORLD_SIZE) -> str:
 
 
 def checkpointing(n_layers: int = 4) -> str:
-    """Chapter 18: with checkpoint_blocks, the forward pass keeps only each block's input;
-    the backward pass runs each block's forward again, then its backward."""
+    """Chapter 18: with checkpoint_blocks, the forward pass keeps only each block's
+    input; the backward pass runs each block's forward again, then its backward."""
     c = Canvas("What activation checkpointing keeps and recomputes")
     w, gap, x0 = 70, 18, 14
     c.text(
@@ -1562,7 +1655,8 @@ def checkpointing(n_layers: int = 4) -> str:
     return c.svg()
 
 
-# --- all of them --------------------------------------------------------------------------
+# --- all of them
+# --------------------------------------------------------------------------
 
 FIGURES: dict[str, Callable[[], str]] = {
     "01_rnn_bottleneck": rnn_bottleneck,
@@ -1585,7 +1679,8 @@ FIGURES: dict[str, Callable[[], str]] = {
 
 
 def stale(folder: Path) -> list[str]:
-    """Names of the figures whose file in ``folder`` is missing or differs from the source."""
+    """Names of the figures whose file in ``folder`` is missing or
+    differs from the source."""
     return [
         name
         for name, draw in FIGURES.items()
@@ -1596,8 +1691,12 @@ def stale(folder: Path) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", nargs="?", type=Path, default=Path("notebooks/figures"))
-    parser.add_argument("--check", action="store_true", help="only list the stale figures")
+    parser.add_argument(
+        "folder", nargs="?", type=Path, default=Path("notebooks/figures")
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="only list the stale figures"
+    )
     args = parser.parse_args(argv)
     if args.check:
         names = stale(args.folder)

@@ -1,10 +1,11 @@
 """Refresh the package listings stored in the chapters, without re-running them.
 
-A chapter shows package code with :func:`~annotated_transformer.book.source.show_source`,
-and strict nbval fails as soon as that code changes and the stored output does not. Most
-chapters re-execute in seconds, but those that read long training runs do not, and a
-docstring edit should not need hours of training. A listing's stored output names what it
-shows (``"`Batch` in `annotated_transformer/training.py`"``), so it can be rendered again
+A chapter shows package code with
+:func:`~annotated_transformer.book.source.show_source`, and strict nbval fails as
+soon as that code changes and the stored output does not. Most chapters re-execute
+in seconds, but those that read long training runs do not, and a docstring edit
+should not need hours of training. A listing's stored output names what it shows
+(``"`Batch` in `annotated_transformer/training.py`"``), so it can be rendered again
 from the package as it is now, leaving every other output untouched::
 
     python -m annotated_transformer.book.listings notebooks/*.ipynb
@@ -24,12 +25,17 @@ import nbformat
 
 from annotated_transformer.book.source import Source
 
-HEADING = re.compile(r"^`([\w.<>]+)` in `annotated_transformer/([\w/]+)\.py`$", re.M)
+HEADING = re.compile(
+    r"^`([\w.<>]+)` in `annotated_transformer/([\w/]+)\.py`$", re.M
+)
 
 
 def _resolve(name: str, path: str) -> Any:
-    """The object that a listing heading names: ``name`` inside the module at ``path``."""
-    module = importlib.import_module("annotated_transformer." + path.replace("/", "."))
+    """The object that a listing heading names: ``name`` inside
+    the module at ``path``."""
+    module = importlib.import_module(
+        "annotated_transformer." + path.replace("/", ".")
+    )
     if name == "module":
         return module
     obj: Any = module
@@ -56,7 +62,8 @@ def refresh_output(output: dict) -> bool:
 
 
 def refresh(path: Path) -> int:
-    """Refresh every listing stored in the notebook at ``path``; return how many changed."""
+    """Refresh every listing stored in the notebook at ``path``;
+    return how many changed."""
     notebook = nbformat.read(path, as_version=4)
     changed = sum(
         refresh_output(output)

@@ -1,7 +1,9 @@
-"""Progress bars: ``tqdm.auto`` (a widget in Jupyter when ipywidgets is there, text otherwise).
+"""Progress bars: ``tqdm.auto`` (a widget in Jupyter when ipywidgets
+is there, text otherwise).
 
-Without ipywidgets, ``tqdm.auto`` warns "IProgress not found" when imported in a kernel and
-falls back to the text bar; that warning would land in every chapter that trains.
+Without ipywidgets, ``tqdm.auto`` warns "IProgress not found" when imported
+in a kernel and falls back to the text bar; that warning would land in
+every chapter that trains.
 """
 
 import warnings

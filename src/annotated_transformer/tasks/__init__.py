@@ -1,4 +1,5 @@
-"""The tasks the runner trains, and their presets: one registry, ``PRESETS[task][name]``.
+"""The tasks the runner trains, and their presets: one
+registry, ``PRESETS[task][name]``.
 
 Each preset is a config dataclass (a task's fields plus the shared
 :class:`~annotated_transformer.tasks.base.TrainConfig`); change one value with

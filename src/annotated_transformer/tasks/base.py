@@ -1,23 +1,27 @@
-"""What a task is: the few things that differ between translation, classification and a
-language model. Everything else — devices, precision, the optimiser and its schedule,
-checkpoints, logs, resuming — is the runner's (:mod:`annotated_transformer.runner`).
+"""What a task is: the few things that differ between translation, classification
+and a language model. Everything else — devices, precision, the optimiser and its
+schedule, checkpoints, logs, resuming — is the runner's
+(:mod:`annotated_transformer.runner`).
 
 A task is a config dataclass and a class with six methods:
 
 - ``build_model()``: the model, built as ``Model(**config.model)``;
-- ``loss(model, batch) -> (loss_sum, n)``: the loss *summed* over the batch's tokens (or
-  examples) and their count, the :class:`~annotated_transformer.training.Trainer`'s contract;
-- ``batches(epoch)``: that epoch's training batches, the same ones every time for the same
-  epoch (so a killed run resumes at the exact batch it stopped at);
-- ``evaluate(model) -> dict``: validation metrics, including the task's ``score`` metric;
+- ``loss(model, batch) -> (loss_sum, n)``: the loss *summed* over the batch's tokens
+  (or examples) and their count, the
+  :class:`~annotated_transformer.training.Trainer`'s contract;
+- ``batches(epoch)``: that epoch's training batches, the same ones every time for
+  the same epoch (so a killed run resumes at the exact batch it stopped at);
+- ``evaluate(model) -> dict``: validation metrics, including
+  the task's ``score`` metric;
 - ``test(model) -> dict``: the final, held-out metrics of a finished run;
 - ``predict(model, inputs) -> list[str]``: text in, text out.
 
-A task's ``state()`` is what it learned from the data before training (a vocabulary, byte
-pairs); it is saved in every checkpoint, so a model can be loaded without the training data.
-Its ``stream`` (None for most tasks) is what one training batch hands to the next, e.g.
-Transformer-XL's memory: an object with ``state_dict``/``load_state_dict`` that ``last.pt``
-saves, so that a resumed run continues with it.
+A task's ``state()`` is what it learned from the data before training (a vocabulary,
+byte pairs); it is saved in every checkpoint, so a model can be loaded without the
+training data. Its ``stream`` (None for most tasks) is what one training batch hands
+to the next, e.g. Transformer-XL's memory: an object with
+``state_dict``/``load_state_dict`` that ``last.pt`` saves, so that a resumed run
+continues with it.
 """
 
 from __future__ import annotations
@@ -48,33 +52,49 @@ MODEL_FIELDS = ("N", "d_model", "d_ff", "h", "dropout", "max_len")
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """The optimisation half of every task's config; a task's dataclass adds its own fields.
+    """The optimisation half of every task's config; a task's
+    dataclass adds its own fields.
 
-    Steps count optimiser updates (each of ``accumulate`` micro-batches). ``epochs`` > 0
-    overrides ``steps`` with ``epochs`` × the task's steps per epoch. ``lr`` is the *peak*
-    learning rate of ``schedule`` (see :func:`~annotated_transformer.schedule.make_scheduler`).
+    Steps count optimiser updates (each of ``accumulate`` micro-batches).
+    ``epochs`` > 0 overrides ``steps`` with ``epochs`` × the task's steps per epoch.
+    ``lr`` is the *peak* learning rate of ``schedule`` (see
+    :func:`~annotated_transformer.schedule.make_scheduler`).
     """
 
     steps: int = 1_000
     epochs: int = 0
-    optimizer: str = "adam"  # "adam": the paper's β=(0.9, 0.98), ε=1e-9; "adamw": PyTorch's
+    optimizer: str = (
+        "adam"  # "adam": the paper's β=(0.9, 0.98), ε=1e-9; "adamw": PyTorch's
+    )
     lr: float = 1e-3
     schedule: str = "cosine"  # noam, cosine, linear, inverse_sqrt
     warmup: int = 100
     weight_decay: float = 0.0
     clip_norm: float | None = None
     accumulate: int = 1
-    precision: str = "fp32"  # fp32, bf16, fp16 (loss scaling), auto (bf16 where faster)
-    activation_checkpointing: bool = False  # recompute each block's activations in backward
-    sharding: str = "none"  # under torchrun: "none" (DDP) or "fsdp" (sharded weights, Adam)
+    precision: str = (
+        "fp32"  # fp32, bf16, fp16 (loss scaling), auto (bf16 where faster)
+    )
+    activation_checkpointing: bool = (
+        False  # recompute each block's activations in backward
+    )
+    sharding: str = (
+        "none"  # under torchrun: "none" (DDP) or "fsdp" (sharded weights, Adam)
+    )
     eval_every: int = 0  # steps between validations (0: at the end of every epoch)
-    checkpoint_every: int = 0  # steps between saves of last.pt (0: at validations only)
-    keep_last: int = 0  # checkpoints of the last validations kept, and averaged at the end
-    final: str = "last"  # final.pt: "last" weights, or the "best" validated (or averaged)
+    checkpoint_every: int = (
+        0  # steps between saves of last.pt (0: at validations only)
+    )
+    keep_last: int = (
+        0  # checkpoints of the last validations kept, and averaged at the end
+    )
+    final: str = (
+        "last"  # final.pt: "last" weights, or the "best" validated (or averaged)
+    )
     seed: int = 0
 
-    # Settings that change only how the finished model is tested (a beam size), not training:
-    # a finished run is reused under other values of them, and re-tested.
+    # Settings that change only how the finished model is tested (a beam size), not
+    # training: a finished run is reused under other values of them, and re-tested.
     test_only: ClassVar[tuple[str, ...]] = ()
     # The ranges of the numbers (check_numbers): every number is finite and >= 0;
     # these must be > 0 (an int: >= 1), and these are shares of tokens or units to
@@ -94,13 +114,16 @@ class TrainConfig:
         }
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
-                raise ValueError(f"{key}={getattr(self, key)!r}: use one of {', '.join(allowed)}")
+                raise ValueError(
+                    f"{key}={getattr(self, key)!r}: use one of {', '.join(allowed)}"
+                )
         if self.steps < 1 and not self.epochs:
             raise ValueError(f"steps={self.steps} must be >= 1 (or give epochs)")
         if self.sharding == "fsdp" and self.precision == "fp16":
             raise ValueError(
-                "precision=fp16 with sharding=fsdp is not supported (the loss scaler would see "
-                "only this rank's shard of the gradients): use bf16"
+                "precision=fp16 with sharding=fsdp is not supported (the loss "
+                "scaler would see only this rank's shard of the gradients): use "
+                "bf16"
             )
 
 
@@ -127,13 +150,23 @@ def check_numbers(config: Any) -> None:
 
 
 def parse_value(text: str, kind: Any, key: str) -> Any:
-    """``text`` as a value of the field type ``kind`` (int, float, bool, str, or X | None)."""
-    options = typing.get_args(kind) if isinstance(kind, types.UnionType) else (kind,)
+    """``text`` as a value of the field type ``kind`` (int, float,
+    bool, str, or X | None)."""
+    options = (
+        typing.get_args(kind) if isinstance(kind, types.UnionType) else (kind,)
+    )
     if type(None) in options and text.strip().lower() in ("none", "null"):
         return None
     for option in (o for o in options if o is not type(None)):
         if option is bool:
-            words = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+            words = {
+                "true": True,
+                "1": True,
+                "yes": True,
+                "false": False,
+                "0": False,
+                "no": False,
+            }
             if text.strip().lower() in words:
                 return words[text.strip().lower()]
         elif option in (int, float, str):
@@ -146,7 +179,8 @@ def parse_value(text: str, kind: Any, key: str) -> Any:
 
 
 def apply_settings(config: Any, settings: Sequence[str]) -> Any:
-    """``config`` with ``KEY=VALUE`` settings applied, each parsed to its field's type."""
+    """``config`` with ``KEY=VALUE`` settings applied, each
+    parsed to its field's type."""
     hints = typing.get_type_hints(type(config))
     valid = [f.name for f in fields(config)]
     changes = {}
@@ -154,9 +188,13 @@ def apply_settings(config: Any, settings: Sequence[str]) -> Any:
         key, sep, text = setting.partition("=")
         key = key.strip()
         if not sep:
-            raise ValueError(f"--set {setting}: write KEY=VALUE, e.g. --set lr=3e-4")
+            raise ValueError(
+                f"--set {setting}: write KEY=VALUE, e.g. --set lr=3e-4"
+            )
         if key not in valid:
-            raise ValueError(f"--set {key}: unknown key; valid keys: {', '.join(valid)}")
+            raise ValueError(
+                f"--set {key}: unknown key; valid keys: {', '.join(valid)}"
+            )
         changes[key] = parse_value(text, hints[key], key)
     return dataclasses.replace(config, **changes)
 
@@ -173,23 +211,26 @@ def check_texts(inputs: Sequence[str], what: str, item: str) -> None:
 
 
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:
-    """The random draws of one training epoch (windows, maskings, hidden words): the same for
-    the same ``seed`` and ``epoch``, so that a resumed run draws what the killed one would
-    have, and different for every other epoch."""
+    """The random draws of one training epoch (windows, maskings, hidden words): the
+    same for the same ``seed`` and ``epoch``, so that a resumed run draws what the
+    killed one would have, and different for every other epoch."""
     return torch.Generator().manual_seed(seed * 1_000_003 + epoch)
 
 
 def repository_root(start: str | Path | None = None) -> Path | None:
-    """The nearest folder upwards from ``start`` (default: the working directory) with a
-    ``pyproject.toml``, or None: the repository a command line or a chapter (in
-    ``notebooks/``) runs in."""
+    """The nearest folder upwards from ``start`` (default: the working directory)
+    with a ``pyproject.toml``, or None: the repository a command line or a chapter
+    (in ``notebooks/``) runs in."""
     here = Path(start or Path.cwd()).resolve()
-    return next((f for f in (here, *here.parents) if (f / "pyproject.toml").is_file()), None)
+    return next(
+        (f for f in (here, *here.parents) if (f / "pyproject.toml").is_file()), None
+    )
 
 
 def run_folder(name: str | Path) -> Path:
-    """The folder of the run ``name``: absolute, or found from the working directory, or else
-    from the repository's root; so ``runs/mlm-cpu`` names one run at the top and in a chapter."""
+    """The folder of the run ``name``: absolute, or found from the working
+    directory, or else from the repository's root; so ``runs/mlm-cpu`` names one run
+    at the top and in a chapter."""
     path, root = Path(name).expanduser(), repository_root()
     if path.is_absolute() or path.exists() or root is None:
         return path.resolve()
@@ -197,37 +238,52 @@ def run_folder(name: str | Path) -> Path:
 
 
 def run_path(name: str | Path) -> str:
-    """``name`` written the same wherever it was given: its folder relative to the repository's
-    root (``../runs/x`` in a chapter and ``runs/x`` at the top are both ``runs/x``), or absolute
-    outside the repository. A setting that names a run (``init``) is stored this way."""
+    """``name`` written the same wherever it was given: its folder relative to the
+    repository's root (``../runs/x`` in a chapter and ``runs/x`` at the top are both
+    ``runs/x``), or absolute outside the repository. A setting that names a run
+    (``init``) is stored this way."""
     folder, root = run_folder(name), repository_root()
     return (
-        folder.relative_to(root).as_posix() if root and folder.is_relative_to(root) else str(folder)
+        folder.relative_to(root).as_posix()
+        if root and folder.is_relative_to(root)
+        else str(folder)
     )
 
 
 class Task(ABC):
-    """One job: its data, model, loss, batches, metrics and predictions (see the module doc).
+    """One job: its data, model, loss, batches, metrics and
+    predictions (see the module doc).
 
-    ``name``: the command line's TASK; ``Config``: its dataclass; ``score``: the validation
-    metric that picks the best checkpoint, and whether higher is better.
+    ``name``: the command line's TASK; ``Config``: its dataclass; ``score``: the
+    validation metric that picks the best checkpoint, and whether higher is better.
     """
 
     name: ClassVar[str]
     title: ClassVar[str]  # a line for --help
     Config: ClassVar[type]
     score: ClassVar[tuple[str, str]]  # (metric, "max" or "min")
-    stream: Any = None  # carried from one training batch to the next, saved in last.pt
+    stream: Any = (
+        None  # carried from one training batch to the next, saved in last.pt
+    )
 
     def __init__(
-        self, config: Any, *, data_dir: str | Path | None = None, state: dict | None = None
+        self,
+        config: Any,
+        *,
+        data_dir: str | Path | None = None,
+        state: dict | None = None,
     ) -> None:
-        if config.precision == "auto":  # the runner resolves it for its device first
-            config = dataclasses.replace(config, precision=resolve_precision("auto", CPU))
+        if (
+            config.precision == "auto"
+        ):  # the runner resolves it for its device first
+            config = dataclasses.replace(
+                config, precision=resolve_precision("auto", CPU)
+            )
         self.config, self.data_dir = config, data_dir
 
     def state(self) -> dict[str, Any]:
-        """Plain data learned from the training data (vocabularies), saved in checkpoints."""
+        """Plain data learned from the training data
+        (vocabularies), saved in checkpoints."""
         return {}
 
     def mean_loss(self, model: nn.Module, batches: Iterable[Any]) -> float:
@@ -250,21 +306,28 @@ class Task(ABC):
     def test(self, model: nn.Module) -> dict[str, Any]: ...
 
     @abstractmethod
-    def predict(self, model: nn.Module, inputs: Sequence[str], **options: Any) -> list[str]: ...
+    def predict(
+        self, model: nn.Module, inputs: Sequence[str], **options: Any
+    ) -> list[str]: ...
 
     # The command line: what `evaluate` and `predict` take beyond a checkpoint.
     @classmethod
     def add_evaluate_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Task-specific options of ``evaluate`` (e.g. a split, a beam size); none here."""
+        """Task-specific options of ``evaluate`` (e.g. a split, a
+        beam size); none here."""
         del parser
 
     @classmethod
     def add_predict_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Task-specific options of ``predict`` (the inputs are positional texts); none here."""
+        """Task-specific options of ``predict`` (the inputs are
+        positional texts); none here."""
         del parser
 
-    def evaluate_split(self, model: nn.Module, args: argparse.Namespace) -> dict[str, Any]:
-        """``evaluate``'s result for the command line's options (default: validation)."""
+    def evaluate_split(
+        self, model: nn.Module, args: argparse.Namespace
+    ) -> dict[str, Any]:
+        """``evaluate``'s result for the command line's options
+        (default: validation)."""
         return self.evaluate(model)
 
     def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:

@@ -1,19 +1,23 @@
-"""Sentiment classification of IMDb reviews with an encoder-only Transformer (Part V).
+"""Sentiment classification of IMDb reviews with an
+encoder-only Transformer (Part V).
 
-- Tokens: lower-cased words (``imdb.tokenize``), or with ``tokenizer="bpe"`` byte pairs learned
-  from those words (chapter 03's :class:`~annotated_transformer.bpe.BPE`): a rare word is then
-  spelled in pieces instead of becoming ``<unk>``. Reviews are cut to ``max_len`` tokens: their
-  first ones, or with ``tail`` their first and last ones.
-- Splits: ``val_size`` validation reviews are a seeded draw from the 25,000 training reviews;
-  tokenizer and vocabulary see the remaining training reviews only; the test set is IMDb's.
-- Model: :class:`~annotated_transformer.model.EncoderClassifier` (embed, N post-norm blocks,
-  mean over the real tokens, a linear layer). ``attn_dropout`` is separate from ``dropout``
-  because any value > 0 takes ``scaled_dot_product_attention`` off its fused CPU kernel (a
-  training step at length 256 was about 2.9× slower).
+- Tokens: lower-cased words (``imdb.tokenize``), or with ``tokenizer="bpe"`` byte
+  pairs learned from those words (chapter 03's
+  :class:`~annotated_transformer.bpe.BPE`): a rare word is then spelled in pieces
+  instead of becoming ``<unk>``. Reviews are cut to ``max_len`` tokens: their first
+  ones, or with ``tail`` their first and last ones.
+- Splits: ``val_size`` validation reviews are a seeded draw from the 25,000
+  training reviews; tokenizer and vocabulary see the remaining training reviews
+  only; the test set is IMDb's.
+- Model: :class:`~annotated_transformer.model.EncoderClassifier` (embed, N post-norm
+  blocks, mean over the real tokens, a linear layer). ``attn_dropout`` is separate
+  from ``dropout`` because any value > 0 takes ``scaled_dot_product_attention`` off
+  its fused CPU kernel (a training step at length 256 was about 2.9× slower).
 - Loss: cross-entropy summed over the batch's reviews; metric: accuracy.
-- Pretrained start (``init``): a finished ``mlm`` run (:mod:`~annotated_transformer.tasks.mlm`)
-  of the same sizes, tokenizer and validation split gives its vocabulary (with ``<mask>``),
-  embeddings, positions and blocks; only the output layer starts from random weights.
+- Pretrained start (``init``): a finished ``mlm`` run
+  (:mod:`~annotated_transformer.tasks.mlm`) of the same sizes, tokenizer and
+  validation split gives its vocabulary (with ``<mask>``), embeddings, positions and
+  blocks; only the output layer starts from random weights.
 """
 
 from __future__ import annotations
@@ -50,28 +54,43 @@ LABELS = ("negative", "positive")  # label 0, label 1 (imdb.load_imdb)
 
 @dataclass(frozen=True)
 class ReviewsConfig(TrainConfig):
-    """The IMDb reviews and the encoder: data and tokens, the model (``make_model``'s names).
+    """The IMDb reviews and the encoder: data and tokens, the model
+    (``make_model``'s names).
 
-    Shared by classification and masked-LM pretraining (:mod:`~annotated_transformer.tasks.
+    Shared by classification and masked-LM pretraining
+    (:mod:`~annotated_transformer.tasks.
     mlm`): the same fields give the same split, tokens and encoder in both.
     """
 
-    tokenizer: str = "word"  # "word": lower-cased words; "bpe": byte pairs of those words
+    tokenizer: str = (
+        "word"  # "word": lower-cased words; "bpe": byte pairs of those words
+    )
     vocab_size: int = 20_000  # most frequent training tokens, specials included
     max_len: int = 512  # reviews are cut to their first max_len tokens
-    tail: int = 0  # > 0: a longer review keeps its first max_len - tail and last tail tokens
-    val_size: int = 2_500  # validation reviews carved out of the 25,000 training reviews
-    train_subset: int | None = None  # use only this many training reviews (tiny runs)
-    test_subset: int | None = None  # evaluate on this many test reviews (None: all 25,000)
+    # > 0: a longer review keeps its first max_len - tail and last tail tokens
+    tail: int = 0
+    val_size: int = (
+        2_500  # validation reviews carved out of the 25,000 training reviews
+    )
+    train_subset: int | None = (
+        None  # use only this many training reviews (tiny runs)
+    )
+    test_subset: int | None = (
+        None  # evaluate on this many test reviews (None: all 25,000)
+    )
     max_tokens: int = 8_192  # padded tokens per batch (batch size × longest review)
     N: int = 6
     d_model: int = 128
     d_ff: int = 512
     h: int = 8
     dropout: float = 0.1
-    attn_dropout: float = 0.0  # > 0 takes SDPA off its fast kernel (see the module docstring)
+    attn_dropout: float = (
+        0.0  # > 0 takes SDPA off its fast kernel (see the module docstring)
+    )
     cls: bool = False  # pool at a [CLS] vector instead of the mean over tokens
-    window: int = 0  # > 0: the first block attends within ±window tokens (chapter 16)
+    window: int = (
+        0  # > 0: the first block attends within ±window tokens (chapter 16)
+    )
     init: str = ""  # a finished mlm run's folder whose weights start this run
 
     positive = (
@@ -84,7 +103,17 @@ class ReviewsConfig(TrainConfig):
 
     @property
     def model(self) -> dict[str, Any]:
-        names = ("N", "d_model", "d_ff", "h", "dropout", "max_len", "attn_dropout", "cls", "window")
+        names = (
+            "N",
+            "d_model",
+            "d_ff",
+            "h",
+            "dropout",
+            "max_len",
+            "attn_dropout",
+            "cls",
+            "window",
+        )
         return {k: getattr(self, k) for k in names}
 
     def __post_init__(self) -> None:
@@ -92,27 +121,32 @@ class ReviewsConfig(TrainConfig):
         if self.tokenizer not in ("word", "bpe"):
             raise ValueError(f"tokenizer={self.tokenizer!r}: use word or bpe")
         if not 0 <= self.tail < self.max_len:
-            raise ValueError(f"tail={self.tail} must lie in [0, max_len={self.max_len})")
+            raise ValueError(
+                f"tail={self.tail} must lie in [0, max_len={self.max_len})"
+            )
         if self.init:  # one name for the run, at the command line and in a chapter
             object.__setattr__(self, "init", run_path(self.init))
 
 
-# What must agree between a pretrained mlm run and the classifier that starts from it: the
-# encoder's shapes, and the data fields that make the same vocabulary and validation reviews.
+# What must agree between a pretrained mlm run and the classifier that starts
+# from it: the encoder's shapes, and the data fields that make the same
+# vocabulary and validation reviews.
 SHARED = ("tokenizer", "vocab_size", "val_size", "train_subset", "seed")
 SHAPES = ("N", "d_model", "d_ff", "h", "max_len", "cls", "window")
 
 
 @dataclass(frozen=True)
 class ClassificationConfig(ReviewsConfig):
-    """A classification run; ``init``: a finished ``mlm`` run's folder to start from (its
-    vocabulary, embeddings and encoder blocks; the output layer starts afresh);
-    ``word_dropout``: the share of training tokens hidden (``<mask>`` after pretraining, else
-    ``<unk>``), drawn anew each epoch, so that no single word decides a review."""
+    """A classification run; ``init``: a finished ``mlm`` run's folder to start from
+    (its vocabulary, embeddings and encoder blocks; the output layer starts afresh);
+    ``word_dropout``: the share of training tokens hidden (``<mask>`` after
+    pretraining, else ``<unk>``), drawn anew each epoch, so that no single word
+    decides a review."""
 
     word_dropout: float = 0.0
 
-    # How many test reviews score the finished model: another value re-tests a finished run.
+    # How many test reviews score the finished model: another value
+    # re-tests a finished run.
     test_only: ClassVar[tuple[str, ...]] = ("test_subset",)
     shares = (*ReviewsConfig.shares, "word_dropout")
 
@@ -139,11 +173,12 @@ PRESETS = {
         clip_norm=1.0,
         eval_every=20,
     ),
-    # A laptop: 8.5 minutes of training on one thread; test accuracy 88%. Narrow and shallow,
-    # whole reviews (max_len 512 cuts only the longest ~8%), about two epochs, then the
-    # learning rate is 0: at max_len 256 and four epochs the model memorised the training
-    # reviews. precision auto: bf16 where the CPU runs it faster (e.g. AVX-512 with bf16),
-    # else fp32 (on an AVX2 CPU, bf16 autocast was slower).
+    # A laptop: 8.5 minutes of training on one thread; test accuracy 88%. Narrow and
+    # shallow, whole reviews (max_len 512 cuts only the longest ~8%), about two
+    # epochs, then the learning rate is 0: at max_len 256 and four epochs the model
+    # memorised the training reviews. precision auto: bf16 where the CPU runs it
+    # faster (e.g. AVX-512 with bf16), else fp32 (on an AVX2 CPU, bf16 autocast was
+    # slower).
     "cpu": ClassificationConfig(
         vocab_size=20_000,
         max_len=512,
@@ -163,7 +198,8 @@ PRESETS = {
         eval_every=325,
         precision="auto",
     ),
-    # One GPU: Bloem's depth-6 model at full length, ~10 epochs (an epoch is ~4.8M tokens).
+    # One GPU: Bloem's depth-6 model at full length, ~10 epochs (an
+    # epoch is ~4.8M tokens).
     "gpu": ClassificationConfig(
         vocab_size=30_000,
         max_len=512,
@@ -186,34 +222,46 @@ PRESETS = {
 
 
 def check_pretrained(saved: dict[str, Any], config: ReviewsConfig) -> None:
-    """Refuse, in one line, a pretrained run (a checkpoint's config) that ``config`` cannot
-    start from: another task, other encoder shapes, or another vocabulary or validation split."""
+    """Refuse, in one line, a pretrained run (a checkpoint's config) that
+    ``config`` cannot start from: another task, other encoder shapes, or another
+    vocabulary or validation split."""
     if saved.get("task") != "mlm":
-        raise ValueError(f"init={config.init}: a {saved.get('task')!r} run, not mlm; pretrain one")
-    have = {f.name: f.default for f in fields(ReviewsConfig)} | saved["config"]  # older runs
+        raise ValueError(
+            f"init={config.init}: a {saved.get('task')!r} run, not mlm; pretrain "
+            "one"
+        )
+    have = {f.name: f.default for f in fields(ReviewsConfig)} | saved[
+        "config"
+    ]  # older runs
     differ = [
         f"{k}={have[k]} there, {getattr(config, k)} here"
         for k in (*SHAPES, *SHARED)
         if have[k] != getattr(config, k)
     ]
     if differ:
-        raise ValueError(f"init={config.init} does not fit: {'; '.join(differ)}; set them equal")
+        raise ValueError(
+            f"init={config.init} does not fit: {'; '.join(differ)}; set them equal"
+        )
 
 
 class ReviewTokenizer:
-    """Review text -> tokens: lower-cased words (``imdb.tokenize``), or byte pairs of them.
+    """Review text -> tokens: lower-cased words
+    (``imdb.tokenize``), or byte pairs of them.
 
-    Byte pairs are learned from the training reviews' words joined by single spaces, so both
-    tokenizers see the same text and differ only in their units.
+    Byte pairs are learned from the training reviews' words joined by single spaces,
+    so both tokenizers see the same text and differ only in their units.
     """
 
     def __init__(self, bpe: BPE | None = None) -> None:
         self.bpe = bpe
 
     @classmethod
-    def learn(cls, kind: str, train_texts: Sequence[str], vocab_size: int) -> ReviewTokenizer:
-        """``kind`` "word", or "bpe" with up to ``vocab_size`` merges (the vocabulary then keeps
-        the ``vocab_size`` most frequent tokens, as it does for words)."""
+    def learn(
+        cls, kind: str, train_texts: Sequence[str], vocab_size: int
+    ) -> ReviewTokenizer:
+        """``kind`` "word", or "bpe" with up to ``vocab_size`` merges (the
+        vocabulary then keeps the ``vocab_size`` most frequent tokens, as it does
+        for words)."""
         if kind == "word":
             return cls()
         if kind != "bpe":
@@ -223,12 +271,17 @@ class ReviewTokenizer:
 
     def __call__(self, text: str) -> list[str]:
         words = imdb.tokenize(text)
-        return self.bpe.encode(" ".join(words)) if self.bpe is not None and words else words
+        return (
+            self.bpe.encode(" ".join(words))
+            if self.bpe is not None and words
+            else words
+        )
 
 
 @dataclass
 class Reviews:
-    """One split, tokenized: raw ``texts``, token ``ids`` (cut to max_len), ``labels``."""
+    """One split, tokenized: raw ``texts``, token ``ids`` (cut
+    to max_len), ``labels``."""
 
     texts: list[str]
     ids: list[list[int]]
@@ -251,33 +304,49 @@ class ReviewBatch:
     def __len__(self) -> int:
         return self.labels.numel()
 
-    def hide(self, p: float, hidden: int, pad: int, generator: torch.Generator) -> ReviewBatch:
-        """The batch with each real token replaced by ``hidden`` with probability ``p``."""
-        chosen = (torch.rand(self.tokens.shape, generator=generator) < p) & (self.tokens != pad)
+    def hide(
+        self, p: float, hidden: int, pad: int, generator: torch.Generator
+    ) -> ReviewBatch:
+        """The batch with each real token replaced by ``hidden``
+        with probability ``p``."""
+        chosen = (torch.rand(self.tokens.shape, generator=generator) < p) & (
+            self.tokens != pad
+        )
         return ReviewBatch(self.tokens.masked_fill(chosen, hidden), self.labels)
 
 
 def review_batches(
     data: Reviews, max_tokens: int, pad: int, *, seed: int = 0, epoch: int = 0
 ) -> Iterator[ReviewBatch]:
-    """Batches of similar-length reviews (``batching.bucket_batches``), in a seeded order."""
-    for index in bucket_batches([len(ids) for ids in data.ids], max_tokens, seed=seed, epoch=epoch):
+    """Batches of similar-length reviews
+    (``batching.bucket_batches``), in a seeded order."""
+    for index in bucket_batches(
+        [len(ids) for ids in data.ids], max_tokens, seed=seed, epoch=epoch
+    ):
         tokens = collate([data.ids[i] for i in index], pad=pad)
         yield ReviewBatch(tokens, torch.tensor([data.labels[i] for i in index]))
 
 
-def _subset(texts: list[str], labels: list[int], n: int | None, seed: int) -> imdb.Reviews:
-    """A seeded random ``n`` of the reviews (all of them for None), in their original order."""
+def _subset(
+    texts: list[str], labels: list[int], n: int | None, seed: int
+) -> imdb.Reviews:
+    """A seeded random ``n`` of the reviews (all of them for None),
+    in their original order."""
     if n is None or n >= len(texts):
         return texts, labels
-    keep = sorted(torch.randperm(len(texts), generator=torch.Generator().manual_seed(seed))[:n])
+    keep = sorted(
+        torch.randperm(len(texts), generator=torch.Generator().manual_seed(seed))[
+            :n
+        ]
+    )
     return [texts[i] for i in keep], [labels[i] for i in keep]
 
 
 class ReviewsTask(Task):
-    """What every IMDb task shares: the splits, the tokenizer and vocabulary learned from the
-    training reviews (or restored from ``state``, or from the ``init`` run's), and the encoded
-    reviews. A new run with ``init`` keeps that run's weights in ``pretrained``."""
+    """What every IMDb task shares: the splits, the tokenizer and vocabulary learned
+    from the training reviews (or restored from ``state``, or from the ``init``
+    run's), and the encoded reviews. A new run with ``init`` keeps that run's
+    weights in ``pretrained``."""
 
     specials = SPECIALS  # the vocabulary's reserved tokens
 
@@ -288,21 +357,32 @@ class ReviewsTask(Task):
         data_dir: str | Path | None = None,
         state: dict | None = None,
     ) -> None:
-        self.pretrained: dict[str, Tensor] | None = None  # the init run's weights, new runs only
-        if state is None and config.init:  # the pretrained run's tokenizer and vocabulary
+        self.pretrained: dict[str, Tensor] | None = (
+            None  # the init run's weights, new runs only
+        )
+        if (
+            state is None and config.init
+        ):  # the pretrained run's tokenizer and vocabulary
             final = run_folder(config.init) / "final.pt"
             if not final.is_file():
-                raise ValueError(f"init={config.init}: no final.pt there; give a finished mlm run")
+                raise ValueError(
+                    f"init={config.init}: no final.pt there; give a finished mlm "
+                    "run"
+                )
             saved = read_checkpoint(final)
             check_pretrained(saved["config"], config)
             state, self.pretrained = saved["config"]["state"], saved["model"]
         super().__init__(config, data_dir=data_dir, state=state)
         if state is None:  # tokenizer and vocabulary from the training reviews only
             texts = self.raw["train"][0]
-            self.tokenizer = ReviewTokenizer.learn(config.tokenizer, texts, config.vocab_size)
+            self.tokenizer = ReviewTokenizer.learn(
+                config.tokenizer, texts, config.vocab_size
+            )
             tokens = [self.tokenizer(text) for text in texts]
             self.vocab = imdb.build_vocab(tokens, config.vocab_size, self.specials)
-            self._encoded = {"train": self._encode(texts, self.raw["train"][1], tokens)}
+            self._encoded = {
+                "train": self._encode(texts, self.raw["train"][1], tokens)
+            }
         else:
             bpe = BPE.from_dict(state["bpe"]) if state["bpe"] else None
             self.tokenizer, self.vocab, self._encoded = (
@@ -313,7 +393,10 @@ class ReviewsTask(Task):
 
     def state(self) -> dict[str, Any]:
         bpe = self.tokenizer.bpe
-        return {"vocab": self.vocab.itos, "bpe": None if bpe is None else bpe.to_dict()}
+        return {
+            "vocab": self.vocab.itos,
+            "bpe": None if bpe is None else bpe.to_dict(),
+        }
 
     # --- data
     @cached_property
@@ -324,25 +407,34 @@ class ReviewsTask(Task):
             *imdb.load_imdb("train", mirror=self.data_dir), c.train_subset, c.seed
         )
         train, val = imdb.train_val_split(texts, labels, c.val_size, c.seed)
-        test = _subset(*imdb.load_imdb("test", mirror=self.data_dir), c.test_subset, c.seed)
+        test = _subset(
+            *imdb.load_imdb("test", mirror=self.data_dir), c.test_subset, c.seed
+        )
         return {"train": train, "val": val, "test": test}
 
-    def _encode(self, texts: list[str], labels: list[int], tokens: list[list[str]]) -> Reviews:
+    def _encode(
+        self, texts: list[str], labels: list[int], tokens: list[list[str]]
+    ) -> Reviews:
         """A review with no words at all becomes a single <unk>."""
         c = self.config
-        ids = imdb.encode([t or ["<unk>"] for t in tokens], self.vocab, c.max_len, c.tail)
+        ids = imdb.encode(
+            [t or ["<unk>"] for t in tokens], self.vocab, c.max_len, c.tail
+        )
         return Reviews(texts, ids, labels)
 
     def reviews(self, split: str) -> Reviews:
         """A split, tokenized and encoded (once)."""
         if split not in self._encoded:
             texts, labels = self.raw[split]
-            self._encoded[split] = self._encode(texts, labels, [self.tokenizer(t) for t in texts])
+            self._encoded[split] = self._encode(
+                texts, labels, [self.tokenizer(t) for t in texts]
+            )
         return self._encoded[split]
 
 
 class Classification(ReviewsTask):
-    """IMDb sentiment with an :class:`~annotated_transformer.model.EncoderClassifier`."""
+    """IMDb sentiment with an
+    :class:`~annotated_transformer.model.EncoderClassifier`."""
 
     name = "classify"
     title = "IMDb sentiment classification (an encoder-only classifier)"
@@ -351,7 +443,9 @@ class Classification(ReviewsTask):
 
     def batches(self, epoch: int) -> Iterator[ReviewBatch]:
         c, pad = self.config, self.vocab["<pad>"]
-        batches = review_batches(self.reviews("train"), c.max_tokens, pad, seed=c.seed, epoch=epoch)
+        batches = review_batches(
+            self.reviews("train"), c.max_tokens, pad, seed=c.seed, epoch=epoch
+        )
         if not c.word_dropout:
             return batches
         hidden = self.vocab[MASK if MASK in self.vocab else "<unk>"]
@@ -360,9 +454,13 @@ class Classification(ReviewsTask):
 
     # --- model and loss
     def build_model(self) -> EncoderClassifier:
-        """The classifier; a new run with ``init`` starts from the pretrained encoder."""
+        """The classifier; a new run with ``init`` starts from
+        the pretrained encoder."""
         model = EncoderClassifier(
-            len(self.vocab), len(LABELS), pad=self.vocab["<pad>"], **self.config.model
+            len(self.vocab),
+            len(LABELS),
+            pad=self.vocab["<pad>"],
+            **self.config.model,
         )
         if self.pretrained is not None:
             load_encoder(model, self.pretrained)
@@ -374,15 +472,21 @@ class Classification(ReviewsTask):
         return F.cross_entropy(logits, batch.labels, reduction="sum"), len(batch)
 
     # --- metrics
-    def probabilities(self, model: nn.Module, data: Reviews, max_tokens: int = 16_384) -> Tensor:
+    def probabilities(
+        self, model: nn.Module, data: Reviews, max_tokens: int = 16_384
+    ) -> Tensor:
         """Class probabilities (n, classes) of every review, in ``data``'s order."""
         device = next(model.parameters()).device
         probs = torch.empty(len(data), len(LABELS))
         lengths = [len(ids) for ids in data.ids]
         with evaluating(model), autocast(device, self.config.precision):
             for index in bucket_batches(lengths, max(max_tokens, max(lengths))):
-                tokens = collate([data.ids[i] for i in index], pad=self.vocab["<pad>"])
-                probs[index] = model(tokens.to(device)).float().softmax(dim=-1).cpu()
+                tokens = collate(
+                    [data.ids[i] for i in index], pad=self.vocab["<pad>"]
+                )
+                probs[index] = (
+                    model(tokens.to(device)).float().softmax(dim=-1).cpu()
+                )
         return probs
 
     def accuracy(self, model: nn.Module, split: str) -> dict[str, float]:
@@ -392,7 +496,11 @@ class Classification(ReviewsTask):
         labels = torch.tensor(data.labels)
         nll = -probs[torch.arange(len(labels)), labels].clamp_min(1e-12).log()
         accuracy = (probs.argmax(dim=-1) == labels).double().mean().item()
-        return {"accuracy": accuracy, "loss": nll.mean().item(), "reviews": len(labels)}
+        return {
+            "accuracy": accuracy,
+            "loss": nll.mean().item(),
+            "reviews": len(labels),
+        }
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         result = self.accuracy(model, "val")
@@ -409,8 +517,12 @@ class Classification(ReviewsTask):
         for i, text in enumerate(inputs, 1):
             tokens = self.tokenizer(text)
             if not tokens:
-                raise ValueError(f"review {i} is empty: give some words to classify")
-            ids = imdb.encode([tokens], self.vocab, self.config.max_len, self.config.tail)
+                raise ValueError(
+                    f"review {i} is empty: give some words to classify"
+                )
+            ids = imdb.encode(
+                [tokens], self.vocab, self.config.max_len, self.config.tail
+            )
             probs = self.probabilities(model, Reviews([text], ids, [0]))[0]
             label = int(probs.argmax())
             out.append(f"{LABELS[label]}\t{float(probs[label]):.3f}")
@@ -420,5 +532,7 @@ class Classification(ReviewsTask):
     def add_evaluate_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--split", default="test", choices=["val", "test"])
 
-    def evaluate_split(self, model: nn.Module, args: argparse.Namespace) -> dict[str, Any]:
+    def evaluate_split(
+        self, model: nn.Module, args: argparse.Namespace
+    ) -> dict[str, Any]:
         return {"split": args.split, **self.accuracy(model, args.split)}

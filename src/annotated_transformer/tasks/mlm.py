@@ -1,21 +1,28 @@
-"""Masked-language-model pretraining of the IMDb classifier's encoder (BERT, Part V).
+"""Masked-language-model pretraining of the IMDb
+classifier's encoder (BERT, Part V).
 
-- Data: the classification task's (:class:`~annotated_transformer.tasks.classification.
-  ReviewsTask`): the same validation carve-out, tokenizer and vocabulary, plus one reserved
-  token ``<mask>``. Only the training reviews are read for training; their labels are unused.
-  The validation reviews are only scored, and the test reviews are never read.
+- Data: the classification task's
+  (:class:`~annotated_transformer.tasks.classification.
+  ReviewsTask`): the same validation carve-out, tokenizer and
+  vocabulary, plus one reserved
+  token ``<mask>``. Only the training reviews are read for training; their labels
+  are unused. The validation reviews are only scored, and the test reviews are never
+  read.
 - Batches: the classifier's batches of similar-length reviews, corrupted by
-  :func:`~annotated_transformer.mlm.mask_tokens` (15 % of the ordinary tokens selected;
-  80/10/10 mask/random/keep), with a new seeded draw every epoch (RoBERTa's dynamic masking).
-  The reserved tokens (``<pad>``, ``<unk>``, ...) are never selected nor drawn.
-- Model: :class:`~annotated_transformer.model.MaskedLanguageModel`, the classifier's encoder
-  with the tied embedding as its output layer; ``classify --set init=RUN`` starts from it.
-  ``mlm --set init=RUN`` pretrains further from all of a finished run's weights, under a new
-  schedule; its epochs draw the same batches and maskings as that run's.
+  :func:`~annotated_transformer.mlm.mask_tokens` (15 % of the ordinary tokens
+  selected; 80/10/10 mask/random/keep), with a new seeded draw every epoch
+  (RoBERTa's dynamic masking). The reserved tokens (``<pad>``, ``<unk>``, ...) are
+  never selected nor drawn.
+- Model: :class:`~annotated_transformer.model.MaskedLanguageModel`, the classifier's
+  encoder with the tied embedding as its output layer; ``classify --set init=RUN``
+  starts from it. ``mlm --set init=RUN`` pretrains further from all of a finished
+  run's weights, under a new schedule; its epochs draw the same batches and maskings
+  as that run's.
 - Loss: cross-entropy at the selected positions, summed, and their count.
-- Validation: loss (nats per selected token) and accuracy at the selected positions of the
-  validation reviews under one fixed seeded masking; ``test`` reports the same numbers (there
-  is no test set here: the IMDb test reviews are kept for the classifier).
+- Validation: loss (nats per selected token) and accuracy at the selected positions
+  of the validation reviews under one fixed seeded masking; ``test`` reports the
+  same numbers (there is no test set here: the IMDb test reviews are kept for the
+  classifier).
 """
 
 from __future__ import annotations
@@ -49,8 +56,8 @@ VALIDATION_SEED = 12_345  # the one masking of the validation reviews
 
 @dataclass(frozen=True)
 class MaskedLMConfig(ReviewsConfig):
-    """A pretraining run: the reviews and encoder of ``classify`` and the share ``mask_p`` of
-    ordinary tokens selected for prediction."""
+    """A pretraining run: the reviews and encoder of ``classify`` and the share
+    ``mask_p`` of ordinary tokens selected for prediction."""
 
     mask_p: float = 0.15
 
@@ -60,32 +67,39 @@ class MaskedLMConfig(ReviewsConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.cls:
-            raise ValueError("cls=true: the masked language model has no [CLS] vector; use false")
+            raise ValueError(
+                "cls=true: the masked language model has no [CLS] vector; use false"
+            )
 
 
 def from_classifier(preset: str, **changes: Any) -> MaskedLMConfig:
-    """``classify``'s preset ``preset`` as a pretraining run (the same reviews, vocabulary,
-    encoder and optimiser), with ``changes``: so that its encoder fits the classifier."""
+    """``classify``'s preset ``preset`` as a pretraining run (the same
+    reviews, vocabulary, encoder and optimiser), with ``changes``: so that its
+    encoder fits the classifier."""
     source = CLASSIFY_PRESETS[preset]
     shared = {
-        f.name: getattr(source, f.name) for f in fields(MaskedLMConfig) if hasattr(source, f.name)
+        f.name: getattr(source, f.name)
+        for f in fields(MaskedLMConfig)
+        if hasattr(source, f.name)
     }
     unread = {"test_subset": None}  # pretraining never reads the test reviews
     return MaskedLMConfig(**(shared | unread | changes))
 
 
 PRESETS = {
-    # CI: the classify tiny preset's reviews, model and optimiser, and cpu's window; seconds.
+    # CI: the classify tiny preset's reviews, model and optimiser,
+    # and cpu's window; seconds.
     "tiny": from_classifier("tiny", window=2),
-    # A laptop: ~90 minutes on two threads (~160 on one). Chapter 13's vocabulary and an
-    # encoder wider and deeper than its classifier's (N 4, d_model 128, against 2 and 64;
-    # chapter 13's shape guessed 26.0 % of hidden words after 4,000 steps, this one 29.2 %
-    # after 5,000 and 32.1 % after 10,000, and its fine-tuned classifier scored 88.50 %,
-    # 89.24 % and 89.89 %, the longest run first on validation). The first block attends
-    # within ±2 tokens (window): with attention over the whole review the model stayed at
-    # ~14 % of hidden words for 3,000 steps, its attention uniform. About 16 passes over the
-    # training reviews, no dropout (each pass hides other words); half chapter 13's peak
-    # learning rate for twice its width.
+    # A laptop: ~90 minutes on two threads (~160 on one). Chapter 13's vocabulary
+    # and an encoder wider and deeper than its classifier's (N 4, d_model 128,
+    # against 2 and 64; chapter 13's shape guessed 26.0 % of hidden words after
+    # 4,000 steps, this one 29.2 % after 5,000 and 32.1 % after 10,000, and its
+    # fine-tuned classifier scored 88.50 %, 89.24 % and 89.89 %, the longest run
+    # first on validation). The first block attends within ±2 tokens (window): with
+    # attention over the whole review the model stayed at ~14 % of hidden words for
+    # 3,000 steps, its attention uniform. About 16 passes over the training reviews,
+    # no dropout (each pass hides other words); half chapter 13's peak learning rate
+    # for twice its width.
     "cpu": from_classifier(
         "cpu",
         N=4,
@@ -104,8 +118,8 @@ PRESETS = {
 
 @dataclass
 class MaskedBatch:
-    """inputs: (batch, len) corrupted ids; labels: (batch, len) the original id at the selected
-    positions, -100 elsewhere (``mlm.IGNORE_INDEX``)."""
+    """inputs: (batch, len) corrupted ids; labels: (batch, len) the original id at
+    the selected positions, -100 elsewhere (``mlm.IGNORE_INDEX``)."""
 
     inputs: Tensor
     labels: Tensor
@@ -127,11 +141,14 @@ class MaskedLM(ReviewsTask):
     specials = (*SPECIALS, MASK)
 
     def masked(self, data: Reviews, seed: int, epoch: int) -> Iterator[MaskedBatch]:
-        """``data``'s batches (classify's), each corrupted with a draw seeded by seed, epoch."""
+        """``data``'s batches (classify's), each corrupted with a draw
+        seeded by seed, epoch."""
         c, pad = self.config, self.vocab["<pad>"]
         generator = epoch_generator(seed, epoch)
         reserved = [self.vocab[token] for token in self.specials]
-        for batch in review_batches(data, c.max_tokens, pad, seed=seed, epoch=epoch):
+        for batch in review_batches(
+            data, c.max_tokens, pad, seed=seed, epoch=epoch
+        ):
             inputs, labels = mask_tokens(
                 batch.tokens,
                 mask_id=self.vocab[MASK],
@@ -147,14 +164,17 @@ class MaskedLM(ReviewsTask):
 
     @cached_property
     def validation(self) -> list[MaskedBatch]:
-        """The validation reviews under one fixed masking (the same for every run)."""
+        """The validation reviews under one fixed masking
+        (the same for every run)."""
         return list(self.masked(self.reviews("val"), VALIDATION_SEED, 0))
 
     # --- model and loss
     def build_model(self) -> MaskedLanguageModel:
-        """The model; a new run with ``init`` starts from all that run's weights (pretraining
-        goes on under a new schedule)."""
-        model = MaskedLanguageModel(len(self.vocab), pad=self.vocab["<pad>"], **self.config.model)
+        """The model; a new run with ``init`` starts from all that run's weights
+        (pretraining goes on under a new schedule)."""
+        model = MaskedLanguageModel(
+            len(self.vocab), pad=self.vocab["<pad>"], **self.config.model
+        )
         if self.pretrained is not None:
             model.load_state_dict(self.pretrained)
         return model
@@ -163,11 +183,14 @@ class MaskedLM(ReviewsTask):
         """Cross-entropy summed over the selected positions, and their count."""
         selected = batch.labels >= 0  # (batch, len)
         logits = model(batch.inputs, selected).float()  # (selected, vocab)
-        return F.cross_entropy(logits, batch.labels[selected], reduction="sum"), selected.sum()
+        return F.cross_entropy(
+            logits, batch.labels[selected], reduction="sum"
+        ), selected.sum()
 
     # --- metrics
     def evaluate(self, model: nn.Module) -> dict[str, float]:
-        """Loss (nats per selected token) and accuracy at the selected validation positions."""
+        """Loss (nats per selected token) and accuracy at the
+        selected validation positions."""
         device = next(model.parameters()).device
         loss, correct, count = 0.0, 0, 0
         with evaluating(model), autocast(device, self.config.precision):
@@ -182,33 +205,49 @@ class MaskedLM(ReviewsTask):
         return {"val_loss": loss / count, "val_accuracy": correct / count}
 
     def test(self, model: nn.Module) -> dict[str, Any]:
-        """The validation numbers again: pretraining keeps the IMDb test reviews unread."""
+        """The validation numbers again: pretraining keeps the
+        IMDb test reviews unread."""
         return {"split": "val", **self.evaluate(model)}
 
     def tokens(self, text: str) -> list[str]:
-        """``text``'s tokens with ``<mask>`` for each ``[MASK]``, cut to ``max_len``."""
+        """``text``'s tokens with ``<mask>`` for each
+        ``[MASK]``, cut to ``max_len``."""
         pieces = text.split(MASK_TEXT)
-        tokens = [t for piece in pieces[:-1] for t in (*self.tokenizer(piece), MASK)]
+        tokens = [
+            t for piece in pieces[:-1] for t in (*self.tokenizer(piece), MASK)
+        ]
         return (tokens + self.tokenizer(pieces[-1]))[: self.config.max_len]
 
-    def fill(self, model: nn.Module, text: str, top: int = 3) -> list[list[tuple[str, float]]]:
-        """The ``top`` likeliest words, with probabilities, for each ``[MASK]`` of ``text``."""
+    def fill(
+        self, model: nn.Module, text: str, top: int = 3
+    ) -> list[list[tuple[str, float]]]:
+        """The ``top`` likeliest words, with probabilities, for each
+        ``[MASK]`` of ``text``."""
         ids = torch.tensor([self.vocab.encode(self.tokens(text))])
         where = ids == self.vocab[MASK]
         if not where.any():
-            raise ValueError(f"no [MASK] in {text[:40]!r}: write [MASK] where a word is missing")
+            raise ValueError(
+                f"no [MASK] in {text[:40]!r}: write [MASK] where a word is missing"
+            )
         device = next(model.parameters()).device
         with evaluating(model):
-            logits = model(ids.to(device), where.to(device)).float().cpu()  # (masks, vocab)
-            logits[:, [self.vocab[token] for token in self.specials]] = -torch.inf  # words only
+            logits = (
+                model(ids.to(device), where.to(device)).float().cpu()
+            )  # (masks, vocab)
+            logits[
+                :, [self.vocab[token] for token in self.specials]
+            ] = -torch.inf  # words only
             probs, best = logits.softmax(dim=-1).topk(top, dim=-1)
         return [
             [(self.vocab.itos[i], p) for i, p in zip(row, prob, strict=True)]
             for row, prob in zip(best.tolist(), probs.tolist(), strict=True)
         ]
 
-    def predict(self, model: nn.Module, inputs: Sequence[str], top: int = 3) -> list[str]:
-        """Each text's tokens with every ``[MASK]`` shown as ``[first|second|third]``."""
+    def predict(
+        self, model: nn.Module, inputs: Sequence[str], top: int = 3
+    ) -> list[str]:
+        """Each text's tokens with every ``[MASK]`` shown as
+        ``[first|second|third]``."""
         check_texts(inputs, "fill in", "text")
         words = len(self.vocab) - len(self.specials)
         if not 1 <= top <= words:
@@ -217,7 +256,9 @@ class MaskedLM(ReviewsTask):
         for text in inputs:
             fills = iter(self.fill(model, text, top))
             shown = [
-                "[" + "|".join(word for word, _ in next(fills)) + "]" if token == MASK else token
+                "[" + "|".join(word for word, _ in next(fills)) + "]"
+                if token == MASK
+                else token
                 for token in self.tokens(text)
             ]
             out.append(" ".join(shown))
@@ -225,7 +266,9 @@ class MaskedLM(ReviewsTask):
 
     @classmethod
     def add_predict_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--top", type=int, default=3, help="candidates shown per [MASK]")
+        parser.add_argument(
+            "--top", type=int, default=3, help="candidates shown per [MASK]"
+        )
 
     def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
         return {"top": args.top}

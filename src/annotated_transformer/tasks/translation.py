@@ -1,19 +1,23 @@
-"""German→English translation on Multi30k (Part IV): the task the paper was written for.
+"""German→English translation on Multi30k (Part IV): the task
+the paper was written for.
 
-- Tokens: ``tokens="words"``, spaCy's words with one vocabulary per language (words seen at
-  least ``min_freq`` times in training, the rest ``<unk>``); or ``tokens="bpe"``, one byte-pair
-  vocabulary learned on the German *and* English training sentences (chapter 03's
-  :class:`~annotated_transformer.bpe.BPE`), which spells any word in pieces: no ``<unk>``.
-  ``tie=True`` then makes the source and target embeddings and the generator one matrix.
-- Batches: sentence pairs of similar length, up to ``max_tokens`` padded tokens per batch
-  (``batching.bucket_batches``), shuffled per epoch with a seed; ``pool_size`` sorts by
-  length only within random pools of that many pairs (more padding, more varied batches).
-  ``pack_width`` instead keeps batches random and packs their pairs several to a row of that
-  many tokens (``batching.packed_batches``, :class:`~annotated_transformer.training.PackedBatch`).
+- Tokens: ``tokens="words"``, spaCy's words with one vocabulary per language (words
+  seen at least ``min_freq`` times in training, the rest ``<unk>``); or
+  ``tokens="bpe"``, one byte-pair vocabulary learned on the German *and* English
+  training sentences (chapter 03's :class:`~annotated_transformer.bpe.BPE`), which
+  spells any word in pieces: no ``<unk>``. ``tie=True`` then makes the source and
+  target embeddings and the generator one matrix.
+- Batches: sentence pairs of similar length, up to ``max_tokens`` padded tokens per
+  batch (``batching.bucket_batches``), shuffled per epoch with a seed; ``pool_size``
+  sorts by length only within random pools of that many pairs (more padding, more
+  varied batches). ``pack_width`` instead keeps batches random and packs their pairs
+  several to a row of that many tokens (``batching.packed_batches``,
+  :class:`~annotated_transformer.training.PackedBatch`).
 - Loss: label-smoothed cross-entropy summed over the target tokens.
-- Validation: loss per target token and greedy BLEU; test: test2016 with beam search.
-- Scores (:func:`score`): sacreBLEU on detokenized, cased text (comparable across papers),
-  tokenized lower-cased BLEU (what Multi30k tutorials report) and chrF.
+- Validation: loss per target token and greedy BLEU; test:
+  test2016 with beam search.
+- Scores (:func:`score`): sacreBLEU on detokenized, cased text (comparable across
+  papers), tokenized lower-cased BLEU (what Multi30k tutorials report) and chrF.
 """
 
 from __future__ import annotations
@@ -36,7 +40,13 @@ from annotated_transformer.decoding import beam_search, greedy_decode
 from annotated_transformer.masks import padding_mask
 from annotated_transformer.model import EncoderDecoder, make_model, tie_weights
 from annotated_transformer.tasks.base import Task, TrainConfig, check_texts
-from annotated_transformer.training import Batch, PackedBatch, autocast, evaluating, seq2seq_loss
+from annotated_transformer.training import (
+    Batch,
+    PackedBatch,
+    autocast,
+    evaluating,
+    seq2seq_loss,
+)
 from annotated_transformer.vocab import SPECIALS, Vocab
 
 Pair = tuple[list[int], list[int]]  # (source ids, target ids), without <s> and </s>
@@ -44,33 +54,48 @@ Pair = tuple[list[int], list[int]]  # (source ids, target ids), without <s> and 
 
 def check_alpha(alpha: float) -> None:
     if not 0.0 <= alpha <= 5.0:
-        raise ValueError(f"alpha={alpha}: the length penalty α must lie in [0, 5] (0: none)")
+        raise ValueError(
+            f"alpha={alpha}: the length penalty α must lie in [0, 5] (0: none)"
+        )
 
 
 @dataclass(frozen=True)
 class TranslationConfig(TrainConfig):
-    """A translation run: data and tokens, the model (``make_model``'s names), the loss."""
+    """A translation run: data and tokens, the model
+    (``make_model``'s names), the loss."""
 
     train_limit: int | None = None  # the first N training pairs (None: all 29,000)
     eval_limit: int | None = None  # the first N pairs of every evaluation split
     lower: bool = False  # keep case: sacreBLEU scores cased text
-    tokens: str = "words"  # "words" (two vocabularies) or "bpe" (one shared, no <unk>)
+    tokens: str = (
+        "words"  # "words" (two vocabularies) or "bpe" (one shared, no <unk>)
+    )
     min_freq: int = 2  # words: rarer training words become <unk>
     bpe_merges: int = 8_000  # bpe: merges learned on German + English training text
     tie: bool = False  # bpe: one matrix for both embeddings and the generator
-    max_tokens: int = 4_000  # padded tokens per batch (and per rank), <s>/</s> included
-    pool_size: int = 0  # bucket within shuffled pools of this many pairs (0: sort them all)
-    pack_width: int = 0  # >0: random batches of max_tokens real tokens, packed in rows this wide
+    max_tokens: int = (
+        4_000  # padded tokens per batch (and per rank), <s>/</s> included
+    )
+    pool_size: int = (
+        0  # bucket within shuffled pools of this many pairs (0: sort them all)
+    )
+    pack_width: int = (
+        0  # >0: random batches of max_tokens real tokens, packed in rows this wide
+    )
     N: int = 6
     d_model: int = 512
     d_ff: int = 2_048
     h: int = 8
     dropout: float = 0.1
-    attn_dropout: float | None = None  # on the attention weights (None: dropout; 0: fused kernel)
+    attn_dropout: float | None = (
+        None  # on the attention weights (None: dropout; 0: fused kernel)
+    )
     max_len: int = 256  # positions: the longest sentence, <s> and </s> included
     label_smoothing: float = 0.1
     beam: int = 4  # for the test score
-    alpha: float = 0.6  # beam search's length penalty α (GNMT's; 0: none), for the test score
+    alpha: float = (
+        0.6  # beam search's length penalty α (GNMT's; 0: none), for the test score
+    )
 
     test_only: ClassVar[tuple[str, ...]] = ("beam", "alpha")
     positive = (
@@ -90,7 +115,9 @@ class TranslationConfig(TrainConfig):
         if self.tokens not in ("words", "bpe"):
             raise ValueError(f"tokens={self.tokens!r}: use words or bpe")
         if self.tie and self.tokens != "bpe":
-            raise ValueError("tie=true needs one shared vocabulary: set tokens=bpe too")
+            raise ValueError(
+                "tie=true needs one shared vocabulary: set tokens=bpe too"
+            )
         check_alpha(self.alpha)
         if self.pack_width and self.pool_size:
             raise ValueError(
@@ -119,10 +146,11 @@ PRESETS = {
         final="best",
         beam=1,
     ),
-    # A laptop: 12 epochs of 205 steps on one shared byte-pair vocabulary (no <unk>), untied,
-    # random batches packed in rows of ~48 tokens (chapter 10; the Results page measures each
-    # choice); 65 minutes of training on one thread of a Xeon without AMX in fp32 (autocast to
-    # bf16 only where the CPU does it fast); see the book's Results page for its scores.
+    # A laptop: 12 epochs of 205 steps on one shared byte-pair vocabulary (no
+    # <unk>), untied, random batches packed in rows of ~48 tokens (chapter 10; the
+    # Results page measures each choice); 65 minutes of training on one thread of a
+    # Xeon without AMX in fp32 (autocast to bf16 only where the CPU does it fast);
+    # see the book's Results page for its scores.
     "cpu": TranslationConfig(
         tokens="bpe",
         pack_width=48,
@@ -141,8 +169,8 @@ PRESETS = {
         beam=4,  # beam and α: the best on the validation set (Results page)
         alpha=1.0,
     ),
-    # The paper's base model (Vaswani et al. 2017, table 3), for a GPU: the Noam schedule with
-    # factor 1, whose peak is (d_model · warmup)^-0.5 = 7.0e-4.
+    # The paper's base model (Vaswani et al. 2017, table 3), for a GPU: the Noam
+    # schedule with factor 1, whose peak is (d_model · warmup)^-0.5 = 7.0e-4.
     "base": TranslationConfig(
         max_tokens=8_000,
         epochs=30,
@@ -184,21 +212,31 @@ class Parallel:
 
 
 def make_batch(
-    pairs: Sequence[Pair], index: Sequence[int], vocab: Vocab, pad_to: int | None = None
+    pairs: Sequence[Pair],
+    index: Sequence[int],
+    vocab: Vocab,
+    pad_to: int | None = None,
 ) -> Batch:
-    """The pairs ``index`` as a padded ``Batch``: ``<s> ids </s>`` on both sides (both
-    vocabularies share the special ids of ``vocab.SPECIALS``). ``pad_to``: pad (and cut)
-    every sentence to this length, as the original did; None pads to the longest."""
+    """The pairs ``index`` as a padded ``Batch``: ``<s> ids </s>`` on both sides
+    (both vocabularies share the special ids of ``vocab.SPECIALS``). ``pad_to``: pad
+    (and cut) every sentence to this length, as the original did; None pads to the
+    longest."""
     pad, bos, eos = vocab.stoi["<pad>"], vocab.stoi["<s>"], vocab.stoi["</s>"]
     src = collate([pairs[i][0] for i in index], pad, bos, eos, pad_to)
     tgt = collate([pairs[i][1] for i in index], pad, bos, eos, pad_to)
     return Batch(src, tgt, pad)
 
 
-def make_packed_batch(pairs: Sequence[Pair], rows: Sequence[Sequence[int]], vocab: Vocab) -> Batch:
-    """The pairs of each row of ``rows`` (indices into ``pairs``) packed into one row each."""
+def make_packed_batch(
+    pairs: Sequence[Pair], rows: Sequence[Sequence[int]], vocab: Vocab
+) -> Batch:
+    """The pairs of each row of ``rows`` (indices into ``pairs``)
+    packed into one row each."""
     pad, bos, eos = vocab.stoi["<pad>"], vocab.stoi["<s>"], vocab.stoi["</s>"]
-    packed = [[([bos, *pairs[i][0], eos], [bos, *pairs[i][1], eos]) for i in row] for row in rows]
+    packed = [
+        [([bos, *pairs[i][0], eos], [bos, *pairs[i][1], eos]) for i in row]
+        for row in rows
+    ]
     return PackedBatch(packed, pad)
 
 
@@ -208,10 +246,12 @@ def pair_lengths(pairs: Sequence[Pair]) -> list[tuple[int, int]]:
 
 
 class Translator:
-    """Sentences in, sentences out: tokenize, encode, decode (greedy or beam), detokenize.
+    """Sentences in, sentences out: tokenize, encode, decode
+    (greedy or beam), detokenize.
 
-    ``bpe``: the shared byte-pair encoding of a ``tokens="bpe"`` run (None: spaCy words).
-    Decodes in batches of similar-length sentences; the output order is the input order.
+    ``bpe``: the shared byte-pair encoding of a ``tokens="bpe"`` run (None:
+    spaCy words). Decodes in batches of similar-length sentences; the output
+    order is the input order.
     """
 
     def __init__(
@@ -226,7 +266,12 @@ class Translator:
         precision: str = "fp32",
     ) -> None:
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
-        self.lower, self.bpe, self.max_len, self.precision = lower, bpe, max_len, precision
+        self.lower, self.bpe, self.max_len, self.precision = (
+            lower,
+            bpe,
+            max_len,
+            precision,
+        )
 
     def tokens(self, sentences: Sequence[str], lang: str) -> list[list[str]]:
         """Sentences as the model's tokens: byte pairs, or spaCy's words."""
@@ -236,24 +281,35 @@ class Translator:
 
     def text(self, tokens: Sequence[str]) -> str:
         """English output tokens as a sentence."""
-        return multi30k.detokenize(tokens) if self.bpe is None else BPE.decode(tokens).strip()
+        return (
+            multi30k.detokenize(tokens)
+            if self.bpe is None
+            else BPE.decode(tokens).strip()
+        )
 
     def tokenize(self, sentences: Sequence[str]) -> list[list[str]]:
-        """German sentences as tokens; raises ValueError for an empty or too long sentence."""
+        """German sentences as tokens; raises ValueError for an
+        empty or too long sentence."""
         tokens = self.tokens(sentences, "de")
         for i, sentence in enumerate(tokens, 1):
             if not sentence:
-                raise ValueError(f"sentence {i} is empty: give one German sentence per line")
+                raise ValueError(
+                    f"sentence {i} is empty: give one German sentence per line"
+                )
             if len(sentence) + 2 > self.max_len:
                 raise ValueError(
-                    f"sentence {i} has {len(sentence)} tokens but the model has only "
-                    f"{self.max_len} positions (<s> and </s> included): split it"
+                    f"sentence {i} has {len(sentence)} tokens but the model has "
+                    f"only {self.max_len} positions (<s> and </s> included): split "
+                    "it"
                 )
         return tokens
 
     def unknown(self, tokens: Sequence[Sequence[str]]) -> list[str]:
-        """The distinct tokens the source vocabulary lacks (they are read as ``<unk>``)."""
-        return sorted({t for sentence in tokens for t in sentence if t not in self.src_vocab})
+        """The distinct tokens the source vocabulary lacks (they
+        are read as ``<unk>``)."""
+        return sorted(
+            {t for sentence in tokens for t in sentence if t not in self.src_vocab}
+        )
 
     def translate_tokens(
         self,
@@ -262,8 +318,8 @@ class Translator:
         alpha: float = 0.6,
         batch_size: int = 100,
     ) -> list[list[str]]:
-        """Source token lists → target token lists (``beam`` 1: greedy decoding; ``alpha``:
-        beam search's length penalty)."""
+        """Source token lists → target token lists (``beam`` 1: greedy decoding;
+        ``alpha``: beam search's length penalty)."""
         v = self.src_vocab
         pad, bos, eos = v.stoi["<pad>"], v.stoi["<s>"], v.stoi["</s>"]
         device = next(self.model.parameters()).device
@@ -271,37 +327,51 @@ class Translator:
         out: list[list[str]] = [[] for _ in tokens]
         for begin in range(0, len(order), batch_size):
             index = order[begin : begin + batch_size]
-            src = collate([v.encode(tokens[i]) for i in index], pad, bos, eos).to(device)
+            src = collate([v.encode(tokens[i]) for i in index], pad, bos, eos).to(
+                device
+            )
             src_mask = padding_mask(src, pad)  # (batch, 1, src_len)
-            max_len = min(self.max_len, src.size(1) + 50)  # room for <s> + the output
+            max_len = min(
+                self.max_len, src.size(1) + 50
+            )  # room for <s> + the output
             with autocast(device, self.precision):
                 if beam > 1:
-                    ys = beam_search(self.model, src, src_mask, max_len, bos, eos, beam, alpha)
+                    ys = beam_search(
+                        self.model, src, src_mask, max_len, bos, eos, beam, alpha
+                    )
                 else:
                     ys = greedy_decode(self.model, src, src_mask, max_len, bos, eos)
             for i, row in zip(index, ys.tolist(), strict=True):
                 row = row[1:]  # drop <s>
-                out[i] = self.tgt_vocab.decode(row[: row.index(eos)] if eos in row else row)
+                out[i] = self.tgt_vocab.decode(
+                    row[: row.index(eos)] if eos in row else row
+                )
         return out
 
-    def translate(self, sentences: Sequence[str], beam: int = 1, alpha: float = 0.6) -> list[str]:
+    def translate(
+        self, sentences: Sequence[str], beam: int = 1, alpha: float = 0.6
+    ) -> list[str]:
         """German sentences → English sentences."""
         tokens = self.translate_tokens(self.tokenize(sentences), beam, alpha)
         return [self.text(t) for t in tokens]
 
 
 def score(
-    hypotheses: Sequence[str], data: Parallel, words: Sequence[Sequence[str]] | None = None
+    hypotheses: Sequence[str],
+    data: Parallel,
+    words: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Scores of English sentences against a split's references, as plain data.
 
-    ``bleu``: sacreBLEU on detokenized, cased text (with its signature); ``tokenized_bleu``:
-    lower-cased BLEU of spaCy's tokens, as Multi30k tutorials report (``words``: the
-    hypotheses' tokens when the model output words; else the sentences are tokenized); ``chrf``.
+    ``bleu``: sacreBLEU on detokenized, cased text (with its signature);
+    ``tokenized_bleu``: lower-cased BLEU of spaCy's tokens, as Multi30k tutorials
+    report (``words``: the hypotheses' tokens when the model output words; else the
+    sentences are tokenized); ``chrf``.
     """
     words = words if words is not None else multi30k.tokenize(hypotheses, "en")
     references = multi30k.tokenize(data.en, "en")
-    # sacreBLEU warns that tokenized input "may hurt your score": tokenized_bleu means it.
+    # sacreBLEU warns that tokenized input "may hurt your score":
+    # tokenized_bleu means it.
     logging.getLogger("sacrebleu").setLevel(logging.ERROR)
     results = {
         "bleu": metrics.bleu(hypotheses, data.en),
@@ -316,7 +386,8 @@ def score(
 
 
 class Translation(Task):
-    """Multi30k German→English with an :class:`~annotated_transformer.model.EncoderDecoder`."""
+    """Multi30k German→English with an
+    :class:`~annotated_transformer.model.EncoderDecoder`."""
 
     name = "translate"
     title = "German→English translation on Multi30k (an encoder-decoder)"
@@ -337,14 +408,27 @@ class Translation(Task):
                 texts = [s.lower() if config.lower else s for s in de + en]
                 bpe = BPE.learn(texts, num_merges=config.bpe_merges)
                 shared = [*SPECIALS, *bpe.tokens]  # every token encode can output
-                state = {"src_itos": shared, "tgt_itos": shared, "bpe": bpe.to_dict()}
+                state = {
+                    "src_itos": shared,
+                    "tgt_itos": shared,
+                    "bpe": bpe.to_dict(),
+                }
             else:
                 src = multi30k.tokenize(de, "de", lower=config.lower)
                 tgt = multi30k.tokenize(en, "en", lower=config.lower)
-                src_vocab, tgt_vocab = multi30k.build_vocabs(src, tgt, config.min_freq)
-                state = {"src_itos": src_vocab.itos, "tgt_itos": tgt_vocab.itos, "bpe": None}
+                src_vocab, tgt_vocab = multi30k.build_vocabs(
+                    src, tgt, config.min_freq
+                )
+                state = {
+                    "src_itos": src_vocab.itos,
+                    "tgt_itos": tgt_vocab.itos,
+                    "bpe": None,
+                }
         self._state = state
-        self.src_vocab, self.tgt_vocab = Vocab(state["src_itos"]), Vocab(state["tgt_itos"])
+        self.src_vocab, self.tgt_vocab = (
+            Vocab(state["src_itos"]),
+            Vocab(state["tgt_itos"]),
+        )
         self.bpe = BPE.from_dict(state["bpe"]) if state["bpe"] else None
 
     def state(self) -> dict[str, Any]:
@@ -353,19 +437,27 @@ class Translation(Task):
     # --- data
     def raw(self, split: str) -> tuple[list[str], list[str]]:
         de, en = multi30k.load_split(split, mirror=self.data_dir)
-        limit = self.config.train_limit if split == "train" else self.config.eval_limit
+        limit = (
+            self.config.train_limit if split == "train" else self.config.eval_limit
+        )
         return de[:limit], en[:limit]
 
     def split(self, name: str) -> Parallel:
-        """A split's sentences and tokens (``Translator.tokens``: words or byte pairs)."""
+        """A split's sentences and tokens
+        (``Translator.tokens``: words or byte pairs)."""
         de, en = self.raw(name)
         translator = self.translator(None)
-        return Parallel(de, en, translator.tokens(de, "de"), translator.tokens(en, "en"))
+        return Parallel(
+            de, en, translator.tokens(de, "de"), translator.tokens(en, "en")
+        )
 
     def encode(self, data: Parallel) -> list[Pair]:
         """Token lists → id pairs (unknown tokens → ``<unk>``)."""
         src, tgt = self.src_vocab, self.tgt_vocab
-        return [(src.encode(s), tgt.encode(t)) for s, t in zip(data.src, data.tgt, strict=True)]
+        return [
+            (src.encode(s), tgt.encode(t))
+            for s, t in zip(data.src, data.tgt, strict=True)
+        ]
 
     @cached_property
     def train_pairs(self) -> list[Pair]:
@@ -386,7 +478,8 @@ class Translation(Task):
         return [make_batch(pairs, i, self.src_vocab) for i in index]
 
     def batches(self, epoch: int) -> Iterator[Batch]:
-        """Length-bucketed (or packed) batches of the training pairs, seeded per epoch."""
+        """Length-bucketed (or packed) batches of the training
+        pairs, seeded per epoch."""
         pairs, c = self.train_pairs, self.config
         lengths, pool = pair_lengths(pairs), c.pool_size or None
         if c.pack_width:
@@ -402,14 +495,17 @@ class Translation(Task):
 
     # --- model and loss
     def build_model(self) -> EncoderDecoder:
-        model = make_model(len(self.src_vocab), len(self.tgt_vocab), **self.config.model)
+        model = make_model(
+            len(self.src_vocab), len(self.tgt_vocab), **self.config.model
+        )
         return tie_weights(model, share_source=True) if self.config.tie else model
 
     def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
-        """Label-smoothed cross-entropy, summed over the target tokens, and their count.
+        """Label-smoothed cross-entropy, summed over the
+        target tokens, and their count.
 
-        The logits come from ``generator.logits`` so that ``F.cross_entropy`` does the fused
-        log-softmax in fp32.
+        The logits come from ``generator.logits`` so that ``F.cross_entropy`` does
+        the fused log-softmax in fp32.
         """
         pad = self.tgt_vocab.stoi["<pad>"]
         return seq2seq_loss(pad, self.config.label_smoothing)(model, batch)
@@ -428,26 +524,43 @@ class Translation(Task):
         return {"val_loss": val_loss, "val_bleu": bleu}
 
     def scores(
-        self, model: nn.Module, data: Parallel | str, beam: int, alpha: float | None = None
+        self,
+        model: nn.Module,
+        data: Parallel | str,
+        beam: int,
+        alpha: float | None = None,
     ) -> dict[str, Any]:
-        """All scores of a split (or its name) with beam size ``beam`` (1: greedy) and length
-        penalty ``alpha`` (None: the config's)."""
+        """All scores of a split (or its name) with beam size ``beam`` (1: greedy)
+        and length penalty ``alpha`` (None: the config's)."""
         data = self.split(data) if isinstance(data, str) else data
         alpha = self.config.alpha if alpha is None else alpha
         translator = self.translator(model)
         with evaluating(model):
             tokens = translator.translate_tokens(data.src, beam, alpha)
-        words = tokens if self.bpe is None else None  # words: scored as the model wrote them
+        words = (
+            tokens if self.bpe is None else None
+        )  # words: scored as the model wrote them
         decoding = {"beam": beam} if beam == 1 else {"beam": beam, "alpha": alpha}
-        return {**decoding, **score([translator.text(t) for t in tokens], data, words)}
+        return {
+            **decoding,
+            **score([translator.text(t) for t in tokens], data, words),
+        }
 
     def test(self, model: nn.Module) -> dict[str, Any]:
-        return {"split": "test2016", **self.scores(model, "test2016", self.config.beam)}
+        return {
+            "split": "test2016",
+            **self.scores(model, "test2016", self.config.beam),
+        }
 
     def predict(
-        self, model: nn.Module, inputs: Sequence[str], beam: int = 1, alpha: float | None = None
+        self,
+        model: nn.Module,
+        inputs: Sequence[str],
+        beam: int = 1,
+        alpha: float | None = None,
     ) -> list[str]:
-        """English translations; warns (``UnknownTokens``) when a word is read as ``<unk>``."""
+        """English translations; warns (``UnknownTokens``) when a
+        word is read as ``<unk>``."""
         check_texts(inputs, "translate", "sentence")
         check_beam(beam)
         alpha = self.config.alpha if alpha is None else alpha
@@ -456,30 +569,43 @@ class Translation(Task):
         tokens = translator.tokenize(inputs)
         unknown = translator.unknown(tokens)
         if unknown:
-            shown = ", ".join(repr(t) for t in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+            shown = ", ".join(repr(t) for t in unknown[:10]) + (
+                " ..." if len(unknown) > 10 else ""
+            )
             warnings.warn(
-                f"{len(unknown)} token(s) not in the vocabulary, read as <unk>: {shown}",
+                f"{len(unknown)} token(s) not in the vocabulary, read as <unk>: "
+                f"{shown}",
                 UnknownTokens,
                 stacklevel=2,
             )
         with evaluating(model):
-            return [translator.text(t) for t in translator.translate_tokens(tokens, beam, alpha)]
+            return [
+                translator.text(t)
+                for t in translator.translate_tokens(tokens, beam, alpha)
+            ]
 
     # --- the command line
     @classmethod
     def add_evaluate_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--split", default="test2016", choices=list(multi30k.SPLITS))
+        parser.add_argument(
+            "--split", default="test2016", choices=list(multi30k.SPLITS)
+        )
         add_decoding_arguments(parser)
 
     @classmethod
     def add_predict_arguments(cls, parser: argparse.ArgumentParser) -> None:
         add_decoding_arguments(parser)
 
-    def evaluate_split(self, model: nn.Module, args: argparse.Namespace) -> dict[str, Any]:
+    def evaluate_split(
+        self, model: nn.Module, args: argparse.Namespace
+    ) -> dict[str, Any]:
         check_beam(args.beam)
         if args.alpha is not None:
             check_alpha(args.alpha)
-        return {"split": args.split, **self.scores(model, args.split, args.beam, args.alpha)}
+        return {
+            "split": args.split,
+            **self.scores(model, args.split, args.beam, args.alpha),
+        }
 
     def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
         return {"beam": args.beam, "alpha": args.alpha}
