@@ -27,13 +27,17 @@ def starter(chapter: str) -> ModuleType:
 
 
 def perturbed(value: object) -> object:
-    """A wrong answer of the same type: every tensor moved, every number changed."""
+    """A wrong answer of the same type: every tensor, number and string changed."""
     if isinstance(value, torch.Tensor):
         if value.dtype == torch.bool:
             return ~value
         return value + (1 if not value.is_floating_point() else 0.5)
     if isinstance(value, tuple | list):
         return type(value)(perturbed(v) for v in value)
+    if isinstance(value, dict):
+        return type(value)({key: perturbed(v) for key, v in value.items()})
+    if isinstance(value, str):
+        return value + "?"
     if isinstance(value, bool):
         return not value
     if isinstance(value, int | float):
