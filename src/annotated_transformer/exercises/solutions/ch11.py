@@ -1,0 +1,54 @@
+"""Reference solutions to chapter 11's exercises (attention maps)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from annotated_transformer.model import EncoderDecoder
+
+
+def encoder_attention_maps(
+    model: EncoderDecoder,
+    src: Tensor,
+    src_mask: Tensor,
+) -> list[Tensor]:
+    """Each encoder layer's self-attention weights, (b, h, n, n), in eval mode."""
+    modules = [layer.self_attn for layer in model.encoder.layers]
+    was_training = model.training
+    model.eval()  # dropout off: the weights the trained model really uses
+    try:
+        for module in modules:
+            module.keep_attention = True
+        with torch.no_grad():
+            model.encode(src, src_mask)
+        return [module.attn for module in modules]
+    finally:
+        for module in modules:
+            module.keep_attention = False
+        model.train(was_training)
+
+
+def head_entropy(weights: Tensor) -> Tensor:
+    """Mean entropy in bits of the attention rows: (..., queries, keys) -> (...).
+
+    −Σⱼ pⱼ log₂ pⱼ per row, with 0 · log 0 = 0, then the mean over the queries.
+    """
+    terms = torch.where(weights > 0, weights * torch.log2(weights), 0.0)
+    return -terms.sum(-1).mean(-1)
+
+
+def attention_rollout(maps: list[Tensor]) -> Tensor:
+    """Abnar and Zuidema's rollout of per-layer maps (h, n, n), bottom layer first.
+
+    Each layer: the mean over the heads plus the identity (for the residual
+    connection), rows renormalised to 1; then the product of the layers, the top
+    one on the left: R = Â_L ⋯ Â_1, (n, n).
+    """
+    n = maps[0].size(-1)
+    rollout = torch.eye(n, dtype=maps[0].dtype)
+    for weights in maps:
+        layer = weights.mean(0) + torch.eye(n, dtype=weights.dtype)
+        layer = layer / layer.sum(-1, keepdim=True)
+        rollout = layer @ rollout
+    return rollout

@@ -1,0 +1,98 @@
+"""Reference solutions to chapter 16's exercises (BERT and GPT-2)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+
+def mask_exactly(
+    tokens: Tensor,
+    mask_id: int,
+    vocab_size: int,
+    special_ids: Sequence[int],
+    p: float = 0.15,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The original BERT's masking of ``tokens`` (b, n): returns (inputs, labels).
+
+    In each row, exactly max(1, round(p · k)) of its k ordinary tokens are selected;
+    of those, 80 % become ``mask_id``, 10 % a random ordinary id, 10 % stay.
+    labels: the original id at the selected positions, -100 elsewhere.
+    """
+    special = torch.zeros(vocab_size, dtype=torch.bool)
+    special[list(special_ids)] = True
+    special[mask_id] = True
+    ordinary_ids = (~special).nonzero().squeeze(1)
+    inputs = tokens.clone()
+    labels = torch.full_like(tokens, -100)  # F.cross_entropy's ignore_index
+    for row in range(tokens.size(0)):
+        candidates = (~special[tokens[row]]).nonzero().squeeze(1)
+        if candidates.numel() == 0:
+            continue
+        count = max(1, round(p * candidates.numel()))
+        order = torch.randperm(candidates.numel(), generator=generator)
+        chosen = candidates[order[:count]]
+        labels[row, chosen] = tokens[row, chosen]
+        action = torch.rand(count, generator=generator)
+        draw = torch.randint(ordinary_ids.numel(), (count,), generator=generator)
+        original = tokens[row, chosen]
+        replaced = torch.where(action < 0.9, ordinary_ids[draw], original)
+        inputs[row, chosen] = torch.where(action < 0.8, mask_id, replaced)
+    return inputs, labels
+
+
+def prefix_lm_mask(n: int, prefix: int) -> Tensor:
+    """A prefix LM's mask, bool (n, n), True = may attend: every query sees the
+    whole prefix (its first ``prefix`` positions), and the keys up to itself."""
+    i = torch.arange(n)[:, None]
+    j = torch.arange(n)[None, :]
+    return (j < prefix) | (j <= i)
+
+
+def merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    """Replace every occurrence of ``pair`` in ``ids`` by ``new_id``, left to right,
+    without overlaps (a a a -> new a)."""
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def token_bits_per_byte(
+    log_probs: Tensor,
+    targets: Tensor,
+    token_bytes: Tensor,
+) -> float:
+    """Bits per byte of a model over tokens: Σ −log₂ p(target) / Σ bytes(target).
+
+    log_probs: (n, V) natural-log probabilities; targets: (n,); token_bytes: (V,),
+    the length in bytes of every token.
+    """
+    nats = -log_probs.double().gather(1, targets[:, None]).sum().item()
+    return nats / math.log(2) / token_bytes[targets].sum().item()
+
+
+def gpt2_parameters(
+    vocab: int,
+    d_model: int,
+    N: int,
+    max_len: int,
+    d_ff: int,
+) -> int:
+    """Parameters of GPT2LM: the tied token table, learned positions, N pre-norm
+    blocks with biases everywhere (2 LayerNorms, W^Q W^K W^V W^O, a GELU MLP of two
+    layers) and a final LayerNorm."""
+    norm = 2 * d_model
+    attention = 4 * (d_model * d_model + d_model)
+    mlp = d_model * d_ff + d_ff + d_ff * d_model + d_model
+    tables = vocab * d_model + max_len * d_model  # tokens (tied) and positions
+    return tables + N * (2 * norm + attention + mlp) + norm
