@@ -30,11 +30,12 @@ def encoder_attention_maps(
     return maps
 
 
-def head_entropy(weights: Tensor) -> Tensor:
-    """Mean entropy in bits of the attention rows of each map.
+def normalised_entropy(weights: Tensor, mask: Tensor) -> Tensor:
+    """How spread out each head's attention is, from 0 (one key) to 1 (uniform).
 
-    weights: (..., queries, keys), every row a distribution (masked keys hold 0)
-    returns (...): the mean over the queries of −Σⱼ pⱼ log₂ pⱼ
+    weights: (..., q, k), rows summing to 1; mask: bool (q, k), True = visible.
+    returns (...): the mean, over the rows that see two keys or more, of each row's
+    entropy in bits divided by the largest entropy its visible keys allow
     """
     raise NotImplementedError
 

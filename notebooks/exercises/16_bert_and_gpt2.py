@@ -38,12 +38,6 @@ def prefix_lm_mask(n: int, prefix: int) -> Tensor:
     raise NotImplementedError
 
 
-def merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    """Replace every occurrence of ``pair`` in ``ids`` by ``new_id``, scanning left
-    to right; returns a new list."""
-    raise NotImplementedError
-
-
 def token_bits_per_byte(
     log_probs: Tensor,
     targets: Tensor,

@@ -54,28 +54,29 @@ def check_encoder_attention_maps(module: ModuleType) -> None:
 
 @exercise(
     chapter=CHAPTER,
-    name="head_entropy",
-    title="How focused is a head?",
-    hint="Entropy in bits uses log base 2; a weight of exactly 0 contributes 0 (0 "
-    "· log 0 is taken as 0, not NaN); average the rows' entropies over the "
-    "queries.",
+    name="normalised_entropy",
+    title="Comparing heads whose rows see different numbers of keys",
+    hint="A row over n visible keys has at most log₂ n bits; divide each row's "
+    "entropy (0 · log 0 taken as 0) by that, and average over the rows with n ≥ 2.",
 )
-def check_head_entropy(module: ModuleType) -> None:
+def check_normalised_entropy(module: ModuleType) -> None:
     gen = torch.Generator().manual_seed(0)
-    # (layers, heads, queries, keys)
-    weights = torch.randn(3, 4, 6, 7, generator=gen).softmax(-1)
-    weights[..., 5:] = 0  # some keys masked out
-    weights = weights / weights.sum(-1, keepdim=True)
-    rows = torch.distributions.Categorical(probs=weights).entropy() / math.log(2)
-    got = module.head_entropy(weights)
-    shape = tuple(got.shape)
-    assert shape == (3, 4), f"expected one value per head, (3, 4), got {shape}"
-    assert not got.isnan().any(), "weights of exactly 0 must not give NaN"
-    assert_close(got, rows.mean(-1), "the mean entropies")
-    uniform = module.head_entropy(torch.full((1, 5, 8), 1 / 8))
-    assert_close(uniform, torch.tensor([3.0]), "uniform over 8 keys (3 bits)")
-    one_hot = module.head_entropy(torch.eye(4)[None])
-    assert_close(one_hot, torch.zeros(1), "all weight on one key (0 bits)")
+    n = 6
+    causal = torch.ones(n, n, dtype=torch.bool).tril()  # row i sees i + 1 keys
+    scores = torch.randn(3, 4, n, n, generator=gen, dtype=torch.float64)
+    weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+    bits = torch.distributions.Categorical(probs=weights).entropy() / math.log(2)
+    most = torch.log2(torch.arange(1, n + 1, dtype=torch.float64))  # (n,)
+    expected = (bits[..., 1:] / most[1:]).mean(-1)  # row 0 has a single key
+    got = module.normalised_entropy(weights, causal)
+    assert not torch.isnan(got).any(), "weights of exactly 0 must not give NaN"
+    assert_close(got, expected, "the normalised entropies of 3 × 4 heads")
+    uniform = causal.double() / causal.sum(-1, keepdim=True)
+    flat = module.normalised_entropy(uniform[None], causal)
+    assert_close(flat, torch.ones(1), "uniform rows (1 each)")
+    diagonal = torch.eye(n, dtype=torch.float64)[None]
+    peaked = module.normalised_entropy(diagonal, causal)
+    assert_close(peaked, torch.zeros(1), "all weight on one key (0)")
 
 
 def _mixed(weights: list) -> list:

@@ -1,9 +1,8 @@
-"""Checks of chapter 16's exercises: BERT's masking, a prefix LM, BPE, GPT-2."""
+"""Checks of chapter 16's exercises: BERT's masking, a prefix LM, GPT-2."""
 
 from __future__ import annotations
 
 import math
-import random
 from types import ModuleType
 
 import torch
@@ -92,27 +91,6 @@ def check_prefix_lm_mask(m: ModuleType) -> None:
         assert rows == allowed, (
             f"changing position {j} moved the outputs {rows}, expected {allowed}"
         )
-
-
-@exercise(
-    chapter=CHAPTER,
-    name="merge_pair",
-    title="One byte-pair merge",
-    hint="Walk left to right; where the pair starts, write new_id and jump two "
-    "places, else copy one id and move one place. Three equal ids a a a hold one "
-    "pair, not two.",
-)
-def check_merge_pair(m: ModuleType) -> None:
-    assert m.merge_pair([97, 97, 97], (97, 97), 256) == [256, 97], "a a a -> (aa) a"
-    rng = random.Random(0)
-    for _ in range(300):
-        ids = [rng.randrange(4) for _ in range(rng.randint(0, 20))]
-        pair = (rng.randrange(4), rng.randrange(4))
-        # str.replace also replaces left to right without overlaps: the reference
-        text = "".join(map(chr, ids)).replace(chr(pair[0]) + chr(pair[1]), chr(300))
-        expected = [ord(c) for c in text]
-        got = m.merge_pair(ids, pair, 300)
-        assert got == expected, f"merging {pair} in {ids}: {expected}, not {got}"
 
 
 @exercise(

@@ -29,13 +29,18 @@ def encoder_attention_maps(
         model.train(was_training)
 
 
-def head_entropy(weights: Tensor) -> Tensor:
-    """Mean entropy in bits of the attention rows: (..., queries, keys) -> (...).
+def normalised_entropy(weights: Tensor, mask: Tensor) -> Tensor:
+    """How spread out each head's attention is, from 0 (one key) to 1 (uniform).
 
-    −Σⱼ pⱼ log₂ pⱼ per row, with 0 · log 0 = 0, then the mean over the queries.
+    weights: (..., q, k), rows summing to 1; mask: bool (q, k), True = visible.
+    Per row: −Σⱼ pⱼ log₂ pⱼ (0 · log 0 = 0) over log₂ of its visible keys; then the
+    mean over the rows that see two keys or more. returns (...)
     """
     terms = torch.where(weights > 0, weights * torch.log2(weights), 0.0)
-    return -terms.sum(-1).mean(-1)
+    entropy = -terms.sum(-1)  # (..., q), in bits
+    visible = mask.sum(-1)  # (q,)
+    rows = visible >= 2  # a row with one key has nothing to spread over
+    return (entropy[..., rows] / torch.log2(visible[rows].double())).mean(-1)
 
 
 def attention_rollout(maps: list[Tensor]) -> Tensor:

@@ -53,20 +53,6 @@ def prefix_lm_mask(n: int, prefix: int) -> Tensor:
     return (j < prefix) | (j <= i)
 
 
-def merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    """Replace every occurrence of ``pair`` in ``ids`` by ``new_id``, left to right,
-    without overlaps (a a a -> new a)."""
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
 def token_bits_per_byte(
     log_probs: Tensor,
     targets: Tensor,
