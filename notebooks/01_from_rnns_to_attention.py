@@ -402,12 +402,12 @@ for word in vocab:
 # %% [markdown]
 # ## Exercises
 #
-# Each exercise asks for one function. Their signatures and docstrings are waiting in
-# `notebooks/exercises/01_from_rnns_to_attention.py`: fill them in there, then grade them
-# from the repository's root with `make exercises CHAPTER=01` (or
-# `python -m annotated_transformer.exercises 01`). The grader tests each function against an
-# independent reference and prints PASS, FAIL with a hint, or TODO for what you have not
-# tried yet. The solutions are behind the toggles: try first.
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/01_from_rnns_to_attention.py`: fill them in there, then grade
+# them from the repository's root with `make exercises CHAPTER=01` (or
+# `python -m annotated_transformer.exercises 01`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
 #
 # (ex-01-context-vectors)=
 # ### Exercise 1.1 · Alignment weights and context vectors
@@ -442,7 +442,7 @@ for word in vocab:
 # :::
 
 # %% [markdown]
-# (ex-01-multi-head)=
+# (ex-01-multi-head-self-attention)=
 # ### Exercise 1.3 · Multi-head self-attention from plain matrices
 #
 # Write multi-head self-attention for one sequence $X$ ($n \times d_\text{model}$) from four
@@ -461,7 +461,7 @@ for word in vocab:
 
 # %% [markdown]
 # (ex-01-attention-pool)=
-# ### Exercise 1.4 · Attention pooling
+# ### Exercise 1.4 · Attention pooling: one query for a whole set
 #
 # Self-attention is permutation *equivariant*; a summary of a whole set should be
 # *invariant*. Pool a set of vectors $X$ ($n \times d$) into one vector with a single

@@ -480,12 +480,11 @@ print("MultiHeadedAttention (explicit and fused) == torch.nn.MultiheadAttention"
 # ## Exercises
 #
 # Each exercise asks for one function. Their signatures and docstrings wait in
-# `notebooks/exercises/02_self_attention.py`: fill them in there, then grade them from the
-# repository's root with `make exercises CHAPTER=02` (or
+# `notebooks/exercises/02_self_attention.py`: fill them in there, then grade them from
+# the repository's root with `make exercises CHAPTER=02` (or
 # `python -m annotated_transformer.exercises 02`). The grader tests each function
 # against an independent reference and prints PASS, FAIL with a hint, or TODO for what
-# you have not tried yet. The solutions are behind the
-# toggles: try first.
+# you have not tried yet. The solutions are behind the toggles: try first.
 #
 # (ex-02-split-heads)=
 # ### Exercise 2.1 · Fold the heads into their own axis

@@ -608,12 +608,11 @@ viz.heatmap(
 # ## Exercises
 #
 # Each exercise asks for one function. Their signatures and docstrings wait in
-# `notebooks/exercises/03_tokens_and_embeddings.py`: fill them in there, then grade them from the
-# repository's root with `make exercises CHAPTER=03` (or
+# `notebooks/exercises/03_tokens_and_embeddings.py`: fill them in there, then grade them
+# from the repository's root with `make exercises CHAPTER=03` (or
 # `python -m annotated_transformer.exercises 03`). The grader tests each function
 # against an independent reference and prints PASS, FAIL with a hint, or TODO for what
-# you have not tried yet. The solutions are behind the
-# toggles: try first.
+# you have not tried yet. The solutions are behind the toggles: try first.
 #
 # (ex-03-count-pairs)=
 # ### Exercise 3.1 · Count the pairs, as BPE does
