@@ -455,3 +455,68 @@ print({rank: shard_batches(batches, rank, 4) for rank in range(4)})
 # The loss is also averaged over all processes' *tokens*, not per process, so that four
 # processes with batches of different sizes take the same step as one process with all four
 # batches would.
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/12_tricks_from_the_paper.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=12` (or
+# `python -m annotated_transformer.exercises 12`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-12-average)=
+# ### Exercise 12.1 · Averaging checkpoints
+#
+# Write section 3's averaging for state dicts held in memory: the element-wise mean of
+# every tensor, returned in its own dtype. (The original's averaging function called a
+# method that does not exist, so it never ran.) The grader sets two traps:
+# half-precision weights, whose sum overflows float16's largest number, 65,504, on the
+# way to an average well inside it; and the inputs, which must come back unchanged,
+# although adding into the first checkpoint's tensors in place is the shortest code.
+#
+# Write `average_state_dicts(states)`; grade with `make exercises CHAPTER=12`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch12.py
+# :pyobject: average_state_dicts
+# ```
+# :::
+
+# %% [markdown]
+# (ex-12-length-penalty)=
+# ### Exercise 12.2 · Which finished translation wins?
+#
+# Beam search ends with several finished hypotheses, each with its summed
+# log-probability. Pick the winner by GNMT's normalised score $\log p / \mathrm{lp}$,
+# $\mathrm{lp} = ((5 + |Y|) / 6)^\alpha$. With $\alpha = 0$ the most probable wins, and
+# that is often the shortest. The grader tries a short and a long hypothesis at $\alpha
+# = 0$ and $\alpha = 1$, then random ones against the formula.
+#
+# Write `best_hypothesis(hypotheses, alpha)`; grade with `make exercises CHAPTER=12`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch12.py
+# :pyobject: best_hypothesis
+# ```
+# :::
+
+# %% [markdown]
+# (ex-12-tying)=
+# ### Exercise 12.3 · What tied embeddings save
+#
+# With one vocabulary of $V$ tokens shared by both languages, `tie_weights(model,
+# share_source=True)` makes the source embeddings, the target embeddings and the output
+# layer use one $V \times d_\text{model}$ matrix. How many parameters does that save?
+# Write the formula; the grader counts the parameters of `make_model` before and after
+# tying at three sizes.
+#
+# Write `parameters_saved_by_tying(vocab, d_model)`; grade with `make exercises
+# CHAPTER=12`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch12.py
+# :pyobject: parameters_saved_by_tying
+# ```
+# :::
