@@ -332,8 +332,9 @@ for module in modules.values():  # back to the fused kernel
 # (ex-11-normalised-entropy)=
 # ### Exercise 11.2 · Comparing rows that see different numbers of keys
 #
-# Entropy says how spread out a row of attention is (exercise 2.3), but its largest
-# value, $\log_2 n$ bits, depends on how many keys $n$ the row may see: in decoder
+# Entropy says how spread out a row of attention is
+# ({ref}`exercise 2.3 <ex-02-attention-entropy>`), but its largest value, $\log_2 n$
+# bits, depends on how many keys $n$ the row may see: in decoder
 # self-attention, row $i$ sees $i + 1$. This chapter's entropy chart rescales for that.
 # Divide each row's entropy by $\log_2$ of its visible keys, so that 0 means all weight
 # on one key and 1 uniform over what the row may see, and average over the rows that see

@@ -485,38 +485,40 @@ print({rank: shard_batches(batches, rank, 4) for rank in range(4)})
 # :::
 
 # %% [markdown]
-# (ex-12-length-penalty)=
-# ### Exercise 12.2 · Which finished translation wins?
+# (ex-12-ema)=
+# ### Exercise 12.2 · From averaging checkpoints to a moving average
 #
-# Beam search ends with several finished hypotheses, each with its summed
-# log-probability. Pick the winner by GNMT's normalised score $\log p / \mathrm{lp}$,
-# $\mathrm{lp} = ((5 + |Y|) / 6)^\alpha$. With $\alpha = 0$ the most probable wins, and
-# that is often the shortest. The grader tries a short and a long hypothesis at $\alpha
-# = 0$ and $\alpha = 1$, then random ones against the formula.
+# Averaging the last $k$ checkpoints needs $k$ copies of the weights on disk. Most
+# models today keep one running average instead, updated after every step: $\bar\theta
+# \leftarrow \beta \bar\theta + (1 - \beta)\,\theta$ (Polyak averaging with exponential
+# weights). Write one update; the grader runs seven and compares with the closed form,
+# in which step $s$ of $T$ weighs $(1 - \beta)\,\beta^{T - s}$.
 #
-# Write `best_hypothesis(hypotheses, alpha)`; grade with `make exercises CHAPTER=12`.
+# Write `ema_update(average, weights, decay)`; grade with `make exercises CHAPTER=12`.
 #
 # :::{dropdown} Solution
 # ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch12.py
-# :pyobject: best_hypothesis
+# :pyobject: ema_update
 # ```
 # :::
 
 # %% [markdown]
-# (ex-12-tying)=
-# ### Exercise 12.3 · What tied embeddings save
+# (ex-12-ddp-loss)=
+# ### Exercise 12.3 · The loss each GPU backpropagates
 #
-# With one vocabulary of $V$ tokens shared by both languages, `tie_weights(model,
-# share_source=True)` makes the source embeddings, the target embeddings and the output
-# layer use one $V \times d_\text{model}$ matrix. How many parameters does that save?
-# Write the formula; the grader counts the parameters of `make_model` before and after
-# tying at three sizes.
+# Under `DistributedDataParallel` each of $W$ processes backpropagates its own loss, and
+# the gradients are then *averaged* over the processes. If each process used the mean
+# loss over its own tokens, a process with few tokens would weigh as much as one with
+# many. Which loss must each process backpropagate, from its summed loss and the token
+# counts, so that the averaged gradient is that of the mean over all tokens (section 5)?
+# The grader simulates three processes with 2, 5 and 9 examples and compares with one
+# process that sees them all.
 #
-# Write `parameters_saved_by_tying(vocab, d_model)`; grade with `make exercises
-# CHAPTER=12`.
+# Write `ddp_loss(loss_sum, local_tokens, global_tokens, world_size)`; grade with `make
+# exercises CHAPTER=12`.
 #
 # :::{dropdown} Solution
 # ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch12.py
-# :pyobject: parameters_saved_by_tying
+# :pyobject: ddp_loss
 # ```
 # :::

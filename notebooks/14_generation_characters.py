@@ -420,21 +420,19 @@ print(f"validation text: {val_closed}/{val_opened} links closed ({val_closed / v
 # :::
 
 # %% [markdown]
-# (ex-14-top-p)=
-# ### Exercise 14.2 · Top-p (nucleus) sampling
+# (ex-14-temperature)=
+# ### Exercise 14.2 · A temperature for a target entropy
 #
-# Top-k keeps a fixed number of bytes, however sure the model is. Top-p (Holtzman et al.
-# 2020) keeps the fewest most likely tokens whose probabilities add up to at least $p$:
-# few when the model is sure, many when it is not. Write the distribution it samples
-# from, renormalised over the kept tokens. The grader compares with a loop over sorted
-# probabilities for several $p$, and checks $p = 1$ (the softmax) and a tiny $p$
-# (greedy).
+# A temperature is hard to choose by its value: $T = 0.8$ sharpens one distribution a
+# lot and another hardly at all. Choose it by its effect instead: find the $T$ at which
+# the next-byte distribution $\mathrm{softmax}(\text{logits}/T)$ has a given entropy in
+# bits. The grader computes the entropy at your temperature for four targets.
 #
-# Write `top_p_distribution(logits, p)`; grade with `make exercises CHAPTER=14`.
+# Write `temperature_for_entropy(logits, bits)`; grade with `make exercises CHAPTER=14`.
 #
 # :::{dropdown} Solution
 # ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch14.py
-# :pyobject: top_p_distribution
+# :pyobject: temperature_for_entropy
 # ```
 # :::
 

@@ -808,19 +808,21 @@ for i in range(rows):
 # :::
 
 # %% [markdown]
-# (ex-16-prefix-lm)=
-# ### Exercise 16.2 · A prefix LM's mask, and its leak test
+# (ex-16-load-matching)=
+# ### Exercise 16.2 · Fine-tuning starts from the pretrained encoder
 #
-# A prefix LM (UniLM, T5's prefix variant) reads a prefix in both directions, as an
-# encoder does, and writes the rest left to right. Write its mask. The grader compares
-# with the definition, then runs a leak test: it changes one value of attention at a
-# time and checks which outputs move.
+# `classify --set init=RUN` builds the classifier and copies into it every weight of the
+# masked language model that it shares: the same name and the same shape. Write that
+# copy for any model and any state dict, and return the names of the model's tensors
+# left as they were. The grader starts chapter 13's classifier from a masked language
+# model and checks every tensor: the encoder's copied, the new two-class head untouched,
+# and no tensor shared with the pretrained model.
 #
-# Write `prefix_lm_mask(n, prefix)`; grade with `make exercises CHAPTER=16`.
+# Write `load_matching(model, state)`; grade with `make exercises CHAPTER=16`.
 #
 # :::{dropdown} Solution
 # ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch16.py
-# :pyobject: prefix_lm_mask
+# :pyobject: load_matching
 # ```
 # :::
 

@@ -18,18 +18,29 @@ def average_state_dicts(states: list[dict[str, Tensor]]) -> dict[str, Tensor]:
     raise NotImplementedError
 
 
-def best_hypothesis(
-    hypotheses: list[tuple[list[int], float]], alpha: float
-) -> tuple[list[int], float]:
-    """The winner among finished beam hypotheses.
+def ema_update(
+    average: dict[str, Tensor],
+    weights: dict[str, Tensor],
+    decay: float,
+) -> dict[str, Tensor]:
+    """One step of an exponential moving average of the weights, name by name.
 
-    hypotheses: (tokens, summed log-probability) pairs; alpha: the length penalty's
-    α in lp = ((5 + length) / 6)^α. returns the pair with the best log p / lp
+    returns a new dict: decay · average + (1 − decay) · weights
     """
     raise NotImplementedError
 
 
-def parameters_saved_by_tying(vocab: int, d_model: int) -> int:
-    """Parameters saved when one shared vocabulary's source embeddings, target
-    embeddings and output layer use one (vocab, d_model) matrix."""
+def ddp_loss(
+    loss_sum: Tensor,
+    local_tokens: int,
+    global_tokens: int,
+    world_size: int,
+) -> Tensor:
+    """The loss one of ``world_size`` processes backpropagates.
+
+    loss_sum: its loss summed over its local_tokens; global_tokens: the tokens of
+    all processes together. DDP averages the processes' gradients; the average
+    must be the gradient of the mean loss over all global_tokens.
+    """
     raise NotImplementedError
+

@@ -20,11 +20,10 @@ def bits_per_byte(logits: Tensor, targets: Tensor) -> float:
     return nats / math.log(2)
 
 
-def top_p_distribution(logits: Tensor, p: float) -> Tensor:
-    """Top-p (nucleus) sampling's distribution: logits (b, V) -> probs (b, V).
+def temperature_for_entropy(logits: Tensor, bits: float) -> float:
+    """The temperature T at which softmax(logits / T) has an entropy of ``bits``.
 
-    Per row: the fewest most likely tokens whose probabilities add up to at least p,
-    renormalised; 0 for every other token.
+    logits: (V,), not all equal; 0 < bits < log₂ V (the entropy in bits)
     """
     raise NotImplementedError
 

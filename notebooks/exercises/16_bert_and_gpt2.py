@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 
 def mask_exactly(
@@ -32,9 +32,12 @@ def mask_exactly(
     raise NotImplementedError
 
 
-def prefix_lm_mask(n: int, prefix: int) -> Tensor:
-    """A prefix LM's attention mask, bool (n, n), True = may attend: the first
-    ``prefix`` positions are read in both directions, the rest left to right."""
+def load_matching(model: nn.Module, state: dict[str, Tensor]) -> list[str]:
+    """Start ``model`` from a pretrained ``state`` (a state dict).
+
+    Copy every tensor of ``state`` whose name and shape match one of the model's;
+    returns the sorted names of the model's tensors that were not loaded
+    """
     raise NotImplementedError
 
 

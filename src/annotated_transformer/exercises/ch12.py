@@ -1,15 +1,12 @@
-"""Checks of chapter 12's exercises: averaging, the length penalty, tied weights."""
+"""Checks of chapter 12's exercises: averaging, a moving average, the DDP loss."""
 
 from __future__ import annotations
 
-import math
-import random
 from types import ModuleType
 
 import torch
 
 from annotated_transformer.exercises.grading import assert_close, exercise
-from annotated_transformer.model import count_parameters, make_model, tie_weights
 
 CHAPTER = "12"
 
@@ -48,48 +45,58 @@ def check_average_state_dicts(m: ModuleType) -> None:
 
 @exercise(
     chapter=CHAPTER,
-    name="best_hypothesis",
-    title="Length penalty: which finished translation wins?",
-    hint="Divide each summed log-probability by lp = ((5 + length) / 6)^α and take "
-    "the largest; with α = 0 this is the raw log-probability.",
+    name="ema_update",
+    title="From averaging checkpoints to a moving average",
+    hint="decay · average + (1 − decay) · weights for every name, in a new dict; "
+    "after T steps it weighs the weights of step s by (1 − decay) · decay^(T − s).",
 )
-def check_best_hypothesis(m: ModuleType) -> None:
-    short, long = ([4, 2], -2.0), ([4, 7, 7, 9, 2], -2.6)
-    assert m.best_hypothesis([short, long], 0.0) == short, (
-        "with α = 0 the more probable (here shorter) hypothesis wins"
-    )
-    assert m.best_hypothesis([short, long], 1.0) == long, (
-        "with α = 1 the longer one wins: -2.6 / (10/6) > -2.0 / (7/6)"
-    )
-    rng = random.Random(0)
-    for _ in range(50):
-        hyps = [([1] * rng.randint(1, 30), -rng.uniform(0.1, 40)) for _ in range(6)]
-        alpha = rng.choice([0.0, 0.6, 1.0, 1.5])
-        scores = [lp / math.pow((5 + len(t)) / 6, alpha) for t, lp in hyps]
-        expected = hyps[scores.index(max(scores))]
-        got = m.best_hypothesis(hyps, alpha)
-        assert got == expected, (
-            f"α={alpha}: expected the hypothesis of length {len(expected[0])} and "
-            f"log p {expected[1]:.3f}, got {got[1] if got else got}"
-        )
+def check_ema_update(m: ModuleType) -> None:
+    gen = torch.Generator().manual_seed(1)
+    snapshots = [{"w": torch.randn(3, 2, generator=gen)} for _ in range(8)]
+    decay = 0.7
+    average = snapshots[0]
+    for snapshot in snapshots[1:]:
+        average = m.ema_update(average, snapshot, decay)
+    steps = len(snapshots) - 1  # the closed form of the same recursion
+    expected = decay**steps * snapshots[0]["w"]
+    for s in range(1, steps + 1):
+        expected = expected + (1 - decay) * decay ** (steps - s) * snapshots[s]["w"]
+    assert_close(average["w"], expected, "the average after 7 updates")
+    last = m.ema_update(snapshots[0], snapshots[1], 0.0)["w"]
+    assert_close(last, snapshots[1]["w"], "decay 0 (the newest weights)")
+
+
+def _rank_data(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(rows, 3, generator=gen), torch.randn(rows, 1, generator=gen)
 
 
 @exercise(
     chapter=CHAPTER,
-    name="parameters_saved_by_tying",
-    title="What tied embeddings save",
-    hint="With one vocabulary, how many (vocab × d_model) matrices does the model "
-    "have before tying, and how many after? The output layer's bias is not shared.",
+    name="ddp_loss",
+    title="The loss each GPU backpropagates",
+    hint="DDP divides the sum of the processes' gradients by world_size. Which "
+    "loss, summed over the processes and divided by world_size, is the sum over "
+    "all tokens divided by their number?",
 )
-def check_parameters_saved_by_tying(m: ModuleType) -> None:
-    for vocab, d_model in ((50, 16), (37, 8), (200, 32)):
-        sizes = {"N": 1, "d_model": d_model, "d_ff": 2 * d_model, "h": 2}
-        model = make_model(vocab, vocab, **sizes)
-        before = count_parameters(model)
-        saved = before - count_parameters(tie_weights(model, share_source=True))
-        got = m.parameters_saved_by_tying(vocab, d_model)
-        assert got == saved, (
-            f"vocab {vocab}, d_model {d_model}: tying saves {saved:,} parameters "
-            "in "
-            f"make_model, you say {got:,}"
-        )
+def check_ddp_loss(m: ModuleType) -> None:
+    shares = [_rank_data(rows, seed) for seed, rows in enumerate((2, 5, 9))]
+    tokens = sum(len(x) for x, _ in shares)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    gradients, losses = [], []  # per process, as DDP sees them before averaging
+    for x, y in shares:
+        model.zero_grad()
+        loss_sum = ((model(x) - y) ** 2).sum()
+        loss = m.ddp_loss(loss_sum, len(x), tokens, len(shares))
+        loss.backward()
+        gradients.append(model.weight.grad.clone())
+        losses.append(loss.detach())
+    averaged = torch.stack(gradients).mean(0)  # DDP's all-reduce
+    model.zero_grad()
+    x, y = (torch.cat(parts) for parts in zip(*shares, strict=True))
+    mean = ((model(x) - y) ** 2).mean()  # one process, every token
+    mean.backward()
+    assert_close(averaged, model.weight.grad, "the averaged gradient of the weight")
+    logged = torch.stack(losses).mean()  # what the processes' logs average to
+    assert_close(logged, mean.detach(), "the losses averaged over the processes")

@@ -1,4 +1,4 @@
-"""Checks of chapter 14's exercises: bits per byte, top-p, order 0, leak test."""
+"""Checks of chapter 14's exercises: bits per byte, temperature, order 0, leak."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import torch
 from torch import Tensor, nn
 
 from annotated_transformer.exercises.grading import (
-    assert_close,
     assert_equal,
     exercise,
 )
@@ -49,40 +48,24 @@ def check_bits_per_byte(m: ModuleType) -> None:
     )
 
 
-def _nucleus(probs: list[float], p: float) -> list[float]:
-    order = sorted(range(len(probs)), key=lambda i: -probs[i])
-    kept, total = [], 0.0
-    for i in order:
-        kept.append(i)
-        total += probs[i]
-        if total >= p:
-            break
-    return [probs[i] / total if i in kept else 0.0 for i in range(len(probs))]
-
-
 @exercise(
     chapter=CHAPTER,
-    name="top_p_distribution",
-    title="Top-p (nucleus) sampling",
-    hint="Sort each row's probabilities in decreasing order; keep a token while "
-    "the tokens above it hold less than p; zero the rest and renormalise.",
+    name="temperature_for_entropy",
+    title="A temperature for a target entropy",
+    hint="The entropy of softmax(logits / T) grows with T, from 0 to log₂ V: "
+    "bisect on T (or on log T, since T may span decades) until it matches.",
 )
-def check_top_p_distribution(m: ModuleType) -> None:
+def check_temperature_for_entropy(m: ModuleType) -> None:
     gen = torch.Generator().manual_seed(1)
-    logits = 2 * torch.randn(5, 20, generator=gen, dtype=torch.float64)
-    for p in (0.1, 0.5, 0.9, 0.99):
-        got = m.top_p_distribution(logits, p)
-        expected = torch.tensor(
-            [_nucleus(row.softmax(-1).tolist(), p) for row in logits],
-            dtype=torch.float64,
+    logits = 3 * torch.randn(256, generator=gen, dtype=torch.float64)
+    for bits in (0.5, 2.0, 5.0, 7.5):
+        t = m.temperature_for_entropy(logits, bits)
+        p = (logits / t).softmax(-1)
+        got = -(p * p.log2()).sum().item()
+        assert abs(got - bits) < 1e-4, (
+            f"at your temperature {t:.4g} the distribution has {got:.4f} bits, "
+            f"not {bits}; expected to within 1e-4 bits"
         )
-        assert_close(got, expected, f"the distribution at p={p}")
-    full = m.top_p_distribution(logits, 1.0)
-    assert_close(full, logits.softmax(-1), "p = 1 (every token kept)")
-    tiny = m.top_p_distribution(logits, 1e-9)
-    best = logits.argmax(-1, keepdim=True)
-    one_hot = torch.zeros_like(logits).scatter(-1, best, 1.0)
-    assert_close(tiny, one_hot, "a tiny p (greedy)")
 
 
 @exercise(

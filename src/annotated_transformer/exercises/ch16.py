@@ -1,4 +1,4 @@
-"""Checks of chapter 16's exercises: BERT's masking, a prefix LM, GPT-2."""
+"""Checks of chapter 16's exercises: BERT's masking, fine-tuning, GPT-2."""
 
 from __future__ import annotations
 
@@ -6,11 +6,14 @@ import math
 from types import ModuleType
 
 import torch
-import torch.nn.functional as F
 
 from annotated_transformer.exercises.grading import assert_equal, exercise
 from annotated_transformer.gpt2 import GPT2LM
-from annotated_transformer.model import count_parameters
+from annotated_transformer.model import (
+    EncoderClassifier,
+    MaskedLanguageModel,
+    count_parameters,
+)
 
 CHAPTER = "16"
 
@@ -66,31 +69,33 @@ def check_mask_exactly(m: ModuleType) -> None:
 
 @exercise(
     chapter=CHAPTER,
-    name="prefix_lm_mask",
-    title="A prefix LM's mask, and its leak test",
-    hint="Two conditions joined by 'or': the key lies in the prefix (j < prefix), "
-    "or the key is not in the query's future (j ≤ i).",
+    name="load_matching",
+    title="Fine-tuning starts from the pretrained encoder",
+    hint="Compare the two state dicts name by name and shape by shape; "
+    "model.load_state_dict(..., strict=False) copies a partial one.",
 )
-def check_prefix_lm_mask(m: ModuleType) -> None:
-    for n, prefix in ((6, 0), (6, 3), (6, 6), (9, 4)):
-        r = range(n)
-        expected = torch.tensor([[j < prefix or j <= i for j in r] for i in r])
-        got = m.prefix_lm_mask(n, prefix)
-        assert_equal(got, expected, f"the mask for n={n}, prefix={prefix}")
-    n, prefix = 8, 3  # the leak test: which outputs move when one value changes?
-    mask = m.prefix_lm_mask(n, prefix)
-    gen = torch.Generator().manual_seed(2)
-    q, k, v = torch.randn(3, 1, n, 4, generator=gen, dtype=torch.float64)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    for j in range(n):
-        moved = v.clone()
-        moved[0, j] += 1.0
-        changed = F.scaled_dot_product_attention(q, k, moved, attn_mask=mask) != out
-        rows = changed[0].any(-1).nonzero().squeeze(1).tolist()
-        allowed = list(range(n)) if j < prefix else list(range(j, n))
-        assert rows == allowed, (
-            f"changing position {j} moved the outputs {rows}, expected {allowed}"
-        )
+def check_load_matching(m: ModuleType) -> None:
+    sizes = {"d_model": 16, "h": 2, "N": 2, "max_len": 20, "d_ff": 32}
+    torch.manual_seed(0)
+    pretrained = MaskedLanguageModel(50, **sizes)
+    classifier = EncoderClassifier(50, 2, **sizes)
+    head = {k: v.clone() for k, v in classifier.to_classes.state_dict().items()}
+    state = pretrained.state_dict()
+    skipped = m.load_matching(classifier, state)
+    expected = ["to_classes.bias", "to_classes.weight"]
+    assert skipped == expected, f"expected {expected} left out, got {skipped}"
+    for name, value in classifier.state_dict().items():
+        if name.startswith("to_classes."):
+            before = head[name.removeprefix("to_classes.")]
+            assert_equal(value, before, f"{name} (the new head, left alone)")
+        else:
+            assert_equal(value, state[name], f"{name} (copied from the encoder)")
+    table = "embed.lut.weight"
+    with torch.no_grad():
+        state[table].add_(1.0)  # the pretrained model changes afterwards
+    copied = classifier.state_dict()[table]
+    message = "the classifier must hold copies, not the pretrained model's tensors"
+    assert not torch.equal(copied, state[table]), message
 
 
 @exercise(

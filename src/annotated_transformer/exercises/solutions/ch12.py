@@ -20,20 +20,24 @@ def average_state_dicts(states: list[dict[str, Tensor]]) -> dict[str, Tensor]:
     return average
 
 
-def best_hypothesis(
-    hypotheses: list[tuple[list[int], float]], alpha: float
-) -> tuple[list[int], float]:
-    """The finished hypothesis (tokens, summed log-probability) with the best score
-    log p / lp, lp = ((5 + length) / 6)^α (GNMT)."""
-
-    def score(hypothesis: tuple[list[int], float]) -> float:
-        tokens, log_p = hypothesis
-        return log_p / ((5 + len(tokens)) / 6) ** alpha
-
-    return max(hypotheses, key=score)
+def ema_update(
+    average: dict[str, Tensor],
+    weights: dict[str, Tensor],
+    decay: float,
+) -> dict[str, Tensor]:
+    """One step of an exponential moving average of the weights:
+    decay · average + (1 − decay) · weights, name by name, in a new dict."""
+    mixed = {name: decay * average[name] for name in average}
+    return {name: mixed[name] + (1 - decay) * weights[name] for name in average}
 
 
-def parameters_saved_by_tying(vocab: int, d_model: int) -> int:
-    """Weights saved when source embeddings, target embeddings and the output layer
-    share one (vocab, d_model) matrix: two of the three matrices disappear."""
-    return 2 * vocab * d_model
+def ddp_loss(
+    loss_sum: Tensor,
+    local_tokens: int,
+    global_tokens: int,
+    world_size: int,
+) -> Tensor:
+    """What one of ``world_size`` processes backpropagates so that the mean of their
+    gradients (DDP's all-reduce) is the gradient of the mean over *all* tokens:
+    Σ_local / global_tokens, times world_size to undo the averaging."""
+    return loss_sum * world_size / global_tokens

@@ -16,19 +16,26 @@ def bits_per_byte(logits: Tensor, targets: Tensor) -> float:
     return nats / targets.numel() / math.log(2)  # the mean, not the total
 
 
-def top_p_distribution(logits: Tensor, p: float) -> Tensor:
-    """Top-p (nucleus) sampling's distribution: logits (b, V) -> probs (b, V).
+def temperature_for_entropy(logits: Tensor, bits: float) -> float:
+    """The temperature T at which softmax(logits / T) has an entropy of ``bits``.
 
-    Keeps, per row, the fewest most likely tokens whose probabilities add up to at
-    least p, and renormalises them; every other token gets 0.
+    logits: (V,), not all equal; 0 < bits < log₂ V. The entropy grows with T, from
+    0 bits (T → 0, all mass on the largest logit) to log₂ V (T → ∞, uniform), so
+    bisect on log T.
     """
-    probs = logits.softmax(-1)
-    sorted_probs, order = probs.sort(-1, descending=True)
-    before = sorted_probs.cumsum(-1) - sorted_probs  # the mass of the tokens above
-    keep_sorted = before < p  # needed while the tokens above fall short of p
-    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
-    kept = probs * keep
-    return kept / kept.sum(-1, keepdim=True)
+
+    def entropy(t: float) -> float:
+        p = (logits.double() / t).softmax(-1)
+        return -(p * p.clamp_min(1e-300).log2()).sum().item()
+
+    low, high = 1e-3, 1e3
+    for _ in range(100):
+        middle = math.sqrt(low * high)  # bisect in log space: T spans decades
+        if entropy(middle) < bits:
+            low = middle
+        else:
+            high = middle
+    return math.sqrt(low * high)
 
 
 def unigram_bits_per_byte(train: bytes, text: bytes) -> float:

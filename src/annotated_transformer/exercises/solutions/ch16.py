@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 
 def mask_exactly(
@@ -45,12 +45,14 @@ def mask_exactly(
     return inputs, labels
 
 
-def prefix_lm_mask(n: int, prefix: int) -> Tensor:
-    """A prefix LM's mask, bool (n, n), True = may attend: every query sees the
-    whole prefix (its first ``prefix`` positions), and the keys up to itself."""
-    i = torch.arange(n)[:, None]
-    j = torch.arange(n)[None, :]
-    return (j < prefix) | (j <= i)
+def load_matching(model: nn.Module, state: dict[str, Tensor]) -> list[str]:
+    """Start ``model`` from a pretrained ``state``: copy every tensor whose name and
+    shape match one of the model's; returns the sorted names of the model's tensors
+    left as they were (a new head, say)."""
+    own = model.state_dict()
+    kept = {k: v for k, v in state.items() if k in own and own[k].shape == v.shape}
+    model.load_state_dict(kept, strict=False)  # copies: the model owns its tensors
+    return sorted(set(own) - set(kept))
 
 
 def token_bits_per_byte(
