@@ -15,7 +15,7 @@ def feed_forward(
     W_2: Tensor,
     b_2: Tensor,
 ) -> Tensor:
-    """The position-wise feed-forward network, FFN(x) = max(0, x W_1 + b_1) W_2 + b_2.
+    """The position-wise feed-forward network: max(0, x W_1 + b_1) W_2 + b_2.
 
     x: (batch, len, d_model); W_1: (d_model, d_ff); b_1: (d_ff,);
     W_2: (d_ff, d_model); b_2: (d_model,) -> (batch, len, d_model)

@@ -36,7 +36,10 @@ def _leak(mask: torch.Tensor, x: torch.Tensor, k: int) -> float:
 def check_prefix_lm_mask(m: ModuleType) -> None:
     prefix_len, size = torch.tensor([3, 0, 6]), 6
     expected = torch.tensor(
-        [[[j < p or j <= i for j in range(size)] for i in range(size)] for p in prefix_len.tolist()]
+        [
+            [[j < p or j <= i for j in range(size)] for i in range(size)]
+            for p in prefix_len.tolist()
+        ],
     )
     mask = m.prefix_lm_mask(prefix_len, size)
     assert_equal(mask, expected, "the mask")
@@ -65,7 +68,8 @@ def check_masked_softmax(m: ModuleType) -> None:
     got = m.masked_softmax(scores.half(), mask)
     assert got.dtype == torch.float16, "keep the scores' dtype, float16"
     assert_close(got, expected, "the weights in float16", atol=1e-3)
-    assert_equal(got[..., ~mask], torch.zeros_like(got[..., ~mask]), "masked weights")
+    hidden = got[..., ~mask]
+    assert_equal(hidden, torch.zeros_like(hidden), "the masked weights in float16")
 
 
 @exercise(
@@ -89,11 +93,12 @@ def check_make_std_mask(m: ModuleType) -> None:
             row = mask[b, i]
             if real[b, i]:
                 want = torch.tensor([bool(real[b, j]) and j <= i for j in range(5)])
-                assert_equal(row, want, f"the row of real query {i} of sentence {b}")
+                assert_equal(row, want, f"real query {i} of sentence {b}'s row")
             else:
-                assert row.any(), f"padded query {i} of sentence {b} sees no key: NaN"
+                where = f"padded query {i} of sentence {b}"
+                assert row.any(), f"{where} sees no key at all: NaN"
                 sees = real[b] & row
-                assert not sees.any(), f"padded query {i} of sentence {b} reads real keys"
+                assert not sees.any(), f"{where} reads real tokens"
 
 
 @exercise(
@@ -106,6 +111,8 @@ def check_make_std_mask(m: ModuleType) -> None:
 )
 def check_sliding_window_mask(m: ModuleType) -> None:
     for size, window in [(6, 3), (5, 1), (4, 10)]:
-        expected = torch.tensor([[0 <= i - j < window for j in range(size)] for i in range(size)])
+        expected = torch.tensor(
+            [[0 <= i - j < window for j in range(size)] for i in range(size)],
+        )
         got = m.sliding_window_mask(size, window)
         assert_equal(got, expected, f"sliding_window_mask({size}, {window})")

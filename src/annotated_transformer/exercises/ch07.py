@@ -23,7 +23,8 @@ def check_feed_forward(m: ModuleType) -> None:
     first, last = reference[0], reference[2]
     with torch.no_grad():  # nn.Linear stores W transposed: y = x Wᵀ + b
         expected = reference(x)
-        got = m.feed_forward(x, first.weight.T, first.bias, last.weight.T, last.bias)
+        W_1, W_2 = first.weight.T, last.weight.T
+        got = m.feed_forward(x, W_1, first.bias, W_2, last.bias)
     assert_close(got, expected, "FFN(x) (against nn.Linear, ReLU, nn.Linear)")
 
 

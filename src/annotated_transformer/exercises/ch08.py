@@ -40,11 +40,12 @@ def check_adam_step(m: ModuleType) -> None:
 def check_noam_rate(m: ModuleType) -> None:
     for d_model, warmup, factor in [(512, 4000, 1.0), (128, 400, 2.0)]:
         for step in (1, 10, warmup - 1, warmup, warmup + 1, 10 * warmup):
-            paper = min(1 / math.sqrt(step), step / warmup**1.5) / math.sqrt(d_model)
+            shape = min(1 / math.sqrt(step), step / warmup**1.5)
+            paper = factor * shape / math.sqrt(d_model)
             got = m.noam_rate(step, d_model, warmup, factor)
-            assert math.isclose(got, factor * paper, rel_tol=1e-9), (
-                f"noam_rate({step}, {d_model}, {warmup}, {factor}) = {got}, not {factor * paper}"
-            )
+            call = f"noam_rate({step}, {d_model}, {warmup}, {factor})"
+            wrong = f"{call} = {got}, not {paper}"
+            assert math.isclose(got, paper, rel_tol=1e-9), wrong
         peak = m.noam_rate(warmup, d_model, warmup, factor)
         assert peak >= m.noam_rate(warmup + 1, d_model, warmup, factor), "peak"
 
@@ -63,7 +64,8 @@ def check_smoothed_targets(m: ModuleType) -> None:
     target = torch.tensor([3, 1, 0, 6, 2, 0])  # id 0 is padding
     q = m.smoothed_targets(target, 7, 0.1, 0)
     cross_entropy = -(q * scores.log_softmax(-1)).sum()
-    expected = F.cross_entropy(scores, target, ignore_index=0, label_smoothing=0.1, reduction="sum")
+    smoothing = {"label_smoothing": 0.1, "ignore_index": 0, "reduction": "sum"}
+    expected = F.cross_entropy(scores, target, **smoothing)
     assert_close(cross_entropy, expected, "H(q, p) (against F.cross_entropy)")
     assert_close(q.sum(-1), torch.tensor([1.0, 1, 0, 1, 1, 0]), "the rows' sums")
 

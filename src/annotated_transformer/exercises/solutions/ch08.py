@@ -29,7 +29,7 @@ def adam_step(
 
 
 def noam_rate(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
-    """The paper's schedule (eq. 3) with the Annotated Transformer's factor, step >= 1:
+    """The paper's schedule (eq. 3) with the original's factor, for step >= 1:
     factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."""
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
@@ -46,7 +46,12 @@ def smoothed_targets(target: Tensor, V: int, smoothing: float, pad: int) -> Tens
     return q
 
 
-def label_smoothing_loss(log_p: Tensor, target: Tensor, smoothing: float, pad: int) -> Tensor:
+def label_smoothing_loss(
+    log_p: Tensor,
+    target: Tensor,
+    smoothing: float,
+    pad: int,
+) -> Tensor:
     """Label-smoothed KL(q ‖ p) summed over the positions whose target is not
     padding, with the original's q: 1 - ε on the target, ε / (V - 2) on every
     other class but padding, which gets 0.
