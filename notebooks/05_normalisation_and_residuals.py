@@ -533,7 +533,7 @@ print("post-norm top layer: depth-independent; pre-norm top layer: shrinks with 
 # (ex-05-layer-norm)=
 # ### Exercise 5.3 · Find the bug: the original's LayerNorm
 #
-# **Find the bug.** The starter holds the original Annotated Transformer's layer norm,
+# The starter holds the original Annotated Transformer's layer norm,
 # which this chapter measured against `nn.LayerNorm`. Repair it so that it computes Ba et
 # al.'s formula exactly; the grader compares with `nn.LayerNorm` at $d = 8$, where the
 # difference is large.

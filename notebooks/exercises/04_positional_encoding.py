@@ -18,7 +18,7 @@ def sinusoidal(positions: Tensor, d_model: int) -> Tensor:
 
 
 def pe_dot(k: int, d_model: int) -> float:
-    """PE[pos] · PE[pos + k] in closed form: Σ_i cos(k ω_i), the same for every pos."""
+    """PE[pos] · PE[pos + k] in closed form, Σ_i cos(k ω_i), for every pos."""
     raise NotImplementedError
 
 

@@ -36,14 +36,15 @@ def check_split_heads(m: ModuleType) -> None:
     chapter="02",
     name="einsum_attention",
     title="Attention with einsum and a mask",
-    hint="name the axes: scores are 'bhqd,bhkd->bhqk', the output 'bhqk,bhkd->bhqd'; "
-    "divide by √d_k and fill the masked scores (where mask is False) with -inf "
-    "before the softmax.",
+    hint="name the axes: the scores are 'bhqd,bhkd->bhqk', the output "
+    "'bhqk,bhkd->bhqd'; divide by √d_k and fill the masked scores (where mask "
+    "is False) with -inf before the softmax.",
 )
 def check_einsum_attention(m: ModuleType) -> None:
     g = torch.Generator().manual_seed(0)
     q = torch.randn(2, 3, 5, 4, generator=g)
-    k, v = torch.randn(2, 3, 6, 4, generator=g), torch.randn(2, 3, 6, 7, generator=g)
+    k = torch.randn(2, 3, 6, 4, generator=g)
+    v = torch.randn(2, 3, 6, 7, generator=g)
     keys = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])  # 2 padded keys
     mask = keys[:, None, None, :] & torch.ones(5, 6, dtype=torch.bool).tril(1)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
@@ -64,7 +65,10 @@ def check_attention_entropy(m: ModuleType) -> None:
     weights[0, 0] = torch.tensor([0.5, 0.5, 0.0, 0.0, 0.0])  # two masked keys
     weights[1, 2] = torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0])  # all on one key
     expected = torch.tensor(
-        [[-sum(w * math.log(w) for w in row.tolist() if w > 0) for row in rows] for rows in weights]
+        [
+            [-sum(w * math.log(w) for w in row.tolist() if w > 0) for row in rows]
+            for rows in weights
+        ],
     )
     actual = m.attention_entropy(weights)
     assert_close(actual, expected, "the entropies")

@@ -43,7 +43,8 @@ def check_pe_dot(m: ModuleType) -> None:
         for pos in (0, 5, 40):
             expected = float(_pe(pos, 32) @ _pe(pos + k, 32))
             got = m.pe_dot(k, 32)
-            assert abs(got - expected) < 1e-6, f"pe_dot({k}, 32) = {got}, not {expected}"
+            wrong = f"pe_dot({k}, 32) = {got}, not {expected}"
+            assert abs(got - expected) < 1e-6, wrong
 
 
 @exercise(
@@ -51,15 +52,16 @@ def check_pe_dot(m: ModuleType) -> None:
     name="rotate_by",
     title="An offset is a rotation, applied pair by pair",
     hint="split pe into its sines pe[..., 0::2] and cosines pe[..., 1::2]; with "
-    "θ_i = k ω_i, the angle-addition formulas give sin' = sin cos θ + cos sin θ and "
-    "cos' = cos cos θ - sin sin θ; interleave them again.",
+    "θ_i = k ω_i, the angle-addition formulas give sin' = sin cos θ + cos sin θ "
+    "and cos' = cos cos θ - sin sin θ; interleave them again.",
 )
 def check_rotate_by(m: ModuleType) -> None:
     table = torch.stack([_pe(p, 24) for p in range(60)])  # (60, 24)
     for k in (1, 7, 30):
         got = m.rotate_by(table[:-k], k)
         assert_close(got, table[k:], f"rotate_by(PE[pos], {k})", atol=1e-6)
-        assert_close(m.rotate_by(table[k:], -k), table[:-k], f"offset -{k}", atol=1e-6)
+        back = m.rotate_by(table[k:], -k)
+        assert_close(back, table[:-k], f"rotate_by(PE[pos], -{k})", atol=1e-6)
 
 
 @exercise(

@@ -24,8 +24,8 @@ def check_running_statistics(m: ModuleType) -> None:
     expected_mean, expected_var = mean.clone(), var.clone()
     F.batch_norm(x, expected_mean, expected_var, training=True, momentum=0.1)
     new_mean, new_var = m.running_statistics(x, mean, var, 0.1)
-    assert_close(new_mean, expected_mean, "the running mean (against F.batch_norm)")
-    assert_close(new_var, expected_var, "the running variance (against F.batch_norm)")
+    assert_close(new_mean, expected_mean, "the running mean (F.batch_norm's)")
+    assert_close(new_var, expected_var, "the running variance (F.batch_norm's)")
 
 
 @exercise(
@@ -40,7 +40,8 @@ def check_token_group_norm(m: ModuleType) -> None:
     x = 3 * torch.randn(2, 5, 12, generator=g) - 1  # (batch, len, d_model)
     reference = nn.GroupNorm(4, 12, eps=1e-5, affine=False)  # (N, C) inputs
     expected = reference(x.reshape(10, 12)).reshape(x.shape)
-    assert_close(m.token_group_norm(x, 4), expected, "the output (against nn.GroupNorm)")
+    got = m.token_group_norm(x, 4)
+    assert_close(got, expected, "the output (against nn.GroupNorm)")
 
 
 @exercise(

@@ -91,7 +91,7 @@ def normalise(chapter: str) -> str:
     if number.isdigit() and f"{int(number):02d}" in known:
         return f"{int(number):02d}"
     known = ", ".join(known)
-    raise ValueError(f"no exercises for chapter {chapter!r}; there are for: {known}")
+    raise ValueError(f"no exercises for chapter {chapter!r}; these have: {known}")
 
 
 def exercises(chapter: str) -> list[Exercise]:

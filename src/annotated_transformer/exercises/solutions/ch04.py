@@ -19,7 +19,7 @@ def sinusoidal(positions: Tensor, d_model: int) -> Tensor:
 
 
 def pe_dot(k: int, d_model: int) -> float:
-    """PE[pos] · PE[pos + k] in closed form: Σ_i cos(k ω_i), the same for every pos."""
+    """PE[pos] · PE[pos + k] in closed form, Σ_i cos(k ω_i), for every pos."""
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
     omega = 10000.0 ** (-two_i / d_model)
     return float((k * omega).cos().sum())
