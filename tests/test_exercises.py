@@ -2,7 +2,11 @@
 "find the bug") the broken version, and passes the reference solution; the CLI and
 the book's Exercises sections."""
 
+import importlib
 import inspect
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -15,6 +19,11 @@ from annotated_transformer.exercises.cli import main
 from annotated_transformer.exercises.grading import Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = ROOT / "src" / "annotated_transformer" / "exercises" / "solutions"
+# A teacher may hand out a copy without the solutions (book/teachers.md).
+needs_solutions = pytest.mark.skipif(
+    not SOLUTIONS.is_dir(), reason="the solutions are not part of this copy"
+)
 EXERCISES = [ex for ch in grading.chapters() for ex in grading.exercises(ch)]
 
 
@@ -57,12 +66,14 @@ def test_the_untouched_starter_does_not_pass(ex: grading.Exercise):
     assert result.outcome is expected, result.message
 
 
+@needs_solutions
 @pytest.mark.parametrize("ex", EXERCISES, ids=label)
 def test_the_reference_solution_passes(ex: grading.Exercise):
     result = grading.run(ex, grading.solutions(ex.chapter))
     assert result.outcome is Outcome.PASS, result.message
 
 
+@needs_solutions
 @pytest.mark.parametrize("ex", EXERCISES, ids=label)
 def test_a_wrong_answer_fails(ex: grading.Exercise):
     solutions = grading.solutions(ex.chapter)
@@ -75,6 +86,7 @@ def test_a_wrong_answer_fails(ex: grading.Exercise):
     assert result.outcome is Outcome.FAIL
 
 
+@needs_solutions
 @pytest.mark.parametrize("chapter", grading.chapters())
 def test_the_report_gives_hints_never_the_solution(chapter: str, capsys):
     grading.grade(chapter, starter(chapter))
@@ -103,6 +115,7 @@ def test_the_chapter_states_every_exercise_and_includes_its_solution(chapter: st
     assert f"make exercises CHAPTER={chapter}" in section
 
 
+@needs_solutions
 def test_the_cli_grades_the_solutions_and_the_starter(capsys):
     assert main(["1", "--solutions"]) == 0
     path = grading.starter_path("01", ROOT)
@@ -137,3 +150,28 @@ def test_a_crash_in_the_readers_code_names_its_line(tmp_path):
     result = grading.run(ex, grading.load(answers))
     assert result.outcome is Outcome.FAIL
     assert "RuntimeError at line 2 of answers.py" in result.message
+
+
+def test_missing_solutions_are_one_line(monkeypatch, capsys):
+    real = importlib.import_module
+
+    def without_solutions(name: str, package: str | None = None) -> ModuleType:
+        if ".solutions" in name:
+            raise ModuleNotFoundError(name)
+        return real(name, package)
+
+    monkeypatch.setattr(grading.importlib, "import_module", without_solutions)
+    assert main(["06", "--solutions"]) == 2
+    assert "not part of this copy" in capsys.readouterr().out
+
+
+@needs_solutions
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+def test_make_exercises_grades_without_installing_anything():
+    command = ["make", "-s", "exercises", "CHAPTER=01", "SOLUTIONS=1"]
+    command.append(f"PY={sys.executable}")
+    dry = subprocess.run([*command, "-n"], cwd=ROOT, capture_output=True, text=True)
+    assert "pip" not in dry.stdout, "make exercises must not (re)install the venv"
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.rstrip().endswith("4 of 4 passed.")

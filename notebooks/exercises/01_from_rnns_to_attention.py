@@ -39,7 +39,7 @@ def multi_head_self_attention(
     """Multi-head self-attention of one sequence, a loop over heads.
 
     X: (n, d_model); W_q, W_k, W_v, W_o: (d_model, d_model), applied as X @ W;
-    head i uses columns i·d_k .. (i+1)·d_k of W_q, W_k, W_v (d_k = d_model / h)
+    head i uses columns i·d_k .. (i+1)·d_k of W_q, W_k, W_v, d_k = d_model / h
     returns Concat(head_1, ..., head_h) @ W_o: (n, d_model)
     """
     raise NotImplementedError

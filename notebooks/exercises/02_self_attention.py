@@ -21,7 +21,8 @@ def split_heads(x: Tensor, h: int) -> Tensor:
 def einsum_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
     """Scaled dot-product attention with two einsums and a boolean mask.
 
-    q: (batch, h, q_len, d_k); k: (batch, h, k_len, d_k); v: (batch, h, k_len, d_v)
+    q: (batch, h, q_len, d_k); k: (batch, h, k_len, d_k);
+    v: (batch, h, k_len, d_v)
     mask: bool, broadcastable to (batch, h, q_len, k_len); True = may attend
     returns (batch, h, q_len, d_v)
     """

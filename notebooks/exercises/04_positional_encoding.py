@@ -12,7 +12,8 @@ def sinusoidal(positions: Tensor, d_model: int) -> Tensor:
     """The paper's encoding at any positions, fractional ones included.
 
     positions: (n,) float; returns (n, d_model) float64:
-    PE[pos, 2i] = sin(pos ω_i), PE[pos, 2i + 1] = cos(pos ω_i), ω_i = 10000^(-2i/d)
+    PE[pos, 2i] = sin(pos ω_i), PE[pos, 2i + 1] = cos(pos ω_i),
+    ω_i = 10000^(-2i / d_model)
     """
     raise NotImplementedError
 
@@ -25,7 +26,8 @@ def pe_dot(k: int, d_model: int) -> float:
 def rotate_by(pe: Tensor, k: int) -> Tensor:
     """Move encodings k positions on by turning each (sin, cos) pair by k ω_i.
 
-    pe: (..., d_model), encodings of some positions pos -> the encodings of pos + k
+    pe: (..., d_model), the encodings of some positions pos
+    returns the encodings of pos + k
     """
     raise NotImplementedError
 

@@ -15,9 +15,10 @@ def running_statistics(
 ) -> tuple[Tensor, Tensor]:
     """Batch norm's running averages after one training batch.
 
-    x: (batch, channels, positions); mean, var: (channels,), the running averages
-    returns the new (mean, var): (1 - momentum)·old + momentum·batch statistic, the
-    batch variance unbiased (divided by n - 1, n = batch · positions)
+    x: (batch, channels, positions); mean, var: (channels,), running averages
+    returns the new (mean, var): (1 - momentum)·old + momentum·statistic, the
+    batch's statistic, its variance unbiased (divided by n - 1, n = batch ·
+    positions)
     """
     raise NotImplementedError
 
@@ -31,7 +32,12 @@ def token_group_norm(x: Tensor, groups: int, eps: float = 1e-5) -> Tensor:
     raise NotImplementedError
 
 
-def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Tensor:
+def layer_norm(
+    x: Tensor,
+    gamma: Tensor,
+    beta: Tensor,
+    eps: float = 1e-5,
+) -> Tensor:
     """Layer norm over the last axis: gamma (x - μ) / √(σ² + eps) + beta.
 
     x: (..., d); gamma, beta: (d,); σ² the biased variance (divided by d)
@@ -45,9 +51,12 @@ def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Ten
 
 
 def residual_block(
-    x: Tensor, sublayer: Callable[[Tensor], Tensor], norm: nn.Module, pre_norm: bool
+    x: Tensor,
+    sublayer: Callable[[Tensor], Tensor],
+    norm: nn.Module,
+    pre_norm: bool,
 ) -> Tensor:
-    """One residual sub-layer: pre-norm x + f(LN(x)), or post-norm LN(x + f(x)).
+    """One residual sub-layer: pre-norm x + f(LN(x)), post-norm LN(x + f(x)).
 
     x: (batch, len, d_model); sublayer f and norm LN keep that shape
     """

@@ -10,17 +10,17 @@ from torch import Tensor
 
 
 def prefix_lm_mask(prefix_len: Tensor, size: int) -> Tensor:
-    """The mask of a prefix LM: the prefix is read both ways, the rest causally.
+    """A prefix LM's mask: the prefix is read both ways, the rest causally.
 
-    prefix_len: integer (batch,), how many leading positions form each row's prefix
-    returns bool (batch, size, size), True = may attend: query i sees key j when
-    j < prefix_len (the whole prefix, also from inside it) or j <= i
+    prefix_len: integer (batch,), how many first positions form each prefix
+    returns bool (batch, size, size), True = may attend: query i sees key j
+    when j < prefix_len (the whole prefix, also from inside it) or j <= i
     """
     raise NotImplementedError
 
 
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
-    """Attention weights: the softmax of the scores where mask is True, 0 elsewhere.
+    """Attention weights: the softmax of the scores where mask is True, or 0.
 
     scores: (..., q_len, k_len) in any float dtype; mask: bool, broadcastable,
     True = may attend (every row has at least one True)
@@ -48,8 +48,8 @@ def make_std_mask(tgt: Tensor, pad: int) -> Tensor:
 
 
 def sliding_window_mask(size: int, window: int) -> Tensor:
-    """Causal attention over the last ``window`` positions only (Longformer's or
-    Mistral's local attention, in its causal form).
+    """Causal attention over the last ``window`` positions only (the local
+    attention of Longformer or Mistral, in its causal form).
 
     returns bool (size, size): query i sees key j when i - window < j <= i
     """

@@ -28,17 +28,27 @@ def adam_step(
     raise NotImplementedError
 
 
-def noam_rate(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+def noam_rate(
+    step: int,
+    d_model: int,
+    warmup: int,
+    factor: float = 1.0,
+) -> float:
     """The paper's schedule (eq. 3) with the original's factor, for step >= 1:
     factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."""
     raise NotImplementedError
 
 
-def smoothed_targets(target: Tensor, V: int, smoothing: float, pad: int) -> Tensor:
+def smoothed_targets(
+    target: Tensor,
+    V: int,
+    smoothing: float,
+    pad: int,
+) -> Tensor:
     """Label-smoothed targets in PyTorch's convention, padding rows all zero.
 
-    target: (n,) ids -> q (n, V): q(c) = (1 - ε)[c = y] + ε / V, except that the
-    rows of positions whose target is ``pad`` are 0
+    target: (n,) ids -> q (n, V): q(c) = (1 - ε)[c = y] + ε / V, except that
+    the rows of positions whose target is ``pad`` are 0
     """
     raise NotImplementedError
 

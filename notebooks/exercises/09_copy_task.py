@@ -25,8 +25,8 @@ def greedy(
     end: int,
     max_len: int,
 ) -> list[int]:
-    """Greedy decoding: append the most probable token until ``end`` or until the
-    sequence holds ``max_len`` tokens (the start symbol included).
+    """Greedy decoding: append the most probable token until ``end``, or until
+    the sequence holds ``max_len`` tokens (the start symbol included).
 
     next_log_probs: the model, tokens so far -> log-probabilities (V,)
     returns the tokens, start symbol first, ``end`` included if produced
@@ -53,9 +53,9 @@ def beam_search(
     """Beam search ranked by the summed log-probability (no length penalty).
 
     next_log_probs: the model, tokens so far -> log-probabilities (V,).
-    Every step extends each unfinished hypothesis by every token; a finished one
-    (its last token is ``end``) is carried over unchanged; the k best of all of
-    them survive. Stops when all k are finished or hold ``max_len`` tokens, and
-    returns the best: tokens, start symbol first.
+    Every step extends each unfinished hypothesis by every token; a finished
+    one (its last token is ``end``) is carried over unchanged; the k best of
+    all of them survive. Stops when all k are finished or hold ``max_len``
+    tokens, and returns the best: tokens, start symbol first.
     """
     raise NotImplementedError

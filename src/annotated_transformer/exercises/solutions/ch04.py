@@ -10,7 +10,8 @@ def sinusoidal(positions: Tensor, d_model: int) -> Tensor:
     """The paper's encoding at any positions, fractional ones included.
 
     positions: (n,) float; returns (n, d_model) float64:
-    PE[pos, 2i] = sin(pos ω_i), PE[pos, 2i + 1] = cos(pos ω_i), ω_i = 10000^(-2i/d)
+    PE[pos, 2i] = sin(pos ω_i), PE[pos, 2i + 1] = cos(pos ω_i),
+    ω_i = 10000^(-2i / d_model)
     """
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
     omega = 10000.0 ** (-two_i / d_model)  # (d/2,)
@@ -28,7 +29,8 @@ def pe_dot(k: int, d_model: int) -> float:
 def rotate_by(pe: Tensor, k: int) -> Tensor:
     """Move encodings k positions on by turning each (sin, cos) pair by k ω_i.
 
-    pe: (..., d_model), encodings of some positions pos -> the encodings of pos + k
+    pe: (..., d_model), the encodings of some positions pos
+    returns the encodings of pos + k
     """
     d_model = pe.size(-1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
@@ -49,5 +51,5 @@ def relative_offset(pe_a: Tensor, pe_b: Tensor, max_offset: int) -> int:
     angle_a = torch.atan2(pe_a[0::2], pe_a[1::2])  # pos ω_i (mod 2π)
     angle_b = torch.atan2(pe_b[0::2], pe_b[1::2])
     turn = torch.remainder(angle_b - angle_a + math.pi, 2 * math.pi) - math.pi
-    slow = int((omega * max_offset < math.pi).nonzero()[0])  # no wrap-around here
+    slow = int((omega * max_offset < math.pi).nonzero()[0])  # cannot wrap
     return round(float(turn[slow] / omega[slow]))

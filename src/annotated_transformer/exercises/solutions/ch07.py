@@ -22,8 +22,9 @@ def feed_forward(
 def encoder_layer(x: Tensor, layer: nn.TransformerEncoderLayer) -> Tensor:
     """One pre-norm encoder layer, from the parts of PyTorch's layer.
 
-    x: (batch, len, d_model); layer: built with norm_first=True, batch_first=True,
-    dropout 0 and ReLU; use its self_attn, linear1, linear2, norm1 and norm2
+    x: (batch, len, d_model); layer: built with norm_first=True,
+    batch_first=True, dropout 0 and ReLU; use its self_attn, linear1, linear2,
+    norm1 and norm2
     returns what layer(x) returns
     """
     z = layer.norm1(x)
@@ -33,11 +34,12 @@ def encoder_layer(x: Tensor, layer: nn.TransformerEncoderLayer) -> Tensor:
 
 
 def tied_parameter_count(vocab: int, N: int, d_model: int, d_ff: int) -> int:
-    """make_model's parameters when source, target and generator share one table.
+    """make_model's size when its embeddings and generator share one table.
 
-    One joint vocabulary of ``vocab`` tokens; tie_weights(model, share_source=True)
-    makes the source embeddings, target embeddings and the generator's weight one
-    (vocab, d_model) matrix. The generator keeps its bias.
+    One joint vocabulary of ``vocab`` tokens; tie_weights(model,
+    share_source=True) makes the source embeddings, the target embeddings and
+    the generator's weight one (vocab, d_model) matrix. The generator keeps
+    its bias.
     """
     d = d_model
     attention = 4 * (d * d + d)

@@ -20,8 +20,8 @@ def greedy(
     end: int,
     max_len: int,
 ) -> list[int]:
-    """Greedy decoding: append the most probable token until ``end`` or until the
-    sequence holds ``max_len`` tokens (the start symbol included).
+    """Greedy decoding: append the most probable token until ``end``, or until
+    the sequence holds ``max_len`` tokens (the start symbol included).
 
     next_log_probs: the model, tokens so far -> log-probabilities (V,)
     returns the tokens, start symbol first, ``end`` included if produced
@@ -56,10 +56,10 @@ def beam_search(
     """Beam search ranked by the summed log-probability (no length penalty).
 
     next_log_probs: the model, tokens so far -> log-probabilities (V,).
-    Every step extends each unfinished hypothesis by every token; a finished one
-    (its last token is ``end``) is carried over unchanged; the k best of all of
-    them survive. Stops when all k are finished or hold ``max_len`` tokens, and
-    returns the best: tokens, start symbol first.
+    Every step extends each unfinished hypothesis by every token; a finished
+    one (its last token is ``end``) is carried over unchanged; the k best of
+    all of them survive. Stops when all k are finished or hold ``max_len``
+    tokens, and returns the best: tokens, start symbol first.
     """
     beam = [([start], 0.0)]
     while not all(h[-1] == end or len(h) == max_len for h, _ in beam):
@@ -69,6 +69,7 @@ def beam_search(
                 candidates.append((tokens, score))
                 continue
             logp = next_log_probs(tokens).tolist()
-            candidates += [([*tokens, t], score + lp) for t, lp in enumerate(logp)]
+            for t, lp in enumerate(logp):
+                candidates.append(([*tokens, t], score + lp))
         beam = sorted(candidates, key=lambda c: c[1], reverse=True)[:k]
     return beam[0][0]
