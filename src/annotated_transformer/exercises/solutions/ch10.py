@@ -1,4 +1,4 @@
-"""Reference solutions to chapter 10's exercises (German→English on Multi30k)."""
+"""Reference solutions to chapter 10's exercises (translation on Multi30k)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,16 @@ from collections.abc import Sequence
 from annotated_transformer.vocab import Vocab
 
 
-def train_vocab(splits: dict[str, list[list[str]]], min_freq: int = 2) -> Vocab:
-    """The vocabulary of the *training* split only: other words become <unk>."""
+def train_vocab(
+    splits: dict[str, list[list[str]]],
+    min_freq: int = 2,
+) -> Vocab:
+    """The vocabulary of the *training* split: other words become <unk>."""
     return Vocab.build(splits["train"], min_freq=min_freq)
 
 
 def brevity_penalty(hyp_len: int, ref_len: int) -> float:
-    """BLEU's BP: 1 if the output is longer than the references, else e^(1−r/c)."""
+    """BP: 1 for an output longer than the references, else e^(1−r/c)."""
     if hyp_len == 0:
         return 0.0
     if hyp_len > ref_len:
@@ -30,12 +33,13 @@ def corpus_bleu(
     """Corpus BLEU (0–100) of token lists, one reference each, no smoothing.
 
     BLEU = BP · exp(¼ Σₙ log pₙ) for n = 1 … 4, where pₙ = (clipped n-gram
-    matches) / (n-grams of the hypotheses), each summed over the whole corpus
+    matches) / (n-grams of the hypotheses), both summed over the whole corpus
     before dividing.
     """
 
     def ngrams(tokens: Sequence[str], n: int) -> Counter:
-        return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+        starts = range(len(tokens) - n + 1)
+        return Counter(tuple(tokens[i : i + n]) for i in starts)
 
     matches, totals = [0] * 4, [0] * 4
     for hyp, ref in zip(hypotheses, references, strict=True):
@@ -57,9 +61,10 @@ def token_budget_batches(
     lengths: Sequence[int],
     max_tokens: int,
 ) -> list[list[int]]:
-    """Indices sorted by length, cut greedily: len(batch) · longest <= max_tokens.
+    """Indices sorted by length, cut greedily under a token budget.
 
-    Batches come out in order of length; a sequence longer than the budget is alone.
+    Each batch holds len(batch) · longest <= max_tokens; batches come out in
+    order of length; a sequence longer than the budget makes a batch alone.
     """
     batches: list[list[int]] = []
     batch: list[int] = []

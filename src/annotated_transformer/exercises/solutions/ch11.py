@@ -13,7 +13,10 @@ def encoder_attention_maps(
     src: Tensor,
     src_mask: Tensor,
 ) -> list[Tensor]:
-    """Each encoder layer's self-attention weights, (b, h, n, n), in eval mode."""
+    """Each encoder layer's self-attention weights, in eval mode.
+
+    returns one (b, h, n, n) map per layer; the model is left in its mode
+    """
     modules = [layer.self_attn for layer in model.encoder.layers]
     was_training = model.training
     model.eval()  # dropout off: the weights the trained model really uses
@@ -30,11 +33,11 @@ def encoder_attention_maps(
 
 
 def normalised_entropy(weights: Tensor, mask: Tensor) -> Tensor:
-    """How spread out each head's attention is, from 0 (one key) to 1 (uniform).
+    """How spread out each head's attention is: 0 one key, 1 uniform.
 
-    weights: (..., q, k), rows summing to 1; mask: bool (q, k), True = visible.
-    Per row: −Σⱼ pⱼ log₂ pⱼ (0 · log 0 = 0) over log₂ of its visible keys; then the
-    mean over the rows that see two keys or more. returns (...)
+    weights: (..., q, k), rows summing to 1; mask: bool (q, k), True = visible
+    Per row: −Σⱼ pⱼ log₂ pⱼ (0 · log 0 = 0) over log₂ of its visible keys;
+    then the mean over the rows that see two keys or more. returns (...)
     """
     terms = torch.where(weights > 0, weights * torch.log2(weights), 0.0)
     entropy = -terms.sum(-1)  # (..., q), in bits
@@ -44,11 +47,11 @@ def normalised_entropy(weights: Tensor, mask: Tensor) -> Tensor:
 
 
 def attention_rollout(maps: list[Tensor]) -> Tensor:
-    """Abnar and Zuidema's rollout of per-layer maps (h, n, n), bottom layer first.
+    """Abnar and Zuidema's rollout; maps (h, n, n), the bottom layer first.
 
-    Each layer: the mean over the heads plus the identity (for the residual
-    connection), rows renormalised to 1; then the product of the layers, the top
-    one on the left: R = Â_L ⋯ Â_1, (n, n).
+    Each layer: the mean over the heads plus the identity (the residual
+    connection), rows renormalised to 1; then the product of the layers, the
+    top one on the left: R = Â_L ⋯ Â_1, (n, n).
     """
     n = maps[0].size(-1)
     rollout = torch.eye(n, dtype=maps[0].dtype)

@@ -6,13 +6,13 @@ from torch import Tensor
 
 
 def average_state_dicts(states: list[dict[str, Tensor]]) -> dict[str, Tensor]:
-    """Element-wise mean of state dicts of one model, each tensor in its own dtype.
+    """Element-wise mean of state dicts of one model, in each tensor's dtype.
 
-    Summed in float64, so that half-precision weights cannot overflow on the way;
-    the inputs are left untouched.
+    Summed in float64, so that half-precision weights cannot overflow on the
+    way; the inputs are left untouched.
     """
     if not states or any(s.keys() != states[0].keys() for s in states):
-        raise ValueError("give at least one state dict, all with the same names")
+        raise ValueError("give state dicts (one or more) with the same names")
     average = {}
     for name, first in states[0].items():
         total = sum(state[name].double() for state in states)
@@ -25,10 +25,14 @@ def ema_update(
     weights: dict[str, Tensor],
     decay: float,
 ) -> dict[str, Tensor]:
-    """One step of an exponential moving average of the weights:
-    decay · average + (1 − decay) · weights, name by name, in a new dict."""
-    mixed = {name: decay * average[name] for name in average}
-    return {name: mixed[name] + (1 - decay) * weights[name] for name in average}
+    """One step of an exponential moving average of the weights.
+
+    returns a new dict: decay · average + (1 − decay) · weights, name by name
+    """
+    new = {}
+    for name, value in average.items():
+        new[name] = decay * value + (1 - decay) * weights[name]
+    return new
 
 
 def ddp_loss(
@@ -37,7 +41,10 @@ def ddp_loss(
     global_tokens: int,
     world_size: int,
 ) -> Tensor:
-    """What one of ``world_size`` processes backpropagates so that the mean of their
-    gradients (DDP's all-reduce) is the gradient of the mean over *all* tokens:
-    Σ_local / global_tokens, times world_size to undo the averaging."""
+    """The loss one of ``world_size`` processes backpropagates.
+
+    DDP averages the processes' gradients; for that average to be the gradient
+    of the mean over *all* tokens, each process divides its sum by the global
+    token count and multiplies by world_size to undo the averaging.
+    """
     return loss_sum * world_size / global_tokens

@@ -17,13 +17,13 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 
 
 def rope(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
-    """Rotate pair (x₂ᵢ, x₂ᵢ₊₁) of the vector at position m by m θᵢ,
-    θᵢ = base^(−2i/d).
+    """Rotate pair (x₂ᵢ, x₂ᵢ₊₁) at position m by m θᵢ, θᵢ = base^(−2i/d).
 
     x: (..., n, d), d even; positions: integer (n,). returns (..., n, d)
     """
     d = x.size(-1)
-    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    pairs = torch.arange(0, d, 2, dtype=torch.float64)  # 2i for i < d/2
+    theta = base ** (-pairs / d)  # (d/2,)
     angle = positions.double()[:, None] * theta  # (n, d/2)
     cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
     first, second = x[..., 0::2], x[..., 1::2]  # (..., n, d/2) each
@@ -32,7 +32,7 @@ def rope(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
 
 
 def alibi_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    """Causal attention with ALiBi: score − m_h (i − j), slopes m_h = 2^(−8h/H).
+    """Causal attention with ALiBi: scores − m_h (i − j), m_h = 2^(−8h/H).
 
     q, k, v: (b, H, n, d_k). returns (b, H, n, d_k)
     """
@@ -47,10 +47,10 @@ def alibi_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
 
 
 def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    """Causal attention of H query heads over G key/value heads (H a multiple of G).
+    """Causal attention of H query heads over G key/value heads.
 
-    q: (b, H, n, d_k); k, v: (b, G, n, d_k). Query head h reads key/value head
-    h // (H / G). returns (b, H, n, d_k)
+    q: (b, H, n, d_k); k, v: (b, G, n, d_k), G divides H. Query head h reads
+    key/value head h // (H / G). returns (b, H, n, d_k)
     """
     group = q.size(1) // k.size(1)
     k = k.repeat_interleave(group, dim=1)  # (b, H, n, d_k)

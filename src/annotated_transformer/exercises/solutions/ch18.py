@@ -16,12 +16,14 @@ def training_state_bytes(
     world_size: int = 1,
     sharded: bool = False,
 ) -> int:
-    """Bytes of weights, gradients and Adam's two moments on one device, all fp32.
+    """Bytes of weights, gradients and Adam's moments on one device, fp32.
 
-    Unsharded (one device, or DDP): 4 + 4 + 8 = 16 bytes a parameter. Sharded (FSDP)
-    over ``world_size`` devices: each keeps ⌈P / W⌉ parameters' worth of all four.
+    Unsharded (one device, or DDP): 4 + 4 + 8 = 16 bytes a parameter. Sharded
+    (FSDP) over ``world_size`` devices: each keeps ⌈P / W⌉ parameters' worth.
     """
-    per_device = math.ceil(n_parameters / world_size) if sharded else n_parameters
+    per_device = n_parameters
+    if sharded:
+        per_device = math.ceil(n_parameters / world_size)
     return 16 * per_device
 
 
@@ -30,11 +32,14 @@ def accumulate_gradients(
     loss_fn: LossFn,
     micro_batches: Sequence[Any],
 ) -> None:
-    """Leave in ``.grad`` the gradient of the mean loss over all micro-batches (of
-    equal size; ``loss_fn`` returns each one's mean loss)."""
+    """Leave in ``.grad`` the gradient of the mean loss of all micro-batches.
+
+    The micro-batches are of equal size; ``loss_fn`` returns each one's mean.
+    """
     model.zero_grad()
     for batch in micro_batches:
-        (loss_fn(model, batch) / len(micro_batches)).backward()  # divided: a mean
+        loss = loss_fn(model, batch) / len(micro_batches)  # divided: a mean
+        loss.backward()
 
 
 def train_steps(
@@ -45,7 +50,7 @@ def train_steps(
     accumulate: int,
     loss_fn: LossFn,
 ) -> None:
-    """An optimiser step and a scheduler step per ``accumulate`` micro-batches."""
+    """An optimiser step and a scheduler step per ``accumulate`` batches."""
     optimizer.zero_grad()
     for i, batch in enumerate(micro_batches, 1):
         (loss_fn(model, batch) / accumulate).backward()
@@ -61,11 +66,11 @@ def update_scale(
     found_inf: bool,
     growth_interval: int = 2000,
 ) -> tuple[float, int, bool]:
-    """The dynamic loss scaler after one step: returns (scale, good_steps, skipped).
+    """The dynamic loss scaler after one step: (scale, good_steps, skipped).
 
-    An overflow skips the update, halves the scale and restarts the count; after
-    ``growth_interval`` good steps in a row, the scale doubles and the count starts
-    again.
+    An overflow skips the update, halves the scale and restarts the count;
+    after ``growth_interval`` good steps in a row, the scale doubles and the
+    count starts again.
     """
     if found_inf:
         return scale / 2, 0, True
