@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from annotated_transformer.exercises.grading import assert_close, exercise
 from annotated_transformer.model import DecoderLM
+from annotated_transformer.schedule import make_scheduler
 
 CHAPTER = "18"
 
@@ -98,13 +99,13 @@ def check_accumulate_gradients(m: ModuleType) -> None:
     "seen (scheduler.last_epoch). What does the schedule's warm-up count?",
 )
 def check_train_steps(m: ModuleType) -> None:
-    def warmup(step: int) -> float:
-        return 0.1 * (step + 1)
+    def warmup(step: int) -> float:  # the schedule's rate during its warm-up
+        return (step + 1) / 10
 
     micro = _data(1, 8, 4)
     model = _linear()
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup)
+    scheduler = make_scheduler(optimizer, "linear", 1.0, warmup=10, total=100)
     with warnings.catch_warnings():  # PyTorch's own warning would give it away
         warnings.simplefilter("ignore", UserWarning)
         m.train_steps(model, optimizer, scheduler, micro, 4, _mse)
