@@ -10,6 +10,8 @@
 #                make figures    (draw the diagrams in notebooks/figures again from their source)
 #                make execute CHAPTER=02_self_attention   (one chapter, full size, in place)
 #                make lock [UPGRADE=1]   re-resolve .ci/requirements.lock (see README)
+#                make exercises CHAPTER=06   (grade notebooks/exercises/06_*.py;
+#                  SOLUTIONS=1: the reference solutions; FILE=answers.py: that file)
 
 # Written for GNU make 3.81 (macOS) as well: .SHELLFLAGS (make >= 3.82) is ignored there, so no
 # recipe relies on it; multi-command lines chain with && or exit explicitly.
@@ -53,10 +55,10 @@ NBVAL := -p no:cacheprovider --nbval --nbval-current-env --nbval-cell-timeout=90
          --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: help setup doctor lock test book lint unit nbval site site-check chromium sync format \
-        execute listings figures clean
+        execute listings figures exercises clean
 
 help:
-	@sed -n '1,12p' Makefile
+	@sed -n '1,14p' Makefile
 
 # The venv's Python must be 3.11 or newer: say so, instead of failing deep inside pip.
 $(PY):
@@ -139,6 +141,15 @@ execute: setup
 	$(NOTEBOOK_ENV) AT_SIZE=full $(BIN)/jupyter execute --inplace --timeout=-1 \
 	  notebooks/$(CHAPTER).ipynb
 	$(BIN)/jupytext --sync notebooks/$(CHAPTER).ipynb
+
+# Grade one chapter's exercises. Needs the venv but never installs anything (no
+# setup prerequisite), so a reader can run it as often as they like.
+exercises:
+	@test -n "$(CHAPTER)" || { \
+	  echo "usage: make exercises CHAPTER=06 [SOLUTIONS=1] [FILE=answers.py]"; exit 2; }
+	@test -x $(PY) || { echo "no $(VENV) yet: run make setup, then this"; exit 1; }
+	@PYTHONPATH=src $(PY) -m annotated_transformer.exercises $(CHAPTER) \
+	  $(if $(filter 1,$(SOLUTIONS)),--solutions) $(if $(FILE),--file $(FILE))
 
 # After a change to package code that a chapter shows: render its stored listings again.
 listings: setup

@@ -460,3 +460,81 @@ for word in vocab:
 # **Next:** [chapter 02 · Self-attention from scratch](02_self_attention.ipynb) builds
 # self-attention again from scratch, explains the $\sqrt{d_k}$, and makes multi-head
 # attention fast.
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/01_from_rnns_to_attention.py`: fill them in there, then grade
+# them from the repository's root with `make exercises CHAPTER=01` (or
+# `python -m annotated_transformer.exercises 01`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-01-context-vectors)=
+# ### Exercise 1.1 · Alignment weights and context vectors
+#
+# Given decoder states $s$ (one per target word, $m \times d$) and encoder states $h$
+# ($n \times d$), compute the dot-product alignment weights
+# $\alpha_{ij} = \mathrm{softmax}_j(s_i \cdot h_j)$ and the context vectors
+# $c_i = \sum_j \alpha_{ij} h_j$ for all $i$ at once, without a loop.
+#
+# Write `context_vectors(s, h)`; grade with `make exercises CHAPTER=01`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch01.py
+# :pyobject: context_vectors
+# ```
+# :::
+
+# %% [markdown]
+# (ex-01-additive-scores)=
+# ### Exercise 1.2 · Bahdanau's additive scores
+#
+# Bahdanau et al. score a pair with a small network instead of a dot product,
+# $e_{ij} = v^\top \tanh(W s_i + U h_j)$, so that $s$ and $h$ may even have different
+# widths. Compute the whole $m \times n$ matrix of scores with broadcasting (no Python loop).
+#
+# Write `additive_scores(s, h, W, U, v)`; grade with `make exercises CHAPTER=01`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch01.py
+# :pyobject: additive_scores
+# ```
+# :::
+
+# %% [markdown]
+# (ex-01-multi-head-self-attention)=
+# ### Exercise 1.3 · Multi-head self-attention from plain matrices
+#
+# Write multi-head self-attention for one sequence $X$ ($n \times d_\text{model}$) from four
+# plain weight matrices, applied as $XW$: head $i$ uses the $i$-th block of $d_k$ columns of
+# $W^Q, W^K, W^V$. The grader loads the same matrices into PyTorch's
+# `nn.MultiheadAttention` and compares.
+#
+# Write `multi_head_self_attention(X, W_q, W_k, W_v, W_o, h)`; grade with
+# `make exercises CHAPTER=01`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch01.py
+# :pyobject: multi_head_self_attention
+# ```
+# :::
+
+# %% [markdown]
+# (ex-01-attention-pool)=
+# ### Exercise 1.4 · Attention pooling: one query for a whole set
+#
+# Self-attention is permutation *equivariant*; a summary of a whole set should be
+# *invariant*. Pool a set of vectors $X$ ($n \times d$) into one vector with a single
+# query $q$: $\mathrm{softmax}(Xq/\sqrt{d})^\top X$. The grader checks the formula and that
+# shuffling the rows of $X$ leaves the result unchanged. (Chapter 13 pools a sentence into
+# one vector for classification.)
+#
+# Write `attention_pool(X, q)`; grade with `make exercises CHAPTER=01`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch01.py
+# :pyobject: attention_pool
+# ```
+# :::

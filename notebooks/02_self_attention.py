@@ -541,3 +541,81 @@ print("MultiHeadedAttention (explicit and fused) == torch.nn.MultiheadAttention"
 # - check an attention implementation against PyTorch's, mask convention included.
 #
 # **Next:** [chapter 03 · Tokens and embeddings](03_tokens_and_embeddings.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/02_self_attention.py`: fill them in there, then grade them from
+# the repository's root with `make exercises CHAPTER=02` (or
+# `python -m annotated_transformer.exercises 02`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-02-split-heads)=
+# ### Exercise 2.1 · Fold the heads into their own axis
+#
+# Version 2 of multi-head attention folds the heads into the batch. Write the first step
+# as a function: turn $(\text{batch}, \text{len}, d_\text{model})$ into
+# $(\text{batch}, h, \text{len}, d_k)$, head $i$ getting features
+# $i d_k, \dots, (i+1) d_k - 1$ of every position. The grader compares with a triple
+# loop.
+#
+# Write `split_heads(x, h)`; grade with `make exercises CHAPTER=02`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch02.py
+# :pyobject: split_heads
+# ```
+# :::
+
+# %% [markdown]
+# (ex-02-einsum-attention)=
+# ### Exercise 2.2 · Attention with einsum and a mask
+#
+# Write scaled dot-product attention for per-head tensors with two `torch.einsum` calls
+# (no `@`, no `transpose`) and a boolean mask, True = may attend. The grader compares
+# with `F.scaled_dot_product_attention` under a padding-and-look-ahead mask.
+#
+# Write `einsum_attention(q, k, v, mask)`; grade with `make exercises CHAPTER=02`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch02.py
+# :pyobject: einsum_attention
+# ```
+# :::
+
+# %% [markdown]
+# (ex-02-attention-entropy)=
+# ### Exercise 2.3 · How peaked is the attention? Its entropy
+#
+# The entropy $H = -\sum_j w_j \log w_j$ of a row of attention weights measures how
+# spread out it is: $\log n$ for uniform weights over $n$ keys, 0 when all weight is on
+# one key. Compute it for every row, treating masked keys (weight exactly 0) correctly.
+# Then, for yourself: compute the entropies of `softmax(q·k)` and
+# `softmax(q·k/√d_k)` for random vectors with $d_k = 512$, and see the saturation this
+# chapter describes.
+#
+# Write `attention_entropy(weights)`; grade with `make exercises CHAPTER=02`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch02.py
+# :pyobject: attention_entropy
+# ```
+# :::
+
+# %% [markdown]
+# (ex-02-causal-attention-loop)=
+# ### Exercise 2.4 · Causal attention, one query at a time
+#
+# The look-ahead mask of chapter 06 in its most literal form: compute causal attention
+# with a Python loop, query $i$ attending only to keys $0..i$, without building any
+# mask. The grader compares with `F.scaled_dot_product_attention(..., is_causal=True)`.
+#
+# Write `causal_attention_loop(q, k, v)`; grade with `make exercises CHAPTER=02`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch02.py
+# :pyobject: causal_attention_loop
+# ```
+# :::

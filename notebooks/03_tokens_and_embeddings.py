@@ -666,3 +666,78 @@ viz.heatmap(
 # - treat image patches and audio frames as tokens.
 #
 # **Next:** [chapter 04 · Positional encoding](04_positional_encoding.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/03_tokens_and_embeddings.py`: fill them in there, then grade them
+# from the repository's root with `make exercises CHAPTER=03` (or
+# `python -m annotated_transformer.exercises 03`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-03-count-pairs)=
+# ### Exercise 3.1 · Count the pairs, as BPE does
+#
+# Step 2 of the BPE algorithm: given a corpus of words, each spelled as a tuple of
+# symbols with its frequency, count every pair of adjacent symbols, weighted by how often
+# its word occurs. Return a `collections.Counter`. The grader checks a corpus small
+# enough to count by hand.
+#
+# Write `count_pairs(corpus)`; grade with `make exercises CHAPTER=03`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch03.py
+# :pyobject: count_pairs
+# ```
+# :::
+
+# %% [markdown]
+# (ex-03-apply-merges)=
+# ### Exercise 3.2 · Encode a word with learned merges
+#
+# BPE *encoding*: replay a list of learned merges, in the order they were learned, on
+# the symbols of one new word. Each merge joins every occurrence of its pair, scanning
+# left to right. For example, with the merges `l+o`, `lo+w`, `e+r`, `▁+low`, the word
+# `▁ l o w e r` becomes `▁low er`.
+#
+# Write `apply_merges(word, merges)`; grade with `make exercises CHAPTER=03`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch03.py
+# :pyobject: apply_merges
+# ```
+# :::
+
+# %% [markdown]
+# (ex-03-scaled-embedding)=
+# ### Exercise 3.3 · The embedding, scaled by √d_model
+#
+# The Transformer multiplies its embeddings by $\sqrt{d_\text{model}}$. Look up a batch
+# of token ids in an embedding table (a plain tensor, no `nn.Embedding`) and scale them.
+# The grader compares with `F.embedding`.
+#
+# Write `scaled_embedding(ids, table)`; grade with `make exercises CHAPTER=03`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch03.py
+# :pyobject: scaled_embedding
+# ```
+# :::
+
+# %% [markdown]
+# (ex-03-frame-signal)=
+# ### Exercise 3.4 · Frames of a signal as tokens
+#
+# This chapter turned a sound into tokens with a short-time Fourier transform; its first
+# step cuts the signal into overlapping frames. Cut a 1-d signal into frames of `size`
+# samples, one starting every `hop` samples, dropping a tail too short for a whole frame.
+#
+# Write `frame_signal(signal, size, hop)`; grade with `make exercises CHAPTER=03`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch03.py
+# :pyobject: frame_signal
+# ```
+# :::

@@ -455,3 +455,79 @@ except ValueError as error:
 # - choose between sinusoidal and learned positions, knowing their limits.
 #
 # **Next:** [chapter 05 · Normalisation and residuals](05_normalisation_and_residuals.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/04_positional_encoding.py`: fill them in there, then grade them
+# from the repository's root with `make exercises CHAPTER=04` (or
+# `python -m annotated_transformer.exercises 04`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-04-sinusoidal)=
+# ### Exercise 4.1 · The sinusoidal encoding at any position
+#
+# Write the paper's encoding for any tensor of positions, fractional ones included (some
+# audio and image models use them), vectorised: no loop over features. Return float64.
+# The grader compares with the formula evaluated entry by entry.
+#
+# Write `sinusoidal(positions, d_model)`; grade with `make exercises CHAPTER=04`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch04.py
+# :pyobject: sinusoidal
+# ```
+# :::
+
+# %% [markdown]
+# (ex-04-pe-dot)=
+# ### Exercise 4.2 · Similarity depends on the offset only
+#
+# Show that the similarity of two encodings depends only on how far apart they are:
+# derive a closed form for $PE_{pos} \cdot PE_{pos+k}$ that does not mention $pos$, and
+# return it as a float. The grader compares with dot products of encodings at several
+# positions. (Plot it against $k$ for yourself: it is largest at $k = 0$.)
+#
+# Write `pe_dot(k, d_model)`; grade with `make exercises CHAPTER=04`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch04.py
+# :pyobject: pe_dot
+# ```
+# :::
+
+# %% [markdown]
+# (ex-04-rotate-by)=
+# ### Exercise 4.3 · An offset is a rotation, applied pair by pair
+#
+# This chapter built the shift as a block-diagonal matrix $M_k$. Apply the same
+# rotation without any matrix: turn each (sin, cos) pair of the encodings by the angle
+# $k\,\omega_i$, for a whole batch of positions at once, negative $k$ included. This
+# pair-by-pair rotation is exactly how RoPE (chapter 15) rotates queries and keys.
+#
+# Write `rotate_by(pe, k)`; grade with `make exercises CHAPTER=04`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch04.py
+# :pyobject: rotate_by
+# ```
+# :::
+
+# %% [markdown]
+# (ex-04-relative-offset)=
+# ### Exercise 4.4 · Read the offset back from two encodings
+#
+# The other direction: given the encodings of two unknown positions $pos$ and $pos + k$,
+# with $|k| \le$ `max_offset`, recover the offset $k$. Each pair's angle gives
+# $k\,\omega_i$ only modulo $2\pi$; think about which pair you can trust.
+#
+# Write `relative_offset(pe_a, pe_b, max_offset)`; grade with
+# `make exercises CHAPTER=04`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch04.py
+# :pyobject: relative_offset
+# ```
+# :::

@@ -141,6 +141,12 @@ pd.DataFrame(rows)
 # PyTorch's with the same weights.
 
 # %% [markdown]
+# :::{admonition} Find the bug
+# :class: tip
+# {ref}`Exercise 5.3 <ex-05-layer-norm>` hands you the original's layer norm to repair.
+# :::
+
+# %% [markdown]
 # ## Batch, layer, group and instance norm: which axes?
 #
 # Layer norm is one member of a family. All of them compute $(x-\mu)/\sqrt{\sigma^2+\varepsilon}$;
@@ -532,3 +538,80 @@ print(
 # - choose between pre-norm and post-norm blocks.
 #
 # **Next:** [chapter 06 · Masks](06_masks.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/05_normalisation_and_residuals.py`: fill them in there, then
+# grade them from the repository's root with `make exercises CHAPTER=05` (or
+# `python -m annotated_transformer.exercises 05`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-05-running-statistics)=
+# ### Exercise 5.1 · Batch norm's running averages
+#
+# Batch norm needs running averages of its statistics for test time, when there is no
+# batch to average over. Write the update one training batch makes to them, per channel:
+# $\text{new} = (1 - m)\,\text{old} + m\,\text{batch statistic}$. The grader compares
+# with the running buffers `F.batch_norm` updates; mind which variance PyTorch keeps.
+#
+# Write `running_statistics(x, mean, var, momentum)`; grade with
+# `make exercises CHAPTER=05`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch05.py
+# :pyobject: running_statistics
+# ```
+# :::
+
+# %% [markdown]
+# (ex-05-token-group-norm)=
+# ### Exercise 5.2 · Group norm, one token at a time
+#
+# A per-token variant of group norm: split each token's $d_\text{model}$ features into
+# `groups` groups and standardise each group with its own mean and variance (no gain, no
+# bias). With one group it is layer norm. The grader compares with `nn.GroupNorm` applied
+# to the tokens as a batch of vectors.
+#
+# Write `token_group_norm(x, groups)`; grade with `make exercises CHAPTER=05`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch05.py
+# :pyobject: token_group_norm
+# ```
+# :::
+
+# %% [markdown]
+# (ex-05-layer-norm)=
+# ### Exercise 5.3 · Find the bug: the original's LayerNorm
+#
+# The starter holds the original Annotated Transformer's layer norm,
+# which this chapter measured against `nn.LayerNorm`. Repair it so that it computes Ba et
+# al.'s formula exactly; the grader compares with `nn.LayerNorm` at $d = 8$, where the
+# difference is large.
+#
+# Write `layer_norm(x, gamma, beta, eps)`; grade with `make exercises CHAPTER=05`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch05.py
+# :pyobject: layer_norm
+# ```
+# :::
+
+# %% [markdown]
+# (ex-05-residual-block)=
+# ### Exercise 5.4 · Pre-norm and post-norm sub-layers
+#
+# Write one residual sub-layer both ways: pre-norm, $x + f(\mathrm{LN}(x))$, as this book's
+# stacks do, and post-norm, $\mathrm{LN}(x + f(x))$, as the paper's sentence says.
+#
+# Write `residual_block(x, sublayer, norm, pre_norm)`; grade with
+# `make exercises CHAPTER=05`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch05.py
+# :pyobject: residual_block
+# ```
+# :::

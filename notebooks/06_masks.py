@@ -35,6 +35,13 @@
 # `MultiHeadedAttention` adds: a padding mask is `(batch, 1, k_len)`, a look-ahead mask
 # `(1, q_len, k_len)`, and the decoder's combined mask `(batch, q_len, k_len)`.
 
+# %% [markdown]
+# :::{admonition} Find the bug
+# :class: tip
+# The original Annotated Transformer sets masked scores to −1e9 rather than −∞. In half
+# precision that breaks: {ref}`Exercise 6.2 <ex-06-masked-softmax>` lets you find out how.
+# :::
+
 # %%
 import pandas as pd
 import torch
@@ -217,6 +224,12 @@ assert ours.any(-1).all()  # every query row has at least one key
 print("real query rows identical; padded rows attend only to themselves")
 
 # %% [markdown]
+# :::{admonition} Find the bug
+# :class: tip
+# {ref}`Exercise 6.3 <ex-06-make-std-mask>` hands you the original's `make_std_mask` to repair.
+# :::
+
+# %% [markdown]
 # ### No NaN, even with left padding
 #
 # Take left-padded targets. Written out by hand, the softmax over a fully masked row is NaN;
@@ -349,3 +362,84 @@ shown
 # - check a decoder for leaks from the future.
 #
 # **Next:** [chapter 07 · The full model](07_the_full_model.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/06_masks.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=06` (or
+# `python -m annotated_transformer.exercises 06`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-06-prefix-lm-mask)=
+# ### Exercise 6.1 · A prefix-LM mask, proved with the leak test
+#
+# A *prefix LM* (UniLM, and T5's decoder-only variant) reads a prompt, the
+# prefix, with full bidirectional attention, and generates the rest causally. Build its
+# mask for a batch whose rows have different prefix lengths: query $i$ may attend to key
+# $j$ when $j$ is in the prefix or $j \le i$. Then prove it with this chapter's leak
+# test: the grader runs a PyTorch encoder with your mask, changes the inputs from
+# position $k$ on, and checks that no earlier output moves for any $k$ past the prefix,
+# and that outputs inside the prefix do see the whole prefix.
+#
+# Write `prefix_lm_mask(prefix_len, size)`; grade with `make exercises CHAPTER=06`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch06.py
+# :pyobject: prefix_lm_mask
+# ```
+# :::
+
+# %% [markdown]
+# (ex-06-masked-softmax)=
+# ### Exercise 6.2 · Find the bug: a mask fill that breaks in half precision
+#
+# The original Annotated Transformer hides masked scores with
+# `scores.masked_fill(mask == 0, -1e9)`. That is fine in float32, but training in half
+# precision (chapter 18) runs the attention in float16. Run the starter's
+# `masked_softmax` on float16 scores, read the error, and fix it so that it works in
+# every floating-point dtype, with masked weights exactly 0.
+#
+# Write `masked_softmax(scores, mask)`; grade with `make exercises CHAPTER=06`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch06.py
+# :pyobject: masked_softmax
+# ```
+# :::
+
+# %% [markdown]
+# (ex-06-make-std-mask)=
+# ### Exercise 6.3 · Find the bug: padded target rows left unmasked
+#
+# The starter holds the original's target mask, which this chapter
+# showed leaving padded query rows unmasked (issue #137). Fix it: real queries keep
+# exactly the original's rows, padded queries must not read any real token, and no row
+# may be empty (with left padding the original leaves one empty: NaN).
+#
+# Write `make_std_mask(tgt, pad)`; grade with `make exercises CHAPTER=06`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch06.py
+# :pyobject: make_std_mask
+# ```
+# :::
+
+# %% [markdown]
+# (ex-06-sliding-window-mask)=
+# ### Exercise 6.4 · A causal sliding window
+#
+# Long-context models often let each position attend only to its recent past. Build the
+# causal sliding-window mask: query $i$ sees keys $i - \text{window} + 1, \dots, i$ (fewer
+# at the start). Chapter 17's sparse attention combines this local
+# pattern with a strided one.
+#
+# Write `sliding_window_mask(size, window)`; grade with `make exercises CHAPTER=06`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch06.py
+# :pyobject: sliding_window_mask
+# ```
+# :::

@@ -492,3 +492,64 @@ print(
 # - check it against `torch.nn.Transformer` with the same weights.
 #
 # **Next:** [chapter 08 · Training](08_training.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/07_the_full_model.py`: fill them in there, then grade them from
+# the repository's root with `make exercises CHAPTER=07` (or
+# `python -m annotated_transformer.exercises 07`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-07-feed-forward)=
+# ### Exercise 7.1 · The feed-forward network from its formula
+#
+# Write the position-wise feed-forward network straight from the paper's equation (2),
+# $\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2$, with plain tensors. The grader loads
+# the same numbers into two `nn.Linear` layers and compares.
+#
+# Write `feed_forward(x, W_1, b_1, W_2, b_2)`; grade with `make exercises CHAPTER=07`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch07.py
+# :pyobject: feed_forward
+# ```
+# :::
+
+# %% [markdown]
+# (ex-07-encoder-layer)=
+# ### Exercise 7.2 · One encoder layer, assembled by hand
+#
+# PyTorch's `nn.TransformerEncoderLayer` with `norm_first=True` is this book's pre-norm
+# encoder layer. Take one apart: compute its output from its pieces (`self_attn`,
+# `linear1`, `linear2`, `norm1`, `norm2`) with no call to `layer(x)` itself, and match
+# it exactly (dropout is 0).
+#
+# Write `encoder_layer(x, layer)`; grade with `make exercises CHAPTER=07`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch07.py
+# :pyobject: encoder_layer
+# ```
+# :::
+
+# %% [markdown]
+# (ex-07-tied-parameter-count)=
+# ### Exercise 7.3 · Parameters with one shared embedding table
+#
+# With one joint vocabulary (chapter 12's shared BPE), the paper shares a single matrix
+# between the source embeddings, the target embeddings and the generator (§3.4;
+# `tie_weights(model, share_source=True)`). Extend this chapter's closed-form count to
+# that model: how many parameters does it have? The grader builds tied models and counts
+# their tensors.
+#
+# Write `tied_parameter_count(vocab, N, d_model, d_ff)`; grade with
+# `make exercises CHAPTER=07`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch07.py
+# :pyobject: tied_parameter_count
+# ```
+# :::

@@ -690,7 +690,15 @@ pd.DataFrame(rows)
 # has no row for $p(\text{padding}) = 0$: with PyTorch's convention every class, padding
 # included, has target mass $\epsilon/V > 0$, so a model that rules a class out completely
 # really has an infinite loss — and scores from a linear layer are never $-\infty$.
-#
+
+# %% [markdown]
+# :::{admonition} Find the bug
+# :class: tip
+# {ref}`Exercise 8.4 <ex-08-label-smoothing-loss>` hands you a label smoothing loss with
+# these edge cases still in it.
+# :::
+
+# %% [markdown]
 # ## Checkpoints and resuming
 #
 # A long run must survive an interruption. `Trainer.save` writes the model, the optimiser
@@ -760,3 +768,84 @@ comparison
 # - spot the two bugs of the Annotated Transformer's training code.
 #
 # **Next:** [chapter 09 · The copy task](09_copy_task.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/08_training.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=08` (or
+# `python -m annotated_transformer.exercises 08`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-08-adam-step)=
+# ### Exercise 8.1 · One Adam step by hand
+#
+# Write one update of Adam with the paper's $\beta_1 = 0.9$, $\beta_2 = 0.98$,
+# $\epsilon = 10^{-9}$, bias corrections included. The grader runs three steps of yours
+# and three of `torch.optim.Adam` on the same gradients and compares the parameters.
+#
+# Write `adam_step(param, grad, m, v, step, lr)`; grade with
+# `make exercises CHAPTER=08`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch08.py
+# :pyobject: adam_step
+# ```
+# :::
+
+# %% [markdown]
+# (ex-08-noam-rate)=
+# ### Exercise 8.2 · The paper's learning-rate schedule
+#
+# Write the paper's learning rate (eq. 3) with the original's `factor`, for steps from 1.
+# Then, for yourself: at which step does it peak, and what is the peak for the base model
+# ($d_\text{model} = 512$, 4000 warm-up steps)?
+#
+# Write `noam_rate(step, d_model, warmup, factor)`; grade with
+# `make exercises CHAPTER=08`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch08.py
+# :pyobject: noam_rate
+# ```
+# :::
+
+# %% [markdown]
+# (ex-08-smoothed-targets)=
+# ### Exercise 8.3 · Smoothed target distributions
+#
+# Build the smoothed target distributions $q$ of a batch of positions in PyTorch's
+# convention, with the rows of padding positions all zero. The grader checks that
+# $-\sum q \log p$ equals `F.cross_entropy(..., label_smoothing=ε, ignore_index=pad)`.
+#
+# Write `smoothed_targets(target, V, smoothing, pad)`; grade with
+# `make exercises CHAPTER=08`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch08.py
+# :pyobject: smoothed_targets
+# ```
+# :::
+
+# %% [markdown]
+# (ex-08-label-smoothing-loss)=
+# ### Exercise 8.4 · Find the bug: label smoothing that returns inf or NaN
+#
+# The starter's loss uses the original's $q$ and computes
+# $\sum q\,(\log q - \log p)$ exactly as the formula reads, and it returns NaN even on
+# a batch with no padding at all. Find out why, and fix it so that it is finite, and
+# correct, for a batch without padding, with one padding token, with only padding, and
+# for a model that gives the padding class probability 0. The grader also checks that the
+# gradient is finite. (The original's issues #18, #38, #109 and #117 report these NaN
+# and inf losses.)
+#
+# Write `label_smoothing_loss(log_p, target, smoothing, pad)`; grade with
+# `make exercises CHAPTER=08`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch08.py
+# :pyobject: label_smoothing_loss
+# ```
+# :::

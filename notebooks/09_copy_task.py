@@ -666,3 +666,82 @@ for i in differ.nonzero().flatten()[:4].tolist():
 # - decode greedily, with a key/value cache, and with beam search and a length penalty.
 #
 # **Next:** [chapter 10 · German→English on Multi30k](10_translation_multi30k.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/09_copy_task.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=09` (or
+# `python -m annotated_transformer.exercises 09`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-09-beam-score)=
+# ### Exercise 9.1 · GNMT's length-normalised score
+#
+# Write GNMT's length-normalised score for a tensor of hypotheses, then use it on this
+# chapter's worked example: a 3-token hypothesis with log-probability $-2.0$ against an
+# 8-token one with $-2.6$. Which $\alpha$ makes the two tie?
+#
+# Write `beam_score(logp, length, alpha)`; grade with `make exercises CHAPTER=09`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch09.py
+# :pyobject: beam_score
+# ```
+# :::
+
+# %% [markdown]
+# (ex-09-greedy)=
+# ### Exercise 9.2 · Greedy decoding of any model
+#
+# Write greedy decoding for any model given as a function: the tokens so far in, the
+# log-probabilities of the next token out. It stops at the end symbol or at `max_len`
+# tokens. The grader's model is a fixed random table of next-token distributions.
+#
+# Write `greedy(next_log_probs, start, end, max_len)`; grade with
+# `make exercises CHAPTER=09`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch09.py
+# :pyobject: greedy
+# ```
+# :::
+
+# %% [markdown]
+# (ex-09-top-p-filter)=
+# ### Exercise 9.3 · Top-p (nucleus) filtering
+#
+# Top-p (nucleus) sampling (Holtzman et al. 2020) samples only from the smallest set of
+# most probable tokens whose probabilities add up to at least $p$. Write the filter: keep
+# those tokens' logits, set the others to $-\infty$, for a batch of rows at once (the
+# most probable token always stays). Chapter 14 samples text with temperature and top-k;
+# top-p is a drop-in alternative there.
+#
+# Write `top_p_filter(logits, p)`; grade with `make exercises CHAPTER=09`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch09.py
+# :pyobject: top_p_filter
+# ```
+# :::
+
+# %% [markdown]
+# (ex-09-beam-search)=
+# ### Exercise 9.4 · Beam search, checked by trying every sequence
+#
+# Write a small beam search of your own for the same kind of model as in exercise 9.2,
+# ranked by the summed log-probability (no length penalty). The grader proves it two
+# ways: with a beam wide enough to hold every hypothesis it must find the most probable
+# complete sequence (found by trying all of them), and with $k = 1$ it must be greedy
+# decoding.
+#
+# Write `beam_search(next_log_probs, start, end, max_len, k)`; grade with
+# `make exercises CHAPTER=09`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch09.py
+# :pyobject: beam_search
+# ```
+# :::

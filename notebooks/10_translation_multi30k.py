@@ -231,6 +231,13 @@ print(
 # ever unknown.
 
 # %% [markdown]
+# :::{admonition} Find the bug
+# :class: tip
+# {ref}`Exercise 10.1 <ex-10-train-vocab>` hands you the original's vocabulary, built
+# from every split, to repair.
+# :::
+
+# %% [markdown]
 # ## Batching
 #
 # The original cut the shuffled training set into batches of 32 sentences and padded every
@@ -671,3 +678,92 @@ print(
 # - batch sentences with little padding and score translations with BLEU.
 #
 # **Next:** [chapter 11 · Attention maps of a trained model](11_attention_maps.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/10_translation_multi30k.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=10` (or
+# `python -m annotated_transformer.exercises 10`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-10-train-vocab)=
+# ### Exercise 10.1 · Find the bug: a vocabulary that has seen the test set
+#
+# **Find the bug.** The Annotated Transformer built its vocabularies from the training,
+# validation *and* test sentences, so words that only the test set contains got ids of
+# their own, and the test set was no longer new text (the section on vocabularies above
+# measures what that adds). The starter's `train_vocab` makes the same mistake. Repair
+# it: keep the tokens seen at least `min_freq` times in the training split only, so that
+# a word the model never saw in training reads as `<unk>`.
+#
+# The grader builds a vocabulary from three tiny splits and checks each of its tokens
+# against counts of the training split.
+#
+# Write `train_vocab(splits, min_freq)`; grade with `make exercises CHAPTER=10`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch10.py
+# :pyobject: train_vocab
+# ```
+# :::
+
+# %% [markdown]
+# (ex-10-brevity-penalty)=
+# ### Exercise 10.2 · BLEU's brevity penalty
+#
+# BLEU's n-gram precisions alone would reward a system that writes only the few words it
+# is sure of. The brevity penalty (Papineni et al. 2002) corrects that: with $c$ the
+# number of tokens the system wrote over the whole test set and $r$ the number in the
+# references, $\mathrm{BP} = 1$ if $c > r$ and $e^{1 - r/c}$ otherwise (0 for an empty
+# output). The grader compares your penalty with the one sacreBLEU reports for random
+# corpora.
+#
+# Write `brevity_penalty(hyp_len, ref_len)`; grade with `make exercises CHAPTER=10`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch10.py
+# :pyobject: brevity_penalty
+# ```
+# :::
+
+# %% [markdown]
+# (ex-10-corpus-bleu)=
+# ### Exercise 10.3 · Corpus BLEU by hand
+#
+# Now the whole score, for token lists with one reference each. For $n = 1 \dots 4$,
+# count the hypotheses' $n$-grams and the matches, each $n$-gram's count *clipped* at
+# its count in the reference ("the the the the" earns one "the" against "the cat is
+# here"); sum both over the corpus, divide, and combine: $\mathrm{BLEU} = 100 \cdot
+# \mathrm{BP} \cdot \exp\big(\tfrac14 \sum_n \log p_n\big)$, and 0 when a precision is
+# 0. The grader compares with sacreBLEU's `BLEU(tokenize="none", smooth_method="none")`
+# to nine digits.
+#
+# Write `corpus_bleu(hypotheses, references)`; grade with `make exercises CHAPTER=10`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch10.py
+# :pyobject: corpus_bleu
+# ```
+# :::
+
+# %% [markdown]
+# (ex-10-token-budget)=
+# ### Exercise 10.4 · Batches under a token budget
+#
+# Write the heart of `bucket_batches` yourself: sort the indices by length and cut them
+# into batches with $\text{len(batch)} \times \text{longest} \le$ `max_tokens`, each as
+# full as the budget allows (a sequence longer than the budget goes alone), in order of
+# length and without shuffling. The grader checks that every index appears once, that
+# every batch keeps to the budget and that no batch could have taken the next sequence.
+#
+# Write `token_budget_batches(lengths, max_tokens)`; grade with `make exercises
+# CHAPTER=10`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch10.py
+# :pyobject: token_budget_batches
+# ```
+# :::

@@ -188,6 +188,13 @@ print(f"training mode: {(noisy == 0).float().mean():.0%} of the weights are zero
       f"row sums range from {sums.min():.2f} to {sums.max():.2f}")
 
 # %% [markdown]
+# :::{admonition} Find the bug
+# :class: tip
+# {ref}`Exercise 11.1 <ex-11-dropout-maps>` hands you maps drawn with dropout still on
+# to repair.
+# :::
+
+# %% [markdown]
 # ## The maps
 #
 # One chart per kind of attention and layer, one heatmap per head. Rows are queries (the
@@ -357,3 +364,76 @@ for module in modules.values():  # back to the fused kernel
 # - read a head's map and summarise all heads by their entropy.
 #
 # **Next:** [chapter 12 · Tricks from the paper](12_tricks_from_the_paper.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/11_attention_maps.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=11` (or
+# `python -m annotated_transformer.exercises 11`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-11-dropout-maps)=
+# ### Exercise 11.1 · Find the bug: maps drawn in training mode
+#
+# **Find the bug.** The original drew its maps right after training, with the model
+# still in training mode: dropout zeroed some attention weights and scaled up the
+# others, and every drawing differed. The starter's `encoder_attention_maps` switches
+# each encoder self-attention to the explicit path, runs the encoder and collects the
+# weights, and has the same bug. Repair it so that the maps are those the trained model
+# computes, and give the model back in the mode you found it.
+#
+# The grader hands it a small model with dropout 0.5, in training mode, and checks that
+# every row sums to 1, that padding gets no weight and that two calls draw the same
+# maps.
+#
+# Write `encoder_attention_maps(model, src, src_mask)`; grade with `make exercises
+# CHAPTER=11`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch11.py
+# :pyobject: encoder_attention_maps
+# ```
+# :::
+
+# %% [markdown]
+# (ex-11-normalised-entropy)=
+# ### Exercise 11.2 · Comparing rows that see different numbers of keys
+#
+# Entropy says how spread out a row of attention is
+# ({ref}`exercise 2.3 <ex-02-attention-entropy>`), but its largest value, $\log_2 n$
+# bits, depends on how many keys $n$ the row may see: in decoder
+# self-attention, row $i$ sees $i + 1$. This chapter's entropy chart rescales for that.
+# Divide each row's entropy by $\log_2$ of its visible keys, so that 0 means all weight
+# on one key and 1 uniform over what the row may see, and average over the rows that see
+# two keys or more (a row with one key has no choice). The grader compares with
+# `torch.distributions.Categorical`'s entropy on causal maps.
+#
+# Write `normalised_entropy(weights, mask)`; grade with `make exercises CHAPTER=11`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch11.py
+# :pyobject: normalised_entropy
+# ```
+# :::
+
+# %% [markdown]
+# (ex-11-rollout)=
+# ### Exercise 11.3 · Attention rollout through the layers
+#
+# One map per layer and head is a lot to read. Attention rollout (Abnar and Zuidema
+# 2020) follows information up the stack instead. For each layer, average the heads and
+# add the identity for the residual connection, renormalising the rows: $\hat A = (\bar
+# A + I) / 2$; then multiply the layers, the top one on the left, $R = \hat A_L \cdots
+# \hat A_1$. $R_{ij}$ estimates how much of input position $j$ reaches position $i$ at
+# the top. The grader sums over every path through the layers.
+#
+# Write `attention_rollout(maps)`; grade with `make exercises CHAPTER=11`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch11.py
+# :pyobject: attention_rollout
+# ```
+# :::

@@ -540,3 +540,70 @@ print({rank: shard_batches(batches, rank, 4) for rank in range(4)})
 # - average checkpoints, and measure what each choice of a recipe is worth.
 #
 # **Next:** [chapter 13 · Sentiment classification on IMDb](13_classification_imdb.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/12_tricks_from_the_paper.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=12` (or
+# `python -m annotated_transformer.exercises 12`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-12-average)=
+# ### Exercise 12.1 · Averaging checkpoints
+#
+# Write section 3's averaging for state dicts held in memory: the element-wise mean of
+# every tensor, returned in its own dtype. (The original's averaging function called a
+# method that does not exist, so it never ran.) The grader sets two traps:
+# half-precision weights, whose sum overflows float16's largest number, 65,504, on the
+# way to an average well inside it; and the inputs, which must come back unchanged,
+# although adding into the first checkpoint's tensors in place is the shortest code.
+#
+# Write `average_state_dicts(states)`; grade with `make exercises CHAPTER=12`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch12.py
+# :pyobject: average_state_dicts
+# ```
+# :::
+
+# %% [markdown]
+# (ex-12-ema)=
+# ### Exercise 12.2 · From averaging checkpoints to a moving average
+#
+# Averaging the last $k$ checkpoints needs $k$ copies of the weights on disk. Most
+# models today keep one running average instead, updated after every step: $\bar\theta
+# \leftarrow \beta \bar\theta + (1 - \beta)\,\theta$ (Polyak averaging with exponential
+# weights). Write one update; the grader runs seven and compares with the closed form,
+# in which step $s$ of $T$ weighs $(1 - \beta)\,\beta^{T - s}$.
+#
+# Write `ema_update(average, weights, decay)`; grade with `make exercises CHAPTER=12`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch12.py
+# :pyobject: ema_update
+# ```
+# :::
+
+# %% [markdown]
+# (ex-12-ddp-loss)=
+# ### Exercise 12.3 · The loss each GPU backpropagates
+#
+# Under `DistributedDataParallel` each of $W$ processes backpropagates its own loss, and
+# the gradients are then *averaged* over the processes. If each process used the mean
+# loss over its own tokens, a process with few tokens would weigh as much as one with
+# many. Which loss must each process backpropagate, from its summed loss and the token
+# counts, so that the averaged gradient is that of the mean over all tokens (section 5)?
+# The grader simulates three processes with 2, 5 and 9 examples and compares with one
+# process that sees them all.
+#
+# Write `ddp_loss(loss_sum, local_tokens, global_tokens, world_size)`; grade with `make
+# exercises CHAPTER=12`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch12.py
+# :pyobject: ddp_loss
+# ```
+# :::

@@ -424,3 +424,64 @@ pd.DataFrame(rows).set_index("tokens").round(4)
 # - train and evaluate it through the runner, and read its mistakes.
 #
 # **Next:** [chapter 14 · Character-level generation](14_generation_characters.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/13_classification_imdb.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=13` (or
+# `python -m annotated_transformer.exercises 13`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-13-masked-mean)=
+# ### Exercise 13.1 · Mean pooling that ignores padding
+#
+# Write the model's pooling as a function: the mean of each review's output vectors over
+# its real tokens only (`real` is True for a token, False for padding). The grader fills
+# the padding positions with 10,000, so that any leak shows, and checks that a review
+# pooled alone, without padding, gets the same vector.
+#
+# Write `masked_mean(x, real)`; grade with `make exercises CHAPTER=13`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch13.py
+# :pyobject: masked_mean
+# ```
+# :::
+
+# %% [markdown]
+# (ex-13-head-and-tail)=
+# ### Exercise 13.2 · Keep the verdict: head and tail
+#
+# Many reviews end with their verdict, and cutting at `max_len` loses it. Sun et al.
+# (2019) keep the head and the tail instead: the first `max_len − tail` tokens and the
+# last `tail` (chapter 16's `classify --set tail=N`). Write it; a review that fits stays
+# whole. Careful with `tail = 0`.
+#
+# Write `head_and_tail(ids, max_len, tail)`; grade with `make exercises CHAPTER=13`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch13.py
+# :pyobject: head_and_tail
+# ```
+# :::
+
+# %% [markdown]
+# (ex-13-standard-error)=
+# ### Exercise 13.3 · How sure is an accuracy?
+#
+# A test accuracy is the mean of $n$ outcomes, each right (1) or wrong (0), so it has a
+# standard error, $\sqrt{p(1 - p)/n}$. Return both. Then use it: at about 90 % on the
+# 25,000 test reviews, is a difference of a few tenths of a point between two models
+# (chapter 16 meets some) more than the noise of the test set?
+#
+# Write `accuracy_and_standard_error(predictions, labels)`; grade with `make exercises
+# CHAPTER=13`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch13.py
+# :pyobject: accuracy_and_standard_error
+# ```
+# :::

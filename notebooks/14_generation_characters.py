@@ -223,6 +223,13 @@ print(
 )
 
 # %% [markdown]
+# :::{admonition} Find the bug
+# :class: tip
+# {ref}`Exercise 14.1 <ex-14-bits-per-byte>` hands you total bits reported as bits per
+# byte to repair.
+# :::
+
+# %% [markdown]
 # Two simple yardsticks for the validation text: an order-0 model that knows only how often
 # each byte occurs in the training text (its cross-entropy on validation), and zlib's
 # general-purpose compressor at its highest level.
@@ -470,3 +477,82 @@ print(
 # - sample from it with a temperature and top-k.
 #
 # **Next:** [chapter 15 · The Transformer today](15_the_transformer_today.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/14_generation_characters.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=14` (or
+# `python -m annotated_transformer.exercises 14`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-14-bits-per-byte)=
+# ### Exercise 14.1 · Find the bug: total bits reported as bits per byte
+#
+# **Find the bug.** Bloem's `former` printed the total bits of a batch and called it
+# bits per byte (its issue #38). The starter's `bits_per_byte` does the same. Repair it:
+# the mean of $-\log_2 p$ over the predicted bytes. The grader checks that a model that
+# knows nothing scores 8 and that scoring the same text twice leaves the figure
+# unchanged.
+#
+# Write `bits_per_byte(logits, targets)`; grade with `make exercises CHAPTER=14`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch14.py
+# :pyobject: bits_per_byte
+# ```
+# :::
+
+# %% [markdown]
+# (ex-14-temperature)=
+# ### Exercise 14.2 · A temperature for a target entropy
+#
+# A temperature is hard to choose by its value: $T = 0.8$ sharpens one distribution a
+# lot and another hardly at all. Choose it by its effect instead: find the $T$ at which
+# the next-byte distribution $\mathrm{softmax}(\text{logits}/T)$ has a given entropy in
+# bits. The grader computes the entropy at your temperature for four targets.
+#
+# Write `temperature_for_entropy(logits, bits)`; grade with `make exercises CHAPTER=14`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch14.py
+# :pyobject: temperature_for_entropy
+# ```
+# :::
+
+# %% [markdown]
+# (ex-14-order-0)=
+# ### Exercise 14.3 · The order-0 yardstick
+#
+# Write the chapter's first yardstick as a function: the bits per byte of a text under a
+# model that knows only how often each of the 256 byte values occurs in the training
+# text, with one added to every count so that no byte is impossible. Score the bytes
+# after the first, as the chapter does.
+#
+# Write `unigram_bits_per_byte(train, text)`; grade with `make exercises CHAPTER=14`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch14.py
+# :pyobject: unigram_bits_per_byte
+# ```
+# :::
+
+# %% [markdown]
+# (ex-14-leak-test)=
+# ### Exercise 14.4 · The leak test
+#
+# Prove the causal property from outside the model: for a model that maps bytes $(1, n)$
+# to logits $(1, n, 256)$, find for every pair $(i, j)$ whether changing byte $j$
+# changes the logits at position $i$. A language model may read only the past, so the
+# answer must be the lower triangle. The grader runs your test on `DecoderLM`, on the
+# same model with its masks switched off, and on a model that peeks one byte ahead.
+#
+# Write `influence(model, x)`; grade with `make exercises CHAPTER=14`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch14.py
+# :pyobject: influence
+# ```
+# :::

@@ -577,3 +577,77 @@ viz.line_chart(
 # - measure one change at a time on a fixed budget.
 #
 # **Next:** [chapter 16 · BERT and GPT-2](16_bert_and_gpt2.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/15_the_transformer_today.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=15` (or
+# `python -m annotated_transformer.exercises 15`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-15-rms-norm)=
+# ### Exercise 15.1 · RMSNorm by hand
+#
+# Write RMSNorm as a function of the input and the gain: no mean subtracted, no bias.
+# The grader compares with `torch.nn.functional.rms_norm` at a small and a large `eps`.
+#
+# Write `rms_norm(x, weight, eps)`; grade with `make exercises CHAPTER=15`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch15.py
+# :pyobject: rms_norm
+# ```
+# :::
+
+# %% [markdown]
+# (ex-15-rope)=
+# ### Exercise 15.2 · Rotary embeddings
+#
+# Write RoPE for a stack of vectors, rotating the pairs $(x_{2i}, x_{2i+1})$ as the
+# package does. The grader builds the rotation another way, each pair as the complex
+# number $x_{2i} + \mathrm{i}\,x_{2i+1}$ times $e^{\mathrm{i} m \theta_i}$, and checks
+# that the score of a query and a key depends on their offset only.
+#
+# Write `rope(x, positions, base)`; grade with `make exercises CHAPTER=15`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch15.py
+# :pyobject: rope
+# ```
+# :::
+
+# %% [markdown]
+# (ex-15-alibi)=
+# ### Exercise 15.3 · ALiBi added to attention
+#
+# Give causal attention ALiBi's distance penalty: head $h$ of $H$ subtracts $m_h (i -
+# j)$ from its scaled scores, $m_h = 2^{-8h/H}$ for $h = 1 \dots H$, before the softmax.
+# The grader compares with a loop over queries and keys.
+#
+# Write `alibi_attention(q, k, v)`; grade with `make exercises CHAPTER=15`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch15.py
+# :pyobject: alibi_attention
+# ```
+# :::
+
+# %% [markdown]
+# (ex-15-gqa)=
+# ### Exercise 15.4 · Grouped-query attention
+#
+# Write causal attention in which $H$ query heads share $G$ key/value heads, each shared
+# by $H / G$ neighbouring query heads. The grader compares with PyTorch's
+# `scaled_dot_product_attention(..., enable_gqa=True)` for $G = 1$ (multi-query), 2 and
+# 8 (multi-head).
+#
+# Write `grouped_query_attention(q, k, v)`; grade with `make exercises CHAPTER=15`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch15.py
+# :pyobject: grouped_query_attention
+# ```
+# :::

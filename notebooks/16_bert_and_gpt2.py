@@ -906,3 +906,93 @@ if folder is not None:
 # - build GPT-2's recipe from the book's pieces and compare it with the 2017 block.
 #
 # **Next:** [chapter 17 · Longer contexts](17_long_context.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/16_bert_and_gpt2.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=16` (or
+# `python -m annotated_transformer.exercises 16`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-16-bert-masking)=
+# ### Exercise 16.1 · BERT's masking, 80/10/10, checked statistically
+#
+# The package's `mask_tokens` selects each token on its own with probability $p$, so a
+# review may get more or fewer than 15 % of its tokens selected, as in many later
+# implementations. The original BERT code chose a fixed number per sequence instead,
+# about $p$ of its length. Write that variant: in each row select exactly $\max(1,
+# \mathrm{round}(p k))$ of its $k$ ordinary tokens, then apply the same 80/10/10 rule,
+# drawing every random number from `generator`.
+#
+# The grader checks the count per row, that no special token is selected or drawn as a
+# replacement, that one seed gives one masking, and, over several thousand selected
+# tokens, that 80 % became `[MASK]` and 10 % a random word, to within five standard
+# errors.
+#
+# Write `mask_exactly(tokens, mask_id, vocab_size, special_ids, p, generator)`; grade
+# with `make exercises CHAPTER=16`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch16.py
+# :pyobject: mask_exactly
+# ```
+# :::
+
+# %% [markdown]
+# (ex-16-load-matching)=
+# ### Exercise 16.2 · Fine-tuning starts from the pretrained encoder
+#
+# `classify --set init=RUN` builds the classifier and copies into it every weight of the
+# masked language model that it shares: the same name and the same shape. Write that
+# copy for any model and any state dict, and return the names of the model's tensors
+# left as they were. The grader starts chapter 13's classifier from a masked language
+# model and checks every tensor: the encoder's copied, the new two-class head untouched,
+# and no tensor shared with the pretrained model.
+#
+# Write `load_matching(model, state)`; grade with `make exercises CHAPTER=16`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch16.py
+# :pyobject: load_matching
+# ```
+# :::
+
+# %% [markdown]
+# (ex-16-token-bpb)=
+# ### Exercise 16.3 · Bits per byte from nats per token
+#
+# A model over tokens reports its loss in nats per token; the section on bits per byte
+# compares it with the byte model through the bits per byte of the same text. Write the
+# conversion from the log-probabilities of the target tokens and the length in bytes of
+# every token. The grader compares with a loop, and checks that tokens of one byte each
+# give back bits per token.
+#
+# Write `token_bits_per_byte(log_probs, targets, token_bytes)`; grade with `make
+# exercises CHAPTER=16`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch16.py
+# :pyobject: token_bits_per_byte
+# ```
+# :::
+
+# %% [markdown]
+# (ex-16-gpt2-count)=
+# ### Exercise 16.4 · Count GPT-2's parameters
+#
+# Count the parameters of `GPT2LM` with a formula, matrix by matrix and bias by bias;
+# the grader compares with the model's own count at two sizes. Then evaluate it for
+# GPT-2 small (vocabulary 50,257, $d_\text{model} = 768$, 12 blocks, 1,024 positions,
+# $d_{ff} = 3072$): do you get the 124 million usually quoted?
+#
+# Write `gpt2_parameters(vocab, d_model, N, max_len, d_ff)`; grade with `make exercises
+# CHAPTER=16`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch16.py
+# :pyobject: gpt2_parameters
+# ```
+# :::

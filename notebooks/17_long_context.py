@@ -783,3 +783,80 @@ viz.line_chart(
 # - apply strided and fixed sparse attention patterns and measure their cost.
 #
 # **Next:** [chapter 18 · Going big](18_going_big.ipynb).
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/17_long_context.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=17` (or
+# `python -m annotated_transformer.exercises 17`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-17-strided-mask)=
+# ### Exercise 17.1 · The strided sparse mask, without loops
+#
+# Write the strided pattern's mask for one head, local or strided, with tensor
+# operations only. The grader compares it with the definition, pair by pair, for several
+# lengths and strides, stride 1 and stride $= n$ among them.
+#
+# Write `strided_mask(n, stride)`; grade with `make exercises CHAPTER=17`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch17.py
+# :pyobject: strided_mask
+# ```
+# :::
+
+# %% [markdown]
+# (ex-17-rel-shift)=
+# ### Exercise 17.2 · The relative shift
+#
+# Write `rel_shift` your own way: with a gather and an index built from $i$ and $j$, or
+# with the pad-and-reshape trick of this chapter from memory. Only the entries of
+# visible keys matter. The grader checks each of them for segments with and without
+# memory.
+#
+# Write `rel_shift(x)`; grade with `make exercises CHAPTER=17`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch17.py
+# :pyobject: rel_shift
+# ```
+# :::
+
+# %% [markdown]
+# (ex-17-relative-bias)=
+# ### Exercise 17.3 · A learned relative-position bias
+#
+# Transformer-XL scores distances through sinusoids and projections. T5 learns one
+# number per head and distance instead and adds it to the scores, distances from $D$ on
+# sharing one entry (T5 groups them in logarithmic buckets; here they are simply
+# clipped). Write that bias for a causal model: `table[h, min(i − j, D)]` on the visible
+# keys, $-\infty$ on the future.
+#
+# Write `relative_bias(table, n)`; grade with `make exercises CHAPTER=17`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch17.py
+# :pyobject: relative_bias
+# ```
+# :::
+
+# %% [markdown]
+# (ex-17-memory)=
+# ### Exercise 17.4 · Transformer-XL's memory
+#
+# Write the memory that each block hands to the next segment: the last `mem_len` states
+# of the old memory followed by this segment's, cut from the autograd graph. The first
+# segment has no memory yet.
+#
+# Write `update_memory(memory, hidden, mem_len)`; grade with `make exercises
+# CHAPTER=17`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch17.py
+# :pyobject: update_memory
+# ```
+# :::

@@ -420,6 +420,14 @@ print("4 micro-batches of 3 windows = 1 batch of 12: equal weights after the ste
 print(f"optimiser steps {trainer.step}, scheduler steps {scheduler.last_epoch}")
 
 # %% [markdown]
+# :::{admonition} Find the bug
+# :class: tip
+# {ref}`Exercise 18.2 <ex-18-accumulation-loss>` hands you a loss not divided for
+# accumulation to repair, and {ref}`Exercise 18.3 <ex-18-accumulation-scheduler>` the
+# original's scheduler, stepped once per micro-batch.
+# :::
+
+# %% [markdown]
 # Accumulation trades time for memory: the activations are those of one micro-batch, the
 # step takes $k$ times as long. The runner's setting is `--set accumulate=k`; with several
 # processes the micro-batches are spread over them instead (below).
@@ -863,3 +871,87 @@ estimate.round(3)
 # - use half precision, gradient accumulation, activation checkpointing, data-parallel and sharded training and `torch.compile` from the runner.
 #
 # **Next:** the [References](../references.md) hold the papers this book builds on, with links.
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise asks for one function. Their signatures and docstrings wait in
+# `notebooks/exercises/18_going_big.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=18` (or
+# `python -m annotated_transformer.exercises 18`). The grader tests each function
+# against an independent reference and prints PASS, FAIL with a hint, or TODO for what
+# you have not tried yet. The solutions are behind the toggles: try first.
+#
+# (ex-18-adam-bytes)=
+# ### Exercise 18.1 · The memory of Adam's training state
+#
+# Write the chapter's 16 bytes a parameter as a function, and FSDP's share of them on
+# one of $W$ devices. The grader measures a real Adam step: the bytes of the weights,
+# the gradients and both moments of a small model after one update.
+#
+# Write `training_state_bytes(n_parameters, world_size, sharded)`; grade with `make
+# exercises CHAPTER=18`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch18.py
+# :pyobject: training_state_bytes
+# ```
+# :::
+
+# %% [markdown]
+# (ex-18-accumulation-loss)=
+# ### Exercise 18.2 · Find the bug: the loss not divided for accumulation
+#
+# **Find the bug.** Accumulated over $k$ micro-batches, the gradient must equal that of
+# the whole batch. The starter's `accumulate_gradients` runs the backward pass on each
+# micro-batch's mean loss and lets `.grad` add up, as many tutorials do. Repair it; the
+# grader compares with the gradient of one batch made of the same micro-batches. (The
+# package's losses are sums, and the `Trainer` divides once by the step's token count.)
+#
+# Write `accumulate_gradients(model, loss_fn, micro_batches)`; grade with `make
+# exercises CHAPTER=18`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch18.py
+# :pyobject: accumulate_gradients
+# ```
+# :::
+
+# %% [markdown]
+# (ex-18-accumulation-scheduler)=
+# ### Exercise 18.3 · Find the bug: the scheduler stepped per micro-batch
+#
+# **Find the bug.** The Annotated Transformer's training loop steps its learning-rate
+# scheduler after every micro-batch, though it updates the weights only once every
+# `accum_iter` of them, so under accumulation the warm-up ends that many times too soon.
+# The starter's `train_steps` has the same bug; repair it. The grader counts the
+# scheduler's steps and compares the weights with two full-batch steps at the schedule's
+# rates.
+#
+# Write `train_steps(model, optimizer, scheduler, micro_batches, accumulate, loss_fn)`;
+# grade with `make exercises CHAPTER=18`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch18.py
+# :pyobject: train_steps
+# ```
+# :::
+
+# %% [markdown]
+# (ex-18-loss-scale)=
+# ### Exercise 18.4 · The dynamic loss scale of fp16
+#
+# Write the rule by which `torch.amp.GradScaler` moves its scale: after a step whose
+# gradients overflowed, skip the update and halve the scale; after `growth_interval`
+# good steps in a row, double it. The grader runs a real `GradScaler` on a weight whose
+# gradient overflows at random steps and compares your scale and skips with its own,
+# step by step.
+#
+# Write `update_scale(scale, good_steps, found_inf, growth_interval)`; grade with `make
+# exercises CHAPTER=18`.
+#
+# :::{dropdown} Solution
+# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch18.py
+# :pyobject: update_scale
+# ```
+# :::

@@ -1,0 +1,23 @@
+"""Exercises at the end of every chapter, graded automatically.
+
+Each chapter NN has four pieces, one idea per file:
+
+- ``notebooks/exercises/NN_<chapter>.py``: the starter the reader fills in. One
+  function per exercise, with its signature, its docstring and ``raise
+  NotImplementedError`` as its body; a "find the bug" exercise gives a broken
+  function instead, to repair in place.
+- ``exercises/chNN.py``: the checks. Each is registered with
+  :func:`grading.exercise` under the name of the function it grades, receives the
+  reader's module, and tests that function against an independent reference (a
+  PyTorch module, a formula, brute force).
+- ``exercises/solutions/chNN.py``: the reference solutions, one function per
+  exercise. The book shows them behind a closed toggle (a ``literalinclude`` of
+  this file); a teacher may delete the folder to hand the book out without them
+  (see book/teachers.md).
+- the chapter's ``## Exercises`` section: the statements and the toggles.
+
+Grade a chapter with ``make exercises CHAPTER=06`` or
+``python -m annotated_transformer.exercises 06 [--solutions] [--file PATH]``: per
+exercise PASS, FAIL with what went wrong and a hint (never the solution), or TODO
+(not attempted yet: the starter's ``NotImplementedError`` is still there).
+"""

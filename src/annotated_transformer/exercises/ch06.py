@@ -1,0 +1,118 @@
+"""Checks of chapter 06's exercises (Masks)."""
+
+from types import ModuleType
+
+import torch
+from torch import nn
+
+from annotated_transformer.exercises.grading import (
+    assert_close,
+    assert_equal,
+    exercise,
+)
+
+
+def _leak(mask: torch.Tensor, x: torch.Tensor, k: int) -> float:
+    """Largest change of the outputs before position k of a 2-layer encoder run
+    with ``mask`` (True = may attend) when the inputs from k on change."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    blocked = (~mask).repeat_interleave(2, dim=0)  # PyTorch's: True = blocked
+    changed = x.clone()
+    changed[:, k:] = torch.randn(changed[:, k:].shape)
+    with torch.no_grad():
+        before, after = encoder(x, mask=blocked), encoder(changed, mask=blocked)
+    return float((after[:, :k] - before[:, :k]).abs().max())
+
+
+@exercise(
+    chapter="06",
+    name="prefix_lm_mask",
+    title="A prefix-LM mask, proved with the leak test",
+    hint="OR two masks: 'key j is in the prefix' (j < prefix_len[b], one row "
+    "per batch element, broadcast over queries) and the look-ahead mask j <= i.",
+)
+def check_prefix_lm_mask(m: ModuleType) -> None:
+    prefix_len, size = torch.tensor([3, 0, 6]), 6
+    expected = torch.tensor(
+        [
+            [[j < p or j <= i for j in range(size)] for i in range(size)]
+            for p in prefix_len.tolist()
+        ],
+    )
+    mask = m.prefix_lm_mask(prefix_len, size)
+    assert_equal(mask, expected, "the mask")
+    x = torch.randn(3, size, 16, generator=torch.Generator().manual_seed(1))
+    for k in range(3, size):  # after every prefix of row 0: nothing leaks back
+        assert _leak(mask[:1], x[:1], k) == 0, f"information leaks back from {k}"
+    assert _leak(mask[:1], x[:1], 2) > 1e-4, "position 0 should see the prefix"
+
+
+@exercise(
+    chapter="06",
+    name="masked_softmax",
+    title="Find the bug: a mask fill that breaks in half precision",
+    hint="what is the largest number a float16 can hold? Fill with a value that "
+    "exists in every dtype: float('-inf'), or torch.finfo(scores.dtype).min.",
+    bug=True,
+)
+def check_masked_softmax(m: ModuleType) -> None:
+    g = torch.Generator().manual_seed(2)
+    scores = 4 * torch.randn(2, 4, 5, generator=g)
+    mask = torch.ones(4, 5, dtype=torch.bool).tril(1)  # (q_len, k_len)
+    expected = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    for dtype, tolerance in [(torch.float32, 1e-6), (torch.bfloat16, 1e-2)]:
+        got = m.masked_softmax(scores.to(dtype), mask)
+        assert_close(got, expected, f"the weights in {dtype}", atol=tolerance)
+    got = m.masked_softmax(scores.half(), mask)
+    assert got.dtype == torch.float16, "keep the scores' dtype, float16"
+    assert_close(got, expected, "the weights in float16", atol=1e-3)
+    hidden = got[..., ~mask]
+    assert_equal(hidden, torch.zeros_like(hidden), "the masked weights in float16")
+
+
+@exercise(
+    chapter="06",
+    name="make_std_mask",
+    title="Find the bug: padded target rows left unmasked",
+    hint="the original only hides padded keys; decide what a padded query may see: "
+    "give it one key that is not a real token, e.g. itself (torch.where on the "
+    "rows of padded queries), so that its row is never empty.",
+    bug=True,
+)
+def check_make_std_mask(m: ModuleType) -> None:
+    pad = 0
+    tgt = torch.tensor([[1, 5, 6, 0, 0], [0, 0, 1, 7, 8], [1, 4, 3, 9, 2]])
+    mask = m.make_std_mask(tgt, pad)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    assert_equal(mask[2], causal, "the mask of sentence 2, which has no padding")
+    real = tgt != pad
+    for b in range(3):
+        for i in range(5):
+            row = mask[b, i]
+            if real[b, i]:
+                want = torch.tensor([bool(real[b, j]) and j <= i for j in range(5)])
+                assert_equal(row, want, f"real query {i} of sentence {b}'s row")
+            else:
+                where = f"padded query {i} of sentence {b}"
+                assert row.any(), f"{where} sees no key at all: NaN"
+                sees = real[b] & row
+                assert not sees.any(), f"{where} reads real tokens"
+
+
+@exercise(
+    chapter="06",
+    name="sliding_window_mask",
+    title="A causal sliding window",
+    hint="two conditions on the offset i - j: at least 0 (no look-ahead) and "
+    "below window (at most window - 1 steps back); build i and j as a column and a "
+    "row of positions and let broadcasting make the square.",
+)
+def check_sliding_window_mask(m: ModuleType) -> None:
+    for size, window in [(6, 3), (5, 1), (4, 10)]:
+        expected = torch.tensor(
+            [[0 <= i - j < window for j in range(size)] for i in range(size)],
+        )
+        got = m.sliding_window_mask(size, window)
+        assert_equal(got, expected, f"sliding_window_mask({size}, {window})")

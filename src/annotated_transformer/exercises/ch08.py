@@ -1,0 +1,110 @@
+"""Checks of chapter 08's exercises (Training)."""
+
+import math
+from types import ModuleType
+
+import torch
+import torch.nn.functional as F
+
+from annotated_transformer.exercises.grading import assert_close, exercise
+
+
+@exercise(
+    chapter="08",
+    name="adam_step",
+    title="One Adam step by hand",
+    hint="update m and v first, then divide each by its bias correction "
+    "1 - β^step before the step; eps goes outside the square root.",
+)
+def check_adam_step(m: ModuleType) -> None:
+    g = torch.Generator().manual_seed(0)
+    start = torch.randn(5, generator=g)
+    reference = torch.nn.Parameter(start.clone())
+    optimizer = torch.optim.Adam([reference], lr=0.01, betas=(0.9, 0.98), eps=1e-9)
+    param, mom, var = start.clone(), torch.zeros(5), torch.zeros(5)
+    for step in (1, 2, 3):
+        grad = torch.randn(5, generator=g)
+        reference.grad = grad.clone()
+        optimizer.step()
+        param, mom, var = m.adam_step(param, grad, mom, var, step, 0.01)
+        assert_close(param, reference.detach(), f"the parameter after step {step}")
+
+
+@exercise(
+    chapter="08",
+    name="noam_rate",
+    title="The paper's learning-rate schedule",
+    hint="lrate = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5); "
+    "in Python, x ** -0.5.",
+)
+def check_noam_rate(m: ModuleType) -> None:
+    for d_model, warmup, factor in [(512, 4000, 1.0), (128, 400, 2.0)]:
+        for step in (1, 10, warmup - 1, warmup, warmup + 1, 10 * warmup):
+            shape = min(1 / math.sqrt(step), step / warmup**1.5)
+            paper = factor * shape / math.sqrt(d_model)
+            got = m.noam_rate(step, d_model, warmup, factor)
+            call = f"noam_rate({step}, {d_model}, {warmup}, {factor})"
+            wrong = f"{call} = {got}, not {paper}"
+            assert math.isclose(got, paper, rel_tol=1e-9), wrong
+        peak = m.noam_rate(warmup, d_model, warmup, factor)
+        assert peak >= m.noam_rate(warmup + 1, d_model, warmup, factor), "peak"
+
+
+@exercise(
+    chapter="08",
+    name="smoothed_targets",
+    title="Smoothed target distributions",
+    hint="start every entry at ε / V, add 1 - ε at each row's target column "
+    "(index with arange(n) and the targets), then zero the rows whose target "
+    "is padding.",
+)
+def check_smoothed_targets(m: ModuleType) -> None:
+    g = torch.Generator().manual_seed(1)
+    scores = torch.randn(6, 7, generator=g)
+    target = torch.tensor([3, 1, 0, 6, 2, 0])  # id 0 is padding
+    q = m.smoothed_targets(target, 7, 0.1, 0)
+    cross_entropy = -(q * scores.log_softmax(-1)).sum()
+    smoothing = {"label_smoothing": 0.1, "ignore_index": 0, "reduction": "sum"}
+    expected = F.cross_entropy(scores, target, **smoothing)
+    assert_close(cross_entropy, expected, "H(q, p) (against F.cross_entropy)")
+    assert_close(q.sum(-1), torch.tensor([1.0, 1, 0, 1, 1, 0]), "the rows' sums")
+
+
+def _kl(log_p: torch.Tensor, target: list[int], eps: float, pad: int) -> float:
+    """The original's smoothed KL, entry by entry, skipping zero target mass."""
+    V, total = log_p.size(-1), 0.0
+    for row, y in zip(log_p.tolist(), target, strict=True):
+        for c, log_pc in enumerate(row):
+            q = 0.0 if pad in (y, c) else (1 - eps if c == y else eps / (V - 2))
+            total += q * (math.log(q) - log_pc) if q > 0 else 0.0
+    return total
+
+
+@exercise(
+    chapter="08",
+    name="label_smoothing_loss",
+    title="Find the bug: label smoothing that returns inf or NaN",
+    hint="in floating point, 0 · log 0 = 0 · (-inf) = NaN, and so is 0 · log p "
+    "when the model gives a class p = 0; entries with q = 0 contribute nothing "
+    "to the KL divergence, so leave them out of the sum.",
+    bug=True,
+)
+def check_label_smoothing_loss(m: ModuleType) -> None:
+    g = torch.Generator().manual_seed(2)
+    base = torch.randn(5, 6, generator=g)
+    cases = {
+        "no padding": ([3, 1, 4, 1, 5], False),
+        "one padding token": ([3, 0, 4, 1, 5], False),
+        "all padding": ([0, 0, 0, 0, 0], False),
+        "p(padding) = 0": ([3, 0, 4, 1, 5], True),
+    }
+    for case, (target, rules_out_padding) in cases.items():
+        scores = base.clone().requires_grad_(True)
+        log_p = scores.log_softmax(-1)
+        if rules_out_padding:  # a model that never predicts the padding class
+            log_p = log_p.masked_fill(torch.arange(6) == 0, -math.inf)
+        loss = m.label_smoothing_loss(log_p, torch.tensor(target), 0.1, 0)
+        expected = _kl(log_p.detach(), target, 0.1, 0)
+        assert_close(loss, torch.tensor(expected), f"the loss ({case})")
+        loss.backward()
+        assert scores.grad.isfinite().all(), f"the gradient is not finite ({case})"
