@@ -54,8 +54,11 @@ def perturbed(value: object) -> object:
     raise TypeError(f"no wrong answer for a {type(value).__name__}")
 
 
-def test_there_are_exercises():
-    assert grading.chapters() and EXERCISES
+def test_every_chapter_has_three_to_five_exercises():
+    chapters = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+    assert grading.chapters() == chapters
+    counts = {chapter: len(grading.exercises(chapter)) for chapter in chapters}
+    assert all(3 <= n <= 5 for n in counts.values()), counts
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=label)
