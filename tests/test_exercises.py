@@ -55,7 +55,8 @@ def perturbed(value: object) -> object:
 
 
 def test_every_chapter_has_three_to_five_exercises():
-    chapters = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+    pages = (ROOT / "notebooks").glob("[0-9][0-9]_*.py")
+    chapters = sorted(page.name[:2] for page in pages)
     assert grading.chapters() == chapters
     counts = {chapter: len(grading.exercises(chapter)) for chapter in chapters}
     assert all(3 <= n <= 5 for n in counts.values()), counts
