@@ -96,17 +96,3 @@ def test_vocabularies_come_from_train_with_min_freq_two():
     ]  # seen twice
     assert src.encode(["Katze", "Hund"]) == [src["<unk>"], src["Hund"]]
     assert len(multi30k.build_vocabs(train_de, train_en, min_freq=1)[0]) == 4 + 4
-
-
-def test_tokenized_split(mirror):
-    de, en = multi30k.tokenized_split("mscoco2017", lower=True, mirror=mirror)
-    assert len(de) == len(en) == 461
-    assert all(t == t.lower() for sentence in en for t in sentence)
-    assert (
-        en[0]
-        == multi30k.tokenize(
-            multi30k.load_split("mscoco2017", mirror=mirror)[1][:1],
-            "en",
-            lower=True,
-        )[0]
-    )

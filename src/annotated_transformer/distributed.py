@@ -29,14 +29,15 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
-from annotated_transformer.training import LossFn
+if TYPE_CHECKING:  # the trainer imports this module: no cycle at run time
+    from annotated_transformer.training import LossFn
 
 
 def is_distributed() -> bool:

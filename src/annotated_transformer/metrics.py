@@ -1,4 +1,4 @@
-"""Scores: BLEU and chrF for translation (via sacreBLEU), bits per byte, accuracy.
+"""Scores: BLEU and chrF for translation (via sacreBLEU), and bits per byte.
 
 Two BLEUs, because two conventions are in use and they are not comparable:
 
@@ -108,24 +108,3 @@ class BitsPerByte:
         if self.count == 0:
             raise ValueError("no bytes were scored: call update() first")
         return self.nats / self.count / math.log(2)
-
-
-def bits_per_byte(logits: torch.Tensor, targets: torch.Tensor) -> float:
-    """Bits per byte of one batch: ``logits`` (..., vocab), ``targets`` (...)."""
-    meter = BitsPerByte()
-    meter.update(logits, targets)
-    return meter.compute()
-
-
-def accuracy(predictions: torch.Tensor, labels: torch.Tensor) -> float:
-    """Fraction correct; ``predictions`` are class ids (n,)
-    or scores (n, classes)."""
-    if predictions.dim() == labels.dim() + 1:
-        predictions = predictions.argmax(dim=-1)
-    if predictions.shape != labels.shape or labels.numel() == 0:
-        raise ValueError(
-            f"predictions {tuple(predictions.shape)} and labels "
-            f"{tuple(labels.shape)} must match (scores may have one more, last "
-            "axis) and be non-empty"
-        )
-    return (predictions == labels).double().mean().item()

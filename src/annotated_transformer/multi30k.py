@@ -97,15 +97,6 @@ def tokenize(
     return [[t.text for t in doc if not t.is_space] for doc in docs]
 
 
-def tokenized_split(
-    split: str, *, lower: bool = False, mirror: str | Path | None = None
-) -> tuple[list[list[str]], list[list[str]]]:
-    """Token lists ``(german, english)`` of a split:
-    ``load_split`` then ``tokenize``."""
-    de, en = load_split(split, mirror=mirror)
-    return tokenize(de, "de", lower=lower), tokenize(en, "en", lower=lower)
-
-
 def build_vocabs(
     train_de: Iterable[Sequence[str]],
     train_en: Iterable[Sequence[str]],

@@ -55,10 +55,10 @@ from typing import Any
 
 import pandas as pd
 import torch
-import torch.distributed as dist
 import torch.utils.checkpoint
 from torch import Tensor, nn
 
+from annotated_transformer import distributed
 from annotated_transformer.book.progress import tqdm
 from annotated_transformer.checkpoint import (
     full_state_dicts,
@@ -405,10 +405,6 @@ def _every(step: int, period: int) -> bool:
     return period > 0 and step % period == 0
 
 
-def _rank() -> int:
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-
-
 class Trainer:
     """Runs optimiser steps of ``loss_fn`` on ``model`` and keeps
     the state needed to resume.
@@ -603,7 +599,7 @@ class Trainer:
             raise ValueError(
                 "checkpoint_every needs a Trainer(checkpoint_path=...)"
             )
-        main = _rank() == 0
+        main = distributed.rank() == 0
         stream = self._stream(batches)
         bar = tqdm(
             total=max_steps,
@@ -646,12 +642,12 @@ class Trainer:
             raise ValueError(
                 "no checkpoint path: pass one or set Trainer(checkpoint_path=...)"
             )
-        if _rank() != 0 and not is_sharded(self.model):
+        if distributed.rank() != 0 and not is_sharded(self.model):
             return None
         model, optimizer = full_state_dicts(
             self.model, self.optimizer
         )  # FSDP: collective
-        if _rank() != 0:
+        if distributed.rank() != 0:
             return None
         extra = {
             "epoch": self.epoch,

@@ -46,7 +46,6 @@ from annotated_transformer.training import PRECISIONS, mean_loss, resolve_precis
 
 CPU = torch.device("cpu")
 
-MODEL_FIELDS = ("N", "d_model", "d_ff", "h", "dropout", "max_len")
 """The shared hyper-parameter names, those ``make_model`` took from the original."""
 
 
