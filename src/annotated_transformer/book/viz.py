@@ -50,7 +50,7 @@ def heatmap(
     x_labels: Sequence[str] | None = None,
     y_labels: Sequence[str] | None = None,
     *,
-    title: str,
+    title: str | list[str],
     x_title: str,
     y_title: str,
     value_title: str = "value",
@@ -62,7 +62,8 @@ def heatmap(
     """A labelled heatmap of a (rows, columns) matrix: rows go down the y axis.
 
     ``x_labels``/``y_labels`` name the columns/rows (e.g. tokens); repeated labels are fine.
-    ``domain`` fixes the colour scale, e.g. (0, 1) for attention weights.
+    ``domain`` fixes the colour scale, e.g. (0, 1) for attention weights. A ``title``
+    given as a list is drawn one line per item.
     """
     array = _as_array(matrix)
     rows, cols = array.shape
