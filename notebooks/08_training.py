@@ -503,7 +503,7 @@ for exclude, title in [(False, "package (PyTorch)"), (True, "the original's")]:
             criterion.true_dist,
             x_labels=[str(c) for c in range(5)],
             y_labels=[f"target {t}" for t in targets.tolist()],
-            title=f"Smoothed targets q, ε = 0.4, {title}",
+            title=title,
             x_title="class c",
             y_title="position (its target id)",
             value_title="q(c)",
@@ -512,7 +512,9 @@ for exclude, title in [(False, "package (PyTorch)"), (True, "the original's")]:
             height=180,
         )
     )
-alt.hconcat(*pictures).resolve_scale(color="shared")
+alt.hconcat(*pictures).resolve_scale(color="shared").properties(
+    title="Smoothed targets q, ε = 0.4"
+)
 
 # %% [markdown]
 # The package's $q$ written out by hand, as the formula says:

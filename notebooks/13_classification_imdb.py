@@ -275,6 +275,7 @@ viz.line_chart(
     title="Cross-entropy during training",
     x_title="optimiser step",
     y_title="cross-entropy (nats per review)",
+    width=430,
 )
 
 # %% tags=["nbval-ignore-output"]

@@ -419,6 +419,7 @@ viz.line_chart(
     title="Validation bits per byte against training time, one change at a time",
     x_title="training time (minutes, one thread)",
     y_title="bits per byte (validation)",
+    width=440,
 ).encode(
     y=alt.Y(
         "val_bpb:Q", scale=alt.Scale(zero=False), title="bits per byte (validation)"

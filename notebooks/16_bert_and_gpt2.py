@@ -766,6 +766,7 @@ viz.line_chart(
     title="Tiny Shakespeare at equal training time: bytes against GPT-2's recipe",
     x_title="fraction of the training time",
     y_title="validation bits per byte",
+    width=440,
 )
 
 # %% [markdown]

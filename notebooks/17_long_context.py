@@ -500,7 +500,9 @@ local, strided = strided_masks(n, l)
 block, summary = fixed_masks(n, l, c)
 
 
-def pattern_picture(mask: torch.Tensor, title: str) -> alt.Chart:
+def pattern_picture(
+    mask: torch.Tensor, title: str | list[str], size: int = 150
+) -> alt.Chart:
     return viz.heatmap(
         mask.float(),
         title=title,
@@ -508,8 +510,8 @@ def pattern_picture(mask: torch.Tensor, title: str) -> alt.Chart:
         y_title="query i",
         value_title="attends",
         domain=(0, 1),
-        width=150,
-        height=150,
+        width=size,
+        height=size,
     )
 
 
@@ -566,7 +568,7 @@ viz.line_chart(
     x_title="sequence length n",
     y_title="pairs (log scale)",
     log_y=True,
-    width=460,
+    width=400,
 ).encode(
     x=alt.X("n:Q", scale=alt.Scale(type="log", base=2), title="sequence length n")
 )
@@ -595,7 +597,10 @@ for name, r in reach.items():
 assert reaches_all_earlier(local, strided)
 assert not reaches_all_earlier(block, summary)
 assert reaches_all_earlier(block | summary, block | summary)
-alt.hconcat(*(pattern_picture(r, t) for t, r in reach.items())).properties(
+# three in a row fit the page with two-line titles and smaller squares
+alt.hconcat(
+    *(pattern_picture(r, t.split(": "), size=130) for t, r in reach.items())
+).properties(
     title="Which keys a query reaches through two layers"
 )
 

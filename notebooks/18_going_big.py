@@ -712,6 +712,7 @@ viz.line_chart(
     title="One process and two (Gloo, CPU): the same training run",
     x_title="optimiser step",
     y_title="training loss (nats per byte)",
+    width=440,
 )
 
 # %% [markdown]

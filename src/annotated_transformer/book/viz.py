@@ -63,7 +63,7 @@ def heatmap(
     x_labels: Sequence[str] | None = None,
     y_labels: Sequence[str] | None = None,
     *,
-    title: str,
+    title: str | list[str],
     x_title: str,
     y_title: str,
     value_title: str = "value",
@@ -76,6 +76,7 @@ def heatmap(
 
     ``x_labels``/``y_labels`` name the columns/rows (e.g. tokens); repeated labels
     are fine. ``domain`` fixes the colour scale, e.g. (0, 1) for attention weights.
+    A ``title`` given as a list is drawn one line per item.
     """
     array = _as_array(matrix)
     rows, cols = array.shape
