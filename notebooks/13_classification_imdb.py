@@ -33,8 +33,10 @@
 #
 # ```
 # python -m annotated_transformer classify train --preset cpu --out runs/imdb-cpu
-# python -m annotated_transformer classify evaluate --checkpoint runs/imdb-cpu/final.pt
-# python -m annotated_transformer classify predict --checkpoint runs/imdb-cpu/final.pt "..."
+# python -m annotated_transformer classify evaluate \
+#     --checkpoint runs/imdb-cpu/final.pt
+# python -m annotated_transformer classify predict \
+#     --checkpoint runs/imdb-cpu/final.pt "..."
 # ```
 #
 # so the numbers below are the ones the command line gets. A run the command line finished

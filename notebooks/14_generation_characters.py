@@ -456,12 +456,15 @@ print(
 # ```bash
 # # Tiny Shakespeare (the default dataset), on a laptop CPU
 # python -m annotated_transformer lm train --preset cpu --out runs/ts-cpu
-# python -m annotated_transformer lm evaluate --checkpoint runs/ts-cpu/final.pt
+# python -m annotated_transformer lm evaluate \
+#     --checkpoint runs/ts-cpu/final.pt
 # python -m annotated_transformer lm predict --checkpoint runs/ts-cpu/final.pt \
 #     --temperature 0.8 --top-k 40 --length 500 --seed 0 "ROMEO:"
-# # The full enwik8 on one GPU (the gpu preset trains in bf16), scored on its test split
+# # The full enwik8 on one GPU (the gpu preset trains in bf16), scored on its
+# # test split
 # python -m annotated_transformer lm train --preset gpu --out runs/e8
-# python -m annotated_transformer lm evaluate --checkpoint runs/e8/final.pt --split test
+# python -m annotated_transformer lm evaluate \
+#     --checkpoint runs/e8/final.pt --split test
 # ```
 #
 # Training stops and resumes (`--resume`) from an atomic checkpoint; `history.csv` holds the

@@ -34,7 +34,8 @@
 # byte. Every model goes through the task runner, as `--set` options of the `lm` task:
 #
 # ```
-# python -m annotated_transformer lm train --preset cpu --out runs/modern --set block=modern
+# python -m annotated_transformer lm train --preset cpu --out runs/modern \
+#     --set block=modern
 # python -m annotated_transformer lm train --preset cpu --out runs/alibi \
 #     --set block=modern --set positions=alibi --set kv_heads=1
 # ```

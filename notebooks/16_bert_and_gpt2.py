@@ -79,9 +79,9 @@ torch.set_num_threads(1)
 #
 # ```
 # python -m annotated_transformer mlm train --preset cpu --out runs/mlm-cpu
-# python -m annotated_transformer classify train --preset cpu --out runs/imdb-bert-cpu \
-#     --set init=runs/mlm-cpu --set N=4 --set d_model=128 --set d_ff=512 --set window=2 \
-#     --set lr=1e-3
+# python -m annotated_transformer classify train --preset cpu \
+#     --out runs/imdb-bert-cpu --set init=runs/mlm-cpu --set N=4 --set d_model=128 \
+#     --set d_ff=512 --set window=2 --set lr=1e-3
 # ```
 
 # %%

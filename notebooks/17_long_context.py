@@ -79,7 +79,8 @@ torch.set_num_threads(1)
 # ```
 # python -m annotated_transformer lm train --preset cpu --out runs/xl-cpu \
 #     --set dataset=enwik8_prefix --set block=xl --set steps=1400 --set eval_every=350
-# python -m annotated_transformer lm evaluate --checkpoint runs/xl-cpu/final.pt --mem-len 512
+# python -m annotated_transformer lm evaluate --checkpoint runs/xl-cpu/final.pt \
+#     --mem-len 512
 # ```
 
 # %% [markdown]
@@ -771,12 +772,13 @@ viz.line_chart(
 # byte on enwik8 with 12k-byte contexts), not something these runs measure. The command lines:
 #
 # ```
-# BASE="--set dataset=enwik8_prefix --set block=modern --set N=2 --set d_model=64 --set h=4
-#   --set d_ff=256 --set max_len=2048 --set batch_size=2 --set steps=400 --set warmup=40
-#   --set eval_every=100 --set eval_bytes=32768"
+# BASE="--set dataset=enwik8_prefix --set block=modern --set N=2 --set d_model=64
+#   --set h=4 --set d_ff=256 --set max_len=2048 --set batch_size=2 --set steps=400
+#   --set warmup=40 --set eval_every=100 --set eval_bytes=32768"
 # python -m annotated_transformer lm train --preset cpu $BASE --out runs/e8-dense-cpu
-# python -m annotated_transformer lm train --preset cpu $BASE --out runs/e8-fixed-cpu \
-#     --set attention=fixed --set sparse_stride=64 --set sparse_summary=4
+# python -m annotated_transformer lm train --preset cpu $BASE \
+#     --out runs/e8-fixed-cpu --set attention=fixed --set sparse_stride=64 \
+#     --set sparse_summary=4
 # ```
 
 # %% [markdown]

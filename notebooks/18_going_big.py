@@ -24,8 +24,10 @@
 # classification, the language model) can use it:
 #
 # ```
-# python -m annotated_transformer lm train --preset cpu --out runs/x --set precision=bf16
-# python -m annotated_transformer lm train --preset cpu --out runs/x --set accumulate=4
+# python -m annotated_transformer lm train --preset cpu --out runs/x \
+#     --set precision=bf16
+# python -m annotated_transformer lm train --preset cpu --out runs/x \
+#     --set accumulate=4
 # python -m annotated_transformer lm train --preset cpu --out runs/x \
 #     --set activation_checkpointing=true
 # torchrun --nproc_per_node=8 -m annotated_transformer translate train --preset base \
