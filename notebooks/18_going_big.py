@@ -301,7 +301,7 @@ show_source(Trainer.train_step)
 # ### Measured on this CPU
 #
 # Half precision pays when the hardware multiplies 16-bit numbers faster than 32-bit ones.
-# CPUs with the AVX-512 BF16 or AMX instructions do; older CPUs emulate bf16 and are
+# CPUs with native bf16 matrix instructions do; older CPUs emulate bf16 and are
 # many times *slower* with it. `training.cpu_bf16_speedup` races a matrix product in both,
 # and `precision=auto` picks bf16 only when it wins:
 

@@ -159,8 +159,6 @@ def add_record_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def record(args: argparse.Namespace) -> int:
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads {args.threads} must be >= 1")
     out = records.record_run(
         args.run,
         args.name,
@@ -179,11 +177,11 @@ def record(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads {args.threads} must be >= 1")
     if args.task == "record":
         return record(args)
     if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads {args.threads} must be >= 1")
         torch.set_num_threads(args.threads)
     if args.command == "train":
         if args.max_steps is not None and args.max_steps < 1:
