@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import torch
 
-from annotated_transformer.attention import MultiHeadedAttention
+from annotated_transformer.blocks.attention import MultiHeadedAttention
 
 LENGTHS = (64, 128, 256, 512, 1024)
 QUICK_LENGTHS = (64, 256)

@@ -46,13 +46,12 @@ import time
 import pandas as pd
 import torch
 
-from annotated_transformer.batching import (
+from annotated_transformer.data.batching import (
     bucket_batches,
     fixed_batches,
     packed_batches,
 )
-from annotated_transformer.model import make_model
-from annotated_transformer.schedule import make_scheduler
+from annotated_transformer.models.encoder_decoder import make_model
 from annotated_transformer.tasks.translation import (
     PRESETS,
     Translation,
@@ -60,7 +59,8 @@ from annotated_transformer.tasks.translation import (
     make_packed_batch,
     pair_lengths,
 )
-from annotated_transformer.training import (
+from annotated_transformer.training.schedules import make_scheduler
+from annotated_transformer.training.trainer import (
     Trainer,
     bf16_is_fast,
     make_optimizer,

@@ -19,7 +19,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer.model import EncoderClassifier
+from annotated_transformer.models.encoder_only import EncoderClassifier
 
 
 def steps_per_second(

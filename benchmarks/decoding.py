@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from annotated_transformer.decoding import beam_search, greedy_decode
-from annotated_transformer.masks import padding_mask
-from annotated_transformer.model import make_model
+from annotated_transformer.blocks.masks import padding_mask
+from annotated_transformer.evaluation.decoding import beam_search, greedy_decode
+from annotated_transformer.models.encoder_decoder import make_model
 
 VOCAB, PAD, START, END = 8000, 0, 1, 2
 

@@ -18,8 +18,8 @@ import time
 import pandas as pd
 import torch
 
-from annotated_transformer.model import DecoderLM
-from annotated_transformer.sampling import sample
+from annotated_transformer.evaluation.sampling import sample
+from annotated_transformer.models.decoder_only import DecoderLM
 from annotated_transformer.tasks.lm import PRESETS
 
 

@@ -24,10 +24,10 @@ import time
 import pandas as pd
 import torch
 
-from annotated_transformer.kv_cache import cache_bytes
-from annotated_transformer.modern import ModernDecoderLM
-from annotated_transformer.sampling import sample
-from annotated_transformer.swiglu import swiglu_width
+from annotated_transformer.blocks.feed_forward import swiglu_width
+from annotated_transformer.blocks.kv_cache import cache_bytes
+from annotated_transformer.evaluation.sampling import sample
+from annotated_transformer.models.modern_decoder import ModernDecoderLM
 
 N, D_MODEL, HEADS, D_FF = 6, 512, 8, 2048
 

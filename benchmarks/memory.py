@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from annotated_transformer.memory import (
+from annotated_transformer.training.memory import (
     measured_training_memory,
     sharding_table,
     training_memory,

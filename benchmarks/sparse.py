@@ -10,7 +10,7 @@ of causal self-attention:
   score matrix per head (time and memory ∝ n²);
 - ``sdpa``: PyTorch's fused ``scaled_dot_product_attention(is_causal=True)`` (its
   CPU flash kernel never stores the (n, n) matrix: memory ∝ n, time still ∝ n²);
-- ``strided`` and ``fixed``: :func:`annotated_transformer.sparse.sparse_attention`
+- ``strided`` and ``fixed``: :func:`annotated_transformer.blocks.sparse_attention.sparse_attention`
   under the two patterns' unions, stride l = the smallest power of two ≥ √n and
   c = 4 summary positions (each query reads about 2l + n/l, resp. l + 4n/l keys:
   time and memory ∝ n√n).
@@ -18,7 +18,7 @@ of causal self-attention:
 Every length is measured for all four in turn (ratios in one run, on the same load):
 the median of ``repeats`` timed calls after one warm-up, then the peak of the
 PyTorch allocator during one more call
-(:func:`annotated_transformer.memory.allocator_peak`: what the call allocates beyond
+(:func:`annotated_transformer.training.memory.allocator_peak`: what the call allocates beyond
 its inputs). Prints a Markdown table; ``--csv`` also writes the rows.
 
     # 512 … 8192
@@ -40,8 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from annotated_transformer.memory import allocator_peak
-from annotated_transformer.sparse import sparse_attention
+from annotated_transformer.blocks.sparse_attention import sparse_attention
+from annotated_transformer.training.memory import allocator_peak
 
 LENGTHS = (512, 1024, 2048, 4096, 8192)
 QUICK_LENGTHS = (128, 256, 512)

@@ -28,9 +28,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.masks import make_std_mask, padding_mask
-from annotated_transformer.model import make_model
-from annotated_transformer.positional import PositionalEncoding
+from annotated_transformer.blocks.masks import make_std_mask, padding_mask
+from annotated_transformer.blocks.positional import PositionalEncoding
+from annotated_transformer.models.encoder_decoder import make_model
 
 SIZES = {"small": (3, 256, 1024, 8), "base": (6, 512, 2048, 8)}
 VOCAB, PAD, SMOOTHING = 8000, 0, 0.1

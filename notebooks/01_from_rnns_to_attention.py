@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from annotated_transformer.attention import MultiHeadedAttention, attention
+from annotated_transformer.blocks.attention import MultiHeadedAttention, attention
 from annotated_transformer.book import viz
 from annotated_transformer.book.source import show_source
 
@@ -303,7 +303,7 @@ show_source(attention)
 package_out, package_weights = attention(Q, K, V)
 torch.testing.assert_close(out, package_out)
 torch.testing.assert_close(weights, package_weights)
-print("hand derivation == annotated_transformer.attention.attention")
+print("hand derivation == annotated_transformer.blocks.attention.attention")
 
 # %% [markdown]
 # ### 4. Self-attention
@@ -363,7 +363,7 @@ with torch.no_grad():
     # the package wants a batch axis
     from_package = mha(X[None], X[None], X[None])[0]
 torch.testing.assert_close(Y.detach(), from_package)
-print("loop over heads == annotated_transformer.attention.MultiHeadedAttention")
+print("loop over heads == annotated_transformer.blocks.attention.MultiHeadedAttention")
 
 # %% [markdown]
 # ## Self-attention does not know word order

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.attention import MultiHeadedAttention, attention
+from annotated_transformer.blocks.attention import MultiHeadedAttention, attention
 from annotated_transformer.book import viz
 from annotated_transformer.book.source import show_source
 
@@ -309,7 +309,7 @@ out, package_weights = attention(queries, keys, values)
 scaled = F.softmax(torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(k), dim=2)
 torch.testing.assert_close(package_weights, scaled)
 torch.testing.assert_close(out, torch.bmm(scaled, values))
-print("bmm derivation with 1/√d_k == annotated_transformer.attention.attention")
+print("bmm derivation with 1/√d_k == annotated_transformer.blocks.attention.attention")
 
 # %% [markdown]
 # ## Multi-head attention

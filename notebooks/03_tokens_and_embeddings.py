@@ -49,11 +49,13 @@ from tokenizers import (
 )
 from torch import nn
 
-from annotated_transformer import multi30k
+from annotated_transformer.blocks.embeddings import Embeddings
+from annotated_transformer.blocks.positional import sinusoids
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick
 from annotated_transformer.book.source import show_source
-from annotated_transformer.bpe import (
+from annotated_transformer.data import multi30k
+from annotated_transformer.data.bpe import (
     BPE,
     MARK,
     learn_merges,
@@ -62,9 +64,7 @@ from annotated_transformer.bpe import (
     pretokenize,
     symbols,
 )
-from annotated_transformer.embeddings import Embeddings
-from annotated_transformer.positional import sinusoids
-from annotated_transformer.vocab import SPECIALS, Vocab
+from annotated_transformer.data.vocab import SPECIALS, Vocab
 
 _ = torch.manual_seed(0)
 

@@ -35,15 +35,15 @@ import pandas as pd
 import torch
 from torch import nn
 
-from annotated_transformer.attention import attention
-from annotated_transformer.book import viz
-from annotated_transformer.book.source import show_source
-from annotated_transformer.embeddings import Embeddings
-from annotated_transformer.positional import (
+from annotated_transformer.blocks.attention import attention
+from annotated_transformer.blocks.embeddings import Embeddings
+from annotated_transformer.blocks.positional import (
     PositionalEmbedding,
     PositionalEncoding,
     sinusoids,
 )
+from annotated_transformer.book import viz
+from annotated_transformer.book.source import show_source
 
 _ = torch.manual_seed(0)
 

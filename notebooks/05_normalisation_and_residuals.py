@@ -39,16 +39,16 @@ import pandas as pd
 import torch
 from torch import nn
 
-from annotated_transformer.attention import MultiHeadedAttention
-from annotated_transformer.book import viz
-from annotated_transformer.book.source import show_source
-from annotated_transformer.layers import (
+from annotated_transformer.blocks.attention import MultiHeadedAttention
+from annotated_transformer.blocks.feed_forward import PositionwiseFeedForward
+from annotated_transformer.blocks.layers import (
     EncoderLayer,
-    LayerNorm,
-    PositionwiseFeedForward,
     SublayerConnection,
     TransformerBlock,
 )
+from annotated_transformer.blocks.norms import LayerNorm
+from annotated_transformer.book import viz
+from annotated_transformer.book.source import show_source
 
 _ = torch.manual_seed(0)
 

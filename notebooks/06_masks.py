@@ -46,11 +46,15 @@
 import pandas as pd
 import torch
 
-from annotated_transformer.attention import attention
+from annotated_transformer.blocks.attention import attention
+from annotated_transformer.blocks.masks import (
+    make_std_mask,
+    padding_mask,
+    subsequent_mask,
+)
 from annotated_transformer.book import viz
 from annotated_transformer.book.source import show_source
-from annotated_transformer.masks import make_std_mask, padding_mask, subsequent_mask
-from annotated_transformer.model import make_model
+from annotated_transformer.models.encoder_decoder import make_model
 
 _ = torch.manual_seed(0)
 PAD = 0  # the padding token's id in this chapter's toy vocabulary

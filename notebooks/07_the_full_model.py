@@ -40,27 +40,31 @@ import pandas as pd
 import torch
 from torch import nn
 
-from annotated_transformer.attention import MultiHeadedAttention
-from annotated_transformer.book.source import show_source
-from annotated_transformer.embeddings import Embeddings, TokenAndPosition
-from annotated_transformer.layers import (
+from annotated_transformer.blocks.attention import MultiHeadedAttention
+from annotated_transformer.blocks.embeddings import Embeddings, TokenAndPosition
+from annotated_transformer.blocks.feed_forward import PositionwiseFeedForward
+from annotated_transformer.blocks.layers import (
     Decoder,
     DecoderLayer,
     Encoder,
     EncoderLayer,
-    PositionwiseFeedForward,
     TransformerBlock,
     clones,
 )
-from annotated_transformer.masks import make_std_mask, padding_mask, subsequent_mask
-from annotated_transformer.model import (
+from annotated_transformer.blocks.masks import (
+    make_std_mask,
+    padding_mask,
+    subsequent_mask,
+)
+from annotated_transformer.blocks.positional import PositionalEncoding
+from annotated_transformer.book.source import show_source
+from annotated_transformer.models.encoder_decoder import (
     EncoderDecoder,
     Generator,
     make_model,
     parameter_counts,
     parameter_formula,
 )
-from annotated_transformer.positional import PositionalEncoding
 
 _ = torch.manual_seed(0)
 PAD = 0

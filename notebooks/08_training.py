@@ -20,7 +20,7 @@
 # *Attention Is All You Need* ([Vaswani et al., 2017](../references.md#vaswani-et-al-2017)): batches that hold a source, a shifted
 # target and their masks; a training loop that counts tokens; the Adam optimiser with the
 # paper's unusual settings; the warm-up-then-decay learning rate schedule; and label smoothing.
-# Each piece comes from the package (`annotated_transformer.training`, `.schedule`, `.loss`),
+# Each piece comes from the package (`annotated_transformer.training.trainer`, `.schedule`, `.loss`),
 # shown with `show_source` and then checked against a derivation written out here.
 #
 # Two of these pieces went wrong in the Annotated Transformer, and we look at both: its loop
@@ -40,9 +40,12 @@ import torch
 
 from annotated_transformer.book import viz
 from annotated_transformer.book.source import show_source
-from annotated_transformer.loss import LabelSmoothing, smoothed_cross_entropy
-from annotated_transformer.model import make_model
-from annotated_transformer.schedule import (
+from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.training.loss import (
+    LabelSmoothing,
+    smoothed_cross_entropy,
+)
+from annotated_transformer.training.schedules import (
     cosine,
     inverse_sqrt,
     linear,
@@ -50,7 +53,7 @@ from annotated_transformer.schedule import (
     noam,
     rate,
 )
-from annotated_transformer.training import (
+from annotated_transformer.training.trainer import (
     Batch,
     Trainer,
     copy_task_batches,

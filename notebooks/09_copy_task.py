@@ -37,19 +37,19 @@ import numpy as np
 import pandas as pd
 import torch
 
+from annotated_transformer.blocks.masks import padding_mask, subsequent_mask
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick
 from annotated_transformer.book.source import show_source
-from annotated_transformer.decoding import (
+from annotated_transformer.evaluation.decoding import (
     _Stepper,
     beam_search,
     gnmt_length_penalty,
     greedy_decode,
 )
-from annotated_transformer.masks import padding_mask, subsequent_mask
-from annotated_transformer.model import make_model
-from annotated_transformer.schedule import make_scheduler
-from annotated_transformer.training import (
+from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.training.schedules import make_scheduler
+from annotated_transformer.training.trainer import (
     Batch,
     Trainer,
     copy_task_batches,

@@ -50,24 +50,25 @@ import altair as alt
 import pandas as pd
 import torch
 
-from annotated_transformer.batching import (
+from annotated_transformer.blocks.masks import segment_mask
+from annotated_transformer.book import viz
+from annotated_transformer.book.sizes import pick, runs_dir
+from annotated_transformer.book.source import show_source
+from annotated_transformer.data.batching import (
     bucket_batches,
     fixed_batches,
     pack_rows,
     padding_ratio,
 )
-from annotated_transformer.book import viz
-from annotated_transformer.book.sizes import pick, runs_dir
-from annotated_transformer.book.source import show_source
-from annotated_transformer.masks import segment_mask
-from annotated_transformer.model import make_model
-from annotated_transformer.multi30k import (
+from annotated_transformer.data.multi30k import (
     SPLITS,
     build_vocabs,
     detokenize,
     load_split,
     tokenize,
 )
+from annotated_transformer.data.vocab import Vocab
+from annotated_transformer.models.encoder_decoder import make_model
 from annotated_transformer.runner import Run, ensure_run, rows_with
 from annotated_transformer.tasks.base import TrainConfig
 from annotated_transformer.tasks.translation import (
@@ -79,8 +80,7 @@ from annotated_transformer.tasks.translation import (
     pair_lengths,
     score,
 )
-from annotated_transformer.training import seq2seq_loss
-from annotated_transformer.vocab import Vocab
+from annotated_transformer.training.trainer import seq2seq_loss
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)

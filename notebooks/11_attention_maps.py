@@ -47,13 +47,13 @@ import altair as alt
 import pandas as pd
 import torch
 
-from annotated_transformer.attention import MultiHeadedAttention, attention
-from annotated_transformer.batching import collate
+from annotated_transformer.blocks.attention import MultiHeadedAttention, attention
+from annotated_transformer.blocks.masks import padding_mask, subsequent_mask
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
-from annotated_transformer.decoding import greedy_decode
-from annotated_transformer.masks import padding_mask, subsequent_mask
+from annotated_transformer.data.batching import collate
+from annotated_transformer.evaluation.decoding import greedy_decode
 from annotated_transformer.runner import ensure_run
 
 torch.manual_seed(0)

@@ -46,16 +46,19 @@ import altair as alt
 import pandas as pd
 import torch
 
-from annotated_transformer import multi30k
-from annotated_transformer.batching import shard_batches
+from annotated_transformer.blocks.embeddings import Embeddings
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
-from annotated_transformer.bpe import BPE
-from annotated_transformer.checkpoint import average_checkpoints, read_checkpoint
-from annotated_transformer.decoding import beam_search, gnmt_length_penalty
-from annotated_transformer.embeddings import Embeddings
-from annotated_transformer.model import (
+from annotated_transformer.data import multi30k
+from annotated_transformer.data.batching import shard_batches
+from annotated_transformer.data.bpe import BPE
+from annotated_transformer.data.vocab import SPECIALS, Vocab
+from annotated_transformer.evaluation.decoding import (
+    beam_search,
+    gnmt_length_penalty,
+)
+from annotated_transformer.models.encoder_decoder import (
     Generator,
     make_model,
     parameter_counts,
@@ -63,7 +66,10 @@ from annotated_transformer.model import (
 )
 from annotated_transformer.runner import Run, ensure_run, load_model, rows_with
 from annotated_transformer.tasks.translation import PRESETS, Translation
-from annotated_transformer.vocab import SPECIALS, Vocab
+from annotated_transformer.training.checkpoints import (
+    average_checkpoints,
+    read_checkpoint,
+)
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)

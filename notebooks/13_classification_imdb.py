@@ -52,20 +52,20 @@ import altair as alt
 import pandas as pd
 import torch
 
-from annotated_transformer import imdb
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
-from annotated_transformer.bpe import BPE
-from annotated_transformer.model import EncoderClassifier
+from annotated_transformer.data import imdb
+from annotated_transformer.data.bpe import BPE
+from annotated_transformer.models.encoder_only import EncoderClassifier
 from annotated_transformer.runner import ensure_run, rows_with
-from annotated_transformer.schedule import linear
 from annotated_transformer.tasks.classification import (
     LABELS,
     PRESETS,
     Classification,
     ReviewTokenizer,
 )
+from annotated_transformer.training.schedules import linear
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=3, sci_mode=False)

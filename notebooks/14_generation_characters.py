@@ -44,20 +44,20 @@ import altair as alt
 import pandas as pd
 import torch
 
+from annotated_transformer.blocks.layers import TransformerBlock
+from annotated_transformer.blocks.masks import subsequent_mask
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
-from annotated_transformer.chars import load_splits
-from annotated_transformer.layers import TransformerBlock
-from annotated_transformer.masks import subsequent_mask
-from annotated_transformer.model import DecoderLM
-from annotated_transformer.runner import ensure_run, rows_with
-from annotated_transformer.sampling import (
+from annotated_transformer.data.byte_corpora import load_splits
+from annotated_transformer.evaluation.sampling import (
     decode,
     encode,
     next_byte_distribution,
     sample,
 )
+from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.runner import ensure_run, rows_with
 from annotated_transformer.tasks.lm import (
     PRESETS,
     LanguageModel,

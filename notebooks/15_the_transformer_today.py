@@ -50,19 +50,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.alibi import alibi_bias
+from annotated_transformer.blocks.alibi import alibi_bias
+from annotated_transformer.blocks.feed_forward import SwiGLU, swiglu_width
+from annotated_transformer.blocks.grouped_query_attention import (
+    GroupedQueryAttention,
+)
+from annotated_transformer.blocks.kv_cache import cache_bytes
+from annotated_transformer.blocks.norms import RMSNorm
+from annotated_transformer.blocks.rope import apply_rope, rope_tables, rotate_pairs
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
-from annotated_transformer.gqa import GroupedQueryAttention
-from annotated_transformer.kv_cache import cache_bytes
-from annotated_transformer.model import count_parameters
-from annotated_transformer.modern import ModernBlock, ModernDecoderLM
-from annotated_transformer.norms import RMSNorm
-from annotated_transformer.rope import apply_rope, rope_tables, rotate_pairs
+from annotated_transformer.evaluation.sampling import sample
+from annotated_transformer.models.encoder_decoder import count_parameters
+from annotated_transformer.models.modern_decoder import ModernBlock, ModernDecoderLM
 from annotated_transformer.runner import ensure_run, rows_with
-from annotated_transformer.sampling import sample
-from annotated_transformer.swiglu import SwiGLU, swiglu_width
 from annotated_transformer.tasks.lm import bits_by_position
 
 torch.manual_seed(0)

@@ -89,15 +89,19 @@ import json
 import os
 import time
 
-from annotated_transformer import bow, imdb
-from annotated_transformer.mlm import mask_tokens
-from annotated_transformer.model import EncoderClassifier, MaskedLanguageModel
+from annotated_transformer.data import imdb
+from annotated_transformer.data.masking import mask_tokens
+from annotated_transformer.data.vocab import MASK
+from annotated_transformer.models import bag_of_words as bow
+from annotated_transformer.models.encoder_only import (
+    EncoderClassifier,
+    MaskedLanguageModel,
+)
 from annotated_transformer.tasks.classification import (
     SHAPES,
     Classification,
     check_pretrained,
 )
-from annotated_transformer.vocab import MASK
 
 PRESET = pick("tiny", "cpu")
 FRESH = PRESET == "tiny"  # CI: the same small runs every time
@@ -447,7 +451,7 @@ chart.configure_axisY(format="%").configure_legend(orient="bottom", labelLimit=0
 # (`classify evaluate --checkpoint A --checkpoint B ...`).
 
 # %%
-from annotated_transformer.checkpoint import model_soup
+from annotated_transformer.training.checkpoints import model_soup
 
 show_source(imdb.encode, model_soup)
 
@@ -509,15 +513,15 @@ import textwrap
 
 from torch import nn
 
-from annotated_transformer.byte_bpe import ByteBPE
-from annotated_transformer.chars import load_splits
-from annotated_transformer.gpt2 import (
+from annotated_transformer.blocks.feed_forward import GELUFeedForward
+from annotated_transformer.data.byte_bpe import ByteBPE
+from annotated_transformer.data.byte_corpora import load_splits
+from annotated_transformer.models.encoder_decoder import count_parameters
+from annotated_transformer.models.gpt2 import (
     GPT2LM,
-    GELUFeedForward,
     gpt2_init_,
     residual_projections,
 )
-from annotated_transformer.model import count_parameters
 from annotated_transformer.tasks.lm import (
     evaluate_bits_per_byte,
     evaluate_token_bits_per_byte,
@@ -815,10 +819,10 @@ for i in range(rows):
 # %%
 from tokenizers import ByteLevelBPETokenizer
 
-from annotated_transformer import hf_gpt2
-from annotated_transformer.byte_bpe import PATTERNS, byte_pieces
-from annotated_transformer.download import gpt2_folder
-from annotated_transformer.sampling import left_pad, sample
+from annotated_transformer.data.byte_bpe import PATTERNS, byte_pieces
+from annotated_transformer.data.download import gpt2_folder
+from annotated_transformer.evaluation.sampling import left_pad, sample
+from annotated_transformer.models import gpt2_weights as hf_gpt2
 
 show_source(hf_gpt2.from_hf)
 
@@ -842,7 +846,7 @@ for pattern in PATTERNS:
 # call downloads them from Hugging Face and checks their sha256:
 #
 # ```python
-# from annotated_transformer.download import gpt2_folder
+# from annotated_transformer.data.download import gpt2_folder
 # gpt2_folder(online=True)
 # ```
 

@@ -92,18 +92,18 @@ torch.set_num_threads(1)
 # %%
 import math
 
-from annotated_transformer.positional import sinusoids
-from annotated_transformer.relative import (
+from annotated_transformer.blocks.positional import sinusoids
+from annotated_transformer.blocks.relative_attention import (
     RelativeMultiHeadAttention,
-    TransformerXLLM,
     rel_shift,
     relative_positions,
 )
-from annotated_transformer.segments import (
+from annotated_transformer.evaluation.segments import (
     evaluate_bits_per_byte,
     segment_loss,
     stream_segments,
 )
+from annotated_transformer.models.transformer_xl import TransformerXLLM
 
 # %% [markdown]
 # ### Relative attention, one term at a time
@@ -476,7 +476,7 @@ import sys
 
 import torch.nn.functional as F
 
-from annotated_transformer.sparse import (
+from annotated_transformer.blocks.sparse_attention import (
     SparseSelfAttention,
     attended_pairs,
     fixed_masks,

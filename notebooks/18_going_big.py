@@ -56,21 +56,21 @@ import torch.nn.functional as F
 from IPython.display import display
 
 from annotated_transformer import runner
+from annotated_transformer.blocks.layers import TransformerBlock
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick
 from annotated_transformer.book.source import show_source
-from annotated_transformer.checkpoint import full_state_dicts
-from annotated_transformer.distributed import wrap
-from annotated_transformer.layers import TransformerBlock
-from annotated_transformer.memory import (
+from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.training.checkpoints import full_state_dicts
+from annotated_transformer.training.distributed import wrap
+from annotated_transformer.training.memory import (
     measured_training_memory,
     peak_step_bytes,
     sharding_table,
     training_memory,
 )
-from annotated_transformer.model import DecoderLM
-from annotated_transformer.schedule import make_scheduler
-from annotated_transformer.training import (
+from annotated_transformer.training.schedules import make_scheduler
+from annotated_transformer.training.trainer import (
     Trainer,
     autocast,
     checkpoint_blocks,

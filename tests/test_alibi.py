@@ -6,9 +6,11 @@ import math
 import pytest
 import torch
 
-from annotated_transformer.alibi import alibi_bias, alibi_slopes
-from annotated_transformer.gqa import GroupedQueryAttention
-from annotated_transformer.kv_cache import KVCache
+from annotated_transformer.blocks.alibi import alibi_bias, alibi_slopes
+from annotated_transformer.blocks.grouped_query_attention import (
+    GroupedQueryAttention,
+)
+from annotated_transformer.blocks.kv_cache import KVCache
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

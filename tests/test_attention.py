@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.attention import MultiHeadedAttention, attention
-from annotated_transformer.kv_cache import KVCache
-from annotated_transformer.masks import check_rows
+from annotated_transformer.blocks.attention import MultiHeadedAttention, attention
+from annotated_transformer.blocks.kv_cache import KVCache
+from annotated_transformer.blocks.masks import check_rows
 
 B, H, Q, K, D = 2, 4, 5, 7, 8
 D_MODEL = H * D

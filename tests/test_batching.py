@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from annotated_transformer import batching
+from annotated_transformer.data import batching
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
@@ -131,7 +131,7 @@ def test_multi30k_bucketing_beats_the_original_fixed_padding():
             f"no Multi30k in data mirror {mirror}; set AT_DATA_MIRROR to "
             "shared/data"
         )
-    from annotated_transformer.multi30k import load_split
+    from annotated_transformer.data.multi30k import load_split
 
     de, en = load_split("train", mirror=mirror)
     # word counts + begin/end tokens stand in for token counts here

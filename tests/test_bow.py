@@ -9,7 +9,12 @@ import math
 import pytest
 import torch
 
-from annotated_transformer.bow import LogisticRegression, TfIdf, baseline, ngrams
+from annotated_transformer.models.bag_of_words import (
+    LogisticRegression,
+    TfIdf,
+    baseline,
+    ngrams,
+)
 
 
 def test_ngrams_lists_words_then_word_pairs():

@@ -19,7 +19,7 @@ from tokenizers import (
     trainers,
 )
 
-from annotated_transformer.bpe import (
+from annotated_transformer.data.bpe import (
     BPE,
     MARK,
     learn_merges,

@@ -10,7 +10,7 @@ import json
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from annotated_transformer.byte_bpe import ByteBPE, byte_pieces, byte_stand_ins
+from annotated_transformer.data.byte_bpe import ByteBPE, byte_pieces, byte_stand_ins
 
 EOT = "<|endoftext|>"
 CORPUS = [

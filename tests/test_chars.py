@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from annotated_transformer import chars
-from annotated_transformer.download import REGISTRY, Resource
+from annotated_transformer.data import byte_corpora as chars
+from annotated_transformer.data.download import REGISTRY, Resource
 
 
 @pytest.fixture(scope="module")

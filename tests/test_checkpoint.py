@@ -9,13 +9,13 @@ import pytest
 import torch
 from torch import nn
 
-from annotated_transformer import checkpoint as ckpt
-from annotated_transformer.checkpoint import (
+from annotated_transformer.training import checkpoints as ckpt
+from annotated_transformer.training.checkpoints import (
     CheckpointError,
     load_checkpoint,
     save_checkpoint,
 )
-from annotated_transformer.schedule import make_scheduler
+from annotated_transformer.training.schedules import make_scheduler
 
 
 def trained_objects(

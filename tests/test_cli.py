@@ -27,12 +27,17 @@ import pytest
 import sacrebleu
 import torch
 
-from annotated_transformer import cli, imdb, runner, training
-from annotated_transformer.chars import load_splits
-from annotated_transformer.checkpoint import read_checkpoint, save_checkpoint
-from annotated_transformer.decoding import beam_search
-from annotated_transformer.multi30k import load_split
+from annotated_transformer import cli, runner
+from annotated_transformer.data import imdb
+from annotated_transformer.data.byte_corpora import load_splits
+from annotated_transformer.data.multi30k import load_split
+from annotated_transformer.evaluation.decoding import beam_search
 from annotated_transformer.tasks import PRESETS, TASKS
+from annotated_transformer.training import trainer as training
+from annotated_transformer.training.checkpoints import (
+    read_checkpoint,
+    save_checkpoint,
+)
 
 # Small runs of the tiny presets (seconds each). N and lr differ from the presets on
 # purpose: the tests check that they reach the model and the optimiser.

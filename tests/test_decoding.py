@@ -3,11 +3,11 @@ import itertools
 import pytest
 import torch
 
-from annotated_transformer.decoding import beam_search, greedy_decode
-from annotated_transformer.masks import padding_mask, subsequent_mask
-from annotated_transformer.model import make_model
-from annotated_transformer.schedule import make_scheduler
-from annotated_transformer.training import (
+from annotated_transformer.blocks.masks import padding_mask, subsequent_mask
+from annotated_transformer.evaluation.decoding import beam_search, greedy_decode
+from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.training.schedules import make_scheduler
+from annotated_transformer.training.trainer import (
     Trainer,
     copy_task_batches,
     make_optimizer,

@@ -14,13 +14,14 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from annotated_transformer import distributed, runner
-from annotated_transformer.batching import bucket_batches, shard_batches
-from annotated_transformer.checkpoint import read_checkpoint
-from annotated_transformer.model import make_model
+from annotated_transformer import runner
+from annotated_transformer.data.batching import bucket_batches, shard_batches
+from annotated_transformer.data.vocab import SPECIALS, Vocab
+from annotated_transformer.models.encoder_decoder import make_model
 from annotated_transformer.tasks.translation import make_batch, pair_lengths
-from annotated_transformer.training import Trainer, seq2seq_loss
-from annotated_transformer.vocab import SPECIALS, Vocab
+from annotated_transformer.training import distributed
+from annotated_transformer.training.checkpoints import read_checkpoint
+from annotated_transformer.training.trainer import Trainer, seq2seq_loss
 
 WORLD = 2
 STEPS = 3

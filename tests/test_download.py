@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from annotated_transformer import download
-from annotated_transformer.checkpoint import atomic_write
-from annotated_transformer.download import (
+from annotated_transformer.data import download
+from annotated_transformer.data.download import (
     REGISTRY,
     ChecksumError,
     DownloadError,
@@ -24,6 +23,7 @@ from annotated_transformer.download import (
     fetch,
     sha256_of,
 )
+from annotated_transformer.training.checkpoints import atomic_write
 
 PAYLOAD = b"Zwei junge Leute stehen vor einem Zaun.\n" * 2000
 SHA = hashlib.sha256(PAYLOAD).hexdigest()

@@ -5,8 +5,12 @@ import math
 import pytest
 import torch
 
-from annotated_transformer.embeddings import Embeddings, TokenAndPosition, check_ids
-from annotated_transformer.positional import PositionalEncoding
+from annotated_transformer.blocks.embeddings import (
+    Embeddings,
+    TokenAndPosition,
+    check_ids,
+)
+from annotated_transformer.blocks.positional import PositionalEncoding
 
 
 def test_lookup_times_sqrt_d_model():

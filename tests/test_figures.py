@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from annotated_transformer.attention import MultiHeadedAttention
+from annotated_transformer.blocks.attention import MultiHeadedAttention
+from annotated_transformer.blocks.kv_cache import DecoderCache
+from annotated_transformer.blocks.layers import TransformerBlock
+from annotated_transformer.blocks.masks import padding_mask
 from annotated_transformer.book import figures
-from annotated_transformer.kv_cache import DecoderCache
-from annotated_transformer.layers import TransformerBlock
-from annotated_transformer.masks import padding_mask
-from annotated_transformer.memory import per_device_bytes, training_memory
-from annotated_transformer.mlm import mask_tokens
-from annotated_transformer.model import make_model
-from annotated_transformer.modern import ModernBlock
+from annotated_transformer.data.masking import mask_tokens
+from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.models.modern_decoder import ModernBlock
+from annotated_transformer.training.memory import per_device_bytes, training_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "notebooks" / "figures"

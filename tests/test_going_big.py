@@ -5,16 +5,20 @@ import pytest
 import torch
 
 from annotated_transformer import runner
-from annotated_transformer.layers import (
+from annotated_transformer.blocks.feed_forward import swiglu_width
+from annotated_transformer.blocks.layers import (
     DecoderLayer,
     EncoderLayer,
     TransformerBlock,
 )
-from annotated_transformer.model import DecoderLM, make_model
-from annotated_transformer.modern import ModernDecoderLM, modern_parameter_formula
-from annotated_transformer.swiglu import swiglu_width
+from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.models.modern_decoder import (
+    ModernDecoderLM,
+    modern_parameter_formula,
+)
 from annotated_transformer.tasks.lm import LanguageModel
-from annotated_transformer.training import checkpoint_blocks
+from annotated_transformer.training.trainer import checkpoint_blocks
 
 
 def grads(model: torch.nn.Module, loss: torch.Tensor) -> list[torch.Tensor]:

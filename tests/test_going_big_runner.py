@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 
 from annotated_transformer import runner
-from annotated_transformer.checkpoint import read_checkpoint
-from annotated_transformer.model import DecoderLM
-from annotated_transformer.training import Trainer
+from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.training.checkpoints import read_checkpoint
+from annotated_transformer.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

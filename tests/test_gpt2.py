@@ -9,8 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.byte_bpe import ByteBPE
-from annotated_transformer.gpt2 import GPT2LM, GELUFeedForward
+from annotated_transformer.blocks.feed_forward import GELUFeedForward
+from annotated_transformer.data.byte_bpe import ByteBPE
+from annotated_transformer.models.gpt2 import GPT2LM
 from annotated_transformer.runner import PRESETS
 from annotated_transformer.tasks.lm import (
     LanguageModel,

@@ -6,9 +6,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.gqa import GroupedQueryAttention
-from annotated_transformer.kv_cache import KVCache
-from annotated_transformer.rope import rope_tables
+from annotated_transformer.blocks.grouped_query_attention import (
+    GroupedQueryAttention,
+)
+from annotated_transformer.blocks.kv_cache import KVCache
+from annotated_transformer.blocks.rope import rope_tables
 
 B, L, D_MODEL = 2, 7, 24
 

@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from annotated_transformer.gpt2 import GPT2LM
-from annotated_transformer.sampling import sample
+from annotated_transformer.evaluation.sampling import sample
+from annotated_transformer.models.gpt2 import GPT2LM
 
 SMALL = {"vocab_size": 300, "n_positions": 64, "n_embd": 48, "n_layer": 3}
 SMALL["n_head"] = 4

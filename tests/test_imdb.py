@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from annotated_transformer import imdb
+from annotated_transformer.data import imdb
 
 
 @pytest.fixture(autouse=True)

@@ -7,15 +7,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.kv_cache import KVCache
-from annotated_transformer.layers import (
-    LayerNorm,
-    PositionwiseFeedForward,
+from annotated_transformer.blocks.feed_forward import PositionwiseFeedForward
+from annotated_transformer.blocks.kv_cache import KVCache
+from annotated_transformer.blocks.layers import (
     SublayerConnection,
     TransformerBlock,
     clones,
 )
-from annotated_transformer.masks import padding_mask, subsequent_mask
+from annotated_transformer.blocks.masks import padding_mask, subsequent_mask
+from annotated_transformer.blocks.norms import LayerNorm
 
 
 def test_clones_are_independent_copies():

@@ -5,11 +5,14 @@ time. The reference is each prompt run alone, unpadded, through the same model.
 import pytest
 import torch
 
-from annotated_transformer.gpt2 import GPT2LM
-from annotated_transformer.masks import left_padding_mask, left_padding_positions
-from annotated_transformer.model import DecoderLM
-from annotated_transformer.modern import ModernDecoderLM
-from annotated_transformer.sampling import left_pad, sample
+from annotated_transformer.blocks.masks import (
+    left_padding_mask,
+    left_padding_positions,
+)
+from annotated_transformer.evaluation.sampling import left_pad, sample
+from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.gpt2 import GPT2LM
+from annotated_transformer.models.modern_decoder import ModernDecoderLM
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17]]
 MODELS = {

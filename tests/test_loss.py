@@ -4,7 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer.loss import LabelSmoothing, smoothed_cross_entropy
+from annotated_transformer.training.loss import (
+    LabelSmoothing,
+    smoothed_cross_entropy,
+)
 
 
 def brute_force_target(

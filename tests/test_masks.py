@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from annotated_transformer.attention import attention
-from annotated_transformer.masks import (
+from annotated_transformer.blocks.attention import attention
+from annotated_transformer.blocks.masks import (
     check_mask,
     make_std_mask,
     padding_mask,

@@ -6,14 +6,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer.loss import smoothed_cross_entropy
-from annotated_transformer.masks import make_std_mask, padding_mask
-from annotated_transformer.memory import (
+from annotated_transformer.blocks.masks import make_std_mask, padding_mask
+from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.encoder_decoder import make_model, tie_weights
+from annotated_transformer.training.loss import smoothed_cross_entropy
+from annotated_transformer.training.memory import (
     measured_training_memory,
     per_device_bytes,
     training_memory,
 )
-from annotated_transformer.model import DecoderLM, make_model, tie_weights
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

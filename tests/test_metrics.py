@@ -9,7 +9,7 @@ import pytest
 import sacrebleu
 import torch
 
-from annotated_transformer import metrics
+from annotated_transformer.evaluation import metrics
 
 HYPS = [
     "A man in a blue shirt is standing on a ladder.",

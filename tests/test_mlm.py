@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer.mlm import mask_tokens
+from annotated_transformer.data.masking import mask_tokens
 
 VOCAB, PAD, CLS, SEP, MASK = 30, 0, 1, 2, 3
 SPECIAL = [PAD, CLS, SEP]  # MASK is special without being listed

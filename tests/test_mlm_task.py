@@ -14,11 +14,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from annotated_transformer import cli, imdb, runner
-from annotated_transformer.checkpoint import model_soup, read_checkpoint
+from annotated_transformer import cli, runner
+from annotated_transformer.data import imdb
+from annotated_transformer.data.vocab import MASK, SPECIALS
 from annotated_transformer.tasks.classification import Classification
 from annotated_transformer.tasks.mlm import MaskedBatch, MaskedLM
-from annotated_transformer.vocab import MASK, SPECIALS
+from annotated_transformer.training.checkpoints import model_soup, read_checkpoint
 
 WORDS = ["the", "film", "was", "good", "bad", "not", "a", "great", "plot", "acting"]
 STATE = {"vocab": [*SPECIALS, MASK, *WORDS], "bpe": None}

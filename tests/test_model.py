@@ -7,21 +7,18 @@ import pytest
 import torch
 from torch import nn
 
-from annotated_transformer.attention import MultiHeadedAttention
-from annotated_transformer.embeddings import check_ids
-from annotated_transformer.kv_cache import DecoderCache
-from annotated_transformer.layers import (
-    Encoder,
-    EncoderLayer,
-    PositionwiseFeedForward,
-)
-from annotated_transformer.masks import (
+from annotated_transformer.blocks.attention import MultiHeadedAttention
+from annotated_transformer.blocks.embeddings import check_ids
+from annotated_transformer.blocks.feed_forward import PositionwiseFeedForward
+from annotated_transformer.blocks.kv_cache import DecoderCache
+from annotated_transformer.blocks.layers import Encoder, EncoderLayer
+from annotated_transformer.blocks.masks import (
     check_rows,
     make_std_mask,
     padding_mask,
     subsequent_mask,
 )
-from annotated_transformer.model import (
+from annotated_transformer.models.encoder_decoder import (
     Generator,
     make_model,
     parameter_counts,

@@ -6,13 +6,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.modern import (
+from annotated_transformer.blocks.feed_forward import swiglu_width
+from annotated_transformer.evaluation.sampling import encode, sample
+from annotated_transformer.models.modern_decoder import (
     ModernBlock,
     ModernDecoderLM,
     modern_parameter_formula,
 )
-from annotated_transformer.sampling import encode, sample
-from annotated_transformer.swiglu import swiglu_width
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SIZES = {"d_model": 32, "h": 4, "N": 2, "d_ff": 48, "kv_heads": 2}
@@ -263,7 +263,7 @@ def test_the_ladder_starts_at_pytorchs_pre_norm_layer_with_a_causal_mask():
 
 
 def test_the_pre_norm_start_has_chapter_14s_parameters_plus_a_final_norm():
-    from annotated_transformer.model import DecoderLM
+    from annotated_transformer.models.decoder_only import DecoderLM
 
     old = DecoderLM(256, 32, 4, 2, 32, 128)
     new = ModernDecoderLM(256, 32, 4, 2, 32, 128, kv_heads=4, **PRE_NORM_2017)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import sacrebleu
 
-from annotated_transformer import multi30k
+from annotated_transformer.data import multi30k
 
 
 @pytest.fixture(scope="module")

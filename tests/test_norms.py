@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from annotated_transformer.norms import RMSNorm
+from annotated_transformer.blocks.norms import RMSNorm
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,15 @@ import random
 import pytest
 import torch
 
-from annotated_transformer import batching, runner
-from annotated_transformer.masks import segment_mask, segment_positions
-from annotated_transformer.model import make_model
-from annotated_transformer.positional import PositionalEmbedding, PositionalEncoding
-from annotated_transformer.training import Batch, PackedBatch, seq2seq_loss
+from annotated_transformer import runner
+from annotated_transformer.blocks.masks import segment_mask, segment_positions
+from annotated_transformer.blocks.positional import (
+    PositionalEmbedding,
+    PositionalEncoding,
+)
+from annotated_transformer.data import batching
+from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.training.trainer import Batch, PackedBatch, seq2seq_loss
 
 
 def random_segments(rows: int, length: int, seed: int) -> torch.Tensor:

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from annotated_transformer.positional import (
+from annotated_transformer.blocks.positional import (
     PositionalEmbedding,
     PositionalEncoding,
     sinusoids,

@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 
-from annotated_transformer.relative import (
+from annotated_transformer.blocks.relative_attention import (
     RelativeMultiHeadAttention,
-    TransformerXLLM,
     rel_shift,
     relative_positions,
 )
+from annotated_transformer.models.transformer_xl import TransformerXLLM
 
 B, LEN, MEM, D_MODEL, H = 2, 4, 3, 8, 2
 D_K = D_MODEL // H

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from annotated_transformer.positional import sinusoids
-from annotated_transformer.rope import apply_rope, rope_tables, rotate_pairs
+from annotated_transformer.blocks.positional import sinusoids
+from annotated_transformer.blocks.rope import apply_rope, rope_tables, rotate_pairs
 
 D = 8
 

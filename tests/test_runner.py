@@ -19,12 +19,12 @@ import pytest
 import torch
 
 from annotated_transformer import runner
-from annotated_transformer.checkpoint import (
+from annotated_transformer.tasks import TASKS
+from annotated_transformer.training.checkpoints import (
     CheckpointError,
     average_checkpoints,
     read_checkpoint,
 )
-from annotated_transformer.tasks import TASKS
 
 # Tiny presets that save last.pt every 3 steps. translate: 2 epochs of 8 steps,
 # validated at the end of each; classify: 40 steps (38 per epoch), validated
@@ -394,7 +394,8 @@ def test_history_metrics_and_log_agree(task, every, uninterrupted):
 # and the process is killed (SIGKILL) there.
 KILLED_MID_WRITE = """
 import io, os, signal, sys, torch
-from annotated_transformer import checkpoint, cli
+from annotated_transformer import cli
+from annotated_transformer.training import checkpoints as checkpoint
 save, last_pt = torch.save, []
 def save_half(state, file):
     last_pt.extend([1] if state["optimizer"] is not None else [])

@@ -6,14 +6,14 @@ import math
 import pytest
 import torch
 
-from annotated_transformer.model import DecoderLM
-from annotated_transformer.sampling import (
+from annotated_transformer.evaluation.sampling import (
     context_start,
     decode,
     encode,
     next_byte_distribution,
     sample,
 )
+from annotated_transformer.models.decoder_only import DecoderLM
 
 
 def small_lm(max_len: int = 32, dropout: float = 0.1, seed: int = 0) -> DecoderLM:

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from annotated_transformer.schedule import make_scheduler, rate
+from annotated_transformer.training.schedules import make_scheduler, rate
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer.sparse import (
+from annotated_transformer.blocks.sparse_attention import (
     attended_pairs,
     fixed_masks,
     fixed_pairs,

@@ -8,14 +8,14 @@ import math
 import pytest
 import torch
 
-from annotated_transformer.kv_cache import KVCache
-from annotated_transformer.modern import ModernDecoderLM
-from annotated_transformer.runner import PRESETS
-from annotated_transformer.sparse import (
+from annotated_transformer.blocks.kv_cache import KVCache
+from annotated_transformer.blocks.sparse_attention import (
     SparseSelfAttention,
     sparse_attention,
     sparsify_,
 )
+from annotated_transformer.models.modern_decoder import ModernDecoderLM
+from annotated_transformer.runner import PRESETS
 from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
 
 RULES = {  # the union of each pattern's two masks, as in Child et al. (2019)

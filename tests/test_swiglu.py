@@ -5,8 +5,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer.layers import PositionwiseFeedForward
-from annotated_transformer.swiglu import SwiGLU, swiglu_width
+from annotated_transformer.blocks.feed_forward import (
+    PositionwiseFeedForward,
+    SwiGLU,
+    swiglu_width,
+)
 
 
 def count(module):

@@ -15,12 +15,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer import imdb, runner
-from annotated_transformer.batching import collate
-from annotated_transformer.bpe import BPE
-from annotated_transformer.embeddings import check_ids
-from annotated_transformer.model import DecoderLM, EncoderClassifier
-from annotated_transformer.schedule import make_scheduler
+from annotated_transformer import runner
+from annotated_transformer.blocks.embeddings import check_ids
+from annotated_transformer.data import imdb
+from annotated_transformer.data.batching import collate
+from annotated_transformer.data.bpe import BPE
+from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.encoder_only import EncoderClassifier
 from annotated_transformer.tasks import PRESETS
 from annotated_transformer.tasks.classification import ReviewTokenizer
 from annotated_transformer.tasks.lm import (
@@ -30,6 +31,7 @@ from annotated_transformer.tasks.lm import (
     fixed_windows,
     window_plan,
 )
+from annotated_transformer.training.schedules import make_scheduler
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,7 +143,7 @@ def test_make_scheduler_is_the_only_place_a_scheduler_is_made():
         for p in files
         if re.search(r"lr_scheduler|LambdaLR\(", p.read_text(encoding="utf-8"))
     }
-    assert makers == {"src/annotated_transformer/schedule.py"}
+    assert makers == {"src/annotated_transformer/training/schedules.py"}
 
 
 # ---------------------------------------------------------- bits per byte of a text
@@ -554,7 +556,7 @@ def test_translation_pool_size_buckets_within_random_pools(multi30k_mirror):
 
 
 def test_bits_by_position_is_the_mean_over_windows_of_each_positions_bits():
-    from annotated_transformer.model import DecoderLM
+    from annotated_transformer.models.decoder_only import DecoderLM
     from annotated_transformer.tasks.lm import bits_by_position
 
     torch.manual_seed(0)

@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 
 import annotated_transformer
-from annotated_transformer.checkpoint import load_checkpoint
-from annotated_transformer.model import make_model
-from annotated_transformer.schedule import make_scheduler, rate
-from annotated_transformer.training import (
+from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.training.checkpoints import load_checkpoint
+from annotated_transformer.training.schedules import make_scheduler, rate
+from annotated_transformer.training.trainer import (
     Batch,
     NonFiniteLossError,
     Trainer,

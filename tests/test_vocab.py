@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from annotated_transformer.vocab import SPECIALS, Vocab
+from annotated_transformer.data.vocab import SPECIALS, Vocab
 
 SENTENCES = [
     ["a", "dog", "runs", "."],

@@ -15,15 +15,15 @@ import torch
 import torch.nn.functional as F
 
 from annotated_transformer import runner
-from annotated_transformer.checkpoint import read_checkpoint
-from annotated_transformer.relative import TransformerXLLM
-from annotated_transformer.segments import (
+from annotated_transformer.evaluation.segments import (
     Segments,
     evaluate_bits_per_byte,
     stream_segments,
 )
+from annotated_transformer.models.transformer_xl import TransformerXLLM
 from annotated_transformer.tasks import PRESETS
 from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
+from annotated_transformer.training.checkpoints import read_checkpoint
 
 
 def random_text(n: int, seed: int = 0) -> torch.Tensor:

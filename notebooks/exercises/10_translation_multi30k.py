@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from annotated_transformer.vocab import Vocab
+from annotated_transformer.data.vocab import Vocab
 
 
 def train_vocab(splits: dict[str, list[list[str]]], min_freq: int = 2) -> Vocab:

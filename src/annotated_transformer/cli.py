@@ -54,9 +54,13 @@ from pathlib import Path
 import torch
 
 from annotated_transformer import records, runner
-from annotated_transformer.checkpoint import DiskFullError, disk_full, is_disk_full
 from annotated_transformer.tasks import PRESETS, TASKS
-from annotated_transformer.training import NonFiniteLossError
+from annotated_transformer.training.checkpoints import (
+    DiskFullError,
+    disk_full,
+    is_disk_full,
+)
+from annotated_transformer.training.trainer import NonFiniteLossError
 
 
 class _Parser(argparse.ArgumentParser):

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from annotated_transformer.download import Resource
+    from annotated_transformer.data.download import Resource
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout, for an editable install
 LOCK = ROOT / ".ci" / "requirements.lock"
@@ -231,7 +231,7 @@ def _torch_build(torch) -> Check:
 def _bf16(torch) -> Check:
     """Race a bf16 matrix product against fp32, as
     ``precision="auto"`` does to pick one."""
-    from annotated_transformer.training import cpu_bf16_speedup
+    from annotated_transformer.training.trainer import cpu_bf16_speedup
 
     speed = cpu_bf16_speedup()
     found = f"bf16 matrix products run at {speed:.2g}× the fp32 speed on this CPU"
@@ -400,8 +400,8 @@ def _lock_covers(pyproject: Path, pins: list[tuple[str, str, str]]) -> Check:
 def check_datasets() -> list[Check]:
     """Each dataset: in the mirror (``AT_DATA_MIRROR``), in the cache,
     or where it comes from."""
-    from annotated_transformer import settings
-    from annotated_transformer.download import REGISTRY
+    from annotated_transformer import paths as settings
+    from annotated_transformer.data.download import REGISTRY
 
     mirror, cache = settings.data_mirror(), settings.cache_dir()
     checks = []

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from annotated_transformer.checkpoint import atomic_write
+from annotated_transformer.training.checkpoints import atomic_write
 
 PROVENANCE = "provenance.json"
 

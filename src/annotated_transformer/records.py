@@ -40,14 +40,14 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from annotated_transformer.checkpoint import (
+from annotated_transformer.machine import PROVENANCE, describe, git_commit
+from annotated_transformer.paths import repository_root
+from annotated_transformer.tasks import PRESETS, TASKS, Task
+from annotated_transformer.training.checkpoints import (
     atomic_copy,
     atomic_write,
     read_checkpoint,
 )
-from annotated_transformer.machine import PROVENANCE, describe, git_commit
-from annotated_transformer.tasks import PRESETS, TASKS, Task
-from annotated_transformer.tasks.base import repository_root
 
 RECORD, WEIGHTS, STATE = "record.json", "model.safetensors", "state.json"
 COPIED = ("history.csv", "train.log")

@@ -30,7 +30,7 @@ it; the runner owns the rest:
   test included) and ``train.log`` (what was printed, for people);
 - **many processes**: under ``torchrun`` every rank takes every R-th batch and the
   loss is normalised by the global token count
-  (:mod:`annotated_transformer.distributed`); the model is replicated (DDP) or, with
+  (:mod:`annotated_transformer.training.distributed`); the model is replicated (DDP) or, with
   ``sharding="fsdp"``, sharded layer by layer (``BLOCKS``).
 
 What a chapter calls is :func:`ensure_run`; the command line is
@@ -55,11 +55,20 @@ import pandas as pd
 import torch
 from torch import nn
 
-from annotated_transformer import distributed as dist
 from annotated_transformer import records
-from annotated_transformer.batching import shard_batches
-from annotated_transformer.book.progress import tqdm
-from annotated_transformer.checkpoint import (
+from annotated_transformer.blocks.layers import (
+    DecoderLayer,
+    EncoderLayer,
+    TransformerBlock,
+)
+from annotated_transformer.data.batching import shard_batches
+from annotated_transformer.machine import write_provenance
+from annotated_transformer.models.encoder_decoder import count_parameters
+from annotated_transformer.models.modern_decoder import ModernBlock
+from annotated_transformer.tasks import PRESETS, TASKS, Task
+from annotated_transformer.tasks.base import apply_settings
+from annotated_transformer.training import distributed as dist
+from annotated_transformer.training.checkpoints import (
     CheckpointError,
     atomic_copy,
     atomic_write,
@@ -71,18 +80,9 @@ from annotated_transformer.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
-from annotated_transformer.layers import (
-    DecoderLayer,
-    EncoderLayer,
-    TransformerBlock,
-)
-from annotated_transformer.machine import write_provenance
-from annotated_transformer.model import count_parameters
-from annotated_transformer.modern import ModernBlock
-from annotated_transformer.schedule import make_scheduler
-from annotated_transformer.tasks import PRESETS, TASKS, Task
-from annotated_transformer.tasks.base import apply_settings
-from annotated_transformer.training import (
+from annotated_transformer.training.progress import tqdm
+from annotated_transformer.training.schedules import make_scheduler
+from annotated_transformer.training.trainer import (
     Trainer,
     checkpoint_blocks,
     make_optimizer,
@@ -720,7 +720,7 @@ def load_model(
 ) -> tuple[Task, nn.Module]:
     """The task (with its saved vocabulary) and the model (eval mode) of a run's
     checkpoint; given several checkpoints, their
-    :func:`~annotated_transformer.checkpoint.model_soup` with the first one's task
+    :func:`~annotated_transformer.training.checkpoints.model_soup` with the first one's task
     and settings."""
     if isinstance(checkpoint, str | Path):
         state = read_checkpoint(checkpoint)

@@ -13,7 +13,7 @@ the output is plain text, nothing is installed (Graphviz would be a system
 dependency; matplotlib and Altair place labels by data coordinates, not by the
 layout a diagram needs), and a figure can read its names and numbers from the
 package itself (a mask is drawn from
-:func:`~annotated_transformer.masks.make_std_mask`'s output), which tests then
+:func:`~annotated_transformer.blocks.masks.make_std_mask`'s output), which tests then
 check.
 
 One style: the palette :data:`TONES`, a sans font for prose and a monospace one for
@@ -35,9 +35,14 @@ from pathlib import Path
 
 import torch
 
-from annotated_transformer import attention, embeddings, layers, model, positional
-from annotated_transformer.masks import make_std_mask, padding_mask, subsequent_mask
-from annotated_transformer.training import PackedBatch
+from annotated_transformer.blocks import attention, embeddings, layers, positional
+from annotated_transformer.blocks.masks import (
+    make_std_mask,
+    padding_mask,
+    subsequent_mask,
+)
+from annotated_transformer.models import encoder_decoder as model
+from annotated_transformer.training.trainer import PackedBatch
 
 WIDTH = 380  # viewBox units; shown 1.25x on a wide screen, scaled down on a phone
 SCALE = 1.25
@@ -1271,10 +1276,12 @@ def block_today() -> str:
     """Chapter 15: chapter 14's post-norm block (TransformerBlock) against
     today's pre-norm ModernBlock; ``data-root`` names the block a box's
     ``data-module`` is inside."""
-    from annotated_transformer.gqa import GroupedQueryAttention
-    from annotated_transformer.modern import ModernBlock
-    from annotated_transformer.norms import RMSNorm
-    from annotated_transformer.swiglu import SwiGLU
+    from annotated_transformer.blocks.feed_forward import SwiGLU
+    from annotated_transformer.blocks.grouped_query_attention import (
+        GroupedQueryAttention,
+    )
+    from annotated_transformer.blocks.norms import RMSNorm
+    from annotated_transformer.models.modern_decoder import ModernBlock
 
     c = Canvas("The 2017 block against today's")
     old = [

@@ -22,6 +22,7 @@ import altair as alt
 import nbformat
 import pandas as pd
 
+from annotated_transformer.paths import repository_root
 from annotated_transformer.records import (
     HEADLINE,
     all_records,
@@ -30,7 +31,6 @@ from annotated_transformer.records import (
     machine_line,
 )
 from annotated_transformer.tasks import TASKS
-from annotated_transformer.tasks.base import repository_root
 
 ROOT = repository_root(Path(__file__).parent) or Path.cwd()
 PAGE = ROOT / "book" / "results.ipynb"

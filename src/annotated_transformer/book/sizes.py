@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TypeVar
 
-from annotated_transformer.tasks.base import repository_root
+from annotated_transformer.paths import repository_root
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ from types import ModuleType
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer.bpe import merge_word
+from annotated_transformer.data.bpe import merge_word
 from annotated_transformer.exercises.grading import (
     assert_close,
     assert_equal,

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from annotated_transformer.exercises.grading import assert_close, exercise
-from annotated_transformer.model import make_model, tie_weights
+from annotated_transformer.models.encoder_decoder import make_model, tie_weights
 
 
 @exercise(

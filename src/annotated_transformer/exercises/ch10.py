@@ -13,8 +13,8 @@ from types import ModuleType
 
 from sacrebleu.metrics import BLEU
 
+from annotated_transformer.data.vocab import SPECIALS
 from annotated_transformer.exercises.grading import exercise
-from annotated_transformer.vocab import SPECIALS
 
 CHAPTER = "10"
 

@@ -7,9 +7,9 @@ from types import ModuleType
 
 import torch
 
+from annotated_transformer.blocks.masks import padding_mask
 from annotated_transformer.exercises.grading import assert_close, exercise
-from annotated_transformer.masks import padding_mask
-from annotated_transformer.model import make_model
+from annotated_transformer.models.encoder_decoder import make_model
 
 CHAPTER = "11"
 

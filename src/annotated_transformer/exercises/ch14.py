@@ -13,7 +13,7 @@ from annotated_transformer.exercises.grading import (
     assert_equal,
     exercise,
 )
-from annotated_transformer.model import DecoderLM
+from annotated_transformer.models.decoder_only import DecoderLM
 
 CHAPTER = "14"
 

@@ -8,12 +8,12 @@ from types import ModuleType
 import torch
 
 from annotated_transformer.exercises.grading import assert_equal, exercise
-from annotated_transformer.gpt2 import GPT2LM
-from annotated_transformer.model import (
+from annotated_transformer.models.encoder_decoder import count_parameters
+from annotated_transformer.models.encoder_only import (
     EncoderClassifier,
     MaskedLanguageModel,
-    count_parameters,
 )
+from annotated_transformer.models.gpt2 import GPT2LM
 
 CHAPTER = "16"
 

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from annotated_transformer.exercises.grading import assert_close, exercise
-from annotated_transformer.model import DecoderLM
-from annotated_transformer.schedule import make_scheduler
+from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.training.schedules import make_scheduler
 
 CHAPTER = "18"
 

@@ -8,7 +8,7 @@ A task is a config dataclass and a class with six methods:
 - ``build_model()``: the model, built as ``Model(**config.model)``;
 - ``loss(model, batch) -> (loss_sum, n)``: the loss *summed* over the batch's tokens
   (or examples) and their count, the
-  :class:`~annotated_transformer.training.Trainer`'s contract;
+  :class:`~annotated_transformer.training.trainer.Trainer`'s contract;
 - ``batches(epoch)``: that epoch's training batches, the same ones every time for
   the same epoch (so a killed run resumes at the exact batch it stopped at);
 - ``evaluate(model) -> dict``: validation metrics, including
@@ -40,9 +40,14 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from annotated_transformer.distributed import SHARDINGS
-from annotated_transformer.schedule import SCHEDULES
-from annotated_transformer.training import PRECISIONS, mean_loss, resolve_precision
+from annotated_transformer.paths import repository_root
+from annotated_transformer.training.distributed import SHARDINGS
+from annotated_transformer.training.schedules import SCHEDULES
+from annotated_transformer.training.trainer import (
+    PRECISIONS,
+    mean_loss,
+    resolve_precision,
+)
 
 CPU = torch.device("cpu")
 
@@ -57,7 +62,7 @@ class TrainConfig:
     Steps count optimiser updates (each of ``accumulate`` micro-batches).
     ``epochs`` > 0 overrides ``steps`` with ``epochs`` × the task's steps per epoch.
     ``lr`` is the *peak* learning rate of ``schedule`` (see
-    :func:`~annotated_transformer.schedule.make_scheduler`).
+    :func:`~annotated_transformer.training.schedules.make_scheduler`).
     """
 
     steps: int = 1_000
@@ -214,16 +219,6 @@ def epoch_generator(seed: int, epoch: int) -> torch.Generator:
     same for the same ``seed`` and ``epoch``, so that a resumed run draws what the
     killed one would have, and different for every other epoch."""
     return torch.Generator().manual_seed(seed * 1_000_003 + epoch)
-
-
-def repository_root(start: str | Path | None = None) -> Path | None:
-    """The nearest folder upwards from ``start`` (default: the working directory)
-    with a ``pyproject.toml``, or None: the repository a command line or a chapter
-    (in ``notebooks/``) runs in."""
-    here = Path(start or Path.cwd()).resolve()
-    return next(
-        (f for f in (here, *here.parents) if (f / "pyproject.toml").is_file()), None
-    )
 
 
 def run_folder(name: str | Path) -> Path:

@@ -3,13 +3,13 @@ encoder-only Transformer (Part V).
 
 - Tokens: lower-cased words (``imdb.tokenize``), or with ``tokenizer="bpe"`` byte
   pairs learned from those words (chapter 03's
-  :class:`~annotated_transformer.bpe.BPE`): a rare word is then spelled in pieces
+  :class:`~annotated_transformer.data.bpe.BPE`): a rare word is then spelled in pieces
   instead of becoming ``<unk>``. Reviews are cut to ``max_len`` tokens: their first
   ones, or with ``tail`` their first and last ones.
 - Splits: ``val_size`` validation reviews are a seeded draw from the 25,000
   training reviews; tokenizer and vocabulary see the remaining training reviews
   only; the test set is IMDb's.
-- Model: :class:`~annotated_transformer.model.EncoderClassifier` (embed, N post-norm
+- Model: :class:`~annotated_transformer.models.encoder_only.EncoderClassifier` (embed, N post-norm
   blocks, mean over the real tokens, a linear layer). ``attn_dropout`` is separate
   from ``dropout`` because any value > 0 takes ``scaled_dot_product_attention`` off
   its fused CPU kernel (a training step at length 256 was about 2.9× slower).
@@ -33,11 +33,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from annotated_transformer import imdb
-from annotated_transformer.batching import bucket_batches, collate
-from annotated_transformer.bpe import BPE
-from annotated_transformer.checkpoint import read_checkpoint
-from annotated_transformer.model import EncoderClassifier, load_encoder
+from annotated_transformer.data import imdb
+from annotated_transformer.data.batching import bucket_batches, collate
+from annotated_transformer.data.bpe import BPE
+from annotated_transformer.data.vocab import MASK, SPECIALS, Vocab
+from annotated_transformer.models.encoder_only import (
+    EncoderClassifier,
+    load_encoder,
+)
 from annotated_transformer.tasks.base import (
     Task,
     TrainConfig,
@@ -46,8 +49,8 @@ from annotated_transformer.tasks.base import (
     run_folder,
     run_path,
 )
-from annotated_transformer.training import autocast, evaluating
-from annotated_transformer.vocab import MASK, SPECIALS, Vocab
+from annotated_transformer.training.checkpoints import read_checkpoint
+from annotated_transformer.training.trainer import autocast, evaluating
 
 LABELS = ("negative", "positive")  # label 0, label 1 (imdb.load_imdb)
 
@@ -434,7 +437,7 @@ class ReviewsTask(Task):
 
 class Classification(ReviewsTask):
     """IMDb sentiment with an
-    :class:`~annotated_transformer.model.EncoderClassifier`."""
+    :class:`~annotated_transformer.models.encoder_only.EncoderClassifier`."""
 
     name = "classify"
     title = "IMDb sentiment classification (an encoder-only classifier)"

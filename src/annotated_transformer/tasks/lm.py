@@ -1,31 +1,31 @@
 """A byte-level language model (Part V): predict each next byte of
 Tiny Shakespeare or enwik8.
 
-- Data: one long stream of bytes per split (:mod:`annotated_transformer.chars`); the
+- Data: one long stream of bytes per split (:mod:`annotated_transformer.data.byte_corpora`); the
   vocabulary is the 256 byte values, so there is no tokenizer at all.
 - Batches: random windows of ``max_len`` + 1 bytes, a seeded draw per epoch; an
   epoch is as many windows as cover the training bytes once on average.
-- Model: :class:`~annotated_transformer.model.DecoderLM`, the 2017 block with a
+- Model: :class:`~annotated_transformer.models.decoder_only.DecoderLM`, the 2017 block with a
   causal mask and learned positions (``block="2017"``), or
-  :class:`~annotated_transformer.modern.
+  :class:`~annotated_transformer.models.modern_decoder.
   ModernDecoderLM`, today's block (``block="modern"``: pre-norm
   RMSNorm, rotary positions,
   grouped-query attention with ``kv_heads`` key/value heads, SwiGLU of width
   ``swiglu_width(d_ff)``, which keeps the feed-forward's parameter count, no
   biases). The modern block's switches ``norm``, ``positions``, ``feed_forward`` and
   ``bias`` step from one to the other (chapter 15). ``block="gpt2"``:
-  :class:`~annotated_transformer.gpt2.GPT2LM`, GPT-2's recipe (pre-norm LayerNorm,
+  :class:`~annotated_transformer.models.gpt2.GPT2LM`, GPT-2's recipe (pre-norm LayerNorm,
   GELU, tied embeddings, 1/√(2N) residual init). ``block="xl"``:
-  :class:`~annotated_transformer.relative.TransformerXLLM` (relative positions and a
+  :class:`~annotated_transformer.models.transformer_xl.TransformerXLLM` (relative positions and a
   memory of ``mem_len`` states per layer, chapter 17), which reads ``max_len``-byte
-  segments of the text in order (:mod:`annotated_transformer.segments`).
+  segments of the text in order (:mod:`annotated_transformer.evaluation.segments`).
 - Tokens (chapter 16): ``tokens="bytes"`` (the default) or ``"bpe"``, a byte-level
-  BPE of ``bpe_merges`` merges (:mod:`~annotated_transformer.byte_bpe`) learned on
+  BPE of ``bpe_merges`` merges (:mod:`~annotated_transformer.data.byte_bpe`) learned on
   the training split only and saved in the task's state; the model then reads
   ``max_len`` *tokens*.
 - Sparse attention (chapter 17): ``attention="strided"`` or ``"fixed"`` replaces
   every block's attention (``block=modern`` or ``gpt2``) by block-sparse attention
-  under that pattern's union mask (:func:`~annotated_transformer.sparse.sparsify_`),
+  under that pattern's union mask (:func:`~annotated_transformer.blocks.sparse_attention.sparsify_`),
   blocks of ``sparse_stride`` positions and, for "fixed", ``sparse_summary`` summary
   positions each.
 - Loss: next-byte cross-entropy summed over the batch's positions.
@@ -34,7 +34,7 @@ Tiny Shakespeare or enwik8.
   *whole* validation split with overlapping windows
   (:func:`evaluate_bits_per_byte`). Transformer-XL is validated and tested on
   consecutive segments with its memory instead
-  (:func:`annotated_transformer.segments.evaluate_bits_per_byte`).
+  (:func:`annotated_transformer.evaluation.segments.evaluate_bits_per_byte`).
 
 Bits per byte over a whole text: the mean of −log₂ p(xₜ | context) over every byte
 xₜ after the first. The model reads at most ``max_len`` bytes, so the text is scored
@@ -78,26 +78,38 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from annotated_transformer import distributed as dist
-from annotated_transformer import segments
-from annotated_transformer.book.progress import tqdm
-from annotated_transformer.byte_bpe import ByteBPE
-from annotated_transformer.chars import DATASETS, load_splits, random_windows
-from annotated_transformer.gpt2 import GPT2LM
-from annotated_transformer.metrics import BitsPerByte
-from annotated_transformer.model import DecoderLM
-from annotated_transformer.modern import ModernDecoderLM, check_choices
-from annotated_transformer.relative import TransformerXLLM
-from annotated_transformer.sampling import check_sampling, decode, encode, sample
-from annotated_transformer.sparse import PATTERNS, sparsify_
-from annotated_transformer.swiglu import swiglu_width
+from annotated_transformer.blocks.feed_forward import swiglu_width
+from annotated_transformer.blocks.sparse_attention import PATTERNS, sparsify_
+from annotated_transformer.data.byte_bpe import ByteBPE
+from annotated_transformer.data.byte_corpora import (
+    DATASETS,
+    load_splits,
+    random_windows,
+)
+from annotated_transformer.evaluation import segments
+from annotated_transformer.evaluation.metrics import BitsPerByte
+from annotated_transformer.evaluation.sampling import (
+    check_sampling,
+    decode,
+    encode,
+    sample,
+)
+from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.gpt2 import GPT2LM
+from annotated_transformer.models.modern_decoder import (
+    ModernDecoderLM,
+    check_choices,
+)
+from annotated_transformer.models.transformer_xl import TransformerXLLM
 from annotated_transformer.tasks.base import (
     Task,
     TrainConfig,
     check_texts,
     epoch_generator,
 )
-from annotated_transformer.training import autocast, evaluating
+from annotated_transformer.training import distributed as dist
+from annotated_transformer.training.progress import tqdm
+from annotated_transformer.training.trainer import autocast, evaluating
 
 PREFIX_NOTE = (
     "enwik8_prefix is the first 10^6 bytes of enwik8: its scores are not "
@@ -472,7 +484,7 @@ def bits_by_position(
 
 class LanguageModel(Task):
     """Next-byte prediction with a decoder-only
-    :class:`~annotated_transformer.model.DecoderLM`."""
+    :class:`~annotated_transformer.models.decoder_only.DecoderLM`."""
 
     name = "lm"
     title = (

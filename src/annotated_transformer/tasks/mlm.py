@@ -9,11 +9,11 @@ classifier's encoder (BERT, Part V).
   are unused. The validation reviews are only scored, and the test reviews are never
   read.
 - Batches: the classifier's batches of similar-length reviews, corrupted by
-  :func:`~annotated_transformer.mlm.mask_tokens` (15 % of the ordinary tokens
+  :func:`~annotated_transformer.data.masking.mask_tokens` (15 % of the ordinary tokens
   selected; 80/10/10 mask/random/keep), with a new seeded draw every epoch
   (RoBERTa's dynamic masking). The reserved tokens (``<pad>``, ``<unk>``, ...) are
   never selected nor drawn.
-- Model: :class:`~annotated_transformer.model.MaskedLanguageModel`, the classifier's
+- Model: :class:`~annotated_transformer.models.encoder_only.MaskedLanguageModel`, the classifier's
   encoder with the tied embedding as its output layer; ``classify --set init=RUN``
   starts from it. ``mlm --set init=RUN`` pretrains further from all of a finished
   run's weights, under a new schedule; its epochs draw the same batches and maskings
@@ -37,8 +37,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from annotated_transformer.mlm import mask_tokens
-from annotated_transformer.model import MaskedLanguageModel
+from annotated_transformer.data.masking import mask_tokens
+from annotated_transformer.data.vocab import MASK, SPECIALS
+from annotated_transformer.models.encoder_only import MaskedLanguageModel
 from annotated_transformer.tasks.base import check_texts, epoch_generator
 from annotated_transformer.tasks.classification import PRESETS as CLASSIFY_PRESETS
 from annotated_transformer.tasks.classification import (
@@ -47,8 +48,7 @@ from annotated_transformer.tasks.classification import (
     ReviewsTask,
     review_batches,
 )
-from annotated_transformer.training import autocast, evaluating
-from annotated_transformer.vocab import MASK, SPECIALS
+from annotated_transformer.training.trainer import autocast, evaluating
 
 MASK_TEXT = "[MASK]"  # how a blank is written in the text given to ``predict``
 VALIDATION_SEED = 12_345  # the one masking of the validation reviews

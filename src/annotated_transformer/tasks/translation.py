@@ -4,7 +4,7 @@ the paper was written for.
 - Tokens: ``tokens="words"``, spaCy's words with one vocabulary per language (words
   seen at least ``min_freq`` times in training, the rest ``<unk>``); or
   ``tokens="bpe"``, one byte-pair vocabulary learned on the German *and* English
-  training sentences (chapter 03's :class:`~annotated_transformer.bpe.BPE`), which
+  training sentences (chapter 03's :class:`~annotated_transformer.data.bpe.BPE`), which
   spells any word in pieces: no ``<unk>``. ``tie=True`` then makes the source and
   target embeddings and the generator one matrix.
 - Batches: sentence pairs of similar length, up to ``max_tokens`` padded tokens per
@@ -12,7 +12,7 @@ the paper was written for.
   sorts by length only within random pools of that many pairs (more padding, more
   varied batches). ``pack_width`` instead keeps batches random and packs their pairs
   several to a row of that many tokens (``batching.packed_batches``,
-  :class:`~annotated_transformer.training.PackedBatch`).
+  :class:`~annotated_transformer.training.trainer.PackedBatch`).
 - Loss: label-smoothed cross-entropy summed over the target tokens.
 - Validation: loss per target token and greedy BLEU; test:
   test2016 with beam search.
@@ -33,21 +33,30 @@ from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
-from annotated_transformer import metrics, multi30k
-from annotated_transformer.batching import bucket_batches, collate, packed_batches
-from annotated_transformer.bpe import BPE
-from annotated_transformer.decoding import beam_search, greedy_decode
-from annotated_transformer.masks import padding_mask
-from annotated_transformer.model import EncoderDecoder, make_model, tie_weights
+from annotated_transformer.blocks.masks import padding_mask
+from annotated_transformer.data import multi30k
+from annotated_transformer.data.batching import (
+    bucket_batches,
+    collate,
+    packed_batches,
+)
+from annotated_transformer.data.bpe import BPE
+from annotated_transformer.data.vocab import SPECIALS, Vocab
+from annotated_transformer.evaluation import metrics
+from annotated_transformer.evaluation.decoding import beam_search, greedy_decode
+from annotated_transformer.models.encoder_decoder import (
+    EncoderDecoder,
+    make_model,
+    tie_weights,
+)
 from annotated_transformer.tasks.base import Task, TrainConfig, check_texts
-from annotated_transformer.training import (
+from annotated_transformer.training.trainer import (
     Batch,
     PackedBatch,
     autocast,
     evaluating,
     seq2seq_loss,
 )
-from annotated_transformer.vocab import SPECIALS, Vocab
 
 Pair = tuple[list[int], list[int]]  # (source ids, target ids), without <s> and </s>
 
@@ -387,7 +396,7 @@ def score(
 
 class Translation(Task):
     """Multi30k German→English with an
-    :class:`~annotated_transformer.model.EncoderDecoder`."""
+    :class:`~annotated_transformer.models.encoder_decoder.EncoderDecoder`."""
 
     name = "translate"
     title = "German→English translation on Multi30k (an encoder-decoder)"

@@ -6,7 +6,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from annotated_transformer.vocab import Vocab
+from annotated_transformer.data.vocab import Vocab
 
 
 def train_vocab(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from annotated_transformer.model import EncoderDecoder
+from annotated_transformer.models.encoder_decoder import EncoderDecoder
 
 
 def encoder_attention_maps(

@@ -1,0 +1,220 @@
+"""The building blocks of the Transformer's stacks (Vaswani
+et al. 2017, §3.1, §3.3).
+
+Encoder-decoder (the paper, as coded in the Annotated Transformer — pre-norm):
+
+- :class:`SublayerConnection`: x + dropout(sublayer(norm(x)));
+- :class:`PositionwiseFeedForward`: FFN(x) = max(0, x W₁ + b₁) W₂ + b₂ (eq. 2);
+- :class:`EncoderLayer` (self-attention, FFN), :class:`DecoderLayer` (masked
+  self-attention, source attention, FFN);
+- :class:`Encoder`, :class:`Decoder`: N layers and a final norm.
+
+One block for encoder-only and decoder-only models (Bloem's ``former`` — post-norm,
+as the paper's text): :class:`TransformerBlock`.
+
+Normalisation: :class:`LayerNorm` is the original's hand-written one, kept to teach
+the formula. The stacks use ``nn.LayerNorm``: it is the exact formula of Ba et al.
+(biased variance, ε inside the square root), one fused kernel, and what
+``nn.Transformer`` uses, so the model can be checked against PyTorch's. The original
+divides by the *unbiased* std plus ε instead, which scales outputs by √(n/(n-1))
+relative to the standard (harvardnlp/annotated-transformer #122).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+from torch import Tensor, nn
+
+from annotated_transformer.blocks.attention import MultiHeadedAttention
+from annotated_transformer.blocks.feed_forward import PositionwiseFeedForward
+from annotated_transformer.blocks.kv_cache import DecoderCache, KVCache
+from annotated_transformer.blocks.masks import subsequent_mask
+
+
+def clones(module: nn.Module, N: int) -> nn.ModuleList:
+    """N independent deep copies of ``module`` (same initial
+    weights, trained separately)."""
+    return nn.ModuleList([copy.deepcopy(module) for _ in range(N)])
+
+
+class SublayerConnection(nn.Module):
+    """Pre-norm residual connection: x + dropout(sublayer(norm(x))).
+
+    The paper writes post-norm, LayerNorm(x + Sublayer(x)); normalising first, as
+    the Annotated Transformer's code does, keeps a clean identity path from input to
+    output and trains deep stacks without a careful warm-up. x: (batch, len,
+    size) -> same.
+    """
+
+    def __init__(self, size: int, dropout: float) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(size)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        return x + self.dropout(sublayer(self.norm(x)))
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then feed-forward, each in a pre-norm residual connection.
+
+    x: (batch, src_len, size); mask: bool (batch, 1,
+        src_len) -> (batch, src_len, size)
+    """
+
+    def __init__(
+        self,
+        size: int,
+        self_attn: MultiHeadedAttention,
+        feed_forward: PositionwiseFeedForward,
+        dropout: float,
+    ) -> None:
+        super().__init__()
+        self.self_attn = self_attn
+        self.feed_forward = feed_forward
+        self.sublayer = clones(SublayerConnection(size, dropout), 2)
+        self.size = size
+
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, mask))
+        return self.sublayer[1](x, self.feed_forward)
+
+
+class Encoder(nn.Module):
+    """N encoder layers, then a final norm (needed with pre-norm: the last residual
+    sum is otherwise never normalised). x: (batch, src_len, d_model) -> same."""
+
+    def __init__(self, layer: EncoderLayer, N: int) -> None:
+        super().__init__()
+        self.layers = clones(layer, N)
+        self.norm = nn.LayerNorm(layer.size)
+
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.norm(x)
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, source attention over the
+    encoder memory, feed-forward.
+
+    x: (batch, new, size); memory: (batch, src_len, size)
+    src_mask: bool (batch, 1, src_len); tgt_mask: bool (batch or 1, new, past + new)
+    cache: this layer's ``(self_kv, src_kv)`` from a :class:`DecoderCache`, or
+        None; with it, x holds only the new positions and the earlier
+        keys/values come from the cache.
+    returns (batch, new, size)
+    """
+
+    def __init__(
+        self,
+        size: int,
+        self_attn: MultiHeadedAttention,
+        src_attn: MultiHeadedAttention,
+        feed_forward: PositionwiseFeedForward,
+        dropout: float,
+    ) -> None:
+        super().__init__()
+        self.size = size
+        self.self_attn = self_attn
+        self.src_attn = src_attn
+        self.feed_forward = feed_forward
+        self.sublayer = clones(SublayerConnection(size, dropout), 3)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        tgt_mask: Tensor | None,
+        cache: tuple[KVCache, KVCache] | None = None,
+    ) -> Tensor:
+        self_kv, src_kv = cache if cache is not None else (None, None)
+        m = memory
+        x = self.sublayer[0](
+            x, lambda x: self.self_attn(x, x, x, tgt_mask, cache=self_kv)
+        )
+        x = self.sublayer[1](
+            x, lambda x: self.src_attn(x, m, m, src_mask, cache=src_kv)
+        )
+        return self.sublayer[2](x, self.feed_forward)
+
+
+class Decoder(nn.Module):
+    """N decoder layers, then a final norm. x: (batch, new, d_model) -> same.
+
+    With a :class:`DecoderCache`, layer i gets ``cache.layers[i]``.
+    """
+
+    def __init__(self, layer: DecoderLayer, N: int) -> None:
+        super().__init__()
+        self.layers = clones(layer, N)
+        self.norm = nn.LayerNorm(layer.size)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        tgt_mask: Tensor | None,
+        cache: DecoderCache | None = None,
+    ) -> Tensor:
+        if cache is not None and len(cache.layers) != len(self.layers):
+            raise ValueError(
+                f"the cache has {len(cache.layers)} layers but the decoder has "
+                f"{len(self.layers)}; build it with "
+                f"DecoderCache({len(self.layers)})"
+            )
+        for i, layer in enumerate(self.layers):
+            x = layer(
+                x,
+                memory,
+                src_mask,
+                tgt_mask,
+                None if cache is None else cache.layers[i],
+            )
+        return self.norm(x)
+
+
+class TransformerBlock(nn.Module):
+    """Bloem's post-norm block for encoder-only and decoder-only models.
+
+    x = LayerNorm(x + dropout(SelfAttention(x))); x = LayerNorm(x +
+    dropout(FFN(x))) (the paper's text, §3.1 and §5.4;
+    ``nn.TransformerEncoderLayer`` with norm_first=False).
+
+    x: (batch, len, d_model); mask: bool (batch or 1, 1 or len, past + len),
+        e.g. a padding mask; ``causal=True`` also hides the future (a
+        decoder-only language model).
+    cache: a :class:`KVCache` for generation, then x holds only the new positions.
+    returns (batch, len, d_model)
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        causal: bool = False,
+    ) -> None:
+        super().__init__()
+        self.attention = MultiHeadedAttention(h, d_model, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.causal = causal
+
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None
+    ) -> Tensor:
+        if self.causal:
+            past = 0 if cache is None else cache.length
+            future = subsequent_mask(x.size(1), offset=past, device=x.device)
+            mask = future if mask is None else mask & future
+        x = self.norm1(x + self.dropout(self.attention(x, x, x, mask, cache=cache)))
+        return self.norm2(x + self.dropout(self.feed_forward(x)))

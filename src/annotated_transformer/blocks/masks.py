@@ -1,0 +1,239 @@
+"""Attention masks: which keys each query may look at (Vaswani et al. 2017, §3.2.3).
+
+All masks are boolean and ``True`` means *may attend* (the convention of
+``torch.nn.functional.scaled_dot_product_attention``). Shapes leave out the head
+axis; :class:`~annotated_transformer.blocks.attention.MultiHeadedAttention` adds it.
+
+- :func:`padding_mask` ``(batch, 1, len)``: hide padded keys from every query;
+- :func:`subsequent_mask` ``(1, len, len)``: hide the future
+  (position i sees keys 0..i);
+- :func:`make_std_mask` (alias :func:`target_mask`) ``(batch, len, len)``:
+  both, for the decoder's self-attention, with padded query rows handled so
+  that nothing becomes NaN;
+- :func:`segment_mask` ``(batch, q_len, k_len)`` and :func:`segment_positions`: for
+  rows that hold several sentences one after another (sequence packing), each token
+  sees only its own sentence and counts its position from that sentence's start;
+- :func:`left_padding_mask` ``(batch, new, past + new)`` and
+  :func:`left_padding_positions`: prompts of different lengths, padded on the left,
+  generated in one batch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def check_tokens(tokens: Tensor, name: str = "tokens") -> None:
+    """Raise a ValueError unless ``tokens`` is an integer (batch, len) tensor."""
+    if tokens.dim() != 2:
+        raise ValueError(
+            f"{name} must be token ids of shape (batch, len), got "
+            f"{tuple(tokens.shape)}"
+        )
+    if (
+        tokens.dtype.is_floating_point
+        or tokens.dtype.is_complex
+        or tokens.dtype == torch.bool
+    ):
+        raise ValueError(
+            f"{name} must hold integer token ids, got dtype {tokens.dtype}"
+        )
+
+
+def subsequent_mask(
+    size: int, offset: int = 0, device: torch.device | str | None = None
+) -> Tensor:
+    """Look-ahead mask: query position i may attend to key positions j ≤ i.
+
+    size: number of query positions; offset: positions already
+        decoded before them (cached
+    decoding: the queries are positions offset..offset+size-1,
+        the keys 0..offset+size-1)
+    returns bool (1, size, offset + size), lower-triangular
+        (diagonal included) for offset=0
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(
+            f"subsequent_mask needs a positive integer size, got {size!r}"
+        )
+    if offset < 0:
+        raise ValueError(f"subsequent_mask needs offset >= 0, got {offset}")
+    ones = torch.ones(size, offset + size, dtype=torch.bool, device=device)
+    return ones.tril(diagonal=offset).unsqueeze(0)
+
+
+def window_mask(
+    size: int, window: int, device: torch.device | str | None = None
+) -> Tensor:
+    """Sliding-window mask: position i may attend to
+    position j when |i − j| ≤ window.
+
+    The local pattern of sparse and long-document encoders, both directions (no
+    look-ahead rule); returns bool (1, size, size), a band of width
+    2·window + 1 around the diagonal.
+    """
+    if window < 0:
+        raise ValueError(
+            f"window={window} must be >= 0 (0: each position sees itself)"
+        )
+    i = torch.arange(size, device=device)
+    return ((i[:, None] - i[None, :]).abs() <= window).unsqueeze(0)
+
+
+def padding_mask(tokens: Tensor, pad: int) -> Tensor:
+    """Key-padding mask: every query may attend to every non-padding key.
+
+    tokens: integer (batch, len); pad: the padding token id
+    returns bool (batch, 1, len); the singleton axis broadcasts over query positions
+    """
+    check_tokens(tokens, "tokens")
+    return (tokens != pad).unsqueeze(-2)
+
+
+def make_std_mask(tgt: Tensor, pad: int) -> Tensor:
+    """Decoder self-attention mask: no look-ahead and no
+    padding (the original's name).
+
+    tgt: integer (batch, len), the decoder input; pad: the padding token id
+    returns bool (batch, len, len), ``mask[b, i, j]`` = may query i attend to key j
+
+    The original ``make_std_mask`` only hides padded *keys*
+    (harvardnlp/annotated-transformer #137): a query at a padded position still
+    attends to the real tokens before it. Its output is never used, but it is
+    computed from real tokens, and with left padding a padded query can end up with
+    no key at all, so the softmax gives NaN. Here, "correct" means:
+
+    - a real query i attends to real keys j ≤ i, never to padded
+      keys (as in the original);
+    - a padded query attends only to itself. Every row then has one allowed key (no
+      NaN, a fully masked row would be 0/0), padded positions get no information
+      from the real ones, and their outputs are ignored anyway because the loss
+      skips padded targets.
+    """
+    check_tokens(tgt, "tgt")
+    real = tgt != pad  # (batch, len)
+    mask = padding_mask(tgt, pad) & subsequent_mask(tgt.size(-1), device=tgt.device)
+    padded_query_row = ~real.unsqueeze(-1)  # (batch, len, 1)
+    eye = torch.eye(tgt.size(-1), dtype=torch.bool, device=tgt.device)  # (len, len)
+    return torch.where(padded_query_row, eye, mask)
+
+
+target_mask = make_std_mask
+"""A descriptive name for :func:`make_std_mask`."""
+
+
+def segment_mask(
+    q_segments: Tensor, k_segments: Tensor, causal: bool = False
+) -> Tensor:
+    """Attention inside packed rows: a query sees only the keys of its own sentence.
+
+    q_segments: integer (batch, q_len), k_segments: integer (batch, k_len): which
+        sentence of the row each token belongs to, numbered from 1; 0 marks padding.
+        causal: also hide later keys (the decoder's self-attention, where queries
+        and keys are the same tokens).
+    returns bool (batch, q_len, k_len):
+        ``mask[b, i, j]`` = may query i attend to key j
+
+    A real query attends to the keys of its segment (j ≤ i if causal), so packing
+    several sentences in a row computes exactly what one row per sentence would. A
+    padding query attends to every key: its row is never empty (no NaN) and its
+    output is never used.
+    """
+    same = q_segments.unsqueeze(-1) == k_segments.unsqueeze(
+        -2
+    )  # (batch, q_len, k_len)
+    if causal:
+        q_len, k_len = q_segments.size(-1), k_segments.size(-1)
+        same = (
+            same
+            & torch.ones(q_len, k_len, dtype=torch.bool, device=same.device).tril()
+        )
+    padding_query = (q_segments == 0).unsqueeze(-1)  # (batch, q_len, 1)
+    return (same & ~padding_query) | padding_query
+
+
+def segment_positions(segments: Tensor) -> Tensor:
+    """Each token's position within its own segment: 0, 1, 2,
+    ... restarting at every one.
+
+    segments: integer (batch, len), as in :func:`segment_mask` -> long (batch, len).
+    E.g. segments [1, 1, 1, 2, 2, 0] -> positions [0, 1, 2, 0, 1, 0] (padding counts
+    too; its position is never used).
+    """
+    index = torch.arange(segments.size(-1), device=segments.device).expand_as(
+        segments
+    )
+    starts = torch.ones_like(segments, dtype=torch.bool)
+    starts[:, 1:] = segments[:, 1:] != segments[:, :-1]  # a new segment begins here
+    first = (
+        torch.where(starts, index, torch.zeros_like(index)).cummax(dim=-1).values
+    )
+    return index - first
+
+
+def left_padding_mask(real: Tensor, new: int) -> Tensor:
+    """Which keys the last ``new`` queries may see in left-padded rows.
+
+    real: bool (batch, past + new), True = a token, False = padding before it
+    returns bool (batch, new, past + new): query i (position past + i) sees key j
+    iff j ≤ past + i and j is a token. A padding query sees only itself: its output
+    is never read, and a row with no key would make the softmax NaN.
+    """
+    if real.dtype != torch.bool or real.dim() != 2 or not 1 <= new <= real.size(1):
+        raise ValueError(
+            f"real must be bool (batch, past + new) with new={new} positions, "
+            f"got {real.dtype} {tuple(real.shape)}"
+        )
+    past = real.size(1) - new
+    causal = subsequent_mask(new, past, real.device)  # (1, new, past + new)
+    keys = torch.arange(real.size(1), device=real.device)
+    itself = keys == keys[past:, None]  # (new, past + new): key j = past + i
+    return causal & real.unsqueeze(1) | itself
+
+
+def left_padding_positions(real: Tensor, new: int) -> Tensor:
+    """Positions (batch, new) of the last ``new`` places, counted from each row's
+    first token as if it had no padding (padding: 0). real: (batch, past + new)."""
+    return (real.long().cumsum(-1) - 1).clamp(min=0)[:, real.size(1) - new :]
+
+
+def check_rows(mask: Tensor, name: str = "mask") -> None:
+    """Raise a ValueError if a query row of ``mask`` (..., q_len,
+    k_len) has no key at all.
+
+    The softmax over an empty set is 0/0: such a row would make the attention output
+    NaN. This reads the mask's values, so it runs once per batch where the batch is
+    built (on the CPU, before the batch moves to a GPU), not in every attention
+    layer.
+    """
+    if not bool(mask.any(dim=-1).all()):
+        raise ValueError(
+            f"{name} has a query row with no key it may attend to; softmax over an "
+            "empty set is undefined and would give NaN. Let every query see at "
+            "least one key (e.g. the begin-of-sequence token), and ignore padded "
+            "query positions in the loss instead."
+        )
+
+
+def check_mask(
+    mask: Tensor, batch: int, q_len: int, k_len: int, name: str = "mask"
+) -> None:
+    """Raise a ValueError unless ``mask`` is bool
+    ``(batch or 1, q_len or 1, k_len)``."""
+    if mask.dtype != torch.bool:
+        raise ValueError(
+            f"{name} must be boolean (True = may attend), got dtype {mask.dtype}"
+        )
+    shape = tuple(mask.shape)
+    if (
+        mask.dim() != 3
+        or mask.size(0) not in (1, batch)
+        or mask.size(1) not in (1, q_len)
+        or mask.size(2) != k_len
+    ):
+        raise ValueError(
+            f"{name} has shape {shape} but must be (batch={batch} or 1, "
+            f"q_len={q_len} or 1, k_len={k_len}); build it with padding_mask / "
+            "make_std_mask"
+        )

@@ -1,0 +1,434 @@
+"""Sparse attention: each position attends to O(√n) others,
+not n (Child et al. 2019).
+
+Full causal self-attention scores n(n+1)/2 pairs: time and memory grow like n². The
+Sparse Transformer *factorises* it: each head looks at a sparse set of earlier
+positions, chosen so that information can still flow from every position to every
+later one in two steps.
+Masks are boolean ``(n, n)``, ``True`` = may attend; i is the
+query, j the key; all causal.
+
+Strided pattern (for data with a period, e.g. image rows), with stride l:
+
+- local:   ``0 ≤ i − j < l``               (the previous l positions, i included);
+- strided: ``j ≤ i`` and ``(i − j) mod l = 0`` (every l-th position back).
+
+Fixed pattern (for text), with blocks of l positions and c
+"summary" positions per block:
+
+- block:   ``j ≤ i`` and ``⌊j / l⌋ = ⌊i / l⌋`` (the earlier
+  positions of i's own block);
+- summary: ``j ≤ i`` and ``j mod l ≥ l − c``  (the last c positions of every block).
+
+How two layers combine: a head whose mask is M lets i read j when ``M[i, j]``; one
+layer whose heads use masks A and B (or one head with the union) reads ``A | B``; a
+layer with mask S on top of a layer with mask F lets i read j when some k has
+``S[i, k]`` and ``F[k, j]``: the boolean matrix product, :func:`two_layer_reach`.
+Strided: local then strided (or strided then local) reaches every j ≤ i. Fixed:
+block then summary does not reach the earlier positions of i's own block, so the
+second layer must use the union: block then (block | summary) reaches every j ≤ i.
+
+With l ≈ √n each query attends to O(√n) keys, n√n pairs in all.
+:func:`strided_sparse_attention` and :func:`fixed_sparse_attention` compute exactly
+dense attention under the union mask (local | strided, block | summary: both
+patterns in one head) block by block, without ever forming an (n, n) score matrix.
+
+In a model (:class:`SparseSelfAttention`, :func:`sparsify_`), every head attends
+under the *union* of the pattern's two masks (the paper's "merged" head) rather than
+half the heads under each mask: the block-sparse kernels compute both parts in one
+softmax anyway, a union head reads everything a split pair of heads would, and one
+layer of union heads already passes information along both masks, so any two layers
+reach every earlier position.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from annotated_transformer.blocks.kv_cache import KVCache
+from annotated_transformer.blocks.rope import rotate_pairs
+
+PATTERNS = ("strided", "fixed")
+
+
+def _check_pattern(n: int, stride: int, c: int | None = None) -> None:
+    if n < 1 or stride < 1:
+        raise ValueError(f"n={n} and stride={stride} must be positive integers")
+    if c is not None and not 1 <= c <= stride:
+        raise ValueError(
+            f"c={c} summary positions per block must lie in [1, stride={stride}]"
+        )
+
+
+def _grid(n: int) -> tuple[Tensor, Tensor]:
+    """Query and key indices (n, 1) and (1, n), so that
+    expressions broadcast to (n, n)."""
+    i = torch.arange(n)
+    return i[:, None], i[None, :]
+
+
+def strided_masks(n: int, stride: int) -> tuple[Tensor, Tensor]:
+    """The strided pattern's two masks, bool (n, n) each, True = may attend.
+
+    returns (local, strided): local[i, j] = 0 ≤ i − j < stride;
+    strided[i, j] = j ≤ i and (i − j) mod stride = 0
+    """
+    _check_pattern(n, stride)
+    i, j = _grid(n)
+    return (i - j >= 0) & (i - j < stride), (j <= i) & ((i - j) % stride == 0)
+
+
+def fixed_masks(n: int, stride: int, c: int) -> tuple[Tensor, Tensor]:
+    """The fixed pattern's two masks, bool (n, n) each, True = may attend.
+
+    returns (block, summary): block[i, j] = j ≤ i and ⌊j / stride⌋ = ⌊i / stride⌋;
+    summary[i, j] = j ≤ i and j mod stride ≥ stride − c
+    """
+    _check_pattern(n, stride, c)
+    i, j = _grid(n)
+    return (j <= i) & (j // stride == i // stride), (j <= i) & (
+        j % stride >= stride - c
+    )
+
+
+def two_layer_reach(first: Tensor, second: Tensor) -> Tensor:
+    """Which positions a query reads through two stacked attention layers.
+
+    first: bool (n, n), the lower layer's mask; second: bool (n, n), the upper
+        layer's (pass ``A | B`` for a layer whose heads use masks A and B).
+    returns bool (n, n): reach[i, j] = ∃ k: second[i, k] and first[k, j],
+        i.e. (second @ first) > 0
+    """
+    if (
+        first.shape != second.shape
+        or first.dim() != 2
+        or first.size(0) != first.size(1)
+    ):
+        raise ValueError(
+            "masks must be square and of one shape (n, n), got "
+            f"{tuple(first.shape)} and {tuple(second.shape)}"
+        )
+    return (second.long() @ first.long()) > 0
+
+
+def reaches_all_earlier(first: Tensor, second: Tensor) -> bool:
+    """True when two layers (``first`` below ``second``) let
+    every i read every j ≤ i."""
+    n = first.size(0)
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    return bool(two_layer_reach(first, second)[causal].all())
+
+
+def attended_pairs(mask: Tensor) -> int:
+    """The number of (query, key) pairs a bool mask lets
+    attend: the work of one head."""
+    return int(mask.sum())
+
+
+def _check_blocks(n: int, stride: int, c: int | None = None) -> None:
+    _check_pattern(n, stride, c)
+    if n % stride != 0:
+        raise ValueError(
+            f"sequence length n={n} must be a multiple of stride={stride}; pad the "
+            "sequence (and mask the padding out of the loss) to the next multiple"
+        )
+
+
+def strided_pairs(n: int, stride: int) -> int:
+    """Pairs under local | strided, closed form, for n a multiple of stride.
+
+    Query i reads min(i + 1, stride) local keys and ⌊i / stride⌋
+    strided ones further back.
+    """
+    _check_blocks(n, stride)
+    m = n // stride
+    return (
+        stride * (stride + 1) // 2
+        + (n - stride) * stride
+        + stride * m * (m - 1) // 2
+    )
+
+
+def fixed_pairs(n: int, stride: int, c: int) -> int:
+    """Pairs under block | summary, closed form, for n a multiple of stride.
+
+    Query i in block b reads (i mod stride) + 1 keys of its block
+    and c of each earlier block.
+    """
+    _check_blocks(n, stride, c)
+    m = n // stride
+    return m * stride * (stride + 1) // 2 + c * stride * m * (m - 1) // 2
+
+
+def _check_qkv(
+    q: Tensor, k: Tensor, v: Tensor, stride: int, c: int | None = None
+) -> None:
+    if q.dim() != 4 or q.shape != k.shape or v.shape[:-1] != q.shape[:-1]:
+        raise ValueError(
+            "q, k must be (batch, heads, n, d_k) and v (batch, heads, n, d_v), got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    _check_blocks(q.size(2), stride, c)
+
+
+def _softmax_parts(
+    parts: list[Tensor], masks: list[Tensor], scale: float
+) -> list[Tensor]:
+    """One softmax over the concatenated key sets of ``parts`` (scores, masked by
+    ``masks``), returned split back into the same parts. Every query keeps at least
+    itself, so no row is empty."""
+    masked = [
+        s.masked_fill(~m, float("-inf")) for s, m in zip(parts, masks, strict=True)
+    ]
+    scores = torch.cat(masked, dim=-1)
+    weights = (scores * scale).softmax(dim=-1)
+    return list(weights.split([s.size(-1) for s in parts], dim=-1))
+
+
+def fixed_sparse_attention(
+    q: Tensor, k: Tensor, v: Tensor, stride: int, c: int
+) -> Tensor:
+    """Causal attention under the fixed pattern's union,
+    block | summary, block by block.
+
+    q, k: (batch, heads, n, d_k); v: (batch, heads, n, d_v); n a multiple of stride
+    returns (batch, heads, n, d_v), equal to softmax(Q Kᵀ / √d_k) V
+        with mask block | summary.
+
+    The sequence is cut into m = n / stride blocks. Each query block attends to its
+    own block (causally, stride × stride scores) and to the c summary keys of every
+    block, gathered into one (m·c)-long tensor, of which it keeps those of earlier
+    blocks (its own block's summary keys are already in its block). Scores:
+    n · (stride + m·c) instead of n².
+    """
+    _check_qkv(q, k, v, stride, c)
+    batch, heads, n, d_k = q.shape
+    m = n // stride
+    qb, kb, vb = (t.reshape(batch, heads, m, stride, t.size(-1)) for t in (q, k, v))
+    k_sum = kb[..., stride - c :, :].reshape(
+        batch, heads, 1, m * c, d_k
+    )  # every block's last c
+    v_sum = vb[..., stride - c :, :].reshape(batch, heads, 1, m * c, v.size(-1))
+
+    own = torch.ones(
+        stride, stride, dtype=torch.bool, device=q.device
+    ).tril()  # (stride, stride)
+    block = torch.arange(m, device=q.device)
+    earlier = (block[None, :].repeat_interleave(c, dim=1) < block[:, None])[
+        :, None, :
+    ]
+    w_own, w_sum = _softmax_parts(
+        [
+            qb @ kb.transpose(-2, -1),
+            qb @ k_sum.transpose(-2, -1),
+        ],  # (.., m, stride, stride|m·c)
+        [
+            own,
+            earlier,
+        ],  # earlier: (m, 1, m·c), summary keys of blocks before the query's
+        1 / math.sqrt(d_k),
+    )
+    out = w_own @ vb + w_sum @ v_sum  # (batch, heads, m, stride, d_v)
+    return out.reshape(batch, heads, n, v.size(-1))
+
+
+def _with_previous_row(x: Tensor) -> Tensor:
+    """(.., m, stride, d) -> (.., m, 2·stride, d): row a - 1 (zeros
+    for a = 0), then row a."""
+    previous = torch.cat([torch.zeros_like(x[:, :, :1]), x[:, :, :-1]], dim=2)
+    return torch.cat([previous, x], dim=3)
+
+
+def strided_sparse_attention(
+    q: Tensor, k: Tensor, v: Tensor, stride: int
+) -> Tensor:
+    """Causal attention under the strided pattern's union,
+    local | strided, on an (m, stride) grid.
+
+    q, k: (batch, heads, n, d_k); v: (batch, heads, n, d_v); n a multiple of stride
+    returns (batch, heads, n, d_v), equal to softmax(Q Kᵀ / √d_k) V
+        with mask local | strided.
+
+    Position i = a·stride + r sits at row a, column r of an
+    (m = n / stride, stride) grid.
+    - local: keys i − stride + 1 .. i lie in row a (columns ≤ r) and row a − 1
+      (columns > r), so each row attends to itself and the row before:
+      2·stride scores per query;
+    - strided: keys i − stride, i − 2·stride, ... are column r of the rows a' < a
+      (a' = a is the query itself, already a local key): attention along the
+      columns, m scores per query.
+    Scores: n · (2·stride + m) instead of n².
+    """
+    _check_qkv(q, k, v, stride)
+    batch, heads, n, d_k = q.shape
+    m = n // stride
+    qb, kb, vb = (t.reshape(batch, heads, m, stride, t.size(-1)) for t in (q, k, v))
+    k_loc, v_loc = (_with_previous_row(x) for x in (kb, vb))
+    r = torch.arange(stride, device=q.device)
+    a = torch.arange(m, device=q.device)
+    t = torch.arange(2 * stride, device=q.device)
+    # Key t of row a's window is position (a - 1)·stride + t: local
+    # iff r < t ≤ stride + r.
+    local = (t[None, None, :] > r[None, :, None]) & (
+        t[None, None, :] <= stride + r[None, :, None]
+    )
+    local = local & (
+        (a[:, None, None] > 0) | (t[None, None, :] >= stride)
+    )  # (m, stride, 2·stride)
+
+    qc, kc, vc = (
+        x.transpose(2, 3) for x in (qb, kb, vb)
+    )  # columns: (.., stride, m, d)
+    w_loc, w_col = _softmax_parts(
+        [qb @ k_loc.transpose(-2, -1), (qc @ kc.transpose(-2, -1)).transpose(2, 3)],
+        [
+            local,
+            (a[None, :] < a[:, None])[:, None, :],
+        ],  # strided: rows a' < a, (m, 1, m)
+        1 / math.sqrt(d_k),
+    )
+    out = w_loc @ v_loc + (w_col.transpose(2, 3) @ vc).transpose(
+        2, 3
+    )  # (.., m, stride, d_v)
+    return out.reshape(batch, heads, n, v.size(-1))
+
+
+# --- in a model
+# ------------------------------------------------------------------------------
+
+
+def sparse_mask(pattern: str, n: int, stride: int, c: int = 1) -> Tensor:
+    """The union of a pattern's masks, bool (n, n):
+    local | strided, or block | summary."""
+    if pattern not in PATTERNS:
+        raise ValueError(f"pattern={pattern!r}: use one of {', '.join(PATTERNS)}")
+    first, second = (
+        strided_masks(n, stride)
+        if pattern == "strided"
+        else fixed_masks(n, stride, c)
+    )
+    return first | second
+
+
+def sparse_attention(
+    q: Tensor, k: Tensor, v: Tensor, pattern: str, stride: int, c: int = 1
+) -> Tensor:
+    """Block-sparse causal attention under ``pattern``'s
+    union mask, for any length n.
+
+    q, k: (batch, heads, n, d_k); v: (batch, heads, n, d_v); returns (batch, heads,
+        n, d_v). n is padded at the end to a multiple of stride: the padded
+        positions come after every real query, so the causal masks never let a real
+        query read them; their outputs are cut.
+    """
+    if pattern not in PATTERNS:
+        raise ValueError(f"pattern={pattern!r}: use one of {', '.join(PATTERNS)}")
+    n, pad = q.size(-2), -q.size(-2) % stride
+    q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+    if pattern == "strided":
+        out = strided_sparse_attention(q, k, v, stride)
+    else:
+        out = fixed_sparse_attention(q, k, v, stride, c)
+    return out[..., :n, :]
+
+
+class SparseSelfAttention(nn.Module):
+    """Causal multi-head self-attention, each head under ``pattern``'s union mask.
+
+    The projections W^Q, W^K, W^V, W^O of :class:`~annotated_transformer.blocks.grouped_query_attention.
+    GroupedQueryAttention` (same names, so its weights load), with
+    one key/value head per query
+    head. Training and scoring (no cache) run :func:`sparse_attention`, block by
+    block; with a :class:`KVCache` (generation) the new queries attend densely under
+    rows past … past + new of :func:`sparse_mask`, the same function. No dropout on
+    the attention weights.
+
+    x: (batch, new, d_model); rope: optional (cos, sin) tables of the new
+        positions (RoPE); alibi and mask (left padding) are refused: the
+        patterns assume unpadded rows.
+    returns (batch, new, d_model)
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        pattern: str,
+        stride: int,
+        c: int = 1,
+        bias: bool = False,
+    ) -> None:
+        super().__init__()
+        _check_pattern(1, stride, c if pattern == "fixed" else None)
+        if pattern not in PATTERNS:
+            raise ValueError(
+                f"pattern={pattern!r}: use one of {', '.join(PATTERNS)}"
+            )
+        self.h, self.d_k, self.pattern, self.stride, self.c = (
+            h,
+            d_model // h,
+            pattern,
+            stride,
+            c,
+        )
+        self.w_q, self.w_k, self.w_v, self.w_o = (
+            nn.Linear(d_model, d_model, bias=bias) for _ in range(4)
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        cache: KVCache | None = None,
+        rope: tuple[Tensor, Tensor] | None = None,
+        alibi: Tensor | None = None,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        if alibi is not None:
+            raise ValueError(
+                "sparse attention has no ALiBi bias: use rope or learned positions"
+            )
+        if mask is not None:
+            raise ValueError("sparse attention takes no padding mask")
+        past, new = (0 if cache is None else cache.length), x.size(1)
+        q, k, v = (
+            w(x).unflatten(-1, (self.h, self.d_k)).transpose(1, 2) for w in self.qkv
+        )
+        if rope is not None:
+            q, k = rotate_pairs(q, *rope), rotate_pairs(k, *rope)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (batch, h, past + new, d_k)
+        if past == 0:
+            out = sparse_attention(q, k, v, self.pattern, self.stride, self.c)
+        else:
+            mask = sparse_mask(self.pattern, past + new, self.stride, self.c)[past:]
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask.to(x.device)
+            )
+        return self.w_o(out.transpose(1, 2).flatten(2))  # (batch, new, d_model)
+
+    @property
+    def qkv(self) -> tuple[nn.Linear, nn.Linear, nn.Linear]:
+        return self.w_q, self.w_k, self.w_v
+
+
+def sparsify_(model: nn.Module, pattern: str, stride: int, c: int = 1) -> nn.Module:
+    """Replace the attention of every block of a ModernDecoderLM (or
+    GPT2LM) by :class:`SparseSelfAttention` with the same weights, in
+    place; returns the model."""
+    for block in model.blocks:
+        dense = block.attention
+        if dense.kv_heads != dense.h or dense.alibi:
+            raise ValueError(
+                "sparse attention needs one key/value head per head and no ALiBi"
+            )
+        bias = dense.w_q.bias is not None
+        sparse = SparseSelfAttention(
+            dense.d_model, dense.h, pattern, stride, c, bias
+        )
+        sparse.load_state_dict(dense.state_dict())
+        block.attention = sparse.to(dense.w_q.weight.device)
+    return model

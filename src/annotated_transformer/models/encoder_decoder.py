@@ -1,0 +1,293 @@
+"""The Transformer models: encoder-decoder (Vaswani et al. 2017),
+decoder-only, encoder-only.
+
+- :class:`EncoderDecoder`: encode the source once, decode the target (all at once in
+  training, a few new positions at a time with a cache when generating);
+- :class:`Generator`: the final linear layer and softmax over the target vocabulary;
+- :func:`make_model`: build the whole model from
+  hyper-parameters, Glorot-initialised;
+- :func:`tie_weights`: share the target embeddings with the
+  generator (and the source);
+- :func:`parameter_counts` (measured per block) and
+  :func:`parameter_formula` (closed form).
+- :class:`DecoderLM`: decoder-only (GPT-style) next-byte model (Part V, generation);
+- :class:`EncoderClassifier`: encoder-only classifier with mean
+  or [CLS] pooling (Part V).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from annotated_transformer.blocks.attention import MultiHeadedAttention
+from annotated_transformer.blocks.embeddings import Embeddings, TokenAndPosition
+from annotated_transformer.blocks.feed_forward import PositionwiseFeedForward
+from annotated_transformer.blocks.kv_cache import DecoderCache
+from annotated_transformer.blocks.layers import (
+    Decoder,
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+)
+from annotated_transformer.blocks.masks import (
+    check_mask,
+    check_tokens,
+)
+from annotated_transformer.blocks.positional import (
+    PositionalEncoding,
+)
+
+
+class Generator(nn.Module):
+    """Decoder output -> next-token distribution: log_softmax(x W + b).
+
+    x: (batch, len, d_model) -> log-probabilities (batch, len, vocab).
+    :meth:`logits` returns the scores before the softmax, for
+    ``F.cross_entropy`` (which applies log_softmax itself, fused and faster) and
+    for sampling with a temperature.
+    """
+
+    def __init__(self, d_model: int, vocab: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(d_model, vocab)
+
+    def logits(self, x: Tensor) -> Tensor:
+        return self.proj(x)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.log_softmax(self.proj(x), dim=-1)
+
+
+class EncoderDecoder(nn.Module):
+    """A standard encoder-decoder: memory = encode(src);
+    decode(memory, tgt) -> hidden states.
+
+    src: integer (batch, src_len); tgt: integer (batch,
+        tgt_len), the shifted-right target
+    src_mask: bool (batch, 1, src_len)
+        (:func:`~annotated_transformer.blocks.masks.padding_mask`)
+    tgt_mask: bool (batch, tgt_len, tgt_len)
+        (:func:`~annotated_transformer.blocks.masks.make_std_mask`) forward returns (batch,
+        tgt_len, d_model); apply ``generator`` for the vocabulary.
+
+    Packed rows (several sentence pairs per row,
+    :class:`~annotated_transformer.training.trainer.
+    PackedBatch`) also pass ``memory_mask`` (batch, tgt_len,
+    src_len), which target token may
+    read which source token (src_mask then is the encoder's (batch, src_len,
+    src_len)), and ``src_pos``/``tgt_pos`` (batch, len), each token's
+    position within its own sentence.
+    """
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        decoder: Decoder,
+        src_embed: nn.Module,
+        tgt_embed: nn.Module,
+        generator: Generator,
+    ) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.decoder = decoder
+        self.src_embed = src_embed
+        self.tgt_embed = tgt_embed
+        self.generator = generator
+
+    def forward(
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        src_mask: Tensor,
+        tgt_mask: Tensor,
+        memory_mask: Tensor | None = None,
+        src_pos: Tensor | None = None,
+        tgt_pos: Tensor | None = None,
+    ) -> Tensor:
+        memory = self.encode(src, src_mask, src_pos)
+        memory_mask = src_mask if memory_mask is None else memory_mask
+        return self.decode(memory, memory_mask, tgt, tgt_mask, positions=tgt_pos)
+
+    def encode(
+        self, src: Tensor, src_mask: Tensor | None, positions: Tensor | None = None
+    ) -> Tensor:
+        """src (batch, src_len) -> memory (batch, src_len, d_model)."""
+        check_tokens(src, "src")
+        if src_mask is not None:
+            check_mask(
+                src_mask, src.size(0), src.size(1), src.size(1), name="src_mask"
+            )
+        return self.encoder(
+            self.src_embed(src, 0 if positions is None else positions), src_mask
+        )
+
+    def decode(
+        self,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        tgt: Tensor,
+        tgt_mask: Tensor | None,
+        cache: DecoderCache | None = None,
+        positions: Tensor | None = None,
+    ) -> Tensor:
+        """Hidden states of the target positions, (batch, new, d_model).
+
+        Without a cache, tgt is the whole target prefix (batch, tgt_len) and
+        tgt_mask (batch or 1, tgt_len, tgt_len). With a :class:`DecoderCache`, tgt
+        holds only the new positions (batch, new); they are numbered from
+        ``cache.length`` on, earlier keys and values come from the cache (which this
+        call extends), and tgt_mask is (batch or 1, new, cache.length + new) or None
+        (a single new token may see everything).
+        src_mask: (batch, 1 or new, src_len). positions:
+            (batch, new) for packed rows.
+        """
+        check_tokens(tgt, "tgt")
+        batch, src_len = memory.size(0), memory.size(1)
+        if tgt.size(0) != batch:
+            raise ValueError(
+                f"tgt has batch size {tgt.size(0)} but memory has {batch}"
+            )
+        if src_mask is not None:
+            check_mask(src_mask, batch, tgt.size(1), src_len, name="src_mask")
+        past = (
+            0 if cache is None else cache.length
+        )  # read before the layers extend the cache
+        if tgt_mask is not None:
+            check_mask(
+                tgt_mask, batch, tgt.size(1), past + tgt.size(1), name="tgt_mask"
+            )
+        x = self.tgt_embed(
+            tgt, past if positions is None else positions
+        )  # past .. past+new-1
+        return self.decoder(x, memory, src_mask, tgt_mask, cache)
+
+
+def make_model(
+    src_vocab: int,
+    tgt_vocab: int,
+    N: int = 6,
+    d_model: int = 512,
+    d_ff: int = 2048,
+    h: int = 8,
+    dropout: float = 0.1,
+    max_len: int = 5000,
+    attn_dropout: float | None = None,
+) -> EncoderDecoder:
+    """The Transformer of the paper (base model by default: N=6,
+    d_model=512, d_ff=2048, h=8).
+
+    ``attn_dropout``: dropout on the attention weights (None: ``dropout``, as in the
+    paper's code); 0 lets PyTorch use its fused attention kernels in training too.
+
+    Matrices get Glorot/Xavier-uniform initialisation, as in the Annotated
+    Transformer; biases keep PyTorch's defaults and LayerNorms start as the
+    identity.
+    """
+    positive = {
+        "src_vocab": src_vocab,
+        "tgt_vocab": tgt_vocab,
+        "N": N,
+        "d_ff": d_ff,
+    }
+    for name, value in (positive | {"max_len": max_len}).items():
+        if value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value}")
+    if d_model % 2 != 0 or d_model < 2:
+        raise ValueError(
+            f"d_model={d_model} must be a positive even number (sin/cos pairs)"
+        )
+    c = copy.deepcopy
+    attn_p = dropout if attn_dropout is None else attn_dropout
+    attn = MultiHeadedAttention(h, d_model, attn_p)  # raises if d_model % h != 0
+    ff = PositionwiseFeedForward(d_model, d_ff, dropout)
+    position = PositionalEncoding(d_model, dropout, max_len)
+    model = EncoderDecoder(
+        Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout), N),
+        Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout), N),
+        TokenAndPosition(Embeddings(d_model, src_vocab), c(position)),
+        TokenAndPosition(Embeddings(d_model, tgt_vocab), c(position)),
+        Generator(d_model, tgt_vocab),
+    )
+    for p in model.parameters():
+        if p.dim() > 1:
+            nn.init.xavier_uniform_(p)
+    return model
+
+
+def tie_weights(
+    model: EncoderDecoder, share_source: bool = False
+) -> EncoderDecoder:
+    """Share the target embedding matrix with the generator
+    (Vaswani et al. 2017, §3.4).
+
+    The generator's logits become x · Eᵀ + b with E the (tgt_vocab, d_model)
+    embedding table, saving tgt_vocab × d_model parameters. With ``share_source``
+    (one vocabulary for source and target, e.g. a joint BPE) the source embeddings
+    use the same table too.
+    """
+    table = model.tgt_embed.embed.lut.weight  # (vocab, d_model)
+    if model.generator.proj.weight.shape != table.shape:
+        raise ValueError(
+            f"the generator {tuple(model.generator.proj.weight.shape)} and the "
+            f"target embeddings {tuple(table.shape)} must have the same shape to "
+            "share weights"
+        )
+    model.generator.proj.weight = table
+    if share_source:
+        if model.src_embed.embed.lut.weight.shape != table.shape:
+            raise ValueError(
+                "source embeddings "
+                f"{tuple(model.src_embed.embed.lut.weight.shape)} differ from the "
+                f"target's {tuple(table.shape)}: share_source needs one vocabulary"
+            )
+        model.src_embed.embed.lut.weight = table
+    return model
+
+
+def count_parameters(module: nn.Module) -> int:
+    """The number of numbers in ``module``'s parameters."""
+    return sum(p.numel() for p in module.parameters())
+
+
+def parameter_counts(model: EncoderDecoder) -> dict[str, int]:
+    """Trainable parameters of each block, counted from the
+    tensors, in model order."""
+    counts = {
+        name: count_parameters(getattr(model, name))
+        for name in ("src_embed", "tgt_embed")
+    }
+    for name, stack in (("encoder", model.encoder), ("decoder", model.decoder)):
+        for i, layer in enumerate(stack.layers):
+            counts[f"{name}.layers.{i}"] = count_parameters(layer)
+        counts[f"{name}.norm"] = count_parameters(stack.norm)
+    counts["generator"] = count_parameters(model.generator)
+    return counts
+
+
+def parameter_formula(
+    src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048
+) -> dict[str, int]:
+    """The same counts in closed form (h does not appear: heads
+    split d_model, they add none).
+
+    attention: 4 (d² + d)  (W^Q, W^K, W^V, W^O with biases)
+    feed-forward: d·d_ff + d_ff + d_ff·d + d;  LayerNorm: 2d (gain and bias) encoder
+    layer: attention + FFN + 2 norms; decoder layer: 2 attentions + FFN + 3 norms
+    embeddings: vocab·d (sinusoids are fixed); generator: d·tgt_vocab + tgt_vocab
+    """
+    d = d_model
+    attention = 4 * (d * d + d)
+    ffn = d * d_ff + d_ff + d_ff * d + d
+    norm = 2 * d
+    counts = {"src_embed": src_vocab * d, "tgt_embed": tgt_vocab * d}
+    for i in range(N):
+        counts[f"encoder.layers.{i}"] = attention + ffn + 2 * norm
+    counts["encoder.norm"] = norm
+    for i in range(N):
+        counts[f"decoder.layers.{i}"] = 2 * attention + ffn + 3 * norm
+    counts["decoder.norm"] = norm
+    counts["generator"] = d * tgt_vocab + tgt_vocab
+    return counts

@@ -1,0 +1,198 @@
+"""Encoder-only models: a review classifier (chapter 13) and BERT's masked
+language model (chapter 16), sharing one encoder whose weights pass from the
+second to the first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from annotated_transformer.blocks.embeddings import Embeddings
+from annotated_transformer.blocks.layers import (
+    TransformerBlock,
+)
+from annotated_transformer.blocks.masks import (
+    check_tokens,
+    window_mask,
+)
+from annotated_transformer.blocks.positional import (
+    PositionalEmbedding,
+)
+
+
+class EncoderClassifier(nn.Module):
+    """An encoder-only classifier (Bloem's ``former``): embed, N
+    blocks, pool, one linear layer.
+
+    tokens (batch, len) -> x = Embeddings(tokens) + P[positions]
+        (batch, len, d_model)
+    -> N × TransformerBlock (post-norm self-attention over the real tokens only)
+    -> pool: the mean over the real tokens (padding excluded), or with
+       ``cls=True`` the output at a learned [CLS] vector put in front of
+       every sequence (BERT's choice)
+    -> logits = pooled W + b
+        (batch, n_classes); softmax gives the class probabilities.
+
+    pad: the padding id (ignored by attention and pooling); max_len: the longest
+        token sequence accepted (the learned position table has max_len, +1 for
+        [CLS], rows); attn_dropout: dropout on the attention weights, separate from
+        ``dropout`` elsewhere because any value > 0 takes
+        ``scaled_dot_product_attention`` off its fast kernel (see the ``classify``
+        presets).
+    window: if > 0, the first block attends only to tokens at most ``window``
+        positions away (``masks.window_mask``, the local pattern of sparse
+        attention); the later blocks see every token. Learned positions start
+        random, so a model must discover that neighbours matter; the window builds
+        that in (chapter 16: without it masked-LM attention stays uniform).
+    """
+
+    def __init__(
+        self,
+        vocab: int,
+        n_classes: int = 2,
+        *,
+        d_model: int = 128,
+        h: int = 8,
+        N: int = 6,
+        max_len: int = 512,
+        d_ff: int = 512,
+        dropout: float = 0.1,
+        attn_dropout: float = 0.0,
+        pad: int = 0,
+        cls: bool = False,
+        window: int = 0,
+    ) -> None:
+        super().__init__()
+        positive = {
+            "vocab": vocab,
+            "n_classes": n_classes,
+            "N": N,
+            "max_len": max_len,
+        }
+        for name, value in positive.items():
+            if value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value}")
+        if window < 0:
+            raise ValueError(f"window={window} must be >= 0 (0: no window)")
+        self.window = window
+        if not 0 <= pad < vocab:
+            raise ValueError(
+                f"pad={pad} is not an id of the vocabulary [0, {vocab})"
+            )
+        self.pad, self.max_len = pad, max_len
+        self.embed = Embeddings(d_model, vocab)
+        # Embeddings multiplies by √d_model: rows of std 1/√d_model put every
+        # token vector on the scale of a learned position vector (std 1,
+        # nn.Embedding's default).
+        nn.init.normal_(self.embed.lut.weight, std=d_model**-0.5)
+        self.cls = (
+            nn.Parameter(torch.randn(1, 1, d_model) / d_model**0.5) if cls else None
+        )
+        self.position = PositionalEmbedding(d_model, max_len + int(cls), dropout)
+        self.blocks = nn.ModuleList(
+            TransformerBlock(d_model, h, d_ff, dropout) for _ in range(N)
+        )
+        for block in self.blocks:
+            block.attention.dropout.p = attn_dropout
+        self.to_classes = nn.Linear(d_model, n_classes)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        """tokens: integer (batch, len), padded with
+        ``pad`` -> logits (batch, n_classes)."""
+        x, real = self.encode(tokens)
+        if self.cls is not None:
+            pooled = x[
+                :, 0
+            ]  # (batch, d_model): the [CLS] position gathers the sequence
+        else:
+            weights = real.unsqueeze(-1).to(
+                x.dtype
+            )  # (batch, len, 1): 1 real, 0 padding
+            pooled = (x * weights).sum(dim=1) / weights.sum(
+                dim=1
+            )  # masked mean (batch, d)
+        return self.to_classes(pooled)
+
+    def encode(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
+        """tokens (batch, len) -> a vector per position (batch, len', d_model)
+        and which positions are real tokens (batch, len'); len' = len + 1 with a
+        [CLS] vector in front."""
+        check_tokens(tokens)
+        batch, length = tokens.shape
+        if length > self.max_len:
+            raise ValueError(
+                f"sequences of {length} tokens are longer than "
+                f"max_len={self.max_len}: truncate them (imdb.encode does) or "
+                "build the model with a larger max_len"
+            )
+        real = (
+            tokens != self.pad
+        )  # (batch, len); a row of padding only would give NaN
+        x = self.embed(tokens)  # (batch, len, d_model)
+        if self.cls is not None:
+            x = torch.cat([self.cls.expand(batch, 1, -1).to(x.dtype), x], dim=1)
+            real = torch.cat(
+                [real.new_ones(batch, 1), real], dim=1
+            )  # [CLS] is never padding
+        x = self.position(x)
+        mask = real.unsqueeze(1)  # (batch, 1, len): every query sees the real keys
+        for i, block in enumerate(self.blocks):
+            if i == 0 and self.window:  # (batch, len, len): the real keys nearby
+                x = block(x, mask & window_mask(x.shape[1], self.window, x.device))
+            else:
+                x = block(x, mask)
+        return x, real
+
+
+class MaskedLanguageModel(EncoderClassifier):
+    """BERT's pretraining model: the classifier's encoder, whose
+    "classes" are the vocabulary.
+
+    tokens (batch, len) -> x = encode(tokens)
+        (batch, len, d_model), as the classifier's
+    -> logits = x W_embᵀ + b
+        (batch, len, vocab): one distribution over tokens per position.
+
+    The output matrix is the input embedding's (tied, as in BERT and the paper's
+    §3.4), so the model adds only a bias to the encoder. Every other weight has the
+    name and shape it has in :class:`EncoderClassifier`: ``embed``, ``position`` and
+    ``blocks`` load into a classifier of the same sizes (``load_encoder``).
+    ``where`` (batch, len) bool computes the logits at those positions only,
+    (selected, vocab): the output layer, vocab × d_model multiply-adds per position,
+    costs more than the encoder, and the loss needs it at ~15 % of the tokens.
+    """
+
+    def __init__(self, vocab: int, **sizes: Any) -> None:
+        if sizes.get("cls"):
+            raise ValueError(
+                "cls=True: a masked language model predicts every token; use False"
+            )
+        super().__init__(vocab, vocab, **sizes)
+        self.to_classes.weight = self.embed.lut.weight  # (vocab, d_model), shared
+
+    def forward(self, tokens: Tensor, where: Tensor | None = None) -> Tensor:
+        """tokens: integer (batch, len) -> logits (batch, len,
+        vocab), or (selected, vocab)."""
+        x, _ = self.encode(tokens)
+        return self.to_classes(x if where is None else x[where])
+
+
+ENCODER = ("embed.", "position.", "blocks.")
+"""The weights a classifier takes from a pretrained masked language
+model (not ``to_classes``)."""
+
+
+def load_encoder(
+    classifier: EncoderClassifier, weights: dict[str, Tensor]
+) -> list[str]:
+    """Copy the encoder's weights (``ENCODER`` prefixes) of a model's
+    ``weights`` into ``classifier``; returns the names copied. Shapes must match
+    (else a RuntimeError)."""
+    encoder = {k: v for k, v in weights.items() if k.startswith(ENCODER)}
+    missing, _ = classifier.load_state_dict(encoder, strict=False)
+    if [k for k in missing if k.startswith(ENCODER)]:
+        raise RuntimeError(f"the weights lack encoder tensors {missing[:3]}")
+    return sorted(encoder)

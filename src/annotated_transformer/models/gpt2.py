@@ -1,0 +1,158 @@
+"""GPT-2's decoder-only recipe (Radford et al. 2019), from the package's blocks.
+
+GPT-2 is chapter 14's decoder-only model with four changes, and chapter 15's
+switches already hold the first one:
+
+- pre-norm LayerNorm blocks, learned positions, biases, one key/value head per query
+  head: :class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM` with
+  ``norm="layer", positions="learned", bias=True, kv_heads=h`` (a final LayerNorm
+  before the output, too);
+- GELU instead of ReLU in the feed-forward (:class:`GELUFeedForward`, the
+  tanh approximation GPT-2's code uses): x · Φ(x), a smooth ReLU that lets
+  small negative values through;
+- tied input and output embeddings: the logits are h Eᵀ with the token table E
+  itself (no output bias), as the 2017 paper's §3.4 already did;
+- initialisation (:func:`gpt2_init_`): every weight drawn from N(0, 0.02²), biases
+  zero, the position table N(0, 0.01²), and the two *residual projections* of each
+  block (attention's W^O and the feed-forward's W₂, the layers that write into the
+  residual stream) scaled by 1/√(2N): "We scale the weights of residual layers at
+  initialization by a factor of 1/√N where N is the number of residual layers" — a
+  stack of N blocks has 2N of them. The residual stream is a sum of 2N
+  contributions; with the scaling its variance at initialisation stays near that of
+  the embeddings however deep the model is.
+
+GPT-2's tokens are byte-level BPE (:mod:`~annotated_transformer.data.byte_bpe`). The
+published checkpoints load with :meth:`GPT2LM.from_pretrained` (Hugging Face's
+layout, :mod:`~annotated_transformer.models.gpt2_weights`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from annotated_transformer.blocks.feed_forward import GELUFeedForward
+from annotated_transformer.models import gpt2_weights as hf_gpt2
+from annotated_transformer.models.modern_decoder import ModernDecoderLM
+
+INIT_STD = 0.02  # GPT-2's weights and token embeddings
+POSITION_STD = 0.01  # GPT-2's learned position table
+
+
+def residual_projections(model: ModernDecoderLM) -> list[nn.Linear]:
+    """The 2N layers that write into the residual stream:
+    each block's W^O and W₂."""
+    return [
+        layer
+        for b in model.blocks
+        for layer in (b.attention.w_o, b.feed_forward.w_2)
+    ]
+
+
+def gpt2_init_(model: ModernDecoderLM) -> None:
+    """GPT-2's initialisation, in place: N(0, 0.02²) weights, zero biases,
+    N(0, 0.01²) positions, residual projections N(0, (0.02 / √(2N))²) with N
+    blocks; norms stay 1 and 0."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear | nn.Embedding):
+            nn.init.normal_(module.weight, std=INIT_STD)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+    nn.init.normal_(model.position.embedding.weight, std=POSITION_STD)
+    for layer in residual_projections(model):
+        nn.init.normal_(
+            layer.weight, std=INIT_STD / math.sqrt(2 * len(model.blocks))
+        )
+
+
+class GPT2LM(ModernDecoderLM):
+    """GPT-2: N pre-norm LayerNorm blocks with GELU, learned
+    positions, tied embeddings.
+
+    logits = LayerNorm(blocks(dropout(E[x] + P))) Eᵀ; the contract of
+    :class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM` (``forward(x, cache)``,
+    ``new_cache()``, ``max_len``). d_ff: the feed-forward's width (GPT-2:
+    4 · d_model); eps: the LayerNorms' (GPT-2: 1e-5).
+
+    x: integer (batch, len), ids in [0, vocab); returns logits (batch, len, vocab)
+    """
+
+    def __init__(
+        self,
+        vocab: int,
+        d_model: int = 128,
+        h: int = 4,
+        N: int = 4,
+        max_len: int = 256,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+        eps: float = 1e-5,
+    ) -> None:
+        d_ff = d_ff or 4 * d_model
+        switches = {
+            "norm": "layer",
+            "positions": "learned",
+            "feed_forward": "relu",
+            "bias": True,
+        }
+        switches["eps"] = eps
+        super().__init__(
+            vocab, d_model, h, N, max_len, d_ff, h, dropout, **switches
+        )
+        self.sizes = {"vocab": vocab, "d_model": d_model, "h": h, "N": N}
+        self.sizes |= {"max_len": max_len, "d_ff": d_ff, "eps": eps}
+        for block in self.blocks:
+            block.feed_forward = GELUFeedForward(d_model, d_ff, dropout)
+        self.to_logits = nn.Linear(d_model, vocab, bias=False)
+        self.to_logits.weight = (
+            self.embed.weight
+        )  # tied: one (vocab, d_model) table
+        gpt2_init_(self)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, dropout: float = 0.0) -> GPT2LM:
+        """A published GPT-2 from a folder in Hugging Face's layout: config.json
+        and model.safetensors (:mod:`~annotated_transformer.models.gpt2_weights`). Every weight
+        must be there and no other (one-line error naming the difference)."""
+        path = Path(path).expanduser()
+        files = [path / "config.json", path / "model.safetensors"]
+        if not all(f.is_file() for f in files):
+            raise FileNotFoundError(
+                f"{path} must hold config.json and model.safetensors (a GPT-2 "
+                "checkpoint in Hugging Face's layout)"
+            )
+        config = json.loads(files[0].read_text(encoding="utf-8"))
+        return cls.from_weights(config, load_file(files[1]), dropout)
+
+    @classmethod
+    def from_weights(
+        cls,
+        config: dict,
+        weights: dict[str, Tensor],
+        dropout: float = 0.0,
+    ) -> GPT2LM:
+        """A GPT-2 from ``config.json``'s content and weights named as in Hugging
+        Face's ``model.safetensors`` (or a ``GPT2LMHeadModel.state_dict()``),
+        strictly."""
+        with torch.device("meta"):  # sizes only: every weight is then replaced
+            model = cls(**hf_gpt2.gpt2_sizes(config), dropout=dropout)
+        hf_gpt2.check_names(weights, hf_gpt2.to_hf(model.state_dict()))
+        dtype = torch.get_default_dtype()
+        state = hf_gpt2.from_hf(weights)
+        state = {name: w.to(dtype).contiguous() for name, w in state.items()}
+        model.load_state_dict(state, assign=True)
+        model.to_logits.weight = model.embed.weight  # tied again (assign set two)
+        return model
+
+    def save_pretrained(self, path: str | Path) -> None:
+        """Write config.json and model.safetensors in Hugging Face's layout."""
+        path = Path(path).expanduser()
+        path.mkdir(parents=True, exist_ok=True)
+        config = hf_gpt2.gpt2_config(self.sizes, self.dropout.p)
+        (path / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        save_file(hf_gpt2.to_hf(self.state_dict()), path / "model.safetensors")

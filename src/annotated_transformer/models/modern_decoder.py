@@ -1,0 +1,336 @@
+"""The Transformer today: a Llama-style decoder-only language
+model, and the way there.
+
+Seven years of practice changed the 2017 decoder block in four
+places, each one module here:
+
+- pre-norm with :class:`~annotated_transformer.blocks.norms.RMSNorm`
+  instead of post-norm LayerNorm;
+- rotary position embeddings (:mod:`~annotated_transformer.blocks.rope`) on queries and
+  keys, in every layer, instead of position vectors added to the input;
+- grouped-query attention (:mod:`~annotated_transformer.blocks.grouped_query_attention`): fewer key/value
+  heads, a smaller KV cache;
+- the :class:`~annotated_transformer.blocks.feed_forward.SwiGLU` feed-forward instead of ReLU;
+
+and no biases anywhere. One block:
+
+    x = x + dropout(GQA(RMSNorm(x)))          (causal, RoPE)
+    x = x + dropout(SwiGLU(RMSNorm(x)))
+
+:class:`ModernDecoderLM` stacks N blocks between a token embedding and a final
+RMSNorm and output projection. It keeps the contract of
+:class:`~annotated_transformer.models.decoder_only.DecoderLM` (``forward(x, cache)``,
+``new_cache()``, ``max_len``), so :func:`~annotated_transformer.evaluation.sampling.sample`
+generates from either.
+
+Each change is also a switch, so that chapter 15 can add them one at a time to a
+pre-norm block and measure each: ``norm`` ("rms" or "layer"), ``positions`` ("rope",
+"alibi", "learned", "sinusoidal" or "none"), ``feed_forward`` ("swiglu" or "relu"),
+``bias`` and ``kv_heads``. With ``norm="layer", positions="learned",
+feed_forward="relu", bias=True, kv_heads=h`` the model is chapter 14's, made
+pre-norm.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from annotated_transformer.blocks.alibi import alibi_bias
+from annotated_transformer.blocks.feed_forward import (
+    PositionwiseFeedForward,
+    SwiGLU,
+    swiglu_width,
+)
+from annotated_transformer.blocks.grouped_query_attention import (
+    GroupedQueryAttention,
+)
+from annotated_transformer.blocks.kv_cache import KVCache
+from annotated_transformer.blocks.masks import (
+    left_padding_mask,
+    left_padding_positions,
+)
+from annotated_transformer.blocks.norms import RMSNorm
+from annotated_transformer.blocks.positional import (
+    PositionalEmbedding,
+    PositionalEncoding,
+)
+from annotated_transformer.blocks.rope import rope_tables
+from annotated_transformer.models.decoder_only import check_lm_input
+
+NORMS = ("rms", "layer")
+POSITIONS = ("rope", "alibi", "learned", "sinusoidal", "none")
+FEED_FORWARDS = ("swiglu", "relu")
+
+
+def check_choices(norm: str, positions: str, feed_forward: str) -> None:
+    """One clear error for a block option that does not exist."""
+    for name, value, choices in (
+        ("norm", norm, NORMS),
+        ("positions", positions, POSITIONS),
+        ("feed_forward", feed_forward, FEED_FORWARDS),
+    ):
+        if value not in choices:
+            raise ValueError(f"{name}={value!r}: use one of {', '.join(choices)}")
+
+
+def make_norm(
+    norm: str,
+    d_model: int,
+    bias: bool,
+    eps: float | None = None,
+) -> nn.Module:
+    """RMSNorm (``"rms"``) or LayerNorm (``"layer"``, its bias only if ``bias``).
+
+    eps: added to the variance; None takes each norm's usual one, 1e-6 for RMSNorm
+    and PyTorch's 1e-5 for LayerNorm (Llama's checkpoints set 1e-5 for RMSNorm).
+    """
+    if norm == "rms":
+        return RMSNorm(d_model, 1e-6 if eps is None else eps)
+    return nn.LayerNorm(d_model, eps=1e-5 if eps is None else eps, bias=bias)
+
+
+class ModernBlock(nn.Module):
+    """Pre-norm block: x + dropout(GQA(RMSNorm(x))), then
+    x + dropout(SwiGLU(RMSNorm(x))).
+
+    d_ff: the feed-forward's hidden width itself
+        (``swiglu_width(4 * d_model)`` matches the parameters of the paper's
+        4·d_model ReLU feed-forward); no biases unless ``bias``.
+    norm, feed_forward, bias: the switches of the module docstring;
+        positions: "rope" and "alibi" act here, in the attention, the others
+        at the input of the model.
+    x: (batch, new, d_model); cache: a :class:`KVCache` of
+        kv_heads heads for generation;
+    rope: (cos, sin) tables for the new positions (with RoPE), or
+        None to compute them here;
+    alibi: likewise ALiBi's bias (h, new, past + new);
+    mask: bool (batch, new, past + new) for left-padded rows
+    (:meth:`~annotated_transformer.blocks.grouped_query_attention.GroupedQueryAttention.forward`).
+    returns (batch, new, d_model)
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        kv_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        rope_base: float = 10000.0,
+        eps: float | None = None,
+        *,
+        norm: str = "rms",
+        positions: str = "rope",
+        feed_forward: str = "swiglu",
+        bias: bool = False,
+    ) -> None:
+        super().__init__()
+        check_choices(norm, positions, feed_forward)
+        self.norm1 = make_norm(norm, d_model, bias, eps)
+        self.attention = GroupedQueryAttention(
+            d_model,
+            h,
+            kv_heads,
+            dropout,
+            bias=bias,
+            rope=positions == "rope",
+            rope_base=rope_base,
+            alibi=positions == "alibi",
+        )
+        self.norm2 = make_norm(norm, d_model, bias, eps)
+        ff = SwiGLU if feed_forward == "swiglu" else PositionwiseFeedForward
+        self.feed_forward = ff(d_model, d_ff, dropout, bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: Tensor,
+        cache: KVCache | None = None,
+        rope: tuple[Tensor, Tensor] | None = None,
+        alibi: Tensor | None = None,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        attended = self.attention(self.norm1(x), cache, rope, alibi, mask)
+        x = x + self.dropout(attended)
+        return x + self.dropout(self.feed_forward(self.norm2(x)))
+
+
+class ModernDecoderLM(nn.Module):
+    """A decoder-only language model with N :class:`ModernBlock`
+    s (Llama's recipe, small).
+
+    logits = RMSNorm(blocks(dropout(E[x]))) Wᵀ, positions
+    entering only through RoPE.
+
+    The output matrix W (vocab, d_model) is *not* tied to the embedding E: Llama's
+    choice; over bytes E holds only vocab × d_model = 256 × d_model parameters, so
+    tying would save little, and untied the input and output tables can specialise.
+    All layers keep PyTorch's default initialisation, as
+    :class:`~annotated_transformer.models.decoder_only.DecoderLM` does.
+
+    d_ff: the feed-forward's hidden width; None takes 4 · d_model for ReLU and
+        ``swiglu_width(4 * d_model)``, the same parameter count, for SwiGLU.
+        kv_heads: key/value heads, dividing h. max_len: the longest context (RoPE
+        has no table to outgrow, but the model is trained, and
+        :func:`~annotated_transformer.evaluation.sampling.sample` crops, to this length). norm,
+        positions, feed_forward, bias: the switches of the module docstring;
+        "learned" and "sinusoidal" positions are added to the token vectors, as in
+        chapter 14.
+    eps: the norms' (None: each norm's usual one, see :func:`make_norm`).
+
+    x: integer (batch, len), ids in [0, vocab); positions start at
+        ``cache[0].length`` (0 without a cache) and must stay below max_len.
+    cache: from :meth:`new_cache`, one :class:`KVCache` per block; then x holds only
+        the new bytes and the cache is extended in place.
+    mask: bool (batch, past + len), False at the padding on the left of shorter
+    prompts (cached places included): padding is never attended to and each row's
+    positions start at its first token, so a row's logits are its prompt's alone.
+    returns logits (batch, len, vocab): scores of the byte at
+        each position's next position
+    """
+
+    def __init__(
+        self,
+        vocab: int = 256,
+        d_model: int = 128,
+        h: int = 4,
+        N: int = 4,
+        max_len: int = 256,
+        d_ff: int | None = None,
+        kv_heads: int = 2,
+        dropout: float = 0.0,
+        rope_base: float = 10000.0,
+        *,
+        norm: str = "rms",
+        positions: str = "rope",
+        feed_forward: str = "swiglu",
+        bias: bool = False,
+        eps: float | None = None,
+    ) -> None:
+        super().__init__()
+        for name, value in (("vocab", vocab), ("N", N), ("max_len", max_len)):
+            if value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value}")
+        check_choices(norm, positions, feed_forward)
+        if d_ff is None:
+            d_ff = (
+                swiglu_width(4 * d_model)
+                if feed_forward == "swiglu"
+                else 4 * d_model
+            )
+        self.vocab, self.max_len, self.rope_base = vocab, max_len, rope_base
+        self.positions = positions
+        self.embed = nn.Embedding(vocab, d_model)
+        self.position: nn.Module | None = (
+            None  # positions added to the input, if any
+        )
+        if positions == "learned":
+            self.position = PositionalEmbedding(d_model, max_len)
+        elif positions == "sinusoidal":
+            self.position = PositionalEncoding(d_model, 0.0, max_len)
+        self.dropout = nn.Dropout(dropout)
+        sizes = (d_model, h, kv_heads, d_ff, dropout, rope_base, eps)
+        switches = {"norm": norm, "positions": positions, "bias": bias}
+        switches["feed_forward"] = feed_forward
+        blocks = (ModernBlock(*sizes, **switches) for _ in range(N))
+        self.blocks = nn.ModuleList(blocks)
+        self.norm = make_norm(norm, d_model, bias, eps)
+        self.to_logits = nn.Linear(d_model, vocab, bias=bias)
+        self.h, self.d_k = h, d_model // h
+
+    def new_cache(self) -> list[KVCache]:
+        """An empty key/value cache: one growing :class:`KVCache` per block."""
+        return [KVCache() for _ in self.blocks]
+
+    def extend_context(self, max_len: int) -> None:
+        """Accept contexts up to ``max_len``, longer than trained on
+        (same weights, in place).
+
+        RoPE, ALiBi and no positions have nothing to outgrow; sinusoids are
+        computed for the new length; a learned table has no vectors past the
+        length it was trained for.
+        """
+        if self.positions == "learned":
+            raise ValueError(
+                "learned positions have no vector past position "
+                f"{self.max_len - 1}: a model with them cannot read a longer "
+                "context"
+            )
+        if self.position is not None:  # sinusoids
+            self.position = PositionalEncoding(
+                self.embed.embedding_dim, 0.0, max_len
+            ).to(self.embed.weight.device)
+        self.max_len = max_len
+
+    def forward(
+        self,
+        x: Tensor,
+        cache: list[KVCache] | None = None,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        past = check_lm_input(x, cache, len(self.blocks), self.max_len, mask)
+        keys = None if mask is None else left_padding_mask(mask, x.size(1))
+        positions = (  # (len,), or (batch, len) with padding
+            torch.arange(past, past + x.size(1), device=x.device)
+            if mask is None
+            else left_padding_positions(mask, x.size(1))
+        )
+        h = self.embed(x)  # (batch, len, d_model)
+        if self.position is not None:
+            h = self.position(h, past if mask is None else positions)
+        h = self.dropout(h)
+        # Positions inside the attention are computed once, for every block.
+        rope = alibi = None
+        if self.positions == "rope":  # cos, sin: (len or batch, 1, len; d_k / 2)
+            dtype = torch.promote_types(h.dtype, torch.float32)
+            rope = rope_tables(positions, self.d_k, self.rope_base, dtype)
+            if mask is not None:
+                rope = (rope[0].unsqueeze(1), rope[1].unsqueeze(1))  # a row per row
+        elif self.positions == "alibi":
+            alibi = alibi_bias(
+                self.h, x.size(1), past, x.device
+            )  # (h, len, past + len)
+        for i, block in enumerate(self.blocks):
+            h = block(h, None if cache is None else cache[i], rope, alibi, keys)
+        return self.to_logits(self.norm(h))  # (batch, len, vocab)
+
+
+def modern_parameter_formula(
+    vocab: int,
+    d_model: int,
+    h: int,
+    kv_heads: int,
+    d_ff: int,
+    N: int,
+    *,
+    norm: str = "rms",
+    positions: str = "rope",
+    feed_forward: str = "swiglu",
+    bias: bool = False,
+    max_len: int = 0,
+) -> dict[str, int]:
+    """Parameters of :class:`ModernDecoderLM`, per part, in closed form.
+
+    attention: W^Q and W^O d², W^K and W^V d · kv_heads · d_k each (d_k = d / h), so
+    2d² + 2d²·kv_heads/h: grouping saves 2d²(1 − kv_heads/h) per layer
+    SwiGLU: 3 · d · d_ff;  ReLU: 2 · d · d_ff;  a norm: d (a gain), + d with
+    LayerNorm's bias embedding and output projection (untied): vocab · d each; final
+    norm bias=True adds each linear layer's output width; learned positions
+    max_len · d
+    """
+    d, kv = d_model, kv_heads * (d_model // h)  # kv: the width of W^K and W^V
+    norm_size = d + (d if norm == "layer" and bias else 0)
+    attention = 2 * d * d + 2 * d * kv + (2 * d + 2 * kv if bias else 0)
+    ff_bias = (2 * d_ff if feed_forward == "swiglu" else d_ff) + d
+    ff = (3 if feed_forward == "swiglu" else 2) * d * d_ff + (
+        ff_bias if bias else 0
+    )
+    counts = {"embed": vocab * d}
+    if positions == "learned":
+        counts["position"] = max_len * d
+    for i in range(N):
+        counts[f"blocks.{i}"] = attention + ff + 2 * norm_size
+    counts["norm"] = norm_size
+    counts["to_logits"] = vocab * d + (vocab if bias else 0)
+    return counts

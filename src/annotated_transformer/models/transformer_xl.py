@@ -1,0 +1,142 @@
+"""Transformer-XL: relative positions and a memory of the previous
+segment (Dai et al. 2019).
+
+A language model trained on fixed-length segments forgets everything before the
+current segment. Transformer-XL keeps each layer's input hidden states of the
+previous segment as a *memory* and lets the current segment attend to
+``[memory; current]``. The memory is a constant (stop-gradient): training still
+back-propagates through one segment only, but information flows forward across
+segments, N layers reaching about N · mem_len positions back.
+
+Absolute positions would clash (position 0 of this segment and of the memory), so
+the score between query i and key j depends on their *distance* i − j instead
+(§3.3):
+
+    A_ij = (q_i + u)ᵀ k_j  +  (q_i + v)ᵀ W_R R_{i−j}
+           content            position
+
+q_i = W_q x_i, k_j = W_k h_j; R_d is the sinusoidal vector of distance d (the table
+of :func:`~annotated_transformer.blocks.positional.sinusoids`), W_R its projection; u and v
+are learned per-head vectors that replace the query in the terms that do not depend
+on i's content. The scores are scaled by 1/√d_k, masked (causal) and soft-maxed as
+usual.
+
+Computing (q_i + v)ᵀ W_R R_{i−j} for every (i, j) would need a (len, klen, d)
+tensor. Instead one matmul scores every query against every distance, and
+:func:`rel_shift` slides row i so that column j holds distance i − j.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from annotated_transformer.blocks.feed_forward import PositionwiseFeedForward
+from annotated_transformer.blocks.masks import check_tokens
+from annotated_transformer.blocks.relative_attention import (
+    RelativeMultiHeadAttention,
+)
+
+
+class TransformerXLBlock(nn.Module):
+    """Relative self-attention over [memory; x], then feed-forward,
+    post-norm (as Transformer-XL).
+
+    x = LayerNorm(x + dropout(RelAttn(x, memory)));
+    x = LayerNorm(x + dropout(FFN(x)))
+    x: (batch, len, d_model); memory: (batch, mem_len, d_model) or None; mask as in
+    :class:`RelativeMultiHeadAttention`. returns (batch, len, d_model)
+    """
+
+    def __init__(
+        self, d_model: int, h: int, d_ff: int, dropout: float = 0.1
+    ) -> None:
+        super().__init__()
+        self.attention = RelativeMultiHeadAttention(d_model, h, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None
+    ) -> Tensor:
+        x = self.norm1(x + self.dropout(self.attention(x, memory, mask)))
+        return self.norm2(x + self.dropout(self.feed_forward(x)))
+
+
+class TransformerXLLM(nn.Module):
+    """A byte-level Transformer-XL language model: segments read one
+    after another with memory.
+
+    No position table: the relative attention supplies all positional information,
+    so a segment may follow any amount of history.
+
+    forward(x, memories=None, mem_len=None) -> (logits, new_memories)
+    x: integer (batch, len), ids in [0, vocab)
+    memories: None (the first segment) or the ``new_memories`` of the previous call,
+        one (batch, m, d_model) tensor per block
+    mem_len: how many states to keep for the next segment (default: the ``mem_len``
+        the model was built with); evaluation may keep more than training did, the
+        relative scores extend to any distance
+    returns logits (batch, len, vocab) for each next byte, and
+        new_memories: per block the last mem_len of [memory; this segment's
+        inputs to the block], detached.
+    """
+
+    def __init__(
+        self,
+        vocab: int = 256,
+        d_model: int = 128,
+        h: int = 4,
+        N: int = 4,
+        d_ff: int = 512,
+        mem_len: int = 64,
+        dropout: float = 0.1,
+    ) -> None:
+        super().__init__()
+        if vocab < 1 or N < 1 or mem_len < 0:
+            raise ValueError(
+                f"need vocab >= 1, N >= 1, mem_len >= 0; got {vocab}, {N}, "
+                f"{mem_len}"
+            )
+        self.vocab, self.mem_len = vocab, mem_len
+        self.embed = nn.Embedding(vocab, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(
+            TransformerXLBlock(d_model, h, d_ff, dropout) for _ in range(N)
+        )
+        self.to_logits = nn.Linear(d_model, vocab)
+
+    @staticmethod
+    def _remember(memory: Tensor | None, h: Tensor, mem_len: int) -> Tensor:
+        """The next segment's memory: the last mem_len states of
+        [memory; h], no gradient."""
+        states = h if memory is None else torch.cat([memory, h], dim=1)
+        return states[:, max(0, states.size(1) - mem_len) :].detach()
+
+    def forward(
+        self,
+        x: Tensor,
+        memories: list[Tensor] | None = None,
+        mem_len: int | None = None,
+    ) -> tuple[Tensor, list[Tensor]]:
+        mem_len = self.mem_len if mem_len is None else mem_len
+        if mem_len < 0:
+            raise ValueError(f"mem_len={mem_len} must be >= 0 states per layer")
+        check_tokens(x, "x")
+        if x.size(1) < 1 or int(x.min()) < 0 or int(x.max()) >= self.vocab:
+            raise ValueError(
+                f"x needs at least one position and ids in [0, {self.vocab})"
+            )
+        if memories is not None and len(memories) != len(self.blocks):
+            raise ValueError(
+                f"got {len(memories)} memories for {len(self.blocks)} blocks; pass "
+                "the new_memories returned by the previous call, or None"
+            )
+        h = self.dropout(self.embed(x))  # (batch, len, d_model)
+        new_memories = []
+        for i, block in enumerate(self.blocks):
+            memory = None if memories is None else memories[i]
+            new_memories.append(self._remember(memory, h, mem_len))
+            h = block(h, memory)
+        return self.to_logits(h), new_memories

@@ -1,0 +1,480 @@
+"""Checkpoints that survive a crash and cannot run code when loaded.
+
+A checkpoint is one ``torch.save`` file holding plain data only: the model's,
+optimiser's and scheduler's state dicts, every random number generator's state
+(Python, NumPy, torch CPU and CUDA), the step, the run's config and any extra plain
+data (e.g. the data position and the loss history). That is everything needed for a
+resumed run to continue exactly where it stopped.
+
+- Written atomically (:func:`atomic_write`, which every file a run writes goes
+  through): to a temporary file in the same folder, flushed to disk (fsync), then
+  renamed over the old one with ``os.replace``, so a kill mid-write leaves the
+  previous checkpoint intact, never a half-written file.
+- Loaded with ``torch.load(weights_only=True)``: only tensors and plain Python data
+  are unpickled, so a tampered file cannot execute code.
+- Checked when loaded: every checkpoint holds a SHA-256 of its own contents
+  (:func:`content_hash`: every tensor's bytes and every plain value, in order),
+  computed again on load, so a damaged file that still unpickles is named corrupt
+  instead of trained on. Files written before the checksum (version 1) load
+  unchecked.
+- A full disk is one clear error (:class:`DiskFullError`); the temporary file is
+  removed.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import random
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import torch
+from torch import nn
+
+FORMAT = "annotated_transformer.training.checkpoints"
+VERSION = 2  # 2: with a checksum of the contents; 1: without
+PLAIN = (str, int, float, bool, type(None), torch.Tensor)
+UMASK = os.umask(0o022)  # read the process's umask (the only way is to set it) ...
+os.umask(UMASK)  # ... and put it back
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read or does not fit the
+    model it is loaded into."""
+
+
+class DiskFullError(OSError):
+    """A file could not be written for want of disk space (or quota); nothing was
+    replaced."""
+
+
+def content_hash(value: Any) -> str:
+    """SHA-256 (hex) of plain data and tensors: each leaf's type and value, in
+    order.
+
+    A tensor counts with its dtype, shape and bytes; a str, int, float, bool or None
+    with its ``repr`` (exact for floats); dicts, lists and tuples by their items in
+    order. The same contents give the same hash after a ``torch.save`` and
+    ``torch.load`` round trip.
+    """
+    digest = hashlib.sha256()
+
+    def walk(item: Any) -> None:
+        digest.update(type(item).__name__.encode())
+        if isinstance(item, torch.Tensor):
+            data = item.detach().cpu().contiguous().reshape(-1)
+            digest.update(f"{item.dtype}{tuple(item.shape)}".encode())
+            digest.update(data.view(torch.uint8).numpy().tobytes())
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                walk(key)
+                walk(inner)
+        elif isinstance(item, list | tuple):
+            digest.update(str(len(item)).encode())
+            for inner in item:
+                walk(inner)
+        else:
+            digest.update(repr(item).encode())
+
+    walk(value)
+    return digest.hexdigest()
+
+
+def _check_plain(value: Any, where: str) -> None:
+    """Refuse values that ``torch.load(weights_only=True)`` would not load back."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_plain(key, where)
+            _check_plain(item, f"{where}[{key!r}]")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _check_plain(item, f"{where}[{i}]")
+    elif not isinstance(value, PLAIN):
+        raise ValueError(
+            f"{where} is a {type(value).__name__}; checkpoints hold only plain "
+            "data (str, int, float, bool, None, tensors, lists, tuples, dicts): "
+            "convert it (e.g. str(path))"
+        )
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The model inside a ``DistributedDataParallel`` (or
+    similar ``.module``) wrapper."""
+    return (
+        model.module
+        if isinstance(getattr(model, "module", None), nn.Module)
+        else model
+    )
+
+
+def is_sharded(model: nn.Module) -> bool:
+    """Is ``model`` sharded by FSDP (``torch.distributed.fsdp.fully_shard``)?
+    (Without importing FSDP, a second to load, when nothing has.)"""
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    return fsdp is not None and isinstance(model, fsdp.FSDPModule)
+
+
+def full_state_dicts(
+    model: nn.Module, optimizer: torch.optim.Optimizer | None = None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The state dicts of ``model`` and ``optimizer``, whole, in the
+    format of an unsharded run.
+
+    A plain or DDP model: its (and the optimiser's) own state dicts. An FSDP model
+    holds 1/W of every tensor on each of W ranks: this gathers them (a collective:
+    call it on every rank) into full tensors on rank 0's CPU (the other ranks get
+    empty dicts) and renames the optimiser's per-parameter state from parameter
+    names to the indices ``optimizer.state_dict()`` uses, so that one process can
+    load the checkpoint.
+    """
+    if not is_sharded(model):
+        return unwrap(
+            model
+        ).state_dict(), optimizer.state_dict() if optimizer else None
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    weights = get_model_state_dict(model, options=options)
+    if optimizer is None:
+        return weights, None
+    state = get_optimizer_state_dict(model, optimizer, options=options)
+    if not state:  # not rank 0
+        return weights, {}
+    index = {name: i for i, (name, _) in enumerate(model.named_parameters())}
+    groups = [
+        {**g, "params": [index[n] for n in g["params"]]}
+        for g in state["param_groups"]
+    ]
+    return weights, {
+        "state": {index[name]: value for name, value in state["state"].items()},
+        "param_groups": groups,
+    }
+
+
+def rng_state() -> dict[str, Any]:
+    """The state of every global generator, as plain data
+    (NumPy's array as a tensor)."""
+    name, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
+    return {
+        "python": random.getstate(),
+        "numpy": (
+            name,
+            torch.from_numpy(keys.astype(np.int64)),
+            pos,
+            has_gauss,
+            gauss,
+        ),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore the generators saved by ``rng_state``."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state(
+        (name, keys.numpy().astype(np.uint32), pos, has_gauss, cached)
+    )
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(
+    path: str | os.PathLike,
+    model: nn.Module | dict[str, Any],
+    optimizer: torch.optim.Optimizer | dict[str, Any] | None = None,
+    scheduler: Any = None,
+    *,
+    step: int = 0,
+    config: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write a checkpoint atomically and return its path.
+
+    model, optimizer: the objects, or their state dicts (e.g. from
+        :func:`full_state_dicts`);
+    config: the run's settings (plain data: enough to rebuild the model);
+        extra: any other plain data to restore (data position, history).
+        Folders are created as needed.
+    """
+    path = Path(path)
+    state = {
+        "format": FORMAT,
+        "version": VERSION,
+        "step": step,
+        "config": config or {},
+        "extra": extra or {},
+        "rng": rng_state(),
+        "model": model if isinstance(model, dict) else unwrap(model).state_dict(),
+        "optimizer": optimizer.state_dict()
+        if hasattr(optimizer, "state_dict")
+        else optimizer,
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+    }
+    _check_plain(state["config"], "config")
+    _check_plain(state["extra"], "extra")
+    state["checksum"] = content_hash(state)
+    return atomic_write(path, lambda f: torch.save(state, f))
+
+
+def atomic_write(
+    path: str | os.PathLike,
+    data: bytes | Callable[[BinaryIO], None],
+    check: Callable[[Path], None] | None = None,
+) -> Path:
+    """Write a file so that a reader (or a crash) sees the old
+    file or the new, never half.
+
+    ``data``: the bytes, or a function that writes into an open binary file. The
+    bytes go to a temporary file in the same folder, are flushed to disk (fsync),
+    ``check(temporary path)`` may refuse them by raising (e.g. a checksum), and the
+    temporary file is renamed over ``path`` with ``os.replace`` (atomic on POSIX and
+    Windows); then the folder is synced so that the rename itself survives a power
+    cut. Folders are created as needed. A full disk raises :class:`DiskFullError`
+    (however deep the writer wrapped it) and, like any other failure, removes the
+    temporary file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+    )
+    try:
+        os.chmod(
+            tmp, 0o666 & ~UMASK
+        )  # mkstemp's file is private (0600); a plain file is not
+        with os.fdopen(fd, "wb") as f:
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if check is not None:
+            check(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException as error:
+        Path(tmp).unlink(missing_ok=True)
+        if is_disk_full(error):
+            raise disk_full(path) from error
+        raise
+    if hasattr(os, "O_DIRECTORY"):  # POSIX: make the rename durable
+        dir_fd = os.open(path.parent, os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return path
+
+
+def disk_full(path: str | os.PathLike) -> DiskFullError:
+    """The error for a write of ``path`` that found the disk full: what ran out, and
+    what to do."""
+    path = Path(path)
+    error = DiskFullError(
+        f"no space left on the disk of {path.parent} to write {path.name} (the "
+        f"previous {path.name}, if any, is intact): free some space, then run "
+        "again (a training run: with --resume)"
+    )
+    error.errno = errno.ENOSPC
+    return error
+
+
+def is_disk_full(error: BaseException | None) -> bool:
+    """Is ``error``, or one it was raised from (torch wraps them), a full disk?"""
+    seen = 0
+    while error is not None and seen < 10:  # a chain of causes, not a cycle
+        full = (errno.ENOSPC, errno.EDQUOT)
+        if isinstance(error, OSError) and error.errno in full:
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
+
+
+def previous(path: str | os.PathLike) -> Path:
+    """Where :func:`keep_previous` keeps the file that ``path`` replaces
+    (``last.previous.pt``)."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.previous{path.suffix}")
+
+
+def keep_previous(path: str | os.PathLike) -> None:
+    """Keep the file at ``path`` (if any) as :func:`previous` of it, atomically,
+    before a new one replaces it: a checkpoint damaged later still has an intact
+    predecessor. A hard link (no copy, no space) where the file system has them,
+    else a copy."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    link = path.with_name(f".{previous(path).name}.{os.getpid()}.tmp")
+    link.unlink(missing_ok=True)
+    try:
+        os.link(path, link)
+    except OSError:  # no hard links here
+        shutil.copyfile(path, link)
+    os.replace(link, previous(path))
+
+
+def atomic_copy(source: str | os.PathLike, target: str | os.PathLike) -> Path:
+    """Copy ``source`` to ``target`` atomically (see :func:`atomic_write`)."""
+    with open(source, "rb") as f:
+        return atomic_write(target, lambda out: shutil.copyfileobj(f, out))
+
+
+def read_checkpoint(
+    path: str | os.PathLike, map_location: Any = "cpu"
+) -> dict[str, Any]:
+    """Load a checkpoint's contents (plain data and tensors only)
+    without applying them."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no checkpoint at {path}: check the path, or train from scratch"
+        )
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:
+        # Only the first sentence of torch's message: the rest suggests
+        # weights_only=False, which would let a malicious file run code.
+        reason = str(err).split(". ")[0].splitlines()[0][:160] if str(err) else ""
+        raise CheckpointError(
+            f"{path} is not a readable checkpoint ({type(err).__name__}: "
+            f"{reason}). It is truncated or corrupt (an interrupted copy, a full "
+            "disk) or not a checkpoint at all: use an earlier checkpoint, or train "
+            "again."
+        ) from err
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{path} is a torch file but not a checkpoint written by "
+            "save_checkpoint (no 'format' marker): pass a file that "
+            "save_checkpoint wrote"
+        )
+    if "checksum" in state or state.get("version", 1) >= 2:
+        stored = state.pop("checksum", None)
+        if stored != content_hash(state):
+            raise CheckpointError(
+                f"{path} is corrupt: its contents do not match the checksum stored "
+                "in it (a damaged disk or an altered copy); use an earlier "
+                "checkpoint, or train again"
+            )
+    return state
+
+
+def load_checkpoint(
+    path: str | os.PathLike,
+    model: nn.Module | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+    *,
+    restore_rng: bool = True,
+    map_location: Any = "cpu",
+) -> dict[str, Any]:
+    """Load a checkpoint into the given objects and return its
+    contents (step, config, extra).
+
+    The model's tensors are copied into ``model`` (moved to its device by
+    ``load_state_dict``); restore_rng=True also restores every random generator, so
+    a resumed run draws the same dropout masks as an uninterrupted one.
+    """
+    state = read_checkpoint(path, map_location)
+    if model is not None:
+        try:
+            unwrap(model).load_state_dict(state["model"])
+        except RuntimeError as err:
+            raise CheckpointError(
+                f"{path} holds weights for a different model (its config: "
+                f"{state['config']}); build the model with that config. Details: "
+                f"{str(err)[:300]}"
+            ) from err
+    for obj, key in ((optimizer, "optimizer"), (scheduler, "scheduler")):
+        if obj is not None:
+            if state[key] is None:
+                raise CheckpointError(f"{path} was saved without a {key} state")
+            obj.load_state_dict(state[key])
+    if restore_rng:
+        set_rng_state(state["rng"])
+    return state
+
+
+def average_checkpoints(
+    paths: Sequence[str | os.PathLike],
+) -> tuple[dict[str, Any], dict]:
+    """Element-wise mean of the model weights in ``paths``;
+    returns (config, state_dict).
+
+    Vaswani et al. 2017, section 6.1: "averaging the last 5 checkpoints". The
+    checkpoints must come from one run (same config, hence the same shapes); the
+    mean is taken in float64 and cast back to each tensor's dtype.
+    """
+    if not paths:
+        raise ValueError("average_checkpoints needs at least one checkpoint path")
+    first = read_checkpoint(paths[0])
+    config, total = (
+        first["config"],
+        {k: v.double() for k, v in first["model"].items()},
+    )
+    for path in paths[1:]:
+        state = read_checkpoint(path)
+        if state["config"] != config or state["model"].keys() != total.keys():
+            raise CheckpointError(
+                f"{path} comes from a different run than {paths[0]} (config or "
+                "weights differ): average only checkpoints of one training run"
+            )
+        for key, value in state["model"].items():
+            total[key] += value.double()
+    dtypes = {k: v.dtype for k, v in first["model"].items()}
+    return config, {k: (v / len(paths)).to(dtypes[k]) for k, v in total.items()}
+
+
+def model_soup(paths: Sequence[str | os.PathLike]) -> tuple[dict[str, Any], dict]:
+    """Element-wise mean of the weights of several runs; returns (the
+    first's config, weights).
+
+    A "uniform model soup" (Wortsman et al. 2022): models fine-tuned from one
+    pretrained start, with different settings, tend to lie in one basin of the loss,
+    so their mean is a model too, often better than each, at the cost of one. From
+    different random starts it is not. The runs must be of one task and vocabulary
+    (``state``) and have weights of the same names and shapes; the mean is taken in
+    float64 and cast back to each tensor's dtype.
+    """
+    if len(paths) < 2:
+        raise ValueError("a model soup needs two or more checkpoints")
+    states = [read_checkpoint(path) for path in paths]
+    # what must agree: the task, its vocabulary, every weight's name and shape
+    kinds = [
+        (
+            s["config"].get("task"),
+            s["config"].get("state"),
+            {k: v.shape for k, v in s["model"].items()},
+        )
+        for s in states
+    ]
+    for path, kind in zip(paths[1:], kinds[1:], strict=True):
+        if kind != kinds[0]:
+            raise CheckpointError(
+                f"{path} does not fit {paths[0]} (another task, vocabulary or "
+                "model shape): average runs fine-tuned from one pretrained run "
+                "with the same sizes"
+            )
+    first = states[0]["model"]
+    weights = {
+        k: torch.stack([s["model"][k].double() for s in states])
+        .mean(dim=0)
+        .to(v.dtype)
+        for k, v in first.items()
+    }
+    return states[0]["config"], weights

@@ -1,0 +1,616 @@
+"""Where the training memory goes: a formula for one
+training step, and a measurement.
+
+One step (forward, backward, Adam update) of a model with P parameters holds
+
+    M = 4P (weights) + 4P (gradients) + 8P (Adam's m, v) + B (buffers)
+        + A (activations)
+
+bytes in fp32. The first three are fixed by the model (16 bytes a parameter);
+A, the tensors the forward pass saves for the backward pass, grows with the
+batch b and the length n:
+
+    A = N · a_layer(b, n, d_model, d_ff, h) + a_ends(b, n, d_model, vocab)
+
+with, per layer, terms in b·n·d_model (inputs of every linear layer and LayerNorm,
+dropout masks), b·n·d_ff (the feed-forward's hidden layer) and b·h·n² (attention
+weights, unless a fused kernel avoids them). :func:`training_memory` writes each
+term out for the package's two generative models (``DecoderLM`` and ``make_model``'s
+``EncoderDecoder``); :func:`measured_training_memory` runs a real step and reads the
+peak, to check the formula.
+
+What this CPU build of PyTorch saves, found by listing the saved tensors
+(``torch.autograd.graph.saved_tensors_hooks``):
+
+- ``nn.Dropout`` on CPU saves its scaled keep-mask *in the activation dtype* (4
+  bytes an element in fp32); CUDA's fused dropout saves a 1-byte boolean mask.
+- ``F.scaled_dot_product_attention`` without dropout runs the CPU flash kernel: it
+  saves q, k, v, the output and a (b, h, n) log-sum-exp, never the (b, h, n, n)
+  weights, but it turns a boolean mask into an additive float mask and saves that
+  (one (b, 1, n, n) float tensor per decoder self-attention).
+- With dropout > 0 it falls back to the math kernel, which saves the softmax, the
+  dropout mask and the dropped weights: three (b, h, n, n) tensors, as many as the
+  explicit :func:`~annotated_transformer.blocks.attention.attention`
+  (``keep_attention = True``).
+
+The peak of a step comes where the forward pass ends and the backward pass begins:
+all activations are alive, the weights' gradients are not yet
+(``zero_grad(set_to_none=True)``), and the loss's gradient with respect to the
+logits, (b·n, vocab), is being formed. So
+
+    peak = weights + Adam + buffers + max(A + 2 · 4·b·n·vocab,  gradients)
+
+where the second branch (the optimiser step, activations freed) wins only for tiny
+batches, and with a small vocabulary the top feed-forward's backward, 2·s·b·n·d_ff,
+outgrows the first term's 2·4·b·n·vocab (:class:`MemoryBreakdown`). Measured on CPU
+(``benchmarks/memory.py``) it is within 3% for most sizes; it undershoots (by 8% at
+d_model 512, batch 8 × 64 tokens, no dropout) when the weights' gradients are as
+large as the activations, because the backward pass then peaks later, holding most
+gradients and some activations at once. :meth:`MemoryBreakdown.total` is that peak;
+:meth:`MemoryBreakdown.upper_bound` adds everything up, as if gradients and
+activations were alive at once.
+
+Sharding (:func:`per_device_bytes`): data parallelism (DDP) keeps a full copy of
+weights, gradients and Adam on each of W devices; FSDP shards the three over the W
+devices and gathers one layer's full weights (and gradients) at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.profiler import ProfilerActivity, profile
+
+from annotated_transformer.blocks.masks import make_std_mask, padding_mask
+from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.encoder_decoder import (
+    make_model,
+    parameter_formula,
+    tie_weights,
+)
+from annotated_transformer.training.loss import smoothed_cross_entropy
+
+KINDS = ("lm", "seq2seq")
+ATTENTION = ("fused", "explicit")
+# bytes: weights, gradients and each Adam moment (autocast keeps them in fp32)
+FP32 = 4
+INDEX = 8  # bytes of an int64 token id, saved by every embedding lookup
+STATS = (
+    2 * FP32
+)  # bytes a position of a LayerNorm: its mean and 1/std, kept in fp32
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes of one training step, by what holds them.
+
+    parameters: the count P; params = 4P, grads = 4P, adam = 8P (m and v);
+    unit_parameters: the largest piece FSDP would gather at once: one layer,
+        or everything outside the layers (embeddings, logits layer, final
+        norms), whichever is larger;
+    buffers: tensors that are not trained (the sinusoid tables);
+    activations: what the forward pass saves for the backward pass, A;
+    transient: the largest temporary of the backward pass, on top of the
+        activations: max(2·4·b·n·V, k·s·b·n·d_ff − 4·b·n·V) — the gradients of the
+        log-probabilities and of the logits (fp32), or the top feed-forward's
+        gradients w.r.t. its hidden layer (k = 2: before relu and after it; k = 1
+        with dropout, whose saved input is freed first), by which time the loss's
+        log-softmax (4·b·n·V) has been freed.
+    """
+
+    parameters: int
+    unit_parameters: int
+    params: int
+    grads: int
+    adam: int
+    buffers: int
+    activations: int
+    transient: int
+
+    @property
+    def total(self) -> int:
+        """Predicted peak: params + adam + buffers +
+        max(activations + transient, grads)."""
+        fixed = self.params + self.adam + self.buffers
+        return fixed + max(self.activations + self.transient, self.grads)
+
+    @property
+    def upper_bound(self) -> int:
+        """Everything at once: params + grads + adam + buffers +
+        activations + transient."""
+        return (
+            self.params
+            + self.grads
+            + self.adam
+            + self.buffers
+            + self.activations
+            + (self.transient)
+        )
+
+
+def attention_bytes(
+    b: int,
+    n_q: int,
+    n_k: int,
+    d_model: int,
+    h: int,
+    s: int,
+    dropout: bool,
+    attention: str,
+) -> int:
+    """Bytes one multi-head attention saves, masks aside (see :func:`mask_bytes`).
+
+    Every path keeps q (b·n_q·d), k and v (b·n_k·d each) and the concatenated heads
+    (b·n_q·d), the input of W^O:  s·b·d·(2 n_q + 2 n_k).
+    fused, no dropout (flash kernel): + the log-sum-exp, 4·b·h·n_q (fp32);
+    fused with dropout on CPU (math kernel), explicit with dropout: + softmax,
+    dropout mask and dropped weights, 3·s·b·h·n_q·n_k;  explicit without
+    dropout: + the softmax, s·b·h·n_q·n_k.
+    """
+    projections = s * b * d_model * (2 * n_q + 2 * n_k)
+    if attention == "fused" and not dropout:
+        return projections + FP32 * b * h * n_q
+    return projections + (3 if dropout else 1) * s * b * h * n_q * n_k
+
+
+def mask_bytes(elements: int, s: int, dropout: bool, attention: str) -> int:
+    """Bytes of one saved attention mask of ``elements`` entries (e.g. b·n² or n²).
+
+    Each attention call saves its own: the flash kernel (fused, no dropout) the
+    boolean mask turned additive, s bytes an entry; the explicit path the negated
+    boolean that ``masked_fill`` reads (1 byte); the math kernel none.
+    """
+    if attention == "explicit":
+        return elements
+    return 0 if dropout else s * elements
+
+
+def feed_forward_bytes(b: int, n: int, d_ff: int, s: int, dropout: bool) -> int:
+    """Bytes FFN(x) = W₂ dropout(relu(W₁ x)) saves besides its input x.
+
+    relu's output s·b·n·d_ff; with dropout also the mask and the
+    dropped values: 3·s·b·n·d_ff.
+    """
+    return (3 if dropout else 1) * s * b * n * d_ff
+
+
+def lm_block_bytes(
+    b: int,
+    n: int,
+    d_model: int,
+    d_ff: int,
+    h: int,
+    s: int,
+    dropout: bool,
+    attention: str,
+) -> int:
+    """Bytes one post-norm ``TransformerBlock`` (causal) saves.
+
+    x (input of W^Q, W^K, W^V) + attention + the inputs of norm1 and norm2 and of
+    the FFN (norm1's output): 4·s·b·n·d;  LayerNorm statistics 2 · 8·b·n;  the FFN;
+    with dropout the masks after attention and FFN, 2·s·b·n·d;  the causal mask, n²
+    entries.
+    """
+    bnd = b * n * d_model
+    return (
+        (4 + (2 if dropout else 0)) * s * bnd
+        + 2 * STATS * b * n
+        + attention_bytes(b, n, n, d_model, h, s, dropout, attention)
+        + mask_bytes(n * n, s, dropout, attention)
+        + feed_forward_bytes(b, n, d_ff, s, dropout)
+    )
+
+
+def sublayer_bytes(b: int, n: int, d_model: int, s: int, dropout: bool) -> int:
+    """Bytes a pre-norm ``SublayerConnection``
+    x + dropout(f(norm(x))) saves besides f's own.
+
+    The norm's input and output, 2·s·b·n·d, its statistics 8·b·n,
+    the dropout mask s·b·n·d.
+    """
+    return (3 if dropout else 2) * s * b * n * d_model + STATS * b * n
+
+
+def encoder_layer_bytes(
+    b: int,
+    n: int,
+    d_model: int,
+    d_ff: int,
+    h: int,
+    s: int,
+    dropout: bool,
+    attention: str,
+) -> int:
+    """Bytes one ``EncoderLayer`` saves: two sublayers, self-attention, FFN and its
+    (b, 1, 1, n) padding mask."""
+    return (
+        2 * sublayer_bytes(b, n, d_model, s, dropout)
+        + attention_bytes(b, n, n, d_model, h, s, dropout, attention)
+        + mask_bytes(b * n, s, dropout, attention)
+        + feed_forward_bytes(b, n, d_ff, s, dropout)
+    )
+
+
+def decoder_layer_bytes(
+    b: int,
+    n: int,
+    d_model: int,
+    d_ff: int,
+    h: int,
+    s: int,
+    dropout: bool,
+    attention: str,
+) -> int:
+    """Bytes one ``DecoderLayer`` saves: three sublayers, self- and source attention
+    with their (b, 1, n, n) target and (b, 1, 1, n) source masks, FFN."""
+    return (
+        3 * sublayer_bytes(b, n, d_model, s, dropout)
+        + 2 * attention_bytes(b, n, n, d_model, h, s, dropout, attention)
+        + mask_bytes(b * n * n + b * n, s, dropout, attention)
+        + feed_forward_bytes(b, n, d_ff, s, dropout)
+    )
+
+
+def activation_bytes(
+    kind: str,
+    *,
+    N: int,
+    d_model: int,
+    d_ff: int,
+    h: int,
+    vocab: int,
+    batch: int,
+    length: int,
+    dropout: bool,
+    attention: str = "fused",
+    dtype_bytes: int = FP32,
+    activation_checkpointing: bool = False,
+) -> int:
+    """A, the bytes saved for the backward pass (source and
+    target both ``length`` long).
+
+    lm:      A = N·a_block + 2·8·b·n + 8·n (input, target and position
+             ids) + s·b·n·d (the last block's output, input of the logits
+             layer) + [dropout] s·b·n·d (embedding dropout mask) + 4·b·n·V (the
+             loss's log-softmax, fp32)
+    seq2seq: A = N·(a_enc + a_dec) + 3·8·b·n (source, target and loss-target
+             ids) + 4·s·b·n·d (input of each final norm, the encoder output (memory)
+             and the decoder output) + 2·8·b·n (the final norms'
+             statistics) + [dropout] 2·s·b·n·d (embedding dropout
+             masks) + 4·b·n·V + b·n (the loss's log-softmax and padding mask)
+
+    With activation checkpointing every layer keeps only its input, s·b·n·d, and the
+    backward pass recomputes one layer at a time, so N·a_layer becomes
+    N·s·b·n·d + max(a_layer) (for seq2seq 2N inputs and the larger of a_enc, a_dec).
+    """
+    b, n, s = batch, length, dtype_bytes
+    bnd = b * n * d_model
+    sizes = (b, n, d_model, d_ff, h, s, dropout, attention)
+    loss = FP32 * b * n * vocab
+    drop = s * bnd if dropout else 0
+    if kind == "lm":
+        layers = [lm_block_bytes(*sizes)] * N
+        ends = INDEX * (2 * b * n + n) + s * bnd + drop + loss
+    else:
+        layers = [encoder_layer_bytes(*sizes)] * N + [
+            decoder_layer_bytes(*sizes)
+        ] * N
+        ends = (
+            3 * INDEX * b * n
+            + 4 * s * bnd
+            + 2 * STATS * b * n
+            + 2 * drop
+            + loss
+            + b * n
+        )
+    if activation_checkpointing:
+        return ends + len(layers) * s * bnd + max(layers)
+    return ends + sum(layers)
+
+
+def parameter_count(
+    kind: str,
+    *,
+    N: int,
+    d_model: int,
+    d_ff: int,
+    vocab: int,
+    max_len: int,
+    shared: bool,
+) -> int:
+    """P in closed form, from
+    :func:`~annotated_transformer.models.encoder_decoder.parameter_formula`.
+
+    lm: V·d (tokens) + max_len·d (learned positions) + N·(4(d²+d) + 2·d·d_ff
+        + d_ff + d + 4d) (a block has an encoder layer's
+        parameters) + d·V + V (the logits layer).
+    seq2seq: the paper's model, minus 2·V·d when ``shared`` (one vocabulary, and one
+        matrix for the source and target embeddings and the generator:
+        ``tie_weights(share_source=True)``).
+    """
+    counts = parameter_formula(vocab, vocab, N, d_model, d_ff)
+    if kind == "lm":
+        block = counts["encoder.layers.0"]
+        return (
+            vocab * d_model
+            + max_len * d_model
+            + N * block
+            + d_model * vocab
+            + vocab
+        )
+    return sum(counts.values()) - (2 * vocab * d_model if shared else 0)
+
+
+def _check(kind: str, attention: str, d_model: int, d_ff: int, h: int) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
+    if h < 1 or d_model % h != 0:
+        raise ValueError(f"d_model={d_model} must be divisible by h={h}")
+
+
+def training_memory(
+    kind: str,
+    *,
+    N: int,
+    d_model: int,
+    d_ff: int,
+    h: int,
+    vocab: int,
+    batch: int,
+    length: int,
+    dropout: float = 0.1,
+    attention: str = "fused",
+    dtype_bytes: int = FP32,
+    max_len: int | None = None,
+    shared: bool = False,
+    activation_checkpointing: bool = False,
+) -> MemoryBreakdown:
+    """Bytes of one training step of a ``DecoderLM`` (kind "lm") or a
+    ``make_model`` ``EncoderDecoder`` (kind "seq2seq"), with Adam, batch × length
+    tokens (source and target).
+
+    attention: "fused" (``F.scaled_dot_product_attention``, the default) or
+        "explicit" (``keep_attention = True``); dtype_bytes: bytes of an activation
+        (2 under bf16 autocast, weights, gradients and Adam stay fp32; measured here
+        in fp32 only); max_len: the LM's positions (default ``length``) or the
+        sinusoid tables' length (default 5000, two fp32 (max_len, d) buffers);
+        shared: the seq2seq model with all three matrices tied.
+    """
+    _check(kind, attention, d_model, d_ff, h)
+    if kind == "lm":
+        max_len = length if max_len is None else max_len
+        buffers = 0
+    else:
+        max_len = 5000 if max_len is None else max_len
+        buffers = 2 * FP32 * max_len * d_model
+    P = parameter_count(
+        kind,
+        N=N,
+        d_model=d_model,
+        d_ff=d_ff,
+        vocab=vocab,
+        max_len=max_len,
+        shared=shared,
+    )
+    counts = parameter_formula(vocab, vocab, N, d_model, d_ff)
+    layer = counts["encoder.layers.0" if kind == "lm" else "decoder.layers.0"]
+    in_layers = N * (layer if kind == "lm" else layer + counts["encoder.layers.0"])
+    activations = activation_bytes(
+        kind,
+        N=N,
+        d_model=d_model,
+        d_ff=d_ff,
+        h=h,
+        vocab=vocab,
+        batch=batch,
+        length=length,
+        dropout=dropout > 0,
+        attention=attention,
+        dtype_bytes=dtype_bytes,
+        activation_checkpointing=activation_checkpointing,
+    )
+    head = 2 * FP32 * batch * length * vocab
+    ffn = (
+        1 if dropout > 0 else 2
+    ) * dtype_bytes * batch * length * d_ff - head // 2
+    return MemoryBreakdown(
+        parameters=P,
+        unit_parameters=max(layer, P - in_layers),
+        params=FP32 * P,
+        grads=FP32 * P,
+        adam=2 * FP32 * P,
+        buffers=buffers,
+        activations=activations,
+        transient=max(head, ffn),
+    )
+
+
+def per_device_bytes(
+    scheme: str, breakdown: MemoryBreakdown, world_size: int
+) -> int:
+    """Bytes of weights, gradients and Adam that each of
+    ``world_size`` devices holds.
+
+    ddp:  params + grads + adam = 16P: every device keeps the whole model and
+          optimiser (DDP's gradient buckets may add another 4P unless
+          ``gradient_as_bucket_view=True``);
+    fsdp: ⌈(params + grads + adam) / W⌉ + 2·4·P_unit: each device keeps 1/W of the
+          three, and gathers one wrapped unit at a time, its full weights and (in
+          the backward pass) its full gradients; P_unit =
+          ``breakdown.unit_parameters``, the largest such unit.
+    Activations are left out: each device holds those of its own
+    micro-batch under either.
+    """
+    if world_size < 1:
+        raise ValueError(
+            f"world_size must be a positive number of devices, got {world_size}"
+        )
+    state = breakdown.params + breakdown.grads + breakdown.adam
+    if scheme == "ddp":
+        return state
+    if scheme == "fsdp":
+        return math.ceil(state / world_size) + 2 * FP32 * breakdown.unit_parameters
+    raise ValueError(f"scheme must be 'ddp' or 'fsdp', got {scheme!r}")
+
+
+PAPER_MODELS = {
+    "base": dict(N=6, d_model=512, d_ff=2048, h=8),
+    "big": dict(N=6, d_model=1024, d_ff=4096, h=16),
+}
+
+
+def sharding_table(world_size: int = 8, vocab: int = 37000) -> pd.DataFrame:
+    """GiB per device for the paper's base and big models (one shared vocabulary of
+    37000 tokens, tied embeddings) under DDP and FSDP on ``world_size`` devices.
+
+    returns one row per model: parameters, ddp_gib, fsdp_gib
+        (activations not included)
+    """
+    rows = []
+    for name, sizes in PAPER_MODELS.items():
+        mem = training_memory(
+            "seq2seq", **sizes, vocab=vocab, batch=1, length=1, shared=True
+        )
+        rows.append(
+            {
+                "model": name,
+                "parameters": mem.parameters,
+                "ddp_gib": per_device_bytes("ddp", mem, world_size) / 2**30,
+                "fsdp_gib": per_device_bytes("fsdp", mem, world_size) / 2**30,
+            }
+        )
+    return pd.DataFrame(rows).set_index("model")
+
+
+def _held_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of the distinct storages of the weights,
+    buffers and optimiser state."""
+    tensors = [*model.parameters(), *model.buffers()]
+    tensors += [
+        t
+        for state in optimizer.state.values()
+        for t in state.values()
+        if torch.is_tensor(t)
+    ]
+    storages = {
+        t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+        for t in tensors
+    }
+    return sum(storages.values())
+
+
+def allocator_peak(step: Callable[[], None]) -> int:
+    """Highest sum of the CPU allocator's allocations minus
+    frees while ``step`` runs."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    # Each raw event is one allocation (+bytes) or free (-bytes), in
+    # the order they happened.
+    events = sorted(
+        (e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+    )
+    running = peak = 0
+    for _, nbytes in events:
+        running += nbytes
+        peak = max(peak, running)
+    return peak
+
+
+def peak_step_bytes(
+    model: nn.Module,
+    loss_fn: Callable[[], Tensor],
+    optimizer: torch.optim.Optimizer,
+) -> int:
+    """Peak bytes of one training step: zero_grad(set_to_none),
+    loss_fn().backward(), step().
+
+    A first step runs unmeasured (it creates Adam's
+    moments); the second is measured.
+    CUDA: ``torch.cuda.max_memory_allocated`` over the step (everything on the
+    device, the batch included). CPU: the bytes held before the step (weights,
+    buffers, Adam; counted from the tensors) plus the peak of the PyTorch profiler's
+    allocation events during it. Limits on CPU: it sees what PyTorch's allocator
+    hands out, not what the C library's malloc keeps around it (fragmentation,
+    per-thread arenas), nor memory that libraries such as oneDNN take themselves;
+    and the profiler slows the step down a few times.
+    """
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn().backward()
+        optimizer.step()
+
+    step()
+    optimizer.zero_grad(set_to_none=True)
+    device = next(model.parameters()).device
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        step()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device)
+    return _held_bytes(model, optimizer) + allocator_peak(step)
+
+
+def measured_training_memory(
+    kind: str,
+    *,
+    N: int,
+    d_model: int,
+    d_ff: int,
+    h: int,
+    vocab: int,
+    batch: int,
+    length: int,
+    dropout: float = 0.1,
+    attention: str = "fused",
+    shared: bool = False,
+    device: str | torch.device = "cpu",
+    seed: int = 0,
+) -> int:
+    """Build the model :func:`training_memory` describes, run two Adam steps on
+    random tokens (batch × length; seq2seq: the source and the target) and return
+    the second's peak bytes (:func:`peak_step_bytes`). Losses: the LM's summed
+    cross-entropy, the translation model's label-smoothed one (ε = 0.1), both on
+    fp32 logits as in training.
+    """
+    _check(kind, attention, d_model, d_ff, h)
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    dev = torch.device(device)
+    if kind == "lm":
+        model = DecoderLM(
+            vocab, d_model, h, N, max_len=length, d_ff=d_ff, dropout=dropout
+        ).to(dev)
+        x, y = torch.randint(vocab, (2, batch, length), generator=gen).to(dev)
+
+        def loss_fn() -> Tensor:
+            return F.cross_entropy(
+                model(x).flatten(0, 1), y.flatten(), reduction="sum"
+            )
+    else:
+        model = make_model(vocab, vocab, N, d_model, d_ff, h, dropout)
+        model = (tie_weights(model, share_source=True) if shared else model).to(dev)
+        src = torch.randint(1, vocab, (batch, length), generator=gen).to(dev)
+        tgt = torch.randint(1, vocab, (batch, length + 1), generator=gen).to(dev)
+        src_mask, tgt_mask = padding_mask(src, 0), make_std_mask(tgt[:, :-1], 0)
+
+        def loss_fn() -> Tensor:
+            hidden = model(src, tgt[:, :-1], src_mask, tgt_mask)
+            logits = model.generator.logits(hidden)
+            return smoothed_cross_entropy(logits, tgt[:, 1:], 0, 0.1)[0]
+
+    for module in model.modules():
+        if hasattr(module, "keep_attention"):
+            module.keep_attention = attention == "explicit"
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    return peak_step_bytes(model, loss_fn, optimizer)

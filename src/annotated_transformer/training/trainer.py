@@ -1,0 +1,697 @@
+"""Training: batches with masks, the optimiser of the paper,
+and one loop for every task.
+
+The loop knows nothing about translation. A task gives it
+
+- ``batches(epoch) -> iterable of batches``: the training data of one epoch, the
+  *same* batches in the same order every time it is called with the same epoch (seed
+  a ``torch.Generator`` from the epoch; never draw from the global generators), so
+  that a resumed run skips to the exact batch where it stopped;
+- ``loss_fn(model, batch) -> (loss_sum, n_tokens)``: the loss *summed* over the
+  batch's tokens (or examples) and their count. Sums let the loop divide by the
+  tokens of the whole optimiser step, so 4 micro-batches of b sentences give the
+  same update as one batch of 4b.
+
+What one optimiser step does (``Trainer.train_step``):
+
+1. for each of ``accumulate`` micro-batches: forward (under bf16 or fp16 autocast if
+   asked; weights stay fp32 and the loss is computed from fp32 logits), stop if the
+   loss is not finite, backward (under fp16 of the loss times the loss scale, see
+   below);
+2. divide the summed gradients by the step's token count,
+   clip their norm (optional);
+3. one Adam update, one scheduler step (per optimiser step, not per micro-batch).
+
+fp16 keeps 10 bits of mantissa but only 5 of exponent: gradients below 2⁻²⁴ ≈ 6e-8
+become 0. ``torch.amp.GradScaler`` multiplies the loss by a scale S (65536 to start)
+so that the backward pass runs on numbers S times larger, divides the gradients by S
+before clipping ("unscale"), and skips the update of a step whose gradients
+overflowed to inf, halving S (it doubles S again after 2000 good steps). A skipped
+step is part of fp16 training, not an error; its scale is saved in checkpoints so
+that a resumed run continues exactly. bf16 has fp32's 8 exponent bits and needs no
+scaling. The losses here are *sums* over a batch's tokens, thousands of times the
+mean; their gradients would overflow fp16 at any useful S, so under fp16 the scaled
+loss is also divided by the first micro-batch's token count (and the gradients
+multiplied back).
+
+``Trainer.fit`` repeats it, calls an evaluation hook every so many steps (its
+results join that step's row of the history), writes checkpoints, shows a progress
+bar (loss, learning rate, tokens/s) and keeps the history as a pandas DataFrame.
+A ``DistributedDataParallel`` or FSDP (``fully_shard``) model passes through:
+micro-batches before the last skip the gradient all-reduce (``no_sync``,
+``set_requires_gradient_sync``), and only rank 0 shows progress and writes
+checkpoints (an FSDP model's full weights are gathered from every rank first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+import torch.utils.checkpoint
+from torch import Tensor, nn
+
+from annotated_transformer.blocks.masks import (
+    check_rows,
+    make_std_mask,
+    padding_mask,
+    segment_mask,
+    segment_positions,
+)
+from annotated_transformer.training import distributed
+from annotated_transformer.training.checkpoints import (
+    full_state_dicts,
+    is_sharded,
+    keep_previous,
+    load_checkpoint,
+    save_checkpoint,
+    unwrap,
+)
+from annotated_transformer.training.loss import smoothed_cross_entropy
+from annotated_transformer.training.progress import tqdm
+
+LossFn = Callable[[nn.Module, Any], tuple[Tensor, Tensor | int]]
+
+
+class Batch:
+    """A batch of sentence pairs for teacher forcing, with its masks.
+
+    src: (batch, src_len) ids; tgt: (batch, tgt_len) ids starting with <s>, or None;
+        pad: the padding id (0, ``<pad>`` in
+        :data:`~annotated_transformer.data.vocab.SPECIALS`; the original Annotated
+        Transformer used 2).
+    The decoder reads ``tgt`` = tgt[:, :-1] and must predict ``tgt_y`` = tgt[:, 1:]:
+    src_mask (batch, 1, src_len); tgt, tgt_y (batch, tgt_len - 1);
+    tgt_mask (batch, tgt_len - 1, tgt_len - 1); ntokens = number of non-padding
+    ``tgt_y``. ``packing``: the model's extra inputs for packed rows
+    (:class:`PackedBatch`); empty here.
+    """
+
+    def __init__(
+        self, src: Tensor, tgt: Tensor | None = None, pad: int = 0
+    ) -> None:
+        self.src = src
+        self.src_mask = padding_mask(src, pad)
+        self.tgt = self.tgt_y = self.tgt_mask = None
+        self.ntokens = 0
+        self.packing: dict[str, Tensor] = {}
+        if tgt is not None:
+            if tgt.dim() != 2 or tgt.size(1) < 2 or tgt.size(0) != src.size(0):
+                raise ValueError(
+                    f"tgt must be (batch={src.size(0)}, tgt_len >= 2) ids (<s> "
+                    f"then at least one token to predict), got {tuple(tgt.shape)}"
+                )
+            self.tgt = tgt[:, :-1]
+            self.tgt_y = tgt[:, 1:]
+            self.tgt_mask = make_std_mask(self.tgt, pad)
+            self.ntokens = int((self.tgt_y != pad).sum())
+        check_rows(self.src_mask, "src_mask")  # once per batch, not in every layer
+
+    def to(self, device: torch.device | str) -> Batch:
+        """Move every tensor to ``device`` (in place; returns self)."""
+        for name in ("src", "src_mask", "tgt", "tgt_y", "tgt_mask"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, value.to(device, non_blocking=True))
+        self.packing = {
+            k: v.to(device, non_blocking=True) for k, v in self.packing.items()
+        }
+        return self
+
+    def __len__(self) -> int:
+        return self.src.size(0)
+
+
+class PackedBatch(Batch):
+    """Sentence pairs packed several to a row, one after another (sequence packing).
+
+    rows: per row, its pairs ``(src_ids, tgt_ids)``, each side already holding
+        ``<s>`` and ``</s>``. Pair k of a row is segment k + 1 of that row on both
+        sides (0: padding). The decoder reads ``<s> y`` and predicts ``y </s>`` of
+        every pair, and the masks
+        (:func:`~annotated_transformer.blocks.masks.segment_mask`) keep each token inside
+        its own pair: src_mask (rows, src_len, src_len); tgt_mask (rows, tgt_len,
+        tgt_len), causal; ``packing["memory_mask"]`` (rows, tgt_len, src_len) for
+        the source attention; and ``packing["src_pos"]``, ``packing["tgt_pos"]``
+        (rows, len) restart at 0 for every pair. So the model computes for each pair
+        what it would in a padded batch, while the padding shrinks to the ends of
+        the rows, whatever the mix of lengths.
+    """
+
+    def __init__(
+        self,
+        rows: Sequence[Sequence[tuple[Sequence[int], Sequence[int]]]],
+        pad: int = 0,
+    ):
+        if not rows or not all(rows):
+            raise ValueError(
+                "a packed batch needs at least one row and a pair in every row"
+            )
+        if any(len(src) < 1 or len(tgt) < 2 for row in rows for src, tgt in row):
+            raise ValueError(
+                "every pair needs a source token and a target of >= 2 (<s> ... "
+                "</s>)"
+            )
+        src, src_seg = _pack([[s for s, _ in row] for row in rows], pad)
+        tgt, tgt_seg = _pack([[t[:-1] for _, t in row] for row in rows], pad)
+        self.tgt_y, _ = _pack([[t[1:] for _, t in row] for row in rows], pad)
+        self.src, self.tgt = src, tgt
+        self.src_mask = segment_mask(src_seg, src_seg)
+        self.tgt_mask = segment_mask(tgt_seg, tgt_seg, causal=True)
+        self.ntokens = int((tgt_seg > 0).sum())
+        self.packing = {
+            "memory_mask": segment_mask(tgt_seg, src_seg),
+            "src_pos": segment_positions(src_seg),
+            "tgt_pos": segment_positions(tgt_seg),
+        }
+
+
+def _pack(
+    rows: Sequence[Sequence[Sequence[int]]], pad: int
+) -> tuple[Tensor, Tensor]:
+    """Rows of id lists -> (ids, segments), both (rows, longest row): each
+    row's lists one after another, then ``pad``; segments number the lists of a
+    row from 1 (0: padding)."""
+    width = max(sum(len(ids) for ids in row) for row in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    segments = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, row in enumerate(rows):
+        flat = [i for seq in row for i in seq]
+        ids[r, : len(flat)] = torch.tensor(flat, dtype=torch.long)
+        segments[r, : len(flat)] = torch.repeat_interleave(
+            torch.arange(1, len(row) + 1), torch.tensor([len(seq) for seq in row])
+        )
+    return ids, segments
+
+
+def seq2seq_loss(padding_idx: int, smoothing: float = 0.1) -> LossFn:
+    """The translation loss: label-smoothed cross-entropy of an
+    ``EncoderDecoder`` on a ``Batch``.
+
+    Returns ``loss_fn(model, batch) -> (loss_sum, n_tokens)`` for ``Trainer``. The
+    logits come from ``generator.logits`` so that ``F.cross_entropy`` does the
+    fused log-softmax in fp32.
+    """
+
+    def loss_fn(model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
+        hidden = model(
+            batch.src, batch.tgt, batch.src_mask, batch.tgt_mask, **batch.packing
+        )
+        logits = unwrap(model).generator.logits(hidden)  # (b, len, vocab)
+        return smoothed_cross_entropy(logits, batch.tgt_y, padding_idx, smoothing)
+
+    return loss_fn
+
+
+def make_optimizer(model: nn.Module, lr: float = 1.0) -> torch.optim.Adam:
+    """Adam with the paper's β₁=0.9, β₂=0.98, ε=1e-9 (section 5.3).
+
+    ``schedule.make_scheduler`` then sets the rate at every step.
+    """
+    return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast(
+    device: torch.device, precision: str
+) -> contextlib.AbstractContextManager:
+    """bf16 or fp16 autocast on ``device`` when ``precision`` says so, else nothing.
+
+    Under autocast the matrix products (linear layers, matmul, attention) run in
+    half precision while the weights stay fp32, and so do the optimiser's moments;
+    the tasks' losses take fp32 logits. Which other ops autocast keeps in fp32
+    depends on the device: on CUDA softmax, log-softmax and the norms; on the CPU
+    (PyTorch 2.13) only a few, e.g. the losses, while softmax and LayerNorm run in
+    their input's dtype (accumulating in fp32 inside). The residual stream stays
+    fp32 because fp32 + half is fp32.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"precision={precision!r} must be one of {', '.join(PRECISIONS)}"
+        )
+    dtype = HALF.get(precision, torch.bfloat16)
+    return torch.autocast(device.type, dtype=dtype, enabled=precision != "fp32")
+
+
+def cpu_bf16_speedup() -> float:
+    """How many times faster a (256 × 512) @ (512 × 512) matmul runs in bf16 than in
+    fp32 on this CPU (a quick race, best of 3): above 1 with AVX-512-BF16 or AMX,
+    far below 1 on CPUs that emulate bf16 (tens of times slower than fp32)."""
+    a, b = torch.randn(256, 512), torch.randn(512, 512)
+    best = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        x, y = a.to(dtype), b.to(dtype)
+        x @ y  # warm-up
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            x @ y
+            times.append(time.perf_counter() - start)
+        best[dtype] = min(times)
+    return best[torch.float32] / best[torch.bfloat16]
+
+
+def bf16_is_fast(device: torch.device) -> bool:
+    """Does bf16 autocast pay off here? CUDA: bf16 support. MPS: no (float32 there).
+    CPU: :func:`cpu_bf16_speedup` above 1."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return device.type == "cpu" and cpu_bf16_speedup() > 1
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """``fp32``, ``bf16`` or ``fp16``; ``auto`` becomes bf16
+    where :func:`bf16_is_fast`."""
+    if precision not in ("auto", *PRECISIONS):
+        raise ValueError(f"precision={precision!r}: use fp32, bf16, fp16 or auto")
+    if precision == "auto":
+        return "bf16" if bf16_is_fast(device) else "fp32"
+    return precision
+
+
+@contextlib.contextmanager
+def evaluating(model: nn.Module) -> Iterator[nn.Module]:
+    """Eval mode (no dropout) and no autograd inside; the model's
+    mode is restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            yield model
+    finally:
+        model.train(was_training)
+
+
+def copy_task_batches(
+    vocab: int,
+    batch_size: int,
+    n_batches: int,
+    seq_len: int = 10,
+    *,
+    seed: int = 0,
+    variable: bool = False,
+) -> Iterator[Batch]:
+    """The copy task (Annotated Transformer): random sequences
+    whose target is the source.
+
+    Ids are drawn from 2..vocab-1 after a start symbol 1; 0 is padding (never
+    drawn). Seeded, so ``lambda epoch: copy_task_batches(..., seed=epoch)``
+    is a resumable data source.
+
+    ``variable=True`` is chapter 09's version, closer to translation: sources of 1
+    to ``seq_len`` symbols drawn from 3..vocab-1, closed by an end symbol 2 and
+    padded with 0, src (batch, seq_len + 1); the target is the start symbol 1
+    followed by the source, so the decoder must learn when to stop.
+    """
+    least_vocab, least_len = (4, 1) if variable else (3, 2)
+    if vocab < least_vocab or seq_len < least_len:
+        raise ValueError(
+            f"the copy task needs vocab >= {least_vocab} and seq_len >= "
+            f"{least_len}, got {vocab}, {seq_len}"
+        )
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(n_batches):
+        if variable:
+            yield variable_copy_batch(vocab, batch_size, seq_len, gen)
+        else:
+            data = torch.randint(2, vocab, (batch_size, seq_len), generator=gen)
+            data[:, 0] = 1
+            yield Batch(data, data.clone(), pad=0)
+
+
+def variable_copy_batch(
+    vocab: int, n: int, max_len: int, gen: torch.Generator
+) -> Batch:
+    """``n`` variable-length copy examples: src (n,
+    max_len + 1), tgt (n, max_len + 2)."""
+    lengths = torch.randint(1, max_len + 1, (n,), generator=gen)
+    symbols = torch.randint(3, vocab, (n, max_len + 1), generator=gen)
+    src = symbols.masked_fill(torch.arange(max_len + 1) >= lengths.unsqueeze(1), 0)
+    src[torch.arange(n), lengths] = 2  # </s> right after the last symbol
+    tgt = torch.cat([torch.ones(n, 1, dtype=src.dtype), src], dim=1)  # <s> + source
+    return Batch(src, tgt, pad=0)
+
+
+def mean_loss(
+    model: nn.Module,
+    loss_fn: LossFn,
+    batches: Iterable[Any],
+    precision: str = "fp32",
+) -> float:
+    """The loss per token over ``batches`` (a validation loss): in
+    eval mode, without autograd.
+
+    The sums of ``loss_fn`` are added up and divided once by the total token count,
+    so every token weighs the same whatever batch it sits in.
+    """
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    with evaluating(model), autocast(device, precision):
+        for batch in batches:
+            loss_sum, n = loss_fn(
+                model, batch.to(device) if hasattr(batch, "to") else batch
+            )
+            total, count = total + loss_sum.item(), count + int(n)
+    return total / max(count, 1)
+
+
+def checkpointed(forward: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``forward`` that keeps no activations for the backward pass but its inputs:
+    backward runs it again (``torch.utils.checkpoint``, non-reentrant). The random
+    generators are replayed, so dropout draws the same masks twice and the gradients
+    equal the plain ones. Only while training with autograd on; evaluation and
+    decoding run ``forward`` as it is.
+    """
+
+    @functools.wraps(forward)
+    def run(*args: Any, **kwargs: Any) -> Tensor:
+        if not torch.is_grad_enabled():
+            return forward(*args, **kwargs)
+        return torch.utils.checkpoint.checkpoint(
+            forward, *args, use_reentrant=False, **kwargs
+        )
+
+    return run
+
+
+def checkpoint_blocks(model: nn.Module, blocks: tuple[type, ...]) -> int:
+    """Activation checkpointing: every submodule of a type in ``blocks`` (a layer of
+    the stack) recomputes its activations in the backward pass; returns how many.
+    Peak memory then holds each block's input and one block's activations at a time,
+    for about one more forward pass of compute. The weights and their names are
+    untouched (checkpoints load as before)."""
+    found = [m for m in model.modules() if isinstance(m, blocks)]
+    for module in found:
+        module.forward = checkpointed(module.forward)
+    return len(found)
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss or the gradient norm became inf/NaN; the
+    weights were not updated."""
+
+
+def _every(step: int, period: int) -> bool:
+    return period > 0 and step % period == 0
+
+
+class Trainer:
+    """Runs optimiser steps of ``loss_fn`` on ``model`` and keeps
+    the state needed to resume.
+
+    accumulate: micro-batches per optimiser step; clip_norm: max gradient norm
+        (None: no clipping, as in the paper); precision: "fp32", "bf16" or "fp16"
+        (autocast; weights stay fp32; fp16 with a ``GradScaler``, ``scaler``);
+    checkpoint_path: where ``save``/``fit`` write; config: plain data saved with it;
+    stream: what the batches carry from one to the next (Transformer-XL's memory),
+        an object with ``state_dict``/``load_state_dict`` saved in the checkpoint
+        and restored by ``resume``.
+    State: ``step`` (optimiser steps done), ``epoch`` and ``batch_in_epoch`` (data
+    position), ``history`` (a DataFrame, one row per step: loss, lr, tokens,
+    tokens_per_s, grad_norm, ...).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        loss_fn: LossFn,
+        scheduler: Any = None,
+        *,
+        accumulate: int = 1,
+        clip_norm: float | None = None,
+        precision: str = "fp32",
+        checkpoint_path: str | Path | None = None,
+        config: dict[str, Any] | None = None,
+        stream: Any = None,
+    ) -> None:
+        if accumulate < 1:
+            raise ValueError(
+                f"accumulate={accumulate} must be >= 1 micro-batches per step"
+            )
+        autocast(torch.device("cpu"), precision)  # checks the name
+        self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+        self.scheduler = scheduler
+        self.accumulate, self.clip_norm, self.precision = (
+            accumulate,
+            clip_norm,
+            precision,
+        )
+        self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
+        self.config, self.stream = config or {}, stream
+        self.device = next(model.parameters()).device
+        self.scaler = torch.amp.GradScaler(
+            self.device.type, enabled=precision == "fp16"
+        )
+        self.step = self.epoch = self.batch_in_epoch = 0
+        self.saved_step: int | None = None
+        self.rows: list[dict[str, float]] = []
+
+    @property
+    def history(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows)
+
+    def _forward(self, batch: Any) -> tuple[Tensor, int]:
+        if hasattr(batch, "to"):
+            batch = batch.to(self.device)
+        with autocast(self.device, self.precision):
+            loss_sum, n_tokens = self.loss_fn(self.model, batch)
+        if not torch.isfinite(loss_sum):
+            raise NonFiniteLossError(
+                self._stop_message(f"the loss is {loss_sum.item()}")
+            )
+        return loss_sum, int(n_tokens)
+
+    def _stop_message(self, what: str) -> str:
+        where = (
+            f"{what} at step {self.step + 1} (epoch {self.epoch}, batch "
+            f"{self.batch_in_epoch})"
+        )
+        if self.saved_step is None:
+            kept = "No checkpoint was written in this run."
+        else:
+            kept = (
+                f"The last good checkpoint, {self.checkpoint_path} (step "
+                f"{self.saved_step}), "
+            )
+            kept += "is intact: resume from it."
+        return (
+            f"{where}; stopped before updating the weights. {kept} Try a lower "
+            "learning rate, gradient clipping (clip_norm) or fp32, and check the "
+            "batch for bad values."
+        )
+
+    def train_step(self, micro_batches: Sequence[Any]) -> dict[str, float]:
+        """One optimiser step over ``micro_batches``; returns the
+        step's loss per token etc."""
+        start = time.perf_counter()
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        total_loss, total_tokens, per = 0.0, 0, 1
+        for i, batch in enumerate(micro_batches):
+            last = i == len(micro_batches) - 1
+            # DDP, FSDP: reduce the gradients once, after the last
+            # micro-batch's backward.
+            if hasattr(self.model, "set_requires_gradient_sync"):
+                self.model.set_requires_gradient_sync(last)
+            no_sync = getattr(self.model, "no_sync", None)
+            with contextlib.nullcontext() if last or no_sync is None else no_sync():
+                loss_sum, n_tokens = self._forward(batch)
+                if (
+                    i == 0 and self.scaler.is_enabled()
+                ):  # fp16: the scale is per token
+                    per = max(n_tokens, 1)
+                self.scaler.scale(
+                    loss_sum / per
+                ).backward()  # sums: gradients add up
+            total_loss += loss_sum.item()
+            total_tokens += n_tokens
+        self.scaler.unscale_(
+            self.optimizer
+        )  # fp16: divide by the loss scale before clipping
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        for p in params:  # the gradient of the mean loss over the step's tokens
+            p.grad.div_(max(total_tokens, 1) / per)
+        norm = nn.utils.clip_grad_norm_(params, self.clip_norm or math.inf)
+        grad_norm = float(
+            norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+        )
+        scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
+        if not math.isfinite(grad_norm) and scale is None:
+            self.optimizer.zero_grad(set_to_none=True)
+            raise NonFiniteLossError(
+                self._stop_message(f"the gradient norm is {grad_norm}")
+            )
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.scaler.step(
+            self.optimizer
+        )  # fp16: skipped when a gradient is inf or NaN
+        self.scaler.update()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        self.step += 1
+        seconds = time.perf_counter() - start
+        row = {
+            "step": self.step,
+            "epoch": self.epoch,
+            "loss": total_loss / max(total_tokens, 1),
+            "lr": lr,
+            "tokens": total_tokens,
+            "tokens_per_s": total_tokens / seconds,
+            "grad_norm": grad_norm,
+            "seconds": (self.rows[-1]["seconds"] if self.rows else 0.0)
+            + seconds,  # training
+        }
+        if scale is not None:  # fp16: the scale this step's loss was multiplied by
+            row["loss_scale"] = scale
+        self.rows.append(row)
+        return row
+
+    def _stream(self, batches: Callable[[int], Iterable[Any]]) -> Iterator[Any]:
+        """Micro-batches from the saved position on, epoch after epoch."""
+        while True:
+            seen = 0
+            for i, batch in enumerate(batches(self.epoch)):
+                seen += 1
+                if i < self.batch_in_epoch:
+                    continue  # consumed before the checkpoint this run resumed from
+                self.batch_in_epoch = i + 1
+                yield batch
+            if seen == 0:
+                raise ValueError(
+                    f"batches({self.epoch}) yielded no batches; give it data"
+                )
+            self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+
+    def fit(
+        self,
+        batches: Callable[[int], Iterable[Any]],
+        max_steps: int,
+        *,
+        evaluate: Callable[[], dict[str, float]] | None = None,
+        every: int = 0,
+        checkpoint_every: int = 0,
+        progress: bool = True,
+    ) -> pd.DataFrame:
+        """Train until ``step == max_steps`` (counting steps
+        of earlier, resumed runs).
+
+        batches: epoch -> that epoch's batches (deterministic,
+            see the module docstring);
+        evaluate: () -> metrics, called after every ``every``-th step; its metrics
+            join that step's row (e.g. ``{"val_loss": 2.1}``) before the
+            checkpoint of that step is written.
+        checkpoint_every: save every so many steps, after every evaluation and at
+            the end (needs ``checkpoint_path``).
+        Returns ``history``.
+        """
+        if checkpoint_every and self.checkpoint_path is None:
+            raise ValueError(
+                "checkpoint_every needs a Trainer(checkpoint_path=...)"
+            )
+        main = distributed.rank() == 0
+        stream = self._stream(batches)
+        bar = tqdm(
+            total=max_steps,
+            initial=self.step,
+            desc="train",
+            disable=not (progress and main),
+        )
+        with bar:
+            while self.step < max_steps:
+                row = self.train_step(
+                    [next(stream) for _ in range(self.accumulate)]
+                )
+                bar.update(1)
+                loss, lr, tok_s = row["loss"], row["lr"], row["tokens_per_s"]
+                bar.set_postfix(
+                    loss=f"{loss:.3f}",
+                    lr=f"{lr:.2e}",
+                    tok_s=f"{tok_s:.0f}",
+                    refresh=False,
+                )
+                done = self.step == max_steps
+                evaluated = evaluate is not None and _every(self.step, every)
+                if evaluated:
+                    row.update(evaluate())
+                due = done or evaluated or _every(self.step, checkpoint_every)
+                if self.checkpoint_path and due:
+                    self.save()
+        return self.history
+
+    def save(self, path: str | Path | None = None) -> Path | None:
+        """Write a checkpoint (rank 0 only) with everything ``resume`` needs; the
+        one it replaces is kept as ``checkpoint.previous(path)``
+        (``last.previous.pt``).
+
+        An FSDP model's full weights and optimiser state are gathered first: call it
+        on every rank then (``fit`` does).
+        """
+        path = Path(path) if path else self.checkpoint_path
+        if path is None:
+            raise ValueError(
+                "no checkpoint path: pass one or set Trainer(checkpoint_path=...)"
+            )
+        if distributed.rank() != 0 and not is_sharded(self.model):
+            return None
+        model, optimizer = full_state_dicts(
+            self.model, self.optimizer
+        )  # FSDP: collective
+        if distributed.rank() != 0:
+            return None
+        extra = {
+            "epoch": self.epoch,
+            "batch_in_epoch": self.batch_in_epoch,
+            "history": self.rows,
+        }
+        if self.scaler.is_enabled():
+            extra["scaler"] = self.scaler.state_dict()
+        if self.stream is not None:
+            extra["stream"] = self.stream.state_dict()
+        keep_previous(path)
+        save_checkpoint(
+            path,
+            model,
+            optimizer,
+            self.scheduler,
+            step=self.step,
+            config=self.config,
+            extra=extra,
+        )
+        self.saved_step = self.step
+        return path
+
+    def resume(self, path: str | Path | None = None) -> dict[str, Any]:
+        """Restore model, optimiser, scheduler, random generators, data position,
+        history, (fp16) the loss scale and the stream's state."""
+        path = Path(path) if path else self.checkpoint_path
+        if path is None:
+            raise ValueError(
+                "no checkpoint path: pass one or set Trainer(checkpoint_path=...)"
+            )
+        if is_sharded(self.model):
+            raise ValueError(
+                "resuming a sharded (FSDP) run on several processes is not "
+                "supported: resume it in one process, or with sharding=none"
+            )
+        state = load_checkpoint(path, self.model, self.optimizer, self.scheduler)
+        extra = state["extra"]
+        if self.scaler.is_enabled() and "scaler" in extra:
+            self.scaler.load_state_dict(extra["scaler"])
+        if self.stream is not None:
+            self.stream.load_state_dict(extra.get("stream", {}))
+        self.step, self.saved_step = state["step"], state["step"]
+        self.epoch, self.batch_in_epoch = extra["epoch"], extra["batch_in_epoch"]
+        self.rows = list(extra["history"])
+        self.config = state["config"] or self.config
+        return state
