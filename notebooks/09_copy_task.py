@@ -335,7 +335,7 @@ for name, value in accuracy.items():
 # position passes. With a cache each layer keeps the projected keys and values of the earlier
 # positions (and those of the encoder memory, which never change) and the step runs only the
 # newest token: $O(n)$ position passes, each attending over the cached keys ([chapter 02](02_self_attention.ipynb) built
-# the attention, and `kv_cache.py` holds the cache).
+# the attention, and `blocks/kv_cache.py` holds the cache).
 #
 # The cached path must give *exactly* the tokens of the recomputing one. We check it token for
 # token on 64 fresh sequences, for the trained model and for the partly trained one (whose less

@@ -143,7 +143,7 @@ viz.line_chart(
 # learn or store per position, so it has no table to outgrow; whether it *works* beyond the
 # length it was trained on is a different question, measured at the end of this chapter. And
 # the rotation is applied to the keys before they enter the KV cache, each at its own absolute
-# position, so cached keys are never touched again (`gqa.py` below).
+# position, so cached keys are never touched again (`blocks/grouped_query_attention.py` below).
 #
 # ## RMSNorm
 #

@@ -499,7 +499,7 @@ show_source(imdb.encode, model_soup)
 # and still no unknown input.
 #
 # The first row is already one of [chapter 15](15_the_transformer_today.ipynb)'s switches (`norm="layer"` on the pre-norm
-# block); the rest is one small module, `gpt2.py`. Tokens come from a byte-level version of
+# block); the rest is one small module, `models/gpt2.py`. Tokens come from a byte-level version of
 # [chapter 12](12_tricks_from_the_paper.ipynb)'s BPE. Every piece is a `--set` option of the `lm` task:
 #
 # ```

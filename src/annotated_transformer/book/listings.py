@@ -5,8 +5,9 @@ A chapter shows package code with
 soon as that code changes and the stored output does not. Most chapters re-execute
 in seconds, but those that read long training runs do not, and a docstring edit
 should not need hours of training. A listing's stored output names what it shows
-(``"`Batch` in `annotated_transformer/training/trainer.py`"``), so it can be rendered again
-from the package as it is now, leaving every other output untouched::
+(``"`Batch` in `annotated_transformer/training/trainer.py`"``), so it can be
+rendered again from the package as it is now, leaving every other output
+untouched (an object that moved to another module is found by its name)::
 
     python -m annotated_transformer.book.listings notebooks/*.ipynb
 
@@ -17,12 +18,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import pkgutil
 import re
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
+import annotated_transformer
 from annotated_transformer.book.source import Source
 
 HEADING = re.compile(
@@ -32,16 +35,36 @@ HEADING = re.compile(
 
 def _resolve(name: str, path: str) -> Any:
     """The object that a listing heading names: ``name`` inside
-    the module at ``path``."""
-    module = importlib.import_module(
-        "annotated_transformer." + path.replace("/", ".")
-    )
-    if name == "module":
+    the module at ``path``, or, if it moved, in the module that defines it now."""
+    try:
+        module = importlib.import_module(
+            "annotated_transformer." + path.replace("/", ".")
+        )
+    except ModuleNotFoundError:
+        module = None
+    if name == "module" and module is not None:
         return module
+    top = name.split(".")[0]
+    if module is None or not hasattr(module, top):
+        module = _defining_module(top)
     obj: Any = module
     for part in name.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def _defining_module(name: str) -> Any:
+    """The package module whose own top level defines ``name``."""
+    for info in pkgutil.walk_packages(
+        annotated_transformer.__path__, "annotated_transformer."
+    ):
+        if info.name.endswith("__main__"):  # running it would start the CLI
+            continue
+        module = importlib.import_module(info.name)
+        obj = vars(module).get(name)
+        if obj is not None and getattr(obj, "__module__", None) == info.name:
+            return module
+    raise LookupError(f"no module of the package defines {name!r}")
 
 
 def refresh_output(output: dict) -> bool:
