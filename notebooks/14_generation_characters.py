@@ -60,10 +60,10 @@ from annotated_transformer.models.decoder_only import DecoderLM
 from annotated_transformer.runner import ensure_run, rows_with
 from annotated_transformer.tasks.lm import (
     PRESETS,
-    LanguageModel,
+    RandomWindows,
     byte_bits,
-    evaluate_bits_per_byte,
     window_plan,
+    windowed_bits_per_byte,
 )
 
 torch.manual_seed(0)
@@ -195,7 +195,7 @@ alt.Chart(
 ).properties(width=520, height=120)
 
 # %% [markdown]
-# `evaluate_bits_per_byte` runs those windows in batches and averages with the package's
+# `windowed_bits_per_byte` runs those windows in batches and averages with the package's
 # `BitsPerByte` meter. Two checks that do not depend on training: a model with constant
 # logits scores exactly 8 bits, and a stride of 1 reproduces scoring each byte by hand from
 # its own forward pass.
@@ -205,7 +205,7 @@ uniform = DecoderLM(d_model=32, h=4, N=2, max_len=16, d_ff=128).eval()
 torch.nn.init.zeros_(uniform.to_logits.weight)  # the same scores for every byte:
 torch.nn.init.zeros_(uniform.to_logits.bias)  # p = 1/256 whatever the context
 text = splits["val"][:200]
-bpb, scored = evaluate_bits_per_byte(uniform, text, context=16, stride=8)
+bpb, scored = windowed_bits_per_byte(uniform, text, context=16, stride=8)
 print(f"uniform model: {bpb:.12f} bits per byte over {scored} bytes")
 
 by_hand = []
@@ -215,7 +215,7 @@ with torch.no_grad():
         prefix = text[max(0, t - 16) : t].long()[None]
         log_p = model(prefix)[0, -1].log_softmax(-1)[int(text[t])]
         by_hand.append(-log_p.item() / math.log(2))
-windowed, _ = evaluate_bits_per_byte(model, text[:60], context=16, stride=1)
+windowed, _ = windowed_bits_per_byte(model, text[:60], context=16, stride=1)
 assert abs(windowed - sum(by_hand) / len(by_hand)) < 1e-5
 print(
     f"untrained model: {windowed:.4f} bits per byte, by hand "
@@ -251,10 +251,11 @@ print(f"zlib -9:                    {zlib_bpb:.3f} bits per byte")
 # The model is trained to predict every next byte of random windows of the training text:
 # the loss is the cross-entropy summed over the window's positions. It is the `lm` task of
 # the book's runner ([chapter 10](10_translation_multi30k.ipynb)), which brings Adam, the paper's warm-up-then-decay schedule,
-# checkpoints and resuming; the task supplies only the windows and the loss:
+# checkpoints and resuming; the task supplies only the windows and the loss (its
+# `RandomWindows`, how a model without memory reads the text):
 
 # %%
-show_source(LanguageModel.batches, LanguageModel.loss)
+show_source(RandomWindows.batches, RandomWindows.loss)
 
 # %% [markdown]
 # Its presets: `tiny` in CI and `cpu` for the stored outputs (about 16 minutes of training on
@@ -323,7 +324,7 @@ viz.line_chart(
 # the yardsticks:
 
 # %% tags=["nbval-ignore-output"]
-val_bpb, _ = evaluate_bits_per_byte(lm, val)
+val_bpb, _ = windowed_bits_per_byte(lm, val)
 print(
     f"uniform 8.000 | order-0 {order0:.3f} | zlib {zlib_bpb:.3f} | model "
     f"{val_bpb:.3f}"

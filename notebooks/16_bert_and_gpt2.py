@@ -523,8 +523,8 @@ from annotated_transformer.models.gpt2 import (
     residual_projections,
 )
 from annotated_transformer.tasks.lm import (
-    evaluate_bits_per_byte,
-    evaluate_token_bits_per_byte,
+    windowed_bits_per_byte,
+    windowed_token_bits_per_byte,
 )
 
 # %% [markdown]
@@ -671,7 +671,7 @@ print(" | ".join(repr(bpe.decode([i]).decode()) for i in val_ids[:30]))
 # is an upper bound on the bits it assigns the text.
 
 # %%
-show_source(evaluate_token_bits_per_byte)
+show_source(windowed_token_bits_per_byte)
 
 # %% [markdown]
 # ### The same text, the same training time
@@ -726,10 +726,10 @@ def halves_bits_per_byte(run) -> dict[str, float]:
     half = len(data) // 2
     for name, part in (("first half", data[:half]), ("second half", data[half:])):
         if task.bpe is None:
-            out[name] = evaluate_bits_per_byte(run.model, part)[0]
+            out[name] = windowed_bits_per_byte(run.model, part)[0]
         else:
             ids = task.tokenize(part)
-            out[name] = evaluate_token_bits_per_byte(
+            out[name] = windowed_token_bits_per_byte(
                 run.model, ids, task.token_bytes
             )[0]
     return out

@@ -73,8 +73,9 @@ torch.set_num_threads(1)
 #   position vectors from the input and lets each attention score depend on the *distance*
 #   between query and key.
 #
-# The package has both (`relative.py`, `segments.py`) and the `lm` task trains it with
-# `--set block=xl`:
+# The package has both (`blocks/relative_attention.py`, `evaluation/segments.py`) and the
+# `lm` task trains it with `--set block=xl` (the model's entry in `models/registry.py`; the
+# task reads the text in segments with `tasks/lm_segments.py`):
 #
 # ```
 # python -m annotated_transformer lm train --preset cpu --out runs/xl-cpu \
@@ -99,7 +100,7 @@ from annotated_transformer.blocks.relative_attention import (
     relative_positions,
 )
 from annotated_transformer.evaluation.segments import (
-    evaluate_bits_per_byte,
+    segment_bits_per_byte,
     segment_loss,
     stream_segments,
 )
@@ -290,7 +291,7 @@ assert torch.equal(first.y[:, -1], second.x[:, 0])
 # [chapter 14](14_generation_characters.ipynb)'s bits per byte.
 
 # %%
-show_source(evaluate_bits_per_byte)
+show_source(segment_bits_per_byte)
 
 # %% [markdown]
 # ### Memory length against bits per byte

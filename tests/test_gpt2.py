@@ -16,7 +16,7 @@ from annotated_transformer.runner import PRESETS
 from annotated_transformer.tasks.lm import (
     LanguageModel,
     LanguageModelConfig,
-    evaluate_token_bits_per_byte,
+    windowed_token_bits_per_byte,
 )
 
 
@@ -136,7 +136,7 @@ def test_token_bits_per_byte_is_total_bits_over_total_bytes():
         p = F.softmax(model.table.weight[ids[t - 1]].double(), -1)[ids[t]]
         bits += -math.log2(p.item())
         total_bytes += token_bytes[ids[t]].item()
-    bpb, scored, count = evaluate_token_bits_per_byte(
+    bpb, scored, count = windowed_token_bits_per_byte(
         model, ids, token_bytes, stride=3
     )
     assert bpb == pytest.approx(bits / total_bytes, rel=1e-9)

@@ -27,9 +27,9 @@ from annotated_transformer.tasks.classification import ReviewTokenizer
 from annotated_transformer.tasks.lm import (
     LanguageModel,
     byte_bits,
-    evaluate_bits_per_byte,
     fixed_windows,
     window_plan,
+    windowed_bits_per_byte,
 )
 from annotated_transformer.training.schedules import make_scheduler
 
@@ -170,7 +170,7 @@ def test_a_uniform_model_scores_exactly_8_bits_per_byte(n, context, stride):
     ):  # constant logits: p = 1/256 for every byte, whatever the context
         model.to_logits.weight.zero_()
         model.to_logits.bias.fill_(0.3)
-    bpb, scored = evaluate_bits_per_byte(
+    bpb, scored = windowed_bits_per_byte(
         model, random_text(n), context=context, stride=stride
     )
     assert scored == n - 1
@@ -196,7 +196,7 @@ def test_bits_per_byte_equals_brute_force_with_the_whole_prefix():
     text = random_text(
         25, seed=1
     )  # shorter than the context: every byte sees all before it
-    bpb, _ = evaluate_bits_per_byte(model, text, context=32, stride=5)
+    bpb, _ = windowed_bits_per_byte(model, text, context=32, stride=5)
     expected = brute_force_bits(model, text, context=32)
     assert bpb == pytest.approx(sum(expected) / len(expected), rel=1e-6)
 
@@ -207,7 +207,7 @@ def test_bits_with_stride_1_equal_brute_force_with_a_sliding_context():
         40, seed=2
     )  # stride 1: byte t sees exactly the 8 bytes before it
     expected = brute_force_bits(model, text, context=8)
-    bpb, _ = evaluate_bits_per_byte(model, text, context=8, stride=1, batch_size=5)
+    bpb, _ = windowed_bits_per_byte(model, text, context=8, stride=1, batch_size=5)
     assert bpb == pytest.approx(sum(expected) / len(expected), rel=1e-6)
     bits = byte_bits(model, text, context=8, stride=1, batch_size=5)
     assert bits.dtype == torch.float64 and bits.tolist() == pytest.approx(
@@ -236,7 +236,7 @@ def test_window_plan_and_scoring_bad_arguments():
     with pytest.raises(ValueError, match="1 <= stride <= context"):
         window_plan(10, 8, 9)
     with pytest.raises(ValueError, match="exceeds the model's max_len=16"):
-        evaluate_bits_per_byte(small_lm(), random_text(100), context=32)
+        windowed_bits_per_byte(small_lm(), random_text(100), context=32)
 
 
 def test_fixed_windows_are_consecutive_slices():

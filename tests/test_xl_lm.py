@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from annotated_transformer import runner
 from annotated_transformer.evaluation.segments import (
     Segments,
-    evaluate_bits_per_byte,
+    segment_bits_per_byte,
     stream_segments,
 )
 from annotated_transformer.models.transformer_xl import TransformerXLLM
@@ -160,7 +160,7 @@ def test_bits_per_byte_with_all_the_memory_equals_one_pass_over_the_text():
     with torch.no_grad():
         logits, _ = model(data[:-1].long()[None])
     expected = summed_nats(logits, data[1:].long()[None]).item() / 22 / math.log(2)
-    bpb, scored = evaluate_bits_per_byte(model, data, seg_len=5, mem_len=100)
+    bpb, scored = segment_bits_per_byte(model, data, seg_len=5, mem_len=100)
     assert scored == 22 and bpb == pytest.approx(expected, rel=1e-5)
 
 
@@ -171,7 +171,7 @@ def test_bits_per_byte_without_memory_scores_each_segment_alone():
         for start in range(0, 22, 5):
             chunk = data[start : start + 6].long()[None]
             nats += summed_nats(model(chunk[:, :-1])[0], chunk[:, 1:]).item()
-    bpb, scored = evaluate_bits_per_byte(model, data, seg_len=5, mem_len=0)
+    bpb, scored = segment_bits_per_byte(model, data, seg_len=5, mem_len=0)
     assert scored == 22 and bpb == pytest.approx(nats / 22 / math.log(2), rel=1e-5)
 
 
@@ -241,14 +241,14 @@ def test_a_resumed_xl_run_continues_with_its_memory(
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"mem_len": 64}, "mem_len=64 is Transformer-XL's memory: add block=xl"),
+        ({"mem_len": 64}, "block=2017 has no mem_len: use block=xl"),
         ({"block": "xl", "mem_len": -1}, r"mem_len=-1 must be >= 0"),
         (
             {"block": "xl", "kv_heads": 1},
             "block=xl has no kv_heads: use block=modern",
         ),
         ({"block": "xl", "activation_checkpointing": True}, "supports neither"),
-        ({"block": "gpt"}, "use 2017, modern, gpt2 or xl"),
+        ({"block": "gpt"}, "use one of 2017, modern, gpt2, xl"),
         ({"block": "xl", "tokens": "bpe", "bpe_merges": 8}, "block=xl reads bytes"),
         (
             {

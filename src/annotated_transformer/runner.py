@@ -31,7 +31,7 @@ it; the runner owns the rest:
 - **many processes**: under ``torchrun`` every rank takes every R-th batch and the
   loss is normalised by the global token count
   (:mod:`annotated_transformer.training.distributed`); the model is replicated (DDP) or, with
-  ``sharding="fsdp"``, sharded layer by layer (``BLOCKS``).
+  ``sharding="fsdp"``, sharded layer by layer (:func:`stack_layers`).
 
 What a chapter calls is :func:`ensure_run`; the command line is
 :mod:`annotated_transformer.cli`.
@@ -64,7 +64,7 @@ from annotated_transformer.blocks.layers import (
 from annotated_transformer.data.batching import shard_batches
 from annotated_transformer.machine import write_provenance
 from annotated_transformer.models.encoder_decoder import count_parameters
-from annotated_transformer.models.modern_decoder import ModernBlock
+from annotated_transformer.models.registry import VARIANTS
 from annotated_transformer.tasks import PRESETS, TASKS, Task
 from annotated_transformer.tasks.base import apply_settings
 from annotated_transformer.training import distributed as dist
@@ -95,13 +95,17 @@ except ImportError:  # Windows: runs are not locked
     fcntl = None
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
-BLOCKS = (
-    EncoderLayer,
-    DecoderLayer,
-    TransformerBlock,
-    ModernBlock,
-)  # a stack's layers
 LAST, BEST, FINAL, AVERAGED = "last.pt", "best.pt", "final.pt", "averaged.pt"
+
+
+def stack_layers() -> tuple[type[nn.Module], ...]:
+    """The layer classes of every model the runner trains: what activation
+    checkpointing recomputes, and FSDP shards, one at a time. The encoder-decoder's
+    and the encoder-only models' layers, and each language-model variant's block
+    (:data:`~annotated_transformer.models.registry.VARIANTS`)."""
+    layers = (EncoderLayer, DecoderLayer, TransformerBlock)
+    variants = (variant.block for variant in VARIANTS.values())
+    return tuple(dict.fromkeys((*layers, *variants)))  # each class once, in order
 
 
 # ------------------------------------------------------------- device and precision
@@ -221,11 +225,12 @@ class Run:
 
         torch.manual_seed(config.seed)
         self.model = self.task.build_model().to(self.device)
+        layers = stack_layers()
         if config.activation_checkpointing:
-            checkpoint_blocks(self.model, BLOCKS)
+            checkpoint_blocks(self.model, layers)
         # FSDP replaces the weights by shards: the optimiser must
         # see the wrapped model's.
-        wrapped = dist.wrap(self.model, self.device, config.sharding, BLOCKS)
+        wrapped = dist.wrap(self.model, self.device, config.sharding, layers)
         optimizer = make_optimizer_for(wrapped, config)
         scheduler = make_scheduler(
             optimizer, config.schedule, config.lr, config.warmup, self.total

@@ -18,7 +18,7 @@ in order:
   (``state_dict``): a killed run resumes with the memory it had, so its losses are
   those of an uninterrupted run. (It cannot be recomputed: it was made by the
   weights of the previous step, which are gone.)
-- **Evaluation** (:func:`evaluate_bits_per_byte`): the whole text as *one* stream of
+- **Evaluation** (:func:`segment_bits_per_byte`): the whole text as *one* stream of
   segments, each scored with at most ``mem_len`` remembered states per layer. Every
   byte after the first is scored once; a byte t positions into its segment sees t
   bytes of the segment plus the memory, and through the memory of the layers below,
@@ -127,7 +127,7 @@ def segment_loss(
     ), batch.y.numel()
 
 
-def evaluate_bits_per_byte(
+def segment_bits_per_byte(
     model: nn.Module,
     data: Tensor,
     seg_len: int,

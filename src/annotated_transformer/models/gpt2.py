@@ -94,15 +94,20 @@ class GPT2LM(ModernDecoderLM):
         eps: float = 1e-5,
     ) -> None:
         d_ff = d_ff or 4 * d_model
-        switches = {
-            "norm": "layer",
-            "positions": "learned",
-            "feed_forward": "relu",
-            "bias": True,
-        }
-        switches["eps"] = eps
         super().__init__(
-            vocab, d_model, h, N, max_len, d_ff, h, dropout, **switches
+            vocab=vocab,
+            d_model=d_model,
+            h=h,
+            N=N,
+            max_len=max_len,
+            d_ff=d_ff,
+            kv_heads=h,  # one key/value head per query head
+            dropout=dropout,
+            norm="layer",
+            positions="learned",
+            feed_forward="relu",  # replaced by GELU below
+            bias=True,
+            eps=eps,
         )
         self.sizes = {"vocab": vocab, "d_model": d_model, "h": h, "N": N}
         self.sizes |= {"max_len": max_len, "d_ff": d_ff, "eps": eps}

@@ -3,22 +3,24 @@ Tiny Shakespeare or enwik8.
 
 - Data: one long stream of bytes per split (:mod:`annotated_transformer.data.byte_corpora`); the
   vocabulary is the 256 byte values, so there is no tokenizer at all.
-- Batches: random windows of ``max_len`` + 1 bytes, a seeded draw per epoch; an
-  epoch is as many windows as cover the training bytes once on average.
-- Model: :class:`~annotated_transformer.models.decoder_only.DecoderLM`, the 2017 block with a
-  causal mask and learned positions (``block="2017"``), or
-  :class:`~annotated_transformer.models.modern_decoder.
-  ModernDecoderLM`, today's block (``block="modern"``: pre-norm
-  RMSNorm, rotary positions,
-  grouped-query attention with ``kv_heads`` key/value heads, SwiGLU of width
-  ``swiglu_width(d_ff)``, which keeps the feed-forward's parameter count, no
-  biases). The modern block's switches ``norm``, ``positions``, ``feed_forward`` and
-  ``bias`` step from one to the other (chapter 15). ``block="gpt2"``:
-  :class:`~annotated_transformer.models.gpt2.GPT2LM`, GPT-2's recipe (pre-norm LayerNorm,
-  GELU, tied embeddings, 1/√(2N) residual init). ``block="xl"``:
-  :class:`~annotated_transformer.models.transformer_xl.TransformerXLLM` (relative positions and a
-  memory of ``mem_len`` states per layer, chapter 17), which reads ``max_len``-byte
-  segments of the text in order (:mod:`annotated_transformer.evaluation.segments`).
+- Model: the decoder-only variant named by ``block``, built by its entry in
+  :mod:`annotated_transformer.models.registry`: ``"2017"``
+  (:class:`~annotated_transformer.models.decoder_only.DecoderLM`, the 2017 block
+  with a causal mask and learned positions, chapter 14), ``"modern"``
+  (:class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM`, today's
+  block: pre-norm RMSNorm, rotary positions, grouped-query attention with
+  ``kv_heads`` key/value heads, SwiGLU of width ``swiglu_width(d_ff)``, no biases;
+  its switches ``norm``, ``positions``, ``feed_forward`` and ``bias`` step from one
+  to the other, chapter 15), ``"gpt2"``
+  (:class:`~annotated_transformer.models.gpt2.GPT2LM`, GPT-2's recipe, chapter 16)
+  or ``"xl"``
+  (:class:`~annotated_transformer.models.transformer_xl.TransformerXLLM`, relative
+  positions and a memory of ``mem_len`` states per layer, chapter 17).
+- Reading the text: a model without memory reads independent windows of
+  ``max_len`` + 1 bytes (:class:`RandomWindows`: a seeded draw per epoch; an epoch
+  is as many windows as cover the training bytes once on average). A model with a
+  memory (Transformer-XL) reads ``max_len``-byte segments of the text in order
+  (:class:`~annotated_transformer.tasks.lm_segments.ConsecutiveSegments`).
 - Tokens (chapter 16): ``tokens="bytes"`` (the default) or ``"bpe"``, a byte-level
   BPE of ``bpe_merges`` merges (:mod:`~annotated_transformer.data.byte_bpe`) learned on
   the training split only and saved in the task's state; the model then reads
@@ -32,9 +34,9 @@ Tiny Shakespeare or enwik8.
 - Validation: the loss on the first ``eval_bytes`` of the validation split in
   consecutive windows (quick, for the learning curve); test: bits per byte of the
   *whole* validation split with overlapping windows
-  (:func:`evaluate_bits_per_byte`). Transformer-XL is validated and tested on
+  (:func:`windowed_bits_per_byte`). Transformer-XL is validated and tested on
   consecutive segments with its memory instead
-  (:func:`annotated_transformer.evaluation.segments.evaluate_bits_per_byte`).
+  (:func:`~annotated_transformer.evaluation.segments.segment_bits_per_byte`).
 
 Bits per byte over a whole text: the mean of −log₂ p(xₜ | context) over every byte
 xₜ after the first. The model reads at most ``max_len`` bytes, so the text is scored
@@ -78,7 +80,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from annotated_transformer.blocks.feed_forward import swiglu_width
 from annotated_transformer.blocks.sparse_attention import PATTERNS, sparsify_
 from annotated_transformer.data.byte_bpe import ByteBPE
 from annotated_transformer.data.byte_corpora import (
@@ -86,7 +87,6 @@ from annotated_transformer.data.byte_corpora import (
     load_splits,
     random_windows,
 )
-from annotated_transformer.evaluation import segments
 from annotated_transformer.evaluation.metrics import BitsPerByte
 from annotated_transformer.evaluation.sampling import (
     check_sampling,
@@ -94,20 +94,17 @@ from annotated_transformer.evaluation.sampling import (
     encode,
     sample,
 )
+from annotated_transformer.evaluation.segments import Segments
 from annotated_transformer.models.decoder_only import DecoderLM
-from annotated_transformer.models.gpt2 import GPT2LM
-from annotated_transformer.models.modern_decoder import (
-    ModernDecoderLM,
-    check_choices,
-)
-from annotated_transformer.models.transformer_xl import TransformerXLLM
+from annotated_transformer.models.modern_decoder import check_choices
+from annotated_transformer.models.registry import VARIANTS, which
 from annotated_transformer.tasks.base import (
     Task,
     TrainConfig,
     check_texts,
     epoch_generator,
 )
-from annotated_transformer.training import distributed as dist
+from annotated_transformer.tasks.lm_segments import ConsecutiveSegments
 from annotated_transformer.training.progress import tqdm
 from annotated_transformer.training.trainer import autocast, evaluating
 
@@ -119,13 +116,11 @@ PREFIX_NOTE = (
 
 @dataclass(frozen=True)
 class LanguageModelConfig(TrainConfig):
-    """A language-model run: the text, the window, the model
-    (``make_model``'s names)."""
+    """A language-model run: the text, the window, the model variant
+    (``block``, :mod:`annotated_transformer.models.registry`) and its sizes."""
 
     dataset: str = "tinyshakespeare"  # tinyshakespeare, enwik8 or enwik8_prefix
-    block: str = (
-        "2017"  # "2017" (DecoderLM), "modern" (ModernDecoderLM), "gpt2" or "xl"
-    )
+    block: str = "2017"  # models/registry.py's VARIANTS: 2017, modern, gpt2, xl
     kv_heads: int = 0  # modern: key/value heads (0: h, multi-head; 1: multi-query)
     norm: str = "rms"  # modern: rms or layer
     positions: str = "rope"  # modern: rope, alibi, learned, sinusoidal or none
@@ -167,35 +162,23 @@ class LanguageModelConfig(TrainConfig):
     )
     shares = ("dropout",)
 
-    @property
-    def model(self) -> dict[str, Any]:
-        return {
-            k: getattr(self, k)
-            for k in ("N", "d_model", "d_ff", "h", "dropout", "max_len")
-        }
-
     def __post_init__(self) -> None:
+        """Refuse, in one line, a setting the chosen variant cannot take."""
         super().__post_init__()
         if self.dataset not in DATASETS:
             raise ValueError(
                 f"dataset={self.dataset!r}: use one of {', '.join(DATASETS)}"
             )
-        if self.block not in ("2017", "modern", "gpt2", "xl"):
-            raise ValueError(f"block={self.block!r}: use 2017, modern, gpt2 or xl")
+        if self.block not in VARIANTS:
+            raise ValueError(
+                f"block={self.block!r}: use one of {', '.join(VARIANTS)}"
+            )
         if self.kv_heads and self.h % self.kv_heads:
             raise ValueError(
                 f"kv_heads={self.kv_heads} must divide h={self.h} (0: h)"
             )
         check_choices(self.norm, self.positions, self.feed_forward)
-        if self.block != "modern":
-            modern = ("kv_heads", "norm", "positions", "feed_forward", "bias")
-            default = {f.name: f.default for f in fields(self)}
-            changed = [k for k in modern if getattr(self, k) != default[k]]
-            if changed:
-                raise ValueError(
-                    f"block={self.block} has no {', '.join(changed)}: use "
-                    "block=modern"
-                )
+        self._check_options()
         if self.tokens not in ("bytes", "bpe"):
             raise ValueError(f"tokens={self.tokens!r}: use bytes or bpe")
         if (self.tokens == "bpe") != (self.bpe_merges > 0):
@@ -204,7 +187,25 @@ class LanguageModelConfig(TrainConfig):
                 "needs bpe_merges >= 1, bytes need bpe_merges=0"
             )
         self._check_sparse()
-        check_xl(self)
+        if VARIANTS[self.block].memory:
+            self._check_memory()
+
+    def _check_options(self) -> None:
+        """Refuse another variant's options (``Variant.options``) changed from
+        their defaults: they would be silently ignored."""
+        own = VARIANTS[self.block].options
+        default = {f.name: f.default for f in fields(self)}
+        for name, variant in VARIANTS.items():
+            changed = [
+                k
+                for k in variant.options
+                if k not in own and getattr(self, k) != default[k]
+            ]
+            if changed:
+                raise ValueError(
+                    f"block={self.block} has no {', '.join(changed)}: use "
+                    f"block={name}"
+                )
 
     def _check_sparse(self) -> None:
         if self.attention not in ("dense", *PATTERNS):
@@ -217,12 +218,10 @@ class LanguageModelConfig(TrainConfig):
                     "sparse_stride and sparse_summary need attention=strided/fixed"
                 )
             return
-        other_block = (
-            self.block not in ("modern", "gpt2") or self.positions == "alibi"
-        )
+        other_block = not VARIANTS[self.block].sparse or self.positions == "alibi"
         if other_block or self.kv_heads not in (0, self.h):
             raise ValueError(
-                f"attention={self.attention} needs block=modern or gpt2, "
+                f"attention={self.attention} needs block={which('sparse')}, "
                 "kv_heads=0 and no ALiBi"
             )
         if self.sparse_stride < 1:
@@ -240,26 +239,18 @@ class LanguageModelConfig(TrainConfig):
                 f"sparse_stride={self.sparse_stride}]"
             )
 
-
-def check_xl(c: LanguageModelConfig) -> None:
-    """Refuse Transformer-XL settings on another block, and runner
-    options XL cannot take."""
-    if c.block != "xl":
-        if c.mem_len is not None:
+    def _check_memory(self) -> None:
+        """A model with a memory (Transformer-XL) reads bytes in order, and its
+        blocks take the memory: no BPE, no activation checkpointing or FSDP."""
+        if self.tokens != "bytes":
             raise ValueError(
-                f"mem_len={c.mem_len} is Transformer-XL's memory: add block=xl"
+                f"block={self.block} reads bytes in segments: drop tokens=bpe"
             )
-        return
-    if c.tokens != "bytes" or c.attention != "dense":
-        raise ValueError(
-            "block=xl reads bytes with dense relative attention: drop "
-            "tokens/attention"
-        )
-    if c.activation_checkpointing or c.sharding != "none":
-        raise ValueError(
-            "block=xl supports neither activation_checkpointing nor sharding=fsdp "
-            "(its blocks take a memory): turn them off"
-        )
+        if self.activation_checkpointing or self.sharding != "none":
+            raise ValueError(
+                f"block={self.block} supports neither activation_checkpointing nor "
+                "sharding=fsdp (its blocks take a memory): turn them off"
+            )
 
 
 PRESETS = {
@@ -395,7 +386,7 @@ def scored_windows(
             )
 
 
-def evaluate_bits_per_byte(
+def windowed_bits_per_byte(
     model: DecoderLM, data: Tensor, **windows: Any
 ) -> tuple[float, int]:
     """(bits per byte, bytes scored) of the whole text: mean
@@ -410,7 +401,7 @@ def evaluate_bits_per_byte(
     return meter.compute(), meter.count
 
 
-def evaluate_token_bits_per_byte(
+def windowed_token_bits_per_byte(
     model: nn.Module, ids: Tensor, token_bytes: Tensor, **windows: Any
 ) -> tuple[float, int, int]:
     """(bits per byte, bytes scored, tokens scored) of a token stream ``ids`` (n,).
@@ -478,13 +469,106 @@ def bits_by_position(
     return total / windows / math.log(2)
 
 
+# --- how a model without memory reads the text
+# ---------------------------------------------------------------
+
+
+class RandomWindows:
+    """The ``lm`` task's batches, loss and scores for a model without memory:
+    each window of at most ``max_len`` tokens is read on its own.
+
+    (A model with a memory reads consecutive segments instead:
+    :class:`~annotated_transformer.tasks.lm_segments.ConsecutiveSegments`.)
+    """
+
+    stream = None  # nothing is carried from one batch to the next
+
+    def __init__(self, task: LanguageModel) -> None:
+        self.task = task
+
+    def batches(self, epoch: int) -> list[tuple[Tensor, Tensor]]:
+        """Random windows of the training ids, the same for the same epoch
+        (resumable)."""
+        c, data = self.task.config, self.task.train_ids
+        generator = epoch_generator(c.seed, epoch)
+        n = max(1, len(data) // (c.batch_size * c.max_len))
+        return [
+            random_windows(data, c.batch_size, c.max_len, generator)
+            for _ in range(n)
+        ]
+
+    def loss(
+        self, model: nn.Module, batch: tuple[Tensor, Tensor]
+    ) -> tuple[Tensor, int]:
+        """Summed next-byte cross-entropy (nats) of a batch of windows
+        ``(x, y)``, and its size."""
+        x, y = batch  # (batch, context) each; y[:, t] = x[:, t + 1]
+        device = next(model.parameters()).device
+        logits = model(x.to(device))  # (batch, context, 256)
+        flat = logits.float().flatten(0, 1)
+        return F.cross_entropy(
+            flat, y.to(device).flatten(), reduction="sum"
+        ), y.numel()
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """Loss per token and bits per byte on the first ``eval_bytes`` of the
+        validation split in consecutive windows (total bits / total bytes of the
+        scored tokens; the same with bytes as tokens)."""
+        task, c = self.task, self.task.config
+        val = task.tokenize(task.splits["val"][: c.eval_bytes + 1])
+        windows = fixed_windows(val, c.max_len, 4 * c.batch_size)
+        loss = task.mean_loss(model, windows)
+        targets = torch.cat([y.flatten() for _, y in windows])
+        scored_bytes = int(task.token_bytes[targets].sum())
+        return {
+            "val_loss": loss,
+            "val_bpb": loss * len(targets) / scored_bytes / math.log(2),
+        }
+
+    def score(
+        self,
+        model: nn.Module,
+        data: Tensor,
+        mem_len: int | None = None,
+        **windows: Any,
+    ) -> dict[str, Any]:
+        """Bits per byte of a whole text (uint8 (n,)) in overlapping windows
+        (``windows``: context, stride, batch_size, as :func:`scored_windows`);
+        BPE: of its token stream. A model without memory takes no ``mem_len``."""
+        if mem_len is not None:
+            raise ValueError(
+                f"mem_len={mem_len}: only a block={which('memory')} model has a "
+                "memory"
+            )
+        task = self.task
+        if task.bpe is None:
+            bpb, scored = windowed_bits_per_byte(model, data, **windows)
+            result = {"bits_per_byte": bpb, "bytes_scored": scored}
+        else:
+            bpb, scored, count = windowed_token_bits_per_byte(
+                model, task.tokenize(data), task.token_bytes, **windows
+            )
+            result = {"bits_per_byte": bpb, "bytes_scored": scored}
+            result |= {"tokens_scored": count, "bytes": len(data)}
+        context = windows.get("context") or model.max_len
+        stride = windows.get("stride") or max(context // 2, 1)
+        return result | {"context": context, "stride": stride}
+
+
 # --- the task
 # ---------------------------------------------------------------------------------
 
 
 class LanguageModel(Task):
-    """Next-byte prediction with a decoder-only
-    :class:`~annotated_transformer.models.decoder_only.DecoderLM`."""
+    """Next-byte prediction with one of the decoder-only variants of
+    :mod:`annotated_transformer.models.registry` (``block``).
+
+    What depends on how the variant reads a text (batches, loss, validation, bits
+    per byte) is its ``reader``'s: :class:`RandomWindows`, or
+    :class:`~annotated_transformer.tasks.lm_segments.ConsecutiveSegments` for a
+    model with a memory. The rest (the data, the tokens, the model, sampling) is
+    the task's.
+    """
 
     name = "lm"
     title = (
@@ -502,15 +586,10 @@ class LanguageModel(Task):
     ) -> None:
         super().__init__(config, data_dir=data_dir, state=state)
         self.saved_state = state or {}
-        self.xl = self.config.block == "xl"
-        self.stream = segments.Memory() if self.xl else None
-
-    @property
-    def mem_len(self) -> int:
-        """Transformer-XL's memory per layer (its ``mem_len``, else one
-        segment, ``max_len``)."""
-        c = self.config
-        return c.max_len if c.mem_len is None else c.mem_len
+        self.variant = VARIANTS[self.config.block]
+        reader = ConsecutiveSegments if self.variant.memory else RandomWindows
+        self.reader = reader(self)
+        self.stream = self.reader.stream
 
     @cached_property
     def splits(self) -> dict[str, Tensor]:
@@ -555,98 +634,28 @@ class LanguageModel(Task):
     def train_ids(self) -> Tensor:
         return self.tokenize(self.splits["train"])
 
-    def batches(
-        self, epoch: int
-    ) -> list[tuple[Tensor, Tensor]] | list[segments.Segments]:
-        """Random windows of the training ids, the same for the same epoch
-        (resumable); Transformer-XL: the text's consecutive segments in
-        ``batch_size`` streams, from a seeded offset."""
-        c, data = self.config, self.train_ids
-        generator = epoch_generator(c.seed, epoch)
-        if self.xl:
-            if dist.world_size() > 1:
-                raise ValueError(
-                    "block=xl trains in one process: its streams are not sharded"
-                )
-            offset = int(torch.randint(c.max_len, (1,), generator=generator))
-            return segments.stream_segments(data, c.batch_size, c.max_len, offset)
-        n = max(1, len(data) // (c.batch_size * c.max_len))
-        return [
-            random_windows(data, c.batch_size, c.max_len, generator)
-            for _ in range(n)
-        ]
-
-    def build_model(self) -> DecoderLM | ModernDecoderLM | TransformerXLLM:
+    def build_model(self) -> nn.Module:
+        """The variant's model, built by its registry entry; sparse attention
+        (``attention``) replaces its attention afterwards."""
         c = self.config
-        if self.xl:
-            shape = {
-                k: getattr(c, k) for k in ("d_model", "h", "N", "d_ff", "dropout")
-            }
-            return TransformerXLLM(256, mem_len=self.mem_len, **shape)
-        model = self.build_dense_model()
+        model = self.variant.build(c, self.vocab)
         if c.attention != "dense":
             sparsify_(model, c.attention, c.sparse_stride, c.sparse_summary or 1)
         return model
 
-    def build_dense_model(self) -> DecoderLM | ModernDecoderLM | GPT2LM:
-        c = self.config
-        if c.block == "2017":
-            return DecoderLM(vocab=self.vocab, **c.model)
-        if c.block == "gpt2":
-            return GPT2LM(
-                self.vocab, c.d_model, c.h, c.N, c.max_len, c.d_ff, c.dropout
-            )
-        # SwiGLU's width keeps the parameter count of the 2017 feed-forward
-        width = swiglu_width(c.d_ff) if c.feed_forward == "swiglu" else c.d_ff
-        options = {
-            "d_ff": width,
-            "kv_heads": c.kv_heads or c.h,
-            "dropout": c.dropout,
-        }
-        switches = {
-            k: getattr(c, k) for k in ("norm", "positions", "feed_forward", "bias")
-        }
-        return ModernDecoderLM(
-            self.vocab, c.d_model, c.h, c.N, c.max_len, **options, **switches
-        )
+    def batches(self, epoch: int) -> list[tuple[Tensor, Tensor]] | list[Segments]:
+        """The epoch's training batches, the same for the same epoch (the
+        reader's: random windows, or consecutive segments)."""
+        return self.reader.batches(epoch)
 
-    def loss(
-        self, model: nn.Module, batch: tuple[Tensor, Tensor]
-    ) -> tuple[Tensor, int]:
-        """Summed next-byte cross-entropy (nats) of a batch of windows ``(x, y)``
-        and its size (Transformer-XL: of a batch of segments, after the memory
-        the previous batch left)."""
-        if self.xl:
-            return segments.segment_loss(model, batch, self.stream)
-        x, y = batch  # (batch, context) each; y[:, t] = x[:, t + 1]
-        device = next(model.parameters()).device
-        logits = model(x.to(device))  # (batch, context, 256)
-        flat = logits.float().flatten(0, 1)
-        return F.cross_entropy(
-            flat, y.to(device).flatten(), reduction="sum"
-        ), y.numel()
+    def loss(self, model: nn.Module, batch: Any) -> tuple[Tensor, int]:
+        """Summed next-token cross-entropy (nats) of a batch, and its size."""
+        return self.reader.loss(model, batch)
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
-        """Loss per token and bits per byte on the first ``eval_bytes`` of the
-        validation split (total bits / total bytes of the scored tokens; the same
-        with bytes as tokens)."""
-        c = self.config
-        if self.xl:  # consecutive segments with the training memory
-            val = self.splits["val"][: c.eval_bytes + 1]
-            with autocast(next(model.parameters()).device, c.precision):
-                bpb, _ = segments.evaluate_bits_per_byte(
-                    model, val, c.max_len, self.mem_len
-                )
-            return {"val_loss": bpb * math.log(2), "val_bpb": bpb}
-        val = self.tokenize(self.splits["val"][: c.eval_bytes + 1])
-        windows = fixed_windows(val, c.max_len, 4 * c.batch_size)
-        loss = self.mean_loss(model, windows)
-        targets = torch.cat([y.flatten() for _, y in windows])
-        scored_bytes = int(self.token_bytes[targets].sum())
-        return {
-            "val_loss": loss,
-            "val_bpb": loss * len(targets) / scored_bytes / math.log(2),
-        }
+        """``val_loss`` (nats per token) and ``val_bpb`` on the first
+        ``eval_bytes`` of the validation split."""
+        return self.reader.evaluate(model)
 
     def bits_per_byte(
         self,
@@ -656,58 +665,22 @@ class LanguageModel(Task):
         mem_len: int | None = None,
         **windows: Any,
     ) -> dict[str, Any]:
-        """Bits per byte of a whole split (or its first
-        ``max_bytes``), overlapping windows.
+        """Bits per byte of a whole split (or its first ``max_bytes``).
 
-        Transformer-XL: consecutive ``max_len``-byte segments with ``mem_len``
-        states of memory per layer (default: the training ``mem_len``);
-        ``windows`` do not apply.
+        Overlapping windows (``windows``: context, stride, batch_size); a model
+        with a memory: consecutive ``max_len``-byte segments with ``mem_len``
+        states of memory per layer (default: the training ``mem_len``).
         """
-        if self.xl and windows:
-            raise ValueError(
-                "block=xl reads segments in order: no context, stride, batch size"
-            )
-        if not self.xl and mem_len is not None:
-            raise ValueError(
-                f"mem_len={mem_len}: only a block=xl model has a memory"
-            )
         data = self.splits.get(split)
         if data is None:
             raise ValueError(
                 f"{self.config.dataset} has no {split} split; use one of "
                 f"{', '.join(self.splits)}"
             )
-        data = data[:max_bytes]
-        device, seg_len = next(model.parameters()).device, self.config.max_len
-        mem_len = self.mem_len if mem_len is None else mem_len
-        tokens: dict[str, int] = {}
+        device = next(model.parameters()).device
         with autocast(device, self.config.precision):
-            if self.xl:
-                bpb, scored = segments.evaluate_bits_per_byte(
-                    model, data, seg_len, mem_len
-                )
-            elif self.bpe is None:
-                bpb, scored = evaluate_bits_per_byte(model, data, **windows)
-            else:
-                ids = self.tokenize(data)
-                bpb, scored, count = evaluate_token_bits_per_byte(
-                    model, ids, self.token_bytes, **windows
-                )
-                tokens = {"tokens_scored": count, "bytes": len(data)}
-        result = {
-            "split": split,
-            "bits_per_byte": bpb,
-            "bytes_scored": scored,
-            **tokens,
-        }
-        if self.xl:
-            result |= {"segment": seg_len, "mem_len": mem_len}
-        else:
-            context = windows.get("context") or model.max_len
-            result |= {
-                "context": context,
-                "stride": windows.get("stride") or max(context // 2, 1),
-            }
+            scores = self.reader.score(model, data[:max_bytes], mem_len, **windows)
+        result = {"split": split, **scores}
         if self.config.dataset == "enwik8_prefix":
             result["note"] = PREFIX_NOTE
         return result
@@ -729,9 +702,10 @@ class LanguageModel(Task):
     ) -> list[str]:
         """Each prompt followed by ``length`` sampled bytes (BPE: tokens),
         decoded as UTF-8 (seeded)."""
-        if self.xl:
+        if not self.variant.samples:
             raise ValueError(
-                "predict does not sample from block=xl models yet: use 2017/modern"
+                f"predict does not sample from block={self.config.block} models "
+                f"yet: use block={which('samples')}"
             )
         check_texts(inputs, "continue", "prompt")
         check_sampling(temperature, top_k, length)
@@ -767,7 +741,7 @@ class LanguageModel(Task):
             "--max-bytes", type=int, help="score only the first N bytes"
         )
         parser.add_argument(
-            "--batch-size", type=int, default=32, help="windows per forward"
+            "--batch-size", type=int, help="windows per forward (default: 32)"
         )
         parser.add_argument(
             "--mem-len", type=int, help="block=xl: memory per layer (states)"
@@ -795,14 +769,10 @@ class LanguageModel(Task):
             value = getattr(args, option[2:].replace("-", "_"))
             if value is not None and value < low:
                 raise ValueError(f"{option} must be >= {low}, got {value}")
-        windows = {"stride": args.stride, "batch_size": args.batch_size}
-        if (
-            self.xl
-        ):  # segments in order: a stride is refused, the batch size does not apply
-            windows = {} if args.stride is None else {"stride": args.stride}
-        return self.bits_per_byte(
-            model, args.split, args.max_bytes, args.mem_len, **windows
-        )
+        given = {"mem_len": args.mem_len, "stride": args.stride}
+        given["batch_size"] = args.batch_size
+        options = {k: v for k, v in given.items() if v is not None}
+        return self.bits_per_byte(model, args.split, args.max_bytes, **options)
 
     def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
         keys = ("length", "temperature", "top_k", "seed")

@@ -1,0 +1,147 @@
+"""The decoder-only language models of the ``lm`` task: one entry per ``block``
+name (``--set block=NAME``).
+
+An entry (:class:`Variant`) says how to build the model from the task's config,
+which layer class the model stacks, and what the task needs to know about how the
+model reads text. A new variant is a model file under ``models/`` (its layers under
+``blocks/``) and one entry in :data:`VARIANTS`; from the entry
+
+- the config accepts ``block=NAME`` and refuses another variant's options
+  (``LanguageModelConfig`` in :mod:`annotated_transformer.tasks.lm`);
+- the task builds, trains, scores and samples the model
+  (:class:`~annotated_transformer.tasks.lm.LanguageModel`);
+- the runner checkpoints and shards its layers
+  (:func:`annotated_transformer.runner.stack_layers`);
+- ``tests/test_registry.py`` trains it one step and checks its cache.
+
+A builder takes the config (a ``LanguageModelConfig``: ``N``, ``d_model``, ``d_ff``,
+``h``, ``dropout``, ``max_len`` and the variant's own options) and the vocabulary
+size, and passes every size to the model by keyword.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from annotated_transformer.blocks.feed_forward import swiglu_width
+from annotated_transformer.blocks.layers import TransformerBlock
+from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.gpt2 import GPT2LM
+from annotated_transformer.models.modern_decoder import ModernBlock, ModernDecoderLM
+from annotated_transformer.models.transformer_xl import (
+    TransformerXLBlock,
+    TransformerXLLM,
+)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One language model the ``lm`` task can train.
+
+    build: ``build(config, vocab)`` -> the model, untrained.
+    block: the class of the layer the model stacks N times: activation
+        checkpointing recomputes each one, FSDP shards each one.
+    options: the config's settings that only this variant reads; every other
+        variant refuses them when they differ from their defaults.
+    memory: the model reads a text in consecutive segments and carries a memory
+        from one to the next (``forward(x, memories, mem_len) -> (logits,
+        memories)``, an attribute ``mem_len``: the memory it was trained with);
+        otherwise it reads independent windows (``forward(x) -> logits``).
+    sparse: its attention can be made block-sparse
+        (:func:`~annotated_transformer.blocks.sparse_attention.sparsify_`).
+    samples: it has a key/value cache (``forward(x, cache)``, ``new_cache()``), so
+        :func:`~annotated_transformer.evaluation.sampling.sample` generates from it.
+    """
+
+    build: Callable[[Any, int], nn.Module]
+    block: type[nn.Module]
+    options: tuple[str, ...] = ()
+    memory: bool = False
+    sparse: bool = False
+    samples: bool = True
+
+
+def build_2017(config: Any, vocab: int) -> DecoderLM:
+    """Chapter 14's model: the 2017 block (post-norm, ReLU), learned positions."""
+    c = config
+    return DecoderLM(
+        vocab=vocab,
+        d_model=c.d_model,
+        h=c.h,
+        N=c.N,
+        max_len=c.max_len,
+        d_ff=c.d_ff,
+        dropout=c.dropout,
+    )
+
+
+def build_modern(config: Any, vocab: int) -> ModernDecoderLM:
+    """Chapter 15's model, its switches from the config. SwiGLU is
+    ``swiglu_width(d_ff)`` wide, the parameter count of a ReLU feed-forward of
+    width ``d_ff``; ``kv_heads=0`` means one key/value head per query head."""
+    c = config
+    return ModernDecoderLM(
+        vocab=vocab,
+        d_model=c.d_model,
+        h=c.h,
+        N=c.N,
+        max_len=c.max_len,
+        d_ff=swiglu_width(c.d_ff) if c.feed_forward == "swiglu" else c.d_ff,
+        kv_heads=c.kv_heads or c.h,
+        dropout=c.dropout,
+        norm=c.norm,
+        positions=c.positions,
+        feed_forward=c.feed_forward,
+        bias=c.bias,
+    )
+
+
+def build_gpt2(config: Any, vocab: int) -> GPT2LM:
+    """Chapter 16's GPT-2: pre-norm LayerNorm, GELU, tied embeddings."""
+    c = config
+    return GPT2LM(
+        vocab=vocab,
+        d_model=c.d_model,
+        h=c.h,
+        N=c.N,
+        max_len=c.max_len,
+        d_ff=c.d_ff,
+        dropout=c.dropout,
+    )
+
+
+def build_xl(config: Any, vocab: int) -> TransformerXLLM:
+    """Chapter 17's Transformer-XL: ``max_len``-byte segments, a memory of
+    ``mem_len`` states per layer (None: one segment, ``max_len``)."""
+    c = config
+    return TransformerXLLM(
+        vocab=vocab,
+        d_model=c.d_model,
+        h=c.h,
+        N=c.N,
+        d_ff=c.d_ff,
+        mem_len=c.max_len if c.mem_len is None else c.mem_len,
+        dropout=c.dropout,
+    )
+
+
+MODERN_OPTIONS = ("kv_heads", "norm", "positions", "feed_forward", "bias")
+
+VARIANTS: dict[str, Variant] = {
+    "2017": Variant(build_2017, TransformerBlock),
+    "modern": Variant(build_modern, ModernBlock, MODERN_OPTIONS, sparse=True),
+    "gpt2": Variant(build_gpt2, ModernBlock, sparse=True),
+    "xl": Variant(
+        build_xl, TransformerXLBlock, ("mem_len",), memory=True, samples=False
+    ),
+}
+
+
+def which(flag: str) -> str:
+    """The names of the variants whose ``flag`` is true, for a message: e.g.
+    ``which("sparse")`` is ``"modern or gpt2"``."""
+    return " or ".join(name for name, v in VARIANTS.items() if getattr(v, flag))
