@@ -109,7 +109,7 @@ from annotated_transformer.tasks.base import (
 )
 from annotated_transformer.training import distributed as dist
 from annotated_transformer.training.progress import tqdm
-from annotated_transformer.training.trainer import autocast, evaluating
+from annotated_transformer.training.trainer import evaluating
 
 PREFIX_NOTE = (
     "enwik8_prefix is the first 10^6 bytes of enwik8: its scores are not "
@@ -633,10 +633,9 @@ class LanguageModel(Task):
         c = self.config
         if self.xl:  # consecutive segments with the training memory
             val = self.splits["val"][: c.eval_bytes + 1]
-            with autocast(next(model.parameters()).device, c.precision):
-                bpb, _ = segments.evaluate_bits_per_byte(
-                    model, val, c.max_len, self.mem_len
-                )
+            bpb, _ = segments.evaluate_bits_per_byte(
+                model, val, c.max_len, self.mem_len
+            )
             return {"val_loss": bpb * math.log(2), "val_bpb": bpb}
         val = self.tokenize(self.splits["val"][: c.eval_bytes + 1])
         windows = fixed_windows(val, c.max_len, 4 * c.batch_size)
@@ -678,22 +677,21 @@ class LanguageModel(Task):
                 f"{', '.join(self.splits)}"
             )
         data = data[:max_bytes]
-        device, seg_len = next(model.parameters()).device, self.config.max_len
+        seg_len = self.config.max_len
         mem_len = self.mem_len if mem_len is None else mem_len
         tokens: dict[str, int] = {}
-        with autocast(device, self.config.precision):
-            if self.xl:
-                bpb, scored = segments.evaluate_bits_per_byte(
-                    model, data, seg_len, mem_len
-                )
-            elif self.bpe is None:
-                bpb, scored = evaluate_bits_per_byte(model, data, **windows)
-            else:
-                ids = self.tokenize(data)
-                bpb, scored, count = evaluate_token_bits_per_byte(
-                    model, ids, self.token_bytes, **windows
-                )
-                tokens = {"tokens_scored": count, "bytes": len(data)}
+        if self.xl:
+            bpb, scored = segments.evaluate_bits_per_byte(
+                model, data, seg_len, mem_len
+            )
+        elif self.bpe is None:
+            bpb, scored = evaluate_bits_per_byte(model, data, **windows)
+        else:
+            ids = self.tokenize(data)
+            bpb, scored, count = evaluate_token_bits_per_byte(
+                model, ids, self.token_bytes, **windows
+            )
+            tokens = {"tokens_scored": count, "bytes": len(data)}
         result = {
             "split": split,
             "bits_per_byte": bpb,
