@@ -59,10 +59,10 @@ from annotated_transformer.tasks.translation import (
     make_packed_batch,
     pair_lengths,
 )
+from annotated_transformer.training.precision import bf16_is_fast
 from annotated_transformer.training.schedules import make_scheduler
 from annotated_transformer.training.trainer import (
     Trainer,
-    bf16_is_fast,
     make_optimizer,
     mean_loss,
 )

@@ -69,13 +69,12 @@ from annotated_transformer.training.memory import (
     sharding_table,
     training_memory,
 )
-from annotated_transformer.training.schedules import make_scheduler
-from annotated_transformer.training.trainer import (
-    Trainer,
-    autocast,
-    checkpoint_blocks,
+from annotated_transformer.training.precision import (
     cpu_bf16_speedup,
+    precision_context,
 )
+from annotated_transformer.training.schedules import make_scheduler
+from annotated_transformer.training.trainer import Trainer, checkpoint_blocks
 
 warnings.filterwarnings("ignore", message=".*returned a view tensor.*")
 torch.set_num_threads(1)
@@ -246,10 +245,12 @@ pd.DataFrame(rows).set_index("autocast").astype(str).T
 # their input on the CPU (on CUDA they are on autocast's fp32 list), but inside they
 # accumulate in fp32. In the book's blocks the residual stream stays fp32 anyway, because
 # fp32 plus a half-precision sublayer output is fp32, and the tasks compute their losses from
-# `logits.float()`. `training.autocast` is the one switch every task goes through:
+# `logits.float()`. `training.precision.precision_context` is the one switch: the runner
+# puts every training step, validation and test of a run inside it, and no task opens one
+# of its own:
 
 # %%
-show_source(autocast)
+show_source(precision_context)
 
 # %% [markdown]
 # ### fp16 needs loss scaling, bf16 does not
@@ -302,7 +303,7 @@ show_source(Trainer.train_step)
 #
 # Half precision pays when the hardware multiplies 16-bit numbers faster than 32-bit ones.
 # CPUs with native bf16 matrix instructions do; older CPUs emulate bf16 and are
-# many times *slower* with it. `training.cpu_bf16_speedup` races a matrix product in both,
+# many times *slower* with it. `precision.cpu_bf16_speedup` races a matrix product in both,
 # and `precision=auto` picks bf16 only when it wins:
 
 # %% tags=["nbval-ignore-output"]

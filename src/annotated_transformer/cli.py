@@ -218,16 +218,15 @@ def run(args: argparse.Namespace) -> int:
             f"{args.checkpoint[0]} is a {task.name} checkpoint, not {args.task}"
         )
     if args.command == "evaluate":
-        print(
-            json.dumps(
-                task.evaluate_split(model, args), indent=2, ensure_ascii=False
-            )
-        )
+        with runner.run_precision(task, model):
+            scores = task.evaluate_split(model, args)
+        print(json.dumps(scores, indent=2, ensure_ascii=False))
     else:
         inputs = args.inputs or [line.rstrip("\n") for line in sys.stdin]
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
-            lines = task.predict(model, inputs, **task.predict_options(args))
+            with runner.run_precision(task, model):
+                lines = task.predict(model, inputs, **task.predict_options(args))
         for warning in caught:
             print(f"warning: {warning.message}", file=sys.stderr)
         for line in lines:

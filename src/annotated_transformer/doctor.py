@@ -231,7 +231,7 @@ def _torch_build(torch) -> Check:
 def _bf16(torch) -> Check:
     """Race a bf16 matrix product against fp32, as
     ``precision="auto"`` does to pick one."""
-    from annotated_transformer.training.trainer import cpu_bf16_speedup
+    from annotated_transformer.training.precision import cpu_bf16_speedup
 
     speed = cpu_bf16_speedup()
     found = f"bf16 matrix products run at {speed:.2g}× the fp32 speed on this CPU"

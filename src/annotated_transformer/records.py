@@ -292,6 +292,8 @@ def _publish(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Write the weights and the task's state into ``folder``; returns the
     record's ``weights`` and ``subset`` entries."""
+    from annotated_transformer.runner import run_precision  # runner imports us
+
     config = saved["config"]
     task_name, settings = config["task"], config["config"]
     state_text = json.dumps(config["state"], ensure_ascii=False) + "\n"
@@ -313,7 +315,9 @@ def _publish(
         section, key, decimals = HEADLINE[task_name]
         say(f"scoring the full {section} from the float16 weights ...")
         task, published = _load(folder, task_name, settings, data_dir)
-        again, reported = task.test(published)[key], metrics[section][key]
+        with run_precision(task, published):
+            again = task.test(published)[key]
+        reported = metrics[section][key]
         if round(again, decimals) != round(reported, decimals):
             raise RecordError(
                 f"the float16 weights score {key} {again:.{decimals + 2}f}, the "
@@ -323,7 +327,8 @@ def _publish(
     changes, method, key = SUBSETS[task_name]
     say(f"scoring the published weights on a subset ({changes or 'validation'})")
     task, published = _load(folder, task_name, settings, data_dir, changes=changes)
-    value = float(getattr(task, method)(published)[key])
+    with run_precision(task, published):
+        value = float(getattr(task, method)(published)[key])
     subset = {"settings": changes, "method": method, "metric": key, "value": value}
     return entry, subset
 

@@ -11,7 +11,9 @@ it; the runner owns the rest:
   size, it is re-tested);
 - **device, threads and precision**: ``auto`` picks CUDA, then Apple's MPS, then the
   CPU; ``precision`` is fp32, bf16, fp16 (with loss scaling) or ``auto``: bf16 where
-  its matrix products are faster than fp32's; ``activation_checkpointing``
+  its matrix products are faster than fp32's, decided once when the run is built;
+  every forward pass of the run, training, validation, test and a loaded run's
+  predictions, runs in it (:func:`run_precision`); ``activation_checkpointing``
   recomputes every layer's activations in the backward pass instead of keeping them;
 - **optimiser and schedule**: Adam (the paper's) or AdamW,
   ``schedule.make_scheduler``;
@@ -80,13 +82,16 @@ from annotated_transformer.training.checkpoints import (
     read_checkpoint,
     save_checkpoint,
 )
+from annotated_transformer.training.precision import (
+    precision_context,
+    resolve_precision,
+)
 from annotated_transformer.training.progress import tqdm
 from annotated_transformer.training.schedules import make_scheduler
 from annotated_transformer.training.trainer import (
     Trainer,
     checkpoint_blocks,
     make_optimizer,
-    resolve_precision,
 )
 
 try:
@@ -130,6 +135,17 @@ def pick_device(name: str = "auto") -> torch.device:
             f"--device {name}: PyTorch sees no {kind.upper()} device here; use cpu"
         )
     return torch.device(name)
+
+
+def run_precision(
+    task: Task, model: nn.Module
+) -> contextlib.AbstractContextManager:
+    """The precision of ``task``'s run around ``model``'s forward passes: what the
+    runner puts around every evaluation, test and prediction. The task's config
+    holds the resolved name (a run resolves ``auto`` when it is built, and saves
+    the result); the device is the model's."""
+    device = next(model.parameters()).device
+    return precision_context(device, task.config.precision)
 
 
 def make_optimizer_for(model: nn.Module, config: Any) -> torch.optim.Optimizer:
@@ -347,7 +363,8 @@ class Run:
     def validate(self) -> dict[str, float]:
         """Validation metrics; best.pt and the kept checkpoints
         (the evaluation hook)."""
-        metrics = self.task.evaluate(self.model)
+        with run_precision(self.task, self.model):
+            metrics = self.task.evaluate(self.model)
         weights, _ = full_state_dicts(self.model)  # FSDP: gathered from every rank
         metric = self.task.score[0]
         earlier = {
@@ -474,14 +491,16 @@ class Run:
             if len(kept) > 1:
                 self.model.load_state_dict(average_checkpoints(kept)[1])
                 self.save_weights(AVERAGED, {"averaged": [p.name for p in kept]})
-                choice["averaged"] = self.task.evaluate(self.model)[metric]
+                with run_precision(self.task, self.model):
+                    choice["averaged"] = self.task.evaluate(self.model)[metric]
             source = BEST if self.best_of(choice) == "best" else AVERAGED
             atomic_copy(self.out / source, self.out / FINAL)
             self.model.load_state_dict(read_checkpoint(self.out / FINAL)["model"])
         pick = self.best_of(choice)
         shown = ", ".join(f"{k} {v:.4g}" for k, v in choice.items())
         self.say(f"final.pt = {pick} (validation {metric}: {shown})")
-        test = self.task.test(self.model)
+        with run_precision(self.task, self.model):
+            test = self.task.test(self.model)
         numbers = {k: v for k, v in test.items() if isinstance(v, int | float)}
         self.say("test: " + ", ".join(f"{k} {v:.4g}" for k, v in numbers.items()))
         metrics = {
@@ -701,7 +720,8 @@ def retest(result: RunResult, wanted: Any) -> RunResult:
         return result
     result.task.config = dataclasses.replace(result.task.config, **changes)
     metrics = {**result.metrics, "config": {**saved, **changes}}
-    metrics["test"] = result.task.test(result.model)
+    with run_precision(result.task, result.model):
+        metrics["test"] = result.task.test(result.model)
     atomic_write(
         result.out / "metrics.json", (json.dumps(metrics, indent=2) + "\n").encode()
     )

@@ -43,14 +43,9 @@ from torch import Tensor, nn
 
 from annotated_transformer.paths import repository_root
 from annotated_transformer.training.distributed import SHARDINGS
+from annotated_transformer.training.precision import PRECISION_SETTINGS
 from annotated_transformer.training.schedules import SCHEDULES
-from annotated_transformer.training.trainer import (
-    PRECISIONS,
-    mean_loss,
-    resolve_precision,
-)
-
-CPU = torch.device("cpu")
+from annotated_transformer.training.trainer import mean_loss
 
 """The shared hyper-parameter names, those ``make_model`` took from the original."""
 
@@ -113,7 +108,7 @@ class TrainConfig:
         choices = {
             "optimizer": ("adam", "adamw"),
             "schedule": tuple(SCHEDULES),
-            "precision": ("auto", *PRECISIONS),
+            "precision": PRECISION_SETTINGS,
             "sharding": SHARDINGS,
             "final": ("last", "best"),
         }
@@ -268,12 +263,6 @@ class Task(ABC):
         data_dir: str | Path | None = None,
         state: dict | None = None,
     ) -> None:
-        if (
-            config.precision == "auto"
-        ):  # the runner resolves it for its device first
-            config = dataclasses.replace(
-                config, precision=resolve_precision("auto", CPU)
-            )
         self.config, self.data_dir = config, data_dir
 
     def state(self) -> dict[str, Any]:
@@ -283,7 +272,7 @@ class Task(ABC):
 
     def mean_loss(self, model: nn.Module, batches: Iterable[Any]) -> float:
         """The task's loss per token (or example) over ``batches``, in eval mode."""
-        return mean_loss(model, self.loss, batches, self.config.precision)
+        return mean_loss(model, self.loss, batches)
 
     @abstractmethod
     def build_model(self) -> nn.Module: ...

@@ -50,7 +50,7 @@ from annotated_transformer.tasks.base import (
     run_path,
 )
 from annotated_transformer.training.checkpoints import read_checkpoint
-from annotated_transformer.training.trainer import autocast, evaluating
+from annotated_transformer.training.trainer import evaluating
 
 LABELS = ("negative", "positive")  # label 0, label 1 (imdb.load_imdb)
 
@@ -180,7 +180,7 @@ PRESETS = {
     # shallow, whole reviews (max_len 512 cuts only the longest ~8%), about two
     # epochs, then the learning rate is 0: at max_len 256 and four epochs the model
     # memorised the training reviews. precision auto: bf16 where the CPU runs it
-    # faster (e.g. AVX-512 with bf16), else fp32 (on an AVX2 CPU, bf16 autocast was
+    # faster (e.g. AVX-512 with bf16), else fp32 (on an AVX2 CPU, bf16 was
     # slower).
     "cpu": ClassificationConfig(
         vocab_size=20_000,
@@ -471,7 +471,7 @@ class Classification(ReviewsTask):
 
     def loss(self, model: nn.Module, batch: ReviewBatch) -> tuple[Tensor, int]:
         """Cross-entropy summed over the batch's reviews, and their count."""
-        logits = model(batch.tokens).float()  # fp32 logits under bf16 autocast
+        logits = model(batch.tokens).float()  # fp32 logits under bf16
         return F.cross_entropy(logits, batch.labels, reduction="sum"), len(batch)
 
     # --- metrics
@@ -482,7 +482,7 @@ class Classification(ReviewsTask):
         device = next(model.parameters()).device
         probs = torch.empty(len(data), len(LABELS))
         lengths = [len(ids) for ids in data.ids]
-        with evaluating(model), autocast(device, self.config.precision):
+        with evaluating(model):
             for index in bucket_batches(lengths, max(max_tokens, max(lengths))):
                 tokens = collate(
                     [data.ids[i] for i in index], pad=self.vocab["<pad>"]

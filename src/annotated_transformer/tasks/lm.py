@@ -106,7 +106,7 @@ from annotated_transformer.tasks.base import (
 )
 from annotated_transformer.tasks.lm_segments import ConsecutiveSegments
 from annotated_transformer.training.progress import tqdm
-from annotated_transformer.training.trainer import autocast, evaluating
+from annotated_transformer.training.trainer import evaluating
 
 PREFIX_NOTE = (
     "enwik8_prefix is the first 10^6 bytes of enwik8: its scores are not "
@@ -677,9 +677,7 @@ class LanguageModel(Task):
                 f"{self.config.dataset} has no {split} split; use one of "
                 f"{', '.join(self.splits)}"
             )
-        device = next(model.parameters()).device
-        with autocast(device, self.config.precision):
-            scores = self.reader.score(model, data[:max_bytes], mem_len, **windows)
+        scores = self.reader.score(model, data[:max_bytes], mem_len, **windows)
         result = {"split": split, **scores}
         if self.config.dataset == "enwik8_prefix":
             result["note"] = PREFIX_NOTE

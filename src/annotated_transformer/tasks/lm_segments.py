@@ -35,7 +35,6 @@ from annotated_transformer.evaluation.segments import (
 )
 from annotated_transformer.tasks.base import epoch_generator
 from annotated_transformer.training import distributed as dist
-from annotated_transformer.training.trainer import autocast
 
 if TYPE_CHECKING:
     from annotated_transformer.tasks.lm import LanguageModel
@@ -74,8 +73,7 @@ class ConsecutiveSegments:
         read in order with the training memory (and the loss in nats)."""
         c = self.task.config
         val = self.task.splits["val"][: c.eval_bytes + 1]
-        with autocast(next(model.parameters()).device, c.precision):
-            bpb, _ = segment_bits_per_byte(model, val, c.max_len, model.mem_len)
+        bpb, _ = segment_bits_per_byte(model, val, c.max_len, model.mem_len)
         return {"val_loss": bpb * math.log(2), "val_bpb": bpb}
 
     def score(

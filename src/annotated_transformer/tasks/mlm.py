@@ -48,7 +48,7 @@ from annotated_transformer.tasks.classification import (
     ReviewsTask,
     review_batches,
 )
-from annotated_transformer.training.trainer import autocast, evaluating
+from annotated_transformer.training.trainer import evaluating
 
 MASK_TEXT = "[MASK]"  # how a blank is written in the text given to ``predict``
 VALIDATION_SEED = 12_345  # the one masking of the validation reviews
@@ -193,7 +193,7 @@ class MaskedLM(ReviewsTask):
         selected validation positions."""
         device = next(model.parameters()).device
         loss, correct, count = 0.0, 0, 0
-        with evaluating(model), autocast(device, self.config.precision):
+        with evaluating(model):
             for batch in self.validation:
                 batch = batch.to(device)
                 selected = batch.labels >= 0

@@ -53,7 +53,6 @@ from annotated_transformer.tasks.base import Task, TrainConfig, check_texts
 from annotated_transformer.training.trainer import (
     Batch,
     PackedBatch,
-    autocast,
     evaluating,
     seq2seq_loss,
 )
@@ -158,7 +157,7 @@ PRESETS = {
     # A laptop: 12 epochs of 205 steps on one shared byte-pair vocabulary (no
     # <unk>), untied, random batches packed in rows of ~48 tokens (chapter 10; the
     # Results page measures each choice); 65 minutes of training on one thread of a
-    # Xeon without AMX in fp32 (autocast to bf16 only where the CPU does it fast);
+    # Xeon without AMX in fp32 (bf16 only where the CPU does it fast);
     # see the book's Results page for its scores.
     "cpu": TranslationConfig(
         tokens="bpe",
@@ -272,15 +271,9 @@ class Translator:
         lower: bool = False,
         bpe: BPE | None = None,
         max_len: int = 5_000,
-        precision: str = "fp32",
     ) -> None:
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
-        self.lower, self.bpe, self.max_len, self.precision = (
-            lower,
-            bpe,
-            max_len,
-            precision,
-        )
+        self.lower, self.bpe, self.max_len = lower, bpe, max_len
 
     def tokens(self, sentences: Sequence[str], lang: str) -> list[list[str]]:
         """Sentences as the model's tokens: byte pairs, or spaCy's words."""
@@ -343,13 +336,12 @@ class Translator:
             max_len = min(
                 self.max_len, src.size(1) + 50
             )  # room for <s> + the output
-            with autocast(device, self.precision):
-                if beam > 1:
-                    ys = beam_search(
-                        self.model, src, src_mask, max_len, bos, eos, beam, alpha
-                    )
-                else:
-                    ys = greedy_decode(self.model, src, src_mask, max_len, bos, eos)
+            if beam > 1:
+                ys = beam_search(
+                    self.model, src, src_mask, max_len, bos, eos, beam, alpha
+                )
+            else:
+                ys = greedy_decode(self.model, src, src_mask, max_len, bos, eos)
             for i, row in zip(index, ys.tolist(), strict=True):
                 row = row[1:]  # drop <s>
                 out[i] = self.tgt_vocab.decode(
@@ -523,7 +515,7 @@ class Translation(Task):
     def translator(self, model: nn.Module | None) -> Translator:
         c = self.config
         vocabs = self.src_vocab, self.tgt_vocab
-        options = {"lower": c.lower, "max_len": c.max_len, "precision": c.precision}
+        options = {"lower": c.lower, "max_len": c.max_len}
         return Translator(model, *vocabs, bpe=self.bpe, **options)
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:

@@ -78,7 +78,7 @@ from annotated_transformer.training.loss import smoothed_cross_entropy
 
 KINDS = ("lm", "seq2seq")
 ATTENTION = ("fused", "explicit")
-# bytes: weights, gradients and each Adam moment (autocast keeps them in fp32)
+# bytes: weights, gradients and each Adam moment (mixed precision keeps them fp32)
 FP32 = 4
 INDEX = 8  # bytes of an int64 token id, saved by every embedding lookup
 STATS = (
@@ -379,7 +379,7 @@ def training_memory(
 
     attention: "fused" (``F.scaled_dot_product_attention``, the default) or
         "explicit" (``keep_attention = True``); dtype_bytes: bytes of an activation
-        (2 under bf16 autocast, weights, gradients and Adam stay fp32; measured here
+        (2 under bf16, whose weights, gradients and Adam stay fp32; measured here
         in fp32 only); max_len: the LM's positions (default ``length``) or the
         sinusoid tables' length (default 5000, two fp32 (max_len, d) buffers);
         shared: the seq2seq model with all three matrices tied.

@@ -14,10 +14,10 @@ The loop knows nothing about translation. A task gives it
 
 What one optimiser step does (``Trainer.train_step``):
 
-1. for each of ``accumulate`` micro-batches: forward (under bf16 or fp16 autocast if
-   asked; weights stay fp32 and the loss is computed from fp32 logits), stop if the
-   loss is not finite, backward (under fp16 of the loss times the loss scale, see
-   below);
+1. for each of ``accumulate`` micro-batches: forward (in bf16 or fp16 if asked, see
+   :mod:`~annotated_transformer.training.precision`; weights stay fp32 and the loss
+   is computed from fp32 logits), stop if the loss is not finite, backward (under
+   fp16 of the loss times the loss scale, see below);
 2. divide the summed gradients by the step's token count,
    clip their norm (optional);
 3. one Adam update, one scheduler step (per optimiser step, not per micro-batch).
@@ -75,6 +75,7 @@ from annotated_transformer.training.checkpoints import (
     unwrap,
 )
 from annotated_transformer.training.loss import smoothed_cross_entropy
+from annotated_transformer.training.precision import precision_context
 from annotated_transformer.training.progress import tqdm
 
 LossFn = Callable[[nn.Module, Any], tuple[Tensor, Tensor | int]]
@@ -218,67 +219,6 @@ def make_optimizer(model: nn.Module, lr: float = 1.0) -> torch.optim.Adam:
     return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
 
 
-PRECISIONS = ("fp32", "bf16", "fp16")
-HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def autocast(
-    device: torch.device, precision: str
-) -> contextlib.AbstractContextManager:
-    """bf16 or fp16 autocast on ``device`` when ``precision`` says so, else nothing.
-
-    Under autocast the matrix products (linear layers, matmul, attention) run in
-    half precision while the weights stay fp32, and so do the optimiser's moments;
-    the tasks' losses take fp32 logits. Which other ops autocast keeps in fp32
-    depends on the device: on CUDA softmax, log-softmax and the norms; on the CPU
-    (PyTorch 2.13) only a few, e.g. the losses, while softmax and LayerNorm run in
-    their input's dtype (accumulating in fp32 inside). The residual stream stays
-    fp32 because fp32 + half is fp32.
-    """
-    if precision not in PRECISIONS:
-        raise ValueError(
-            f"precision={precision!r} must be one of {', '.join(PRECISIONS)}"
-        )
-    dtype = HALF.get(precision, torch.bfloat16)
-    return torch.autocast(device.type, dtype=dtype, enabled=precision != "fp32")
-
-
-def cpu_bf16_speedup() -> float:
-    """How many times faster a (256 × 512) @ (512 × 512) matmul runs in bf16 than in
-    fp32 on this CPU (a quick race, best of 3): above 1 with AVX-512-BF16 or AMX,
-    far below 1 on CPUs that emulate bf16 (tens of times slower than fp32)."""
-    a, b = torch.randn(256, 512), torch.randn(512, 512)
-    best = {}
-    for dtype in (torch.float32, torch.bfloat16):
-        x, y = a.to(dtype), b.to(dtype)
-        x @ y  # warm-up
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            x @ y
-            times.append(time.perf_counter() - start)
-        best[dtype] = min(times)
-    return best[torch.float32] / best[torch.bfloat16]
-
-
-def bf16_is_fast(device: torch.device) -> bool:
-    """Does bf16 autocast pay off here? CUDA: bf16 support. MPS: no (float32 there).
-    CPU: :func:`cpu_bf16_speedup` above 1."""
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    return device.type == "cpu" and cpu_bf16_speedup() > 1
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """``fp32``, ``bf16`` or ``fp16``; ``auto`` becomes bf16
-    where :func:`bf16_is_fast`."""
-    if precision not in ("auto", *PRECISIONS):
-        raise ValueError(f"precision={precision!r}: use fp32, bf16, fp16 or auto")
-    if precision == "auto":
-        return "bf16" if bf16_is_fast(device) else "fp32"
-    return precision
-
-
 @contextlib.contextmanager
 def evaluating(model: nn.Module) -> Iterator[nn.Module]:
     """Eval mode (no dropout) and no autograd inside; the model's
@@ -342,12 +282,7 @@ def variable_copy_batch(
     return Batch(src, tgt, pad=0)
 
 
-def mean_loss(
-    model: nn.Module,
-    loss_fn: LossFn,
-    batches: Iterable[Any],
-    precision: str = "fp32",
-) -> float:
+def mean_loss(model: nn.Module, loss_fn: LossFn, batches: Iterable[Any]) -> float:
     """The loss per token over ``batches`` (a validation loss): in
     eval mode, without autograd.
 
@@ -356,7 +291,7 @@ def mean_loss(
     """
     device = next(model.parameters()).device
     total, count = 0.0, 0
-    with evaluating(model), autocast(device, precision):
+    with evaluating(model):
         for batch in batches:
             loss_sum, n = loss_fn(
                 model, batch.to(device) if hasattr(batch, "to") else batch
@@ -410,8 +345,10 @@ class Trainer:
     the state needed to resume.
 
     accumulate: micro-batches per optimiser step; clip_norm: max gradient norm
-        (None: no clipping, as in the paper); precision: "fp32", "bf16" or "fp16"
-        (autocast; weights stay fp32; fp16 with a ``GradScaler``, ``scaler``);
+        (None: no clipping, as in the paper); precision: "fp32", "bf16" or "fp16",
+        already resolved (every forward runs in
+        :func:`~annotated_transformer.training.precision.precision_context`; weights
+        stay fp32; fp16 with a ``GradScaler``, ``scaler``);
     checkpoint_path: where ``save``/``fit`` write; config: plain data saved with it;
     stream: what the batches carry from one to the next (Transformer-XL's memory),
         an object with ``state_dict``/``load_state_dict`` saved in the checkpoint
@@ -439,7 +376,6 @@ class Trainer:
             raise ValueError(
                 f"accumulate={accumulate} must be >= 1 micro-batches per step"
             )
-        autocast(torch.device("cpu"), precision)  # checks the name
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.scheduler = scheduler
         self.accumulate, self.clip_norm, self.precision = (
@@ -464,7 +400,7 @@ class Trainer:
     def _forward(self, batch: Any) -> tuple[Tensor, int]:
         if hasattr(batch, "to"):
             batch = batch.to(self.device)
-        with autocast(self.device, self.precision):
+        with precision_context(self.device, self.precision):
             loss_sum, n_tokens = self.loss_fn(self.model, batch)
         if not torch.isfinite(loss_sum):
             raise NonFiniteLossError(
