@@ -30,8 +30,8 @@ it; the runner owns the rest:
   test included) and ``train.log`` (what was printed, for people);
 - **many processes**: under ``torchrun`` every rank takes every R-th batch and the
   loss is normalised by the global token count
-  (:mod:`annotated_transformer.training.distributed`); the model is replicated (DDP) or, with
-  ``sharding="fsdp"``, sharded layer by layer (``BLOCKS``).
+  (:mod:`annotated_transformer.training.distributed`); the model is replicated
+  (DDP) or, with ``sharding="fsdp"``, sharded layer by layer (``BLOCKS``).
 
 What a chapter calls is :func:`ensure_run`; the command line is
 :mod:`annotated_transformer.cli`.
@@ -720,8 +720,8 @@ def load_model(
 ) -> tuple[Task, nn.Module]:
     """The task (with its saved vocabulary) and the model (eval mode) of a run's
     checkpoint; given several checkpoints, their
-    :func:`~annotated_transformer.training.checkpoints.model_soup` with the first one's task
-    and settings."""
+    :func:`~annotated_transformer.training.checkpoints.model_soup` with the first
+    one's task and settings."""
     if isinstance(checkpoint, str | Path):
         state = read_checkpoint(checkpoint)
     else:

@@ -13,8 +13,8 @@ the output is plain text, nothing is installed (Graphviz would be a system
 dependency; matplotlib and Altair place labels by data coordinates, not by the
 layout a diagram needs), and a figure can read its names and numbers from the
 package itself (a mask is drawn from
-:func:`~annotated_transformer.blocks.masks.make_std_mask`'s output), which tests then
-check.
+:func:`~annotated_transformer.blocks.masks.make_std_mask`'s output), which tests
+then check.
 
 One style: the palette :data:`TONES`, a sans font for prose and a monospace one for
 code names, the arrow marker of :meth:`Canvas.svg`. Every figure is :data:`WIDTH`

@@ -70,16 +70,15 @@ class EncoderDecoder(nn.Module):
     src_mask: bool (batch, 1, src_len)
         (:func:`~annotated_transformer.blocks.masks.padding_mask`)
     tgt_mask: bool (batch, tgt_len, tgt_len)
-        (:func:`~annotated_transformer.blocks.masks.make_std_mask`) forward returns (batch,
-        tgt_len, d_model); apply ``generator`` for the vocabulary.
+        (:func:`~annotated_transformer.blocks.masks.make_std_mask`) forward returns
+        (batch, tgt_len, d_model); apply ``generator`` for the vocabulary.
 
     Packed rows (several sentence pairs per row,
-    :class:`~annotated_transformer.training.trainer.
-    PackedBatch`) also pass ``memory_mask`` (batch, tgt_len,
-    src_len), which target token may
-    read which source token (src_mask then is the encoder's (batch, src_len,
-    src_len)), and ``src_pos``/``tgt_pos`` (batch, len), each token's
-    position within its own sentence.
+    :class:`~annotated_transformer.training.trainer.PackedBatch`) also pass
+    ``memory_mask`` (batch, tgt_len, src_len), which target token may read which
+    source token (src_mask then is the encoder's (batch, src_len, src_len)), and
+    ``src_pos``/``tgt_pos`` (batch, len), each token's position within its own
+    sentence.
     """
 
     def __init__(

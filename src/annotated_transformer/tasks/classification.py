@@ -3,16 +3,17 @@ encoder-only Transformer (Part V).
 
 - Tokens: lower-cased words (``imdb.tokenize``), or with ``tokenizer="bpe"`` byte
   pairs learned from those words (chapter 03's
-  :class:`~annotated_transformer.data.bpe.BPE`): a rare word is then spelled in pieces
-  instead of becoming ``<unk>``. Reviews are cut to ``max_len`` tokens: their first
-  ones, or with ``tail`` their first and last ones.
+  :class:`~annotated_transformer.data.bpe.BPE`): a rare word is then spelled in
+  pieces instead of becoming ``<unk>``. Reviews are cut to ``max_len`` tokens: their
+  first ones, or with ``tail`` their first and last ones.
 - Splits: ``val_size`` validation reviews are a seeded draw from the 25,000
   training reviews; tokenizer and vocabulary see the remaining training reviews
   only; the test set is IMDb's.
-- Model: :class:`~annotated_transformer.models.encoder_only.EncoderClassifier` (embed, N post-norm
-  blocks, mean over the real tokens, a linear layer). ``attn_dropout`` is separate
-  from ``dropout`` because any value > 0 takes ``scaled_dot_product_attention`` off
-  its fused CPU kernel (a training step at length 256 was about 2.9× slower).
+- Model: :class:`~annotated_transformer.models.encoder_only.EncoderClassifier`
+  (embed, N post-norm blocks, mean over the real tokens, a linear layer).
+  ``attn_dropout`` is separate from ``dropout`` because any value > 0 takes
+  ``scaled_dot_product_attention`` off its fused CPU kernel (a training step at
+  length 256 was about 2.9× slower).
 - Loss: cross-entropy summed over the batch's reviews; metric: accuracy.
 - Pretrained start (``init``): a finished ``mlm`` run
   (:mod:`~annotated_transformer.tasks.mlm`) of the same sizes, tokenizer and
@@ -61,8 +62,8 @@ class ReviewsConfig(TrainConfig):
     (``make_model``'s names).
 
     Shared by classification and masked-LM pretraining
-    (:mod:`~annotated_transformer.tasks.
-    mlm`): the same fields give the same split, tokens and encoder in both.
+    (:mod:`~annotated_transformer.tasks.mlm`): the same fields give the same split,
+    tokens and encoder in both.
     """
 
     tokenizer: str = (

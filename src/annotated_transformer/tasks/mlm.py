@@ -2,20 +2,20 @@
 classifier's encoder (BERT, Part V).
 
 - Data: the classification task's
-  (:class:`~annotated_transformer.tasks.classification.
-  ReviewsTask`): the same validation carve-out, tokenizer and
-  vocabulary, plus one reserved
-  token ``<mask>``. Only the training reviews are read for training; their labels
+  (:class:`~annotated_transformer.tasks.classification.ReviewsTask`): the same
+  validation carve-out, tokenizer and vocabulary, plus one reserved token
+  ``<mask>``. Only the training reviews are read for training; their labels
   are unused. The validation reviews are only scored, and the test reviews are never
   read.
 - Batches: the classifier's batches of similar-length reviews, corrupted by
-  :func:`~annotated_transformer.data.masking.mask_tokens` (15 % of the ordinary tokens
-  selected; 80/10/10 mask/random/keep), with a new seeded draw every epoch
+  :func:`~annotated_transformer.data.masking.mask_tokens` (15 % of the ordinary
+  tokens selected; 80/10/10 mask/random/keep), with a new seeded draw every epoch
   (RoBERTa's dynamic masking). The reserved tokens (``<pad>``, ``<unk>``, ...) are
   never selected nor drawn.
-- Model: :class:`~annotated_transformer.models.encoder_only.MaskedLanguageModel`, the classifier's
-  encoder with the tied embedding as its output layer; ``classify --set init=RUN``
-  starts from it. ``mlm --set init=RUN`` pretrains further from all of a finished
+- Model: :class:`~annotated_transformer.models.encoder_only.MaskedLanguageModel`,
+  the classifier's encoder with the tied embedding as its output layer;
+  ``classify --set init=RUN`` starts from it. ``mlm --set init=RUN`` pretrains
+  further from all of a finished
   run's weights, under a new schedule; its epochs draw the same batches and maskings
   as that run's.
 - Loss: cross-entropy at the selected positions, summed, and their count.

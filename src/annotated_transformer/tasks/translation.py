@@ -4,9 +4,9 @@ the paper was written for.
 - Tokens: ``tokens="words"``, spaCy's words with one vocabulary per language (words
   seen at least ``min_freq`` times in training, the rest ``<unk>``); or
   ``tokens="bpe"``, one byte-pair vocabulary learned on the German *and* English
-  training sentences (chapter 03's :class:`~annotated_transformer.data.bpe.BPE`), which
-  spells any word in pieces: no ``<unk>``. ``tie=True`` then makes the source and
-  target embeddings and the generator one matrix.
+  training sentences (chapter 03's :class:`~annotated_transformer.data.bpe.BPE`),
+  which spells any word in pieces: no ``<unk>``. ``tie=True`` then makes the source
+  and target embeddings and the generator one matrix.
 - Batches: sentence pairs of similar length, up to ``max_tokens`` padded tokens per
   batch (``batching.bucket_batches``), shuffled per epoch with a seed; ``pool_size``
   sorts by length only within random pools of that many pairs (more padding, more

@@ -136,13 +136,13 @@ class PackedBatch(Batch):
         ``<s>`` and ``</s>``. Pair k of a row is segment k + 1 of that row on both
         sides (0: padding). The decoder reads ``<s> y`` and predicts ``y </s>`` of
         every pair, and the masks
-        (:func:`~annotated_transformer.blocks.masks.segment_mask`) keep each token inside
-        its own pair: src_mask (rows, src_len, src_len); tgt_mask (rows, tgt_len,
-        tgt_len), causal; ``packing["memory_mask"]`` (rows, tgt_len, src_len) for
-        the source attention; and ``packing["src_pos"]``, ``packing["tgt_pos"]``
-        (rows, len) restart at 0 for every pair. So the model computes for each pair
-        what it would in a padded batch, while the padding shrinks to the ends of
-        the rows, whatever the mix of lengths.
+        (:func:`~annotated_transformer.blocks.masks.segment_mask`) keep each token
+        inside its own pair: src_mask (rows, src_len, src_len); tgt_mask (rows,
+        tgt_len, tgt_len), causal; ``packing["memory_mask"]`` (rows, tgt_len,
+        src_len) for the source attention; and ``packing["src_pos"]``,
+        ``packing["tgt_pos"]`` (rows, len) restart at 0 for every pair. So the model
+        computes for each pair what it would in a padded batch, while the padding
+        shrinks to the ends of the rows, whatever the mix of lengths.
     """
 
     def __init__(
