@@ -40,14 +40,11 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from annotated_transformer.files import atomic_copy, atomic_write, write_json
 from annotated_transformer.machine import PROVENANCE, describe, git_commit
 from annotated_transformer.paths import repository_root
 from annotated_transformer.tasks import PRESETS, TASKS, Task
-from annotated_transformer.training.checkpoints import (
-    atomic_copy,
-    atomic_write,
-    read_checkpoint,
-)
+from annotated_transformer.training.checkpoints import read_checkpoint
 
 RECORD, WEIGHTS, STATE = "record.json", "model.safetensors", "state.json"
 COPIED = ("history.csv", "train.log")
@@ -270,8 +267,7 @@ def record_run(
             record["weights"], record["subset"] = _publish(
                 saved, metrics, tmp, half=half, data_dir=data_dir, say=say
             )
-        text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
-        atomic_write(tmp / RECORD, text.encode())
+        write_json(tmp / RECORD, record)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -62,6 +62,7 @@ from annotated_transformer.blocks.layers import (
     TransformerBlock,
 )
 from annotated_transformer.data.batching import shard_batches
+from annotated_transformer.files import atomic_copy, atomic_write, write_json
 from annotated_transformer.machine import write_provenance
 from annotated_transformer.models.encoder_decoder import count_parameters
 from annotated_transformer.models.modern_decoder import ModernBlock
@@ -70,8 +71,6 @@ from annotated_transformer.tasks.base import apply_settings
 from annotated_transformer.training import distributed as dist
 from annotated_transformer.training.checkpoints import (
     CheckpointError,
-    atomic_copy,
-    atomic_write,
     average_checkpoints,
     full_state_dicts,
     is_sharded,
@@ -102,6 +101,7 @@ BLOCKS = (
     ModernBlock,
 )  # a stack's layers
 LAST, BEST, FINAL, AVERAGED = "last.pt", "best.pt", "final.pt", "averaged.pt"
+METRICS = "metrics.json"  # a finished run's numbers: written last, by write_json
 
 
 # ------------------------------------------------------------- device and precision
@@ -279,7 +279,7 @@ class Run:
     def check_one_run(self, task: str, preset: str, config: Any) -> None:
         """Refuse to resume a last.pt into a folder whose metrics.json or best.pt
         belong to another run (another preset or settings): two runs would mix."""
-        others, metrics = {}, self.out / "metrics.json"
+        others, metrics = {}, self.out / METRICS
         if metrics.is_file():
             others[metrics.name] = json.loads(metrics.read_text())
         damaged = (CheckpointError, FileNotFoundError)  # chosen again at the end
@@ -490,10 +490,7 @@ class Run:
             "validation": {k: float(v) for k, v in choice.items()},
             "test": test,
         }
-        atomic_write(
-            self.out / "metrics.json",
-            (json.dumps(metrics, indent=2) + "\n").encode(),
-        )
+        write_json(self.out / METRICS, metrics)
         return metrics
 
 
@@ -648,7 +645,7 @@ def ensure_run(
             f"{out} holds a run of another configuration: delete it, or train into "
             "another folder"
         )
-    if not (out / "metrics.json").is_file():
+    if not (out / METRICS).is_file():
         result = train(
             task,
             out,
@@ -697,9 +694,7 @@ def retest(result: RunResult, wanted: Any) -> RunResult:
     result.task.config = dataclasses.replace(result.task.config, **changes)
     metrics = {**result.metrics, "config": {**saved, **changes}}
     metrics["test"] = result.task.test(result.model)
-    atomic_write(
-        result.out / "metrics.json", (json.dumps(metrics, indent=2) + "\n").encode()
-    )
+    write_json(result.out / METRICS, metrics)
     return dataclasses.replace(result, metrics=metrics)
 
 
@@ -708,7 +703,7 @@ def load_run(out: str | Path, *, data_dir: str | Path | None = None) -> RunResul
     weights, in eval mode)."""
     out = Path(out)
     task, model = load_model(out / FINAL, data_dir=data_dir)
-    metrics = json.loads((out / "metrics.json").read_text())
+    metrics = json.loads((out / METRICS).read_text())
     return RunResult(out, task, model, pd.read_csv(out / "history.csv"), metrics)
 
 
