@@ -65,6 +65,7 @@ from annotated_transformer.blocks.masks import (
     segment_mask,
     segment_positions,
 )
+from annotated_transformer.models.modes import evaluating
 from annotated_transformer.training import distributed
 from annotated_transformer.training.checkpoints import (
     full_state_dicts,
@@ -277,19 +278,6 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     if precision == "auto":
         return "bf16" if bf16_is_fast(device) else "fp32"
     return precision
-
-
-@contextlib.contextmanager
-def evaluating(model: nn.Module) -> Iterator[nn.Module]:
-    """Eval mode (no dropout) and no autograd inside; the model's
-    mode is restored after."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            yield model
-    finally:
-        model.train(was_training)
 
 
 def copy_task_batches(
