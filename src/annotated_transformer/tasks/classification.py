@@ -38,6 +38,7 @@ from annotated_transformer.data import imdb
 from annotated_transformer.data.batching import bucket_batches, collate
 from annotated_transformer.data.bpe import BPE
 from annotated_transformer.data.vocab import MASK, SPECIALS, Vocab
+from annotated_transformer.evaluation import metrics
 from annotated_transformer.models.encoder_only import (
     EncoderClassifier,
     load_encoder,
@@ -499,9 +500,8 @@ class Classification(ReviewsTask):
         probs = self.probabilities(model, data)
         labels = torch.tensor(data.labels)
         nll = -probs[torch.arange(len(labels)), labels].clamp_min(1e-12).log()
-        accuracy = (probs.argmax(dim=-1) == labels).double().mean().item()
         return {
-            "accuracy": accuracy,
+            "accuracy": metrics.accuracy(probs.argmax(dim=-1), labels),
             "loss": nll.mean().item(),
             "reviews": len(labels),
         }

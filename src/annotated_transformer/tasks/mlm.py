@@ -39,6 +39,7 @@ from torch import Tensor, nn
 
 from annotated_transformer.data.masking import mask_tokens
 from annotated_transformer.data.vocab import MASK, SPECIALS
+from annotated_transformer.evaluation import metrics
 from annotated_transformer.models.encoder_only import MaskedLanguageModel
 from annotated_transformer.tasks.base import check_texts, epoch_generator
 from annotated_transformer.tasks.classification import PRESETS as CLASSIFY_PRESETS
@@ -192,7 +193,7 @@ class MaskedLM(ReviewsTask):
         """Loss (nats per selected token) and accuracy at the
         selected validation positions."""
         device = next(model.parameters()).device
-        loss, correct, count = 0.0, 0, 0
+        loss, predicted, targets = 0.0, [], []
         with evaluating(model), autocast(device, self.config.precision):
             for batch in self.validation:
                 batch = batch.to(device)
@@ -200,9 +201,13 @@ class MaskedLM(ReviewsTask):
                 logits = model(batch.inputs, selected).float()
                 target = batch.labels[selected]
                 loss += F.cross_entropy(logits, target, reduction="sum").item()
-                correct += int((logits.argmax(dim=-1) == target).sum())
-                count += target.numel()
-        return {"val_loss": loss / count, "val_accuracy": correct / count}
+                predicted.append(logits.argmax(dim=-1))
+                targets.append(target)
+        target = torch.cat(targets)
+        return {
+            "val_loss": loss / len(target),
+            "val_accuracy": metrics.accuracy(torch.cat(predicted), target),
+        }
 
     def test(self, model: nn.Module) -> dict[str, Any]:
         """The validation numbers again: pretraining keeps the
