@@ -24,7 +24,6 @@ weights.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -40,6 +39,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from annotated_transformer.data.download import sha256_of
 from annotated_transformer.files import atomic_copy, atomic_write, write_json
 from annotated_transformer.machine import PROVENANCE, describe, git_commit
 from annotated_transformer.paths import repository_root
@@ -155,14 +155,6 @@ def _weights(model: nn.Module, half: bool) -> tuple[dict[str, torch.Tensor], dic
             value = value.half()
         tensors[name] = value.detach().cpu().contiguous()
     return tensors, aliases
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _finished_metrics(run: Path) -> dict[str, Any]:
@@ -303,7 +295,7 @@ def _publish(
         "file": WEIGHTS,
         "dtype": "float16" if half else "float32",
         "bytes": path.stat().st_size,
-        "sha256": _sha256(path),
+        "sha256": sha256_of(path),
     }
     if half:  # the full test from the stored weights must give the run's figure
         section, key, decimals = HEADLINE[task_name]
