@@ -28,7 +28,10 @@ it, and ``python -m annotated_transformer`` handles Ctrl-C from the start.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (15 ms)
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 
