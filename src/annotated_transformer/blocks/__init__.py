@@ -5,6 +5,6 @@ data or training. Attention (``attention``: scaled dot-product and multi-head;
 positions (``positional``, ``rope``, ``alibi``), ``masks``, ``embeddings``,
 ``norms``, ``feed_forward``, the key/value caches of generation (``kv_cache``)
 and ``layers`` (residual sublayers, the encoder and decoder layers and stacks,
-the decoder-only block). Its modules import torch and each other, and from the
-package only layer 0 (``paths``, ``files``); see ``tests/test_layout.py``.
+the decoder-only block). Besides torch and each other, its modules may import
+only layer 0 (``paths``, ``files``); see ``tests/test_layout.py``.
 """
