@@ -10,16 +10,18 @@ of causal self-attention:
   score matrix per head (time and memory ∝ n²);
 - ``sdpa``: PyTorch's fused ``scaled_dot_product_attention(is_causal=True)`` (its
   CPU flash kernel never stores the (n, n) matrix: memory ∝ n, time still ∝ n²);
-- ``strided`` and ``fixed``: :func:`annotated_transformer.blocks.sparse_attention.sparse_attention`
-  under the two patterns' unions, stride l = the smallest power of two ≥ √n and
-  c = 4 summary positions (each query reads about 2l + n/l, resp. l + 4n/l keys:
-  time and memory ∝ n√n).
+- ``strided`` and ``fixed``:
+  :func:`annotated_transformer.blocks.sparse_attention.sparse_attention` under the
+  two patterns' unions, stride l = the smallest power of two ≥ √n and c = 4
+  summary positions (each query reads about 2l + n/l, resp. l + 4n/l keys: time
+  and memory ∝ n√n).
 
 Every length is measured for all four in turn (ratios in one run, on the same load):
 the median of ``repeats`` timed calls after one warm-up, then the peak of the
 PyTorch allocator during one more call
-(:func:`annotated_transformer.training.memory.allocator_peak`: what the call allocates beyond
-its inputs). Prints a Markdown table; ``--csv`` also writes the rows.
+(:func:`annotated_transformer.training.memory.allocator_peak`: what the call
+allocates beyond its inputs). Prints a Markdown table; ``--csv`` also writes the
+rows.
 
     # 512 … 8192
     PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/sparse.py

@@ -41,6 +41,7 @@ import torch
 from annotated_transformer.book import viz
 from annotated_transformer.book.source import show_source
 from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.models.modes import evaluating
 from annotated_transformer.training.loss import (
     LabelSmoothing,
     smoothed_cross_entropy,
@@ -57,7 +58,6 @@ from annotated_transformer.training.trainer import (
     Batch,
     Trainer,
     copy_task_batches,
-    evaluating,
     make_optimizer,
     mean_loss,
     seq2seq_loss,

@@ -92,11 +92,11 @@ import time
 from annotated_transformer.data import imdb
 from annotated_transformer.data.masking import mask_tokens
 from annotated_transformer.data.vocab import MASK
-from annotated_transformer.models import bag_of_words as bow
 from annotated_transformer.models.encoder_only import (
     EncoderClassifier,
     MaskedLanguageModel,
 )
+from annotated_transformer.tasks import bag_of_words as bow
 from annotated_transformer.tasks.classification import (
     SHAPES,
     Classification,

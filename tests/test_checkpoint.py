@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from annotated_transformer.files import DiskFullError
 from annotated_transformer.training import checkpoints as ckpt
 from annotated_transformer.training.checkpoints import (
     CheckpointError,
@@ -214,7 +215,7 @@ def test_a_full_disk_is_one_clear_error_and_leaves_the_old_checkpoint(
 ) -> None:
     model, opt, sched = trained_objects()
     path = save_checkpoint(tmp_path / "last.pt", model, opt, sched, step=1)
-    with full_disk(room=2000), pytest.raises(ckpt.DiskFullError) as caught:
+    with full_disk(room=2000), pytest.raises(DiskFullError) as caught:
         save_checkpoint(path, model, opt, sched, step=2)  # torch wraps the ENOSPC
     assert str(caught.value) == (
         f"no space left on the disk of {tmp_path} to write last.pt (the previous "

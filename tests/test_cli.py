@@ -510,7 +510,7 @@ def test_empty_and_impossible_inputs_to_predict(trained, capsys, monkeypatch):
     fails(
         capsys,
         predict("translate", "Hallo", "--beam", "0"),
-        "--beam 0 must be >= 1",
+        "beam=0 must be >= 1",
     )
     fails(capsys, predict("classify", stdin=""), "nothing to classify")
     fails(capsys, predict("classify", "<br /><br />"), "review 1 is empty")
@@ -665,7 +665,7 @@ def test_every_numeric_option_of_evaluate_and_predict_is_checked(trained, capsys
     fails(capsys, [*mlm, "0"], "--top 0: show from 1 to")
     fails(capsys, [*mlm, "100000"], "--top 100000: show from 1 to")
     translate = ["translate", "predict", *checkpoint("translate"), "Hallo"]
-    fails(capsys, [*translate, "--beam", "-1"], "--beam -1 must be >= 1")
+    fails(capsys, [*translate, "--beam", "-1"], "beam=-1 must be >= 1")
     fails(capsys, [*translate, "--alpha", "nan"], "alpha=nan")
     threads = ["translate", "train", "--out", "x", "--threads", "-1"]
     fails(capsys, threads, "--threads -1 must be >= 1")

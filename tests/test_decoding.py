@@ -108,8 +108,10 @@ def test_decoding_restores_train_mode_and_rejects_bad_shapes() -> None:
         greedy_decode(model, src, mask[:, 0], 5, START)
     with pytest.raises(ValueError, match="max_len"):
         beam_search(model, src, mask, 0, START, END)
-    with pytest.raises(ValueError, match="beam_size"):
+    with pytest.raises(ValueError, match="beam=0 must be >= 1"):
         beam_search(model, src, mask, 5, START, END, beam_size=0)
+    with pytest.raises(ValueError, match="length penalty"):
+        beam_search(model, src, mask, 5, START, END, length_penalty=-0.5)
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])

@@ -23,7 +23,6 @@ from annotated_transformer.data.download import (
     fetch,
     sha256_of,
 )
-from annotated_transformer.training.checkpoints import atomic_write
 
 PAYLOAD = b"Zwei junge Leute stehen vor einem Zaun.\n" * 2000
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -184,14 +183,6 @@ def test_mirror_only_file_that_is_absent_says_what_to_do(tmp_path):
         fetch(
             Resource("demo/file.txt", SHA), mirror=tmp_path / "typo", cache=tmp_path
         )
-
-
-def test_atomic_write(tmp_path):
-    atomic_write(tmp_path / "a" / "b.json", b"{}")
-    assert (
-        files_in(tmp_path) == ["a/b.json"]
-        and (tmp_path / "a" / "b.json").read_bytes() == b"{}"
-    )
 
 
 def test_alternatives_are_tried_in_order(tmp_path):

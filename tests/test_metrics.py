@@ -8,6 +8,7 @@ import math
 import pytest
 import sacrebleu
 import torch
+import torch.nn.functional as F
 
 from annotated_transformer.evaluation import metrics
 
@@ -104,3 +105,28 @@ def test_bits_per_byte_equals_brute_force_over_batches():
         meter.update(logits, targets[:-1])
     with pytest.raises(ValueError, match="update"):
         metrics.BitsPerByte().compute()
+
+
+def test_subword_tokens_are_scored_per_byte_they_spell():
+    generator = torch.Generator().manual_seed(2)
+    logits = torch.randn(2, 5, 40, generator=generator)
+    targets = torch.randint(40, (2, 5), generator=generator)
+    meter = metrics.BitsPerByte()
+    meter.update(logits, targets, n_bytes=23)  # 10 tokens spelling 23 bytes
+    nats = F.cross_entropy(logits.reshape(-1, 40).double(), targets.reshape(-1))
+    assert (meter.count, meter.bytes) == (10, 23)
+    assert meter.compute() == pytest.approx(10 * nats.item() / 23 / math.log(2))
+    assert metrics.bits_per_byte(23 * math.log(2), 23) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="at least one byte"):
+        metrics.bits_per_byte(1.0, 0)
+
+
+def test_accuracy_counts_equal_predictions():
+    predicted = torch.tensor([[1, 0, 2], [2, 2, 0]])
+    labels = torch.tensor([[1, 1, 2], [0, 2, 0]])
+    assert metrics.accuracy(predicted, labels) == pytest.approx(4 / 6)
+    assert metrics.accuracy(labels, labels) == 1.0
+    with pytest.raises(ValueError, match="as many predictions as labels"):
+        metrics.accuracy(predicted[0], labels)
+    with pytest.raises(ValueError, match="at least one"):
+        metrics.accuracy(predicted[:0], labels[:0])

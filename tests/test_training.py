@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 import annotated_transformer
 from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.models.modes import evaluating
 from annotated_transformer.training.checkpoints import load_checkpoint
 from annotated_transformer.training.schedules import make_scheduler, rate
 from annotated_transformer.training.trainer import (
@@ -19,7 +20,6 @@ from annotated_transformer.training.trainer import (
     NonFiniteLossError,
     Trainer,
     copy_task_batches,
-    evaluating,
     make_optimizer,
     seq2seq_loss,
 )

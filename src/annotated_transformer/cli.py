@@ -54,12 +54,8 @@ from pathlib import Path
 import torch
 
 from annotated_transformer import records, runner
+from annotated_transformer.files import DiskFullError, disk_full, is_disk_full
 from annotated_transformer.tasks import PRESETS, TASKS
-from annotated_transformer.training.checkpoints import (
-    DiskFullError,
-    disk_full,
-    is_disk_full,
-)
 from annotated_transformer.training.trainer import NonFiniteLossError
 
 

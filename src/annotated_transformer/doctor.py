@@ -17,8 +17,9 @@ lock (``.ci/requirements.lock``) and this package installed, a usable
 A dataset that is in neither the mirror nor the cache is only a note: it is
 downloaded, checksum-verified, the first time it is used.
 
-Only the standard library is imported at the top: torch and packaging are imported
-inside the checks, so a broken install is reported instead of crashing the doctor.
+Only the standard library (and :mod:`~annotated_transformer.paths`, which needs no
+more) is imported at the top: torch and packaging are imported inside the checks,
+so a broken install is reported instead of crashing the doctor.
 
     python -m annotated_transformer.doctor
         every check
@@ -40,10 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from annotated_transformer.paths import repository_root
+
 if TYPE_CHECKING:
     from annotated_transformer.data.download import Resource
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout, for an editable install
+# The checkout that holds this package (an editable install), else the one the
+# doctor runs in.
+ROOT = repository_root(Path(__file__).parent) or Path.cwd()
 LOCK = ROOT / ".ci" / "requirements.lock"
 PYPROJECT = ROOT / "pyproject.toml"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"

@@ -9,7 +9,6 @@ into the run's record.
 
 from __future__ import annotations
 
-import json
 import platform
 import shlex
 import subprocess
@@ -19,7 +18,7 @@ from typing import Any
 
 import torch
 
-from annotated_transformer.training.checkpoints import atomic_write
+from annotated_transformer.files import write_json
 
 PROVENANCE = "provenance.json"
 
@@ -101,5 +100,4 @@ def write_provenance(folder: str | Path, device: torch.device | str) -> None:
     run's first start already did."""
     path = Path(folder) / PROVENANCE
     if not path.exists():
-        text = json.dumps(provenance(device), indent=2) + "\n"
-        atomic_write(path, text.encode())
+        write_json(path, provenance(device))

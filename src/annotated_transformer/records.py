@@ -24,7 +24,6 @@ weights.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -40,14 +39,12 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from annotated_transformer.data.download import sha256_of
+from annotated_transformer.files import atomic_copy, atomic_write, write_json
 from annotated_transformer.machine import PROVENANCE, describe, git_commit
 from annotated_transformer.paths import repository_root
 from annotated_transformer.tasks import PRESETS, TASKS, Task
-from annotated_transformer.training.checkpoints import (
-    atomic_copy,
-    atomic_write,
-    read_checkpoint,
-)
+from annotated_transformer.training.checkpoints import read_checkpoint
 
 RECORD, WEIGHTS, STATE = "record.json", "model.safetensors", "state.json"
 COPIED = ("history.csv", "train.log")
@@ -160,14 +157,6 @@ def _weights(model: nn.Module, half: bool) -> tuple[dict[str, torch.Tensor], dic
     return tensors, aliases
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _finished_metrics(run: Path) -> dict[str, Any]:
     """The metrics of the finished run in ``run``; a RecordError for anything
     else (a run still training, stopped, failed, or no run at all)."""
@@ -270,8 +259,7 @@ def record_run(
             record["weights"], record["subset"] = _publish(
                 saved, metrics, tmp, half=half, data_dir=data_dir, say=say
             )
-        text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
-        atomic_write(tmp / RECORD, text.encode())
+        write_json(tmp / RECORD, record)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -309,7 +297,7 @@ def _publish(
         "file": WEIGHTS,
         "dtype": "float16" if half else "float32",
         "bytes": path.stat().st_size,
-        "sha256": _sha256(path),
+        "sha256": sha256_of(path),
     }
     if half:  # the full test from the stored weights must give the run's figure
         section, key, decimals = HEADLINE[task_name]

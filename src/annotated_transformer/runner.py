@@ -32,8 +32,8 @@ it; the runner owns the rest:
   test included) and ``train.log`` (what was printed, for people);
 - **many processes**: under ``torchrun`` every rank takes every R-th batch and the
   loss is normalised by the global token count
-  (:mod:`annotated_transformer.training.distributed`); the model is replicated (DDP) or, with
-  ``sharding="fsdp"``, sharded layer by layer (:func:`stack_layers`).
+  (:mod:`annotated_transformer.training.distributed`); the model is replicated
+  (DDP) or, with ``sharding="fsdp"``, sharded layer by layer (:func:`stack_layers`).
 
 What a chapter calls is :func:`ensure_run`; the command line is
 :mod:`annotated_transformer.cli`.
@@ -64,6 +64,7 @@ from annotated_transformer.blocks.layers import (
     TransformerBlock,
 )
 from annotated_transformer.data.batching import shard_batches
+from annotated_transformer.files import atomic_copy, atomic_write, write_json
 from annotated_transformer.machine import write_provenance
 from annotated_transformer.models.encoder_decoder import count_parameters
 from annotated_transformer.models.registry import VARIANTS
@@ -72,8 +73,6 @@ from annotated_transformer.tasks.base import apply_settings
 from annotated_transformer.training import distributed as dist
 from annotated_transformer.training.checkpoints import (
     CheckpointError,
-    atomic_copy,
-    atomic_write,
     average_checkpoints,
     full_state_dicts,
     is_sharded,
@@ -101,6 +100,7 @@ except ImportError:  # Windows: runs are not locked
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 LAST, BEST, FINAL, AVERAGED = "last.pt", "best.pt", "final.pt", "averaged.pt"
+METRICS = "metrics.json"  # a finished run's numbers: written last, by write_json
 
 
 def stack_layers() -> tuple[type[nn.Module], ...]:
@@ -300,7 +300,7 @@ class Run:
     def check_one_run(self, task: str, preset: str, config: Any) -> None:
         """Refuse to resume a last.pt into a folder whose metrics.json or best.pt
         belong to another run (another preset or settings): two runs would mix."""
-        others, metrics = {}, self.out / "metrics.json"
+        others, metrics = {}, self.out / METRICS
         if metrics.is_file():
             others[metrics.name] = json.loads(metrics.read_text())
         damaged = (CheckpointError, FileNotFoundError)  # chosen again at the end
@@ -514,10 +514,7 @@ class Run:
             "validation": {k: float(v) for k, v in choice.items()},
             "test": test,
         }
-        atomic_write(
-            self.out / "metrics.json",
-            (json.dumps(metrics, indent=2) + "\n").encode(),
-        )
+        write_json(self.out / METRICS, metrics)
         return metrics
 
 
@@ -672,7 +669,7 @@ def ensure_run(
             f"{out} holds a run of another configuration: delete it, or train into "
             "another folder"
         )
-    if not (out / "metrics.json").is_file():
+    if not (out / METRICS).is_file():
         result = train(
             task,
             out,
@@ -722,9 +719,7 @@ def retest(result: RunResult, wanted: Any) -> RunResult:
     metrics = {**result.metrics, "config": {**saved, **changes}}
     with run_precision(result.task, result.model):
         metrics["test"] = result.task.test(result.model)
-    atomic_write(
-        result.out / "metrics.json", (json.dumps(metrics, indent=2) + "\n").encode()
-    )
+    write_json(result.out / METRICS, metrics)
     return dataclasses.replace(result, metrics=metrics)
 
 
@@ -733,7 +728,7 @@ def load_run(out: str | Path, *, data_dir: str | Path | None = None) -> RunResul
     weights, in eval mode)."""
     out = Path(out)
     task, model = load_model(out / FINAL, data_dir=data_dir)
-    metrics = json.loads((out / "metrics.json").read_text())
+    metrics = json.loads((out / METRICS).read_text())
     return RunResult(out, task, model, pd.read_csv(out / "history.csv"), metrics)
 
 
@@ -745,8 +740,8 @@ def load_model(
 ) -> tuple[Task, nn.Module]:
     """The task (with its saved vocabulary) and the model (eval mode) of a run's
     checkpoint; given several checkpoints, their
-    :func:`~annotated_transformer.training.checkpoints.model_soup` with the first one's task
-    and settings."""
+    :func:`~annotated_transformer.training.checkpoints.model_soup` with the first
+    one's task and settings."""
     if isinstance(checkpoint, str | Path):
         state = read_checkpoint(checkpoint)
     else:

@@ -31,8 +31,7 @@ def check_mask(mask: Tensor, scores_shape: torch.Size | tuple[int, ...]) -> None
     Only the dtype and the shape: a check that reads the mask's *values* would, on a
     GPU, wait for the device in every layer. Whether every query row has a key to
     attend to is checked once per batch, where the batch is built
-    (:func:`~annotated_transformer.blocks.masks.
-    check_rows`).
+    (:func:`~annotated_transformer.blocks.masks.check_rows`).
 
     scores_shape: ``(..., q_len, k_len)``, the shape of the attention scores.
     """

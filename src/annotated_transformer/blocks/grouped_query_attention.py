@@ -2,10 +2,10 @@
 key/value heads than query heads.
 
 When a decoder generates, every layer keeps the keys and values of all earlier
-positions in its cache (:mod:`~annotated_transformer.blocks.kv_cache`), ``2 · heads · d_k``
-numbers per position and layer. For long contexts and large batches that cache, not
-the weights, fills the accelerator's memory, and reading it back at every step
-bounds the decoding speed.
+positions in its cache (:mod:`~annotated_transformer.blocks.kv_cache`),
+``2 · heads · d_k`` numbers per position and layer. For long contexts and large
+batches that cache, not the weights, fills the accelerator's memory, and reading it
+back at every step bounds the decoding speed.
 
 Grouped-query attention keeps h query heads but only ``kv_heads`` key/value heads,
 shared by groups of h / kv_heads query heads: query head j attends with key/value
@@ -19,10 +19,11 @@ multi-head attention; ``kv_heads = 1`` is multi-query attention (Shazeer 2019).
 Llama 2 70B and later use groups of 8.
 
 This module is the self-attention of a decoder-only model: causal, with optional
-rotary position embeddings (:mod:`~annotated_transformer.blocks.rope`) on the queries and
-keys, or ALiBi's distance penalties (:mod:`~annotated_transformer.blocks.alibi`) on the
-scores. Keys are rotated *before* they are cached, each by its own absolute
-position, so cached keys never need to be rotated again.
+rotary position embeddings (:mod:`~annotated_transformer.blocks.rope`) on the
+queries and keys, or ALiBi's distance penalties
+(:mod:`~annotated_transformer.blocks.alibi`) on the scores. Keys are rotated
+*before* they are cached, each by its own absolute position, so cached keys never
+need to be rotated again.
 """
 
 from __future__ import annotations
@@ -112,9 +113,9 @@ class GroupedQueryAttention(nn.Module):
             past, d_k) the call extends.
         rope: optional (cos, sin) tables (new, d_k / 2) for positions
             past … past + new − 1, from
-            :func:`~annotated_transformer.blocks.rope.rope_tables` (a model computes them
-            once for all its layers); computed here when omitted. alibi: likewise,
-            the bias (h, new, past + new) of
+            :func:`~annotated_transformer.blocks.rope.rope_tables` (a model computes
+            them once for all its layers); computed here when omitted. alibi:
+            likewise, the bias (h, new, past + new) of
             :func:`~annotated_transformer.blocks.alibi.alibi_bias`.
         Left-padded rows: the tables are (batch, 1, new, d_k / 2), each row's own
         positions, and mask, bool (batch, new, past + new), True = may attend,

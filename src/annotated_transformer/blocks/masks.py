@@ -31,6 +31,11 @@ def check_tokens(tokens: Tensor, name: str = "tokens") -> None:
             f"{name} must be token ids of shape (batch, len), got "
             f"{tuple(tokens.shape)}"
         )
+    check_integer_ids(tokens, name)
+
+
+def check_integer_ids(tokens: Tensor, name: str = "tokens") -> None:
+    """Raise a ValueError unless ``tokens`` (any shape) has an integer dtype."""
     if (
         tokens.dtype.is_floating_point
         or tokens.dtype.is_complex

@@ -10,10 +10,11 @@ pair i by the angle m·θᵢ at position m:
     θᵢ = base^(−2i/d),  base = 10000,
 
 i.e. x ↦ R(m) x with R(m) block-diagonal, one 2×2 rotation per pair. The frequencies
-θᵢ are those of the sinusoidal encoding (:mod:`~annotated_transformer.blocks.positional`),
-where chapter 04 found that moving k positions rotates each (sin, cos) pair by kθᵢ.
-Here that rotation is applied to the queries and keys themselves, and since
-rotations are orthogonal and compose,
+θᵢ are those of the sinusoidal encoding
+(:mod:`~annotated_transformer.blocks.positional`), where chapter 04 found that
+moving k positions rotates each (sin, cos) pair by kθᵢ. Here that rotation is
+applied to the queries and keys themselves, and since rotations are orthogonal and
+compose,
 
     ⟨R(m) q, R(n) k⟩ = qᵀ R(m)ᵀ R(n) k = qᵀ R(n − m) k:
 

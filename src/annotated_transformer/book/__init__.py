@@ -4,8 +4,13 @@ chapters use to show things.
 - :mod:`~annotated_transformer.book.sizes`: run sizes (``AT_SIZE``) and the
   repository's ``runs/`` folder, where chapters find finished command-line runs;
 - :mod:`~annotated_transformer.book.viz`: Altair charts (heatmaps, line charts);
+- :mod:`~annotated_transformer.book.figures`: the diagrams, as hand-written SVG;
 - :mod:`~annotated_transformer.book.source`: ``show_source``, the
-  package's code in a chapter;
-- :mod:`~annotated_transformer.training.progress`: progress bars that
-  suit a terminal and Jupyter.
+  package's code in a chapter, and :mod:`~annotated_transformer.book.listings`,
+  which renders those listings again when the code changes;
+- :mod:`~annotated_transformer.book.results`: the Results page, from the run
+  records.
+
+The top layer of the package: it may import any other (see
+``tests/test_layout.py``).
 """

@@ -13,8 +13,8 @@ the output is plain text, nothing is installed (Graphviz would be a system
 dependency; matplotlib and Altair place labels by data coordinates, not by the
 layout a diagram needs), and a figure can read its names and numbers from the
 package itself (a mask is drawn from
-:func:`~annotated_transformer.blocks.masks.make_std_mask`'s output), which tests then
-check.
+:func:`~annotated_transformer.blocks.masks.make_std_mask`'s output), which tests
+then check.
 
 One style: the palette :data:`TONES`, a sans font for prose and a monospace one for
 code names, the arrow marker of :meth:`Canvas.svg`. Every figure is :data:`WIDTH`
@@ -119,6 +119,12 @@ class Canvas:
             f'fill="{fill}"{weight}{extra}>{escape(s)}</text>'
         )
         self._grow(y + size * 0.3)
+
+    def notes(self, y: float, lines: Sequence[str]) -> None:
+        """What the figure shows, in words: muted lines under the drawing, from
+        the left edge, the first baseline at y."""
+        for i, s in enumerate(lines):
+            self.text(14, y + i * 18, s, 13, anchor="start", fill=MUTED)
 
     def rect(
         self,
@@ -661,8 +667,7 @@ def residual_norms() -> str:
         "path from x to out (left line) is a plain identity.",
     ]
     y = c.bottom + 24
-    for i, s in enumerate(lines):
-        c.text(14, y + i * 18, s, 13, anchor="start", fill=MUTED)
+    c.notes(y, lines)
     return c.svg()
 
 
@@ -751,8 +756,7 @@ def masks() -> str:
         "combined = tgt padding & look-ahead; the padded",
         "query row keeps only itself, so no row is empty",
     ]
-    for i, s in enumerate(lines):
-        c.text(14, y + i * 18, s, 13, anchor="start", fill=MUTED)
+    c.notes(y, lines)
     y += 3 * 18 + 4
     c.rect(14, y, 14, 14, fill=ON, rx=2)
     c.text(34, y + 12, "may attend (True)", 13, anchor="start")
@@ -1089,8 +1093,7 @@ def kv_cache(
         "attends over the t cached keys. src_kv (static) is",
         "projected from the memory at step 1, then only read.",
     ]
-    for i, s in enumerate(lines):
-        c.text(14, y + 40 + i * 18, s, 13, anchor="start", fill=MUTED)
+    c.notes(y + 40, lines)
     return c.svg()
 
 
@@ -1164,8 +1167,7 @@ def beam_search_tree(beam_size: int = BEAM_SIZE) -> str:
         "5 7 </s> at −0.9. The chapter searches with",
         "beam_size=4.",
     ]
-    for i, s in enumerate(lines):
-        c.text(14, y - 10 + i * 18, s, 13, anchor="start", fill=MUTED)
+    c.notes(y - 10, lines)
     return c.svg()
 
 
@@ -1361,8 +1363,7 @@ def block_today() -> str:
         "Left: a norm after each residual sum. Right: each",
         "sublayer reads a normalised copy; the sums stay plain.",
     ]
-    for i, s in enumerate(lines):
-        c.text(14, y + i * 18, s, 13, anchor="start", fill=MUTED)
+    c.notes(y, lines)
     return c.svg()
 
 
@@ -1516,8 +1517,7 @@ def xl_memory(seg_len: int = 4, n_blocks: int = 2) -> str:
         "each block leaves (memory.tensors) is the next",
         "segment's; reach grows by a segment per block.",
     ]
-    for i, s in enumerate(lines):
-        c.text(14, y + i * 18, s, 13, anchor="start", fill=MUTED)
+    c.notes(y, lines)
     return c.svg()
 
 
@@ -1657,8 +1657,7 @@ def checkpointing(n_layers: int = 4) -> str:
         "from its input, one block's activations at a time:",
         "about one more forward pass (checkpoint_blocks).",
     ]
-    for i, s in enumerate(lines):
-        c.text(14, y + i * 18, s, 13, anchor="start", fill=MUTED)
+    c.notes(y, lines)
     return c.svg()
 
 

@@ -1,11 +1,11 @@
 """Byte-level BPE, GPT-2's tokenizer (Radford et al. 2019, §2.2).
 
-Chapter 12's :class:`~annotated_transformer.data.bpe.BPE` starts from the *characters* of
-the training text and spells unseen ones in bytes. GPT-2 starts from the 256 *byte
-values*: every byte string has an encoding, no character is ever unknown, and the
-base vocabulary is 256 whatever the script. The merges are learned as chapter 12
-learns them (:func:`~annotated_transformer.data.bpe.learn_merges`); only the symbols
-change.
+Chapter 12's :class:`~annotated_transformer.data.bpe.BPE` starts from the
+*characters* of the training text and spells unseen ones in bytes. GPT-2 starts
+from the 256 *byte values*: every byte string has an encoding, no character is ever
+unknown, and the base vocabulary is 256 whatever the script. The merges are learned
+as chapter 12 learns them (:func:`~annotated_transformer.data.bpe.learn_merges`);
+only the symbols change.
 
 - Pieces: the *text* is cut into pieces and merges stay inside them, so the bytes of
   one character share a piece ("café" is one piece, and can become one token). The

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotated_transformer import paths as settings
-from annotated_transformer.training.checkpoints import atomic_write
+from annotated_transformer.files import atomic_write
 
 CHUNK = 1 << 20
 HINT = (

@@ -28,8 +28,9 @@ from typing import Any
 import torch
 
 from annotated_transformer import paths as settings
-from annotated_transformer.data.download import atomic_write, fetch, sha256_of
+from annotated_transformer.data.download import fetch, sha256_of
 from annotated_transformer.data.vocab import SPECIALS, Vocab
+from annotated_transformer.files import atomic_write
 
 SPLITS = ("train", "test")
 _MEMBER = re.compile(r"(?:^|/)aclImdb/(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")

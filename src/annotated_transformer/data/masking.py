@@ -28,6 +28,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from annotated_transformer.blocks.embeddings import check_ids
+from annotated_transformer.blocks.masks import check_integer_ids
+
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index
 MASK_SHARE, RANDOM_SHARE = (
     0.8,
@@ -42,14 +45,7 @@ def _check_arguments(
     special_ids: Sequence[int],
     p: float,
 ) -> None:
-    if (
-        tokens.dtype.is_floating_point
-        or tokens.dtype.is_complex
-        or tokens.dtype == torch.bool
-    ):
-        raise ValueError(
-            f"tokens must hold integer token ids, got dtype {tokens.dtype}"
-        )
+    check_integer_ids(tokens)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"p is a probability and must lie in [0, 1], got {p}")
     if vocab_size < 1:
@@ -59,13 +55,7 @@ def _check_arguments(
             raise ValueError(
                 f"{name} {ids} must lie in [0, vocab_size={vocab_size})"
             )
-    if tokens.numel() and (
-        int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size
-    ):
-        raise ValueError(
-            f"token ids must lie in [0, vocab_size={vocab_size}), got ids from "
-            f"{int(tokens.min())} to {int(tokens.max())}"
-        )
+    check_ids(tokens, vocab_size)
 
 
 def mask_tokens(

@@ -26,7 +26,7 @@ from torch import Tensor
 from annotated_transformer.blocks.kv_cache import DecoderCache
 from annotated_transformer.blocks.masks import subsequent_mask
 from annotated_transformer.models.encoder_decoder import EncoderDecoder
-from annotated_transformer.training.trainer import evaluating
+from annotated_transformer.models.modes import evaluating
 
 
 def _check(src: Tensor, src_mask: Tensor, max_len: int) -> None:
@@ -122,6 +122,20 @@ def greedy_decode(
     return ys
 
 
+def check_beam_size(beam_size: int) -> None:
+    """Refuse a beam of fewer than one hypothesis."""
+    if beam_size < 1:
+        raise ValueError(f"beam={beam_size} must be >= 1 (1 is greedy decoding)")
+
+
+def check_length_penalty(alpha: float) -> None:
+    """Refuse a length penalty α outside [0, 5] (NaN included)."""
+    if not 0.0 <= alpha <= 5.0:
+        raise ValueError(
+            f"alpha={alpha}: the length penalty α must lie in [0, 5] (0: none)"
+        )
+
+
 def gnmt_length_penalty(length: Tensor, alpha: float) -> Tensor:
     """lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, GNMT, eq.
     14); α = 0 turns it off."""
@@ -143,19 +157,19 @@ def beam_search(
     """Keep the ``beam_size`` best partial translations at every step.
 
     Hypotheses are ranked by GNMT's length-normalised score log P(Y|X) / lp(Y) with
-    lp(Y) = ((5 + |Y|) / 6)^α, α = ``length_penalty`` (0.6 in the paper; 0 ranks by
-    raw log probability, which favours short outputs). |Y| counts generated tokens,
-    ``end_symbol`` included, the start symbol not. A finished hypothesis (it
-    produced ``end_symbol``) keeps its score and its place in the beam; search stops
-    when every beam of every sentence has finished, or at ``max_len``. The best
-    hypothesis per sentence is returned.
+    lp(Y) = ((5 + |Y|) / 6)^α, α = ``length_penalty`` in [0, 5] (0.6 in the paper;
+    0 ranks by raw log probability, which favours short outputs). |Y| counts
+    generated tokens, ``end_symbol`` included, the start symbol not. A finished
+    hypothesis (it produced ``end_symbol``) keeps its score and its place in the
+    beam; search stops when every beam of every sentence has finished, or at
+    ``max_len``. The best hypothesis per sentence is returned.
 
     src (batch, src_len); src_mask (batch, 1, src_len) → ids
     (batch, len), len <= max_len.
     """
     _check(src, src_mask, max_len)
-    if beam_size < 1:
-        raise ValueError(f"beam_size={beam_size} must be >= 1")
+    check_beam_size(beam_size)
+    check_length_penalty(length_penalty)
     batch, K, device = src.size(0), beam_size, src.device
     memory = model.encode(src, src_mask).repeat_interleave(
         K, dim=0

@@ -1,4 +1,5 @@
-"""Scores: BLEU and chrF for translation (via sacreBLEU), and bits per byte.
+"""Scores: BLEU and chrF for translation (via sacreBLEU), accuracy for
+classifiers, and bits per byte for language models.
 
 Two BLEUs, because two conventions are in use and they are not comparable:
 
@@ -10,6 +11,9 @@ Two BLEUs, because two conventions are in use and they are not comparable:
   ``bleu_score`` on lower-cased spaCy tokens, with its defaults: up to 4-grams,
   uniform weights, brevity penalty, no smoothing).
   Numbers from it run higher than ``bleu`` and depend on the tokenizer.
+
+Every accuracy in the package is :func:`accuracy`, every bits-per-byte figure
+:func:`bits_per_byte` (usually through the :class:`BitsPerByte` meter).
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
 import torch.nn.functional as F
 from sacrebleu.metrics import BLEU, CHRF
+from torch import Tensor
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,30 @@ def chrf(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
     return Score("chrF", result.score, str(metric.get_signature()))
 
 
+def accuracy(predicted: Tensor, labels: Tensor) -> float:
+    """The fraction of ``predicted`` classes equal to ``labels`` (two integer
+    tensors of one shape, on one device)."""
+    if predicted.shape != labels.shape or predicted.numel() == 0:
+        raise ValueError(
+            f"need as many predictions as labels, at least one; got "
+            f"{tuple(predicted.shape)} and {tuple(labels.shape)}"
+        )
+    return (predicted == labels).double().mean().item()
+
+
+def bits_per_byte(nats: float, n_bytes: int) -> float:
+    """A text's total negative log-likelihood ``nats`` (natural log, summed over
+    its predictions) as bits per byte of the text: nats / (n_bytes · ln 2).
+
+    With byte-level tokens ``n_bytes`` is the number of predictions; with
+    subword tokens, the bytes the predicted tokens spell, so that models with
+    different vocabularies are compared on the same text.
+    """
+    if n_bytes < 1:
+        raise ValueError(f"n_bytes={n_bytes}: bits per byte need at least one byte")
+    return nats / n_bytes / math.log(2)
+
+
 class BitsPerByte:
     """Mean negative log₂-likelihood per byte, accumulated
     over a whole text in batches.
@@ -84,15 +112,21 @@ class BitsPerByte:
     bpb = −(1/N) Σₜ log₂ p(xₜ | x₍<ₜ₎) = (Σ cross-entropy in nats) / (N · ln 2).
     A model that is uniform over the 256 byte values scores exactly log₂ 256 = 8.
     Summed in float64 so that millions of bytes add up without drift.
+    ``count`` is the number of predictions scored, ``bytes`` the bytes they spell
+    (the same, unless ``update`` is told otherwise for subword tokens).
     """
 
     def __init__(self) -> None:
         self.nats = 0.0
         self.count = 0
+        self.bytes = 0
 
-    def update(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
-        """logits: (..., vocab) scores of the next byte; targets:
-        (...) the true next bytes."""
+    def update(
+        self, logits: Tensor, targets: Tensor, n_bytes: int | None = None
+    ) -> None:
+        """logits: (..., vocab) scores of the next token; targets: (...) the
+        true next tokens; n_bytes: the bytes those targets spell (default: one
+        per target, byte-level tokens)."""
         if logits.shape[:-1] != targets.shape:
             raise ValueError(
                 f"logits {tuple(logits.shape)} must be targets "
@@ -103,8 +137,9 @@ class BitsPerByte:
             flat, targets.reshape(-1).long(), reduction="sum"
         ).item()
         self.count += targets.numel()
+        self.bytes += targets.numel() if n_bytes is None else n_bytes
 
     def compute(self) -> float:
         if self.count == 0:
             raise ValueError("no bytes were scored: call update() first")
-        return self.nats / self.count / math.log(2)
+        return bits_per_byte(self.nats, self.bytes)

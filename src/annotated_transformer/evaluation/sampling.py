@@ -13,9 +13,9 @@ derail a sample.
 
 With ``use_cache=True`` the prompt is run once and each later step feeds only the
 newest byte (its keys/values join the per-block
-:class:`~annotated_transformer.blocks.kv_cache.KVCache`); ``use_cache=False`` re-runs the
-whole context every step: slower, and the reference the cached path is tested
-against. Both see exactly the same context (see :func:`context_start`).
+:class:`~annotated_transformer.blocks.kv_cache.KVCache`); ``use_cache=False``
+re-runs the whole context every step: slower, and the reference the cached path is
+tested against. Both see exactly the same context (see :func:`context_start`).
 
 The model has learned positions only up to ``max_len``. A longer prompt is cut to
 its last ``max_len`` bytes; when the text outgrows the window, the context is cut to
@@ -32,7 +32,7 @@ from torch import Tensor
 
 from annotated_transformer.blocks.embeddings import check_ids
 from annotated_transformer.models.decoder_only import DecoderLM
-from annotated_transformer.training.trainer import evaluating
+from annotated_transformer.models.modes import evaluating
 
 
 def context_start(total: int, start: int, max_len: int) -> int:

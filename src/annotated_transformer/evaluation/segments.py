@@ -33,8 +33,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from annotated_transformer.evaluation.metrics import BitsPerByte
+from annotated_transformer.models.modes import evaluating
 from annotated_transformer.training.progress import tqdm
-from annotated_transformer.training.trainer import evaluating
 
 
 class Segments(NamedTuple):

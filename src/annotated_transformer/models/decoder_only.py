@@ -67,8 +67,9 @@ class DecoderLM(nn.Module):
     """A decoder-only (GPT-style) language model over bytes: predict each next byte.
 
     logits = W · blocks(embed(x) + P[positions]) + b, with ``N`` causal post-norm
-    :class:`~annotated_transformer.blocks.layers.TransformerBlock` s (Bloem's ``former``;
-    GPT without the encoder or the source attention of the paper's decoder).
+    :class:`~annotated_transformer.blocks.layers.TransformerBlock` s (Bloem's
+    ``former``; GPT without the encoder or the source attention of the paper's
+    decoder).
 
     x: integer (batch, len), ids in [0, vocab); positions start at
         ``cache[0].length`` (0 without a cache) and must stay below ``max_len``, the

@@ -1,18 +1,18 @@
-"""The Transformer models: encoder-decoder (Vaswani et al. 2017),
-decoder-only, encoder-only.
+"""The paper's model: the encoder-decoder Transformer (Vaswani et al. 2017).
 
 - :class:`EncoderDecoder`: encode the source once, decode the target (all at once in
   training, a few new positions at a time with a cache when generating);
 - :class:`Generator`: the final linear layer and softmax over the target vocabulary;
-- :func:`make_model`: build the whole model from
-  hyper-parameters, Glorot-initialised;
-- :func:`tie_weights`: share the target embeddings with the
-  generator (and the source);
-- :func:`parameter_counts` (measured per block) and
+- :func:`make_model`: build the whole model from hyper-parameters,
+  Glorot-initialised;
+- :func:`tie_weights`: share the target embeddings with the generator (and the
+  source);
+- :func:`count_parameters`, :func:`parameter_counts` (measured per block) and
   :func:`parameter_formula` (closed form).
-- :class:`DecoderLM`: decoder-only (GPT-style) next-byte model (Part V, generation);
-- :class:`EncoderClassifier`: encoder-only classifier with mean
-  or [CLS] pooling (Part V).
+
+The decoder-only and encoder-only models are in
+:mod:`~annotated_transformer.models.decoder_only` and
+:mod:`~annotated_transformer.models.encoder_only`.
 """
 
 from __future__ import annotations
@@ -70,16 +70,15 @@ class EncoderDecoder(nn.Module):
     src_mask: bool (batch, 1, src_len)
         (:func:`~annotated_transformer.blocks.masks.padding_mask`)
     tgt_mask: bool (batch, tgt_len, tgt_len)
-        (:func:`~annotated_transformer.blocks.masks.make_std_mask`) forward returns (batch,
-        tgt_len, d_model); apply ``generator`` for the vocabulary.
+        (:func:`~annotated_transformer.blocks.masks.make_std_mask`) forward returns
+        (batch, tgt_len, d_model); apply ``generator`` for the vocabulary.
 
     Packed rows (several sentence pairs per row,
-    :class:`~annotated_transformer.training.trainer.
-    PackedBatch`) also pass ``memory_mask`` (batch, tgt_len,
-    src_len), which target token may
-    read which source token (src_mask then is the encoder's (batch, src_len,
-    src_len)), and ``src_pos``/``tgt_pos`` (batch, len), each token's
-    position within its own sentence.
+    :class:`~annotated_transformer.training.trainer.PackedBatch`) also pass
+    ``memory_mask`` (batch, tgt_len, src_len), which target token may read which
+    source token (src_mask then is the encoder's (batch, src_len, src_len)), and
+    ``src_pos``/``tgt_pos`` (batch, len), each token's position within its own
+    sentence.
     """
 
     def __init__(

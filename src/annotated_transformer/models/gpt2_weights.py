@@ -3,8 +3,8 @@
 A checkpoint is a folder with ``config.json`` (the sizes: ``n_embd``, ``n_head``,
 ``n_layer``, ``n_positions``, ``vocab_size``, ``n_inner``, ``layer_norm_epsilon``)
 and ``model.safetensors``, whose names map to
-:class:`~annotated_transformer.models.gpt2.GPT2LM`'s (some files put ``transformer.`` in
-front of every name):
+:class:`~annotated_transformer.models.gpt2.GPT2LM`'s (some files put
+``transformer.`` in front of every name):
 
     wte, wpe, ln_f                  embed, position.embedding, norm
     h.i.ln_1, h.i.ln_2              blocks.i.norm1, blocks.i.norm2
@@ -37,7 +37,8 @@ QKV = ("w_q", "w_k", "w_v")
 
 
 def gpt2_sizes(config: dict[str, Any]) -> dict[str, Any]:
-    """:class:`~annotated_transformer.models.gpt2.GPT2LM`'s arguments from config.json."""
+    """:class:`~annotated_transformer.models.gpt2.GPT2LM`'s arguments from
+    config.json."""
     supported = {
         "activation_function": ("gelu_new", "gelu_pytorch_tanh"),
         "scale_attn_weights": (True,),

@@ -4,13 +4,15 @@ model, and the way there.
 Seven years of practice changed the 2017 decoder block in four
 places, each one module here:
 
-- pre-norm with :class:`~annotated_transformer.blocks.norms.RMSNorm`
-  instead of post-norm LayerNorm;
-- rotary position embeddings (:mod:`~annotated_transformer.blocks.rope`) on queries and
-  keys, in every layer, instead of position vectors added to the input;
-- grouped-query attention (:mod:`~annotated_transformer.blocks.grouped_query_attention`): fewer key/value
+- pre-norm with :class:`~annotated_transformer.blocks.norms.RMSNorm` instead of
+  post-norm LayerNorm;
+- rotary position embeddings (:mod:`~annotated_transformer.blocks.rope`) on queries
+  and keys, in every layer, instead of position vectors added to the input;
+- grouped-query attention
+  (:mod:`~annotated_transformer.blocks.grouped_query_attention`): fewer key/value
   heads, a smaller KV cache;
-- the :class:`~annotated_transformer.blocks.feed_forward.SwiGLU` feed-forward instead of ReLU;
+- the :class:`~annotated_transformer.blocks.feed_forward.SwiGLU` feed-forward
+  instead of ReLU;
 
 and no biases anywhere. One block:
 
@@ -19,9 +21,9 @@ and no biases anywhere. One block:
 
 :class:`ModernDecoderLM` stacks N blocks between a token embedding and a final
 RMSNorm and output projection. It keeps the contract of
-:class:`~annotated_transformer.models.decoder_only.DecoderLM` (``forward(x, cache)``,
-``new_cache()``, ``max_len``), so :func:`~annotated_transformer.evaluation.sampling.sample`
-generates from either.
+:class:`~annotated_transformer.models.decoder_only.DecoderLM`
+(``forward(x, cache)``, ``new_cache()``, ``max_len``), so
+:func:`~annotated_transformer.evaluation.sampling.sample` generates from either.
 
 Each change is also a switch, so that chapter 15 can add them one at a time to a
 pre-norm block and measure each: ``norm`` ("rms" or "layer"), ``positions`` ("rope",
@@ -173,8 +175,9 @@ class ModernDecoderLM(nn.Module):
         ``swiglu_width(4 * d_model)``, the same parameter count, for SwiGLU.
         kv_heads: key/value heads, dividing h. max_len: the longest context (RoPE
         has no table to outgrow, but the model is trained, and
-        :func:`~annotated_transformer.evaluation.sampling.sample` crops, to this length). norm,
-        positions, feed_forward, bias: the switches of the module docstring;
+        :func:`~annotated_transformer.evaluation.sampling.sample` crops, to this
+        length). norm, positions, feed_forward, bias: the switches of the module
+        docstring;
         "learned" and "sinusoidal" positions are added to the token vectors, as in
         chapter 14.
     eps: the norms' (None: each norm's usual one, see :func:`make_norm`).

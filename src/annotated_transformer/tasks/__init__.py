@@ -4,6 +4,9 @@ registry, ``PRESETS[task][name]``.
 Each preset is a config dataclass (a task's fields plus the shared
 :class:`~annotated_transformer.tasks.base.TrainConfig`); change one value with
 ``--set KEY=VALUE`` on the command line, or ``dataclasses.replace`` in Python.
+
+Beside them, :mod:`~annotated_transformer.tasks.bag_of_words`: chapter 16's
+baseline, a whole experiment of its own that the runner does not train.
 """
 
 from annotated_transformer.tasks import classification, lm, mlm, translation

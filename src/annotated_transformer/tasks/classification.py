@@ -3,16 +3,17 @@ encoder-only Transformer (Part V).
 
 - Tokens: lower-cased words (``imdb.tokenize``), or with ``tokenizer="bpe"`` byte
   pairs learned from those words (chapter 03's
-  :class:`~annotated_transformer.data.bpe.BPE`): a rare word is then spelled in pieces
-  instead of becoming ``<unk>``. Reviews are cut to ``max_len`` tokens: their first
-  ones, or with ``tail`` their first and last ones.
+  :class:`~annotated_transformer.data.bpe.BPE`): a rare word is then spelled in
+  pieces instead of becoming ``<unk>``. Reviews are cut to ``max_len`` tokens: their
+  first ones, or with ``tail`` their first and last ones.
 - Splits: ``val_size`` validation reviews are a seeded draw from the 25,000
   training reviews; tokenizer and vocabulary see the remaining training reviews
   only; the test set is IMDb's.
-- Model: :class:`~annotated_transformer.models.encoder_only.EncoderClassifier` (embed, N post-norm
-  blocks, mean over the real tokens, a linear layer). ``attn_dropout`` is separate
-  from ``dropout`` because any value > 0 takes ``scaled_dot_product_attention`` off
-  its fused CPU kernel (a training step at length 256 was about 2.9× slower).
+- Model: :class:`~annotated_transformer.models.encoder_only.EncoderClassifier`
+  (embed, N post-norm blocks, mean over the real tokens, a linear layer).
+  ``attn_dropout`` is separate from ``dropout`` because any value > 0 takes
+  ``scaled_dot_product_attention`` off its fused CPU kernel (a training step at
+  length 256 was about 2.9× slower).
 - Loss: cross-entropy summed over the batch's reviews; metric: accuracy.
 - Pretrained start (``init``): a finished ``mlm`` run
   (:mod:`~annotated_transformer.tasks.mlm`) of the same sizes, tokenizer and
@@ -37,10 +38,12 @@ from annotated_transformer.data import imdb
 from annotated_transformer.data.batching import bucket_batches, collate
 from annotated_transformer.data.bpe import BPE
 from annotated_transformer.data.vocab import MASK, SPECIALS, Vocab
+from annotated_transformer.evaluation import metrics
 from annotated_transformer.models.encoder_only import (
     EncoderClassifier,
     load_encoder,
 )
+from annotated_transformer.models.modes import evaluating
 from annotated_transformer.tasks.base import (
     Task,
     TrainConfig,
@@ -50,7 +53,6 @@ from annotated_transformer.tasks.base import (
     run_path,
 )
 from annotated_transformer.training.checkpoints import read_checkpoint
-from annotated_transformer.training.trainer import evaluating
 
 LABELS = ("negative", "positive")  # label 0, label 1 (imdb.load_imdb)
 
@@ -61,8 +63,8 @@ class ReviewsConfig(TrainConfig):
     (``make_model``'s names).
 
     Shared by classification and masked-LM pretraining
-    (:mod:`~annotated_transformer.tasks.
-    mlm`): the same fields give the same split, tokens and encoder in both.
+    (:mod:`~annotated_transformer.tasks.mlm`): the same fields give the same split,
+    tokens and encoder in both.
     """
 
     tokenizer: str = (
@@ -498,9 +500,8 @@ class Classification(ReviewsTask):
         probs = self.probabilities(model, data)
         labels = torch.tensor(data.labels)
         nll = -probs[torch.arange(len(labels)), labels].clamp_min(1e-12).log()
-        accuracy = (probs.argmax(dim=-1) == labels).double().mean().item()
         return {
-            "accuracy": accuracy,
+            "accuracy": metrics.accuracy(probs.argmax(dim=-1), labels),
             "loss": nll.mean().item(),
             "reviews": len(labels),
         }

@@ -97,6 +97,7 @@ from annotated_transformer.evaluation.sampling import (
 from annotated_transformer.evaluation.segments import Segments
 from annotated_transformer.models.decoder_only import DecoderLM
 from annotated_transformer.models.modern_decoder import check_choices
+from annotated_transformer.models.modes import evaluating
 from annotated_transformer.models.registry import VARIANTS, which
 from annotated_transformer.tasks.base import (
     Task,
@@ -106,7 +107,6 @@ from annotated_transformer.tasks.base import (
 )
 from annotated_transformer.tasks.lm_segments import ConsecutiveSegments
 from annotated_transformer.training.progress import tqdm
-from annotated_transformer.training.trainer import evaluating
 
 PREFIX_NOTE = (
     "enwik8_prefix is the first 10^6 bytes of enwik8: its scores are not "

@@ -2,20 +2,20 @@
 classifier's encoder (BERT, Part V).
 
 - Data: the classification task's
-  (:class:`~annotated_transformer.tasks.classification.
-  ReviewsTask`): the same validation carve-out, tokenizer and
-  vocabulary, plus one reserved
-  token ``<mask>``. Only the training reviews are read for training; their labels
+  (:class:`~annotated_transformer.tasks.classification.ReviewsTask`): the same
+  validation carve-out, tokenizer and vocabulary, plus one reserved token
+  ``<mask>``. Only the training reviews are read for training; their labels
   are unused. The validation reviews are only scored, and the test reviews are never
   read.
 - Batches: the classifier's batches of similar-length reviews, corrupted by
-  :func:`~annotated_transformer.data.masking.mask_tokens` (15 % of the ordinary tokens
-  selected; 80/10/10 mask/random/keep), with a new seeded draw every epoch
+  :func:`~annotated_transformer.data.masking.mask_tokens` (15 % of the ordinary
+  tokens selected; 80/10/10 mask/random/keep), with a new seeded draw every epoch
   (RoBERTa's dynamic masking). The reserved tokens (``<pad>``, ``<unk>``, ...) are
   never selected nor drawn.
-- Model: :class:`~annotated_transformer.models.encoder_only.MaskedLanguageModel`, the classifier's
-  encoder with the tied embedding as its output layer; ``classify --set init=RUN``
-  starts from it. ``mlm --set init=RUN`` pretrains further from all of a finished
+- Model: :class:`~annotated_transformer.models.encoder_only.MaskedLanguageModel`,
+  the classifier's encoder with the tied embedding as its output layer;
+  ``classify --set init=RUN`` starts from it. ``mlm --set init=RUN`` pretrains
+  further from all of a finished
   run's weights, under a new schedule; its epochs draw the same batches and maskings
   as that run's.
 - Loss: cross-entropy at the selected positions, summed, and their count.
@@ -39,7 +39,9 @@ from torch import Tensor, nn
 
 from annotated_transformer.data.masking import mask_tokens
 from annotated_transformer.data.vocab import MASK, SPECIALS
+from annotated_transformer.evaluation import metrics
 from annotated_transformer.models.encoder_only import MaskedLanguageModel
+from annotated_transformer.models.modes import evaluating
 from annotated_transformer.tasks.base import check_texts, epoch_generator
 from annotated_transformer.tasks.classification import PRESETS as CLASSIFY_PRESETS
 from annotated_transformer.tasks.classification import (
@@ -48,7 +50,6 @@ from annotated_transformer.tasks.classification import (
     ReviewsTask,
     review_batches,
 )
-from annotated_transformer.training.trainer import evaluating
 
 MASK_TEXT = "[MASK]"  # how a blank is written in the text given to ``predict``
 VALIDATION_SEED = 12_345  # the one masking of the validation reviews
@@ -192,7 +193,7 @@ class MaskedLM(ReviewsTask):
         """Loss (nats per selected token) and accuracy at the
         selected validation positions."""
         device = next(model.parameters()).device
-        loss, correct, count = 0.0, 0, 0
+        loss, predicted, targets = 0.0, [], []
         with evaluating(model):
             for batch in self.validation:
                 batch = batch.to(device)
@@ -200,9 +201,13 @@ class MaskedLM(ReviewsTask):
                 logits = model(batch.inputs, selected).float()
                 target = batch.labels[selected]
                 loss += F.cross_entropy(logits, target, reduction="sum").item()
-                correct += int((logits.argmax(dim=-1) == target).sum())
-                count += target.numel()
-        return {"val_loss": loss / count, "val_accuracy": correct / count}
+                predicted.append(logits.argmax(dim=-1))
+                targets.append(target)
+        target = torch.cat(targets)
+        return {
+            "val_loss": loss / len(target),
+            "val_accuracy": metrics.accuracy(torch.cat(predicted), target),
+        }
 
     def test(self, model: nn.Module) -> dict[str, Any]:
         """The validation numbers again: pretraining keeps the

@@ -4,9 +4,9 @@ the paper was written for.
 - Tokens: ``tokens="words"``, spaCy's words with one vocabulary per language (words
   seen at least ``min_freq`` times in training, the rest ``<unk>``); or
   ``tokens="bpe"``, one byte-pair vocabulary learned on the German *and* English
-  training sentences (chapter 03's :class:`~annotated_transformer.data.bpe.BPE`), which
-  spells any word in pieces: no ``<unk>``. ``tie=True`` then makes the source and
-  target embeddings and the generator one matrix.
+  training sentences (chapter 03's :class:`~annotated_transformer.data.bpe.BPE`),
+  which spells any word in pieces: no ``<unk>``. ``tie=True`` then makes the source
+  and target embeddings and the generator one matrix.
 - Batches: sentence pairs of similar length, up to ``max_tokens`` padded tokens per
   batch (``batching.bucket_batches``), shuffled per epoch with a seed; ``pool_size``
   sorts by length only within random pools of that many pairs (more padding, more
@@ -43,28 +43,22 @@ from annotated_transformer.data.batching import (
 from annotated_transformer.data.bpe import BPE
 from annotated_transformer.data.vocab import SPECIALS, Vocab
 from annotated_transformer.evaluation import metrics
-from annotated_transformer.evaluation.decoding import beam_search, greedy_decode
+from annotated_transformer.evaluation.decoding import (
+    beam_search,
+    check_beam_size,
+    check_length_penalty,
+    greedy_decode,
+)
 from annotated_transformer.models.encoder_decoder import (
     EncoderDecoder,
     make_model,
     tie_weights,
 )
+from annotated_transformer.models.modes import evaluating
 from annotated_transformer.tasks.base import Task, TrainConfig, check_texts
-from annotated_transformer.training.trainer import (
-    Batch,
-    PackedBatch,
-    evaluating,
-    seq2seq_loss,
-)
+from annotated_transformer.training.trainer import Batch, PackedBatch, seq2seq_loss
 
 Pair = tuple[list[int], list[int]]  # (source ids, target ids), without <s> and </s>
-
-
-def check_alpha(alpha: float) -> None:
-    if not 0.0 <= alpha <= 5.0:
-        raise ValueError(
-            f"alpha={alpha}: the length penalty α must lie in [0, 5] (0: none)"
-        )
 
 
 @dataclass(frozen=True)
@@ -126,7 +120,7 @@ class TranslationConfig(TrainConfig):
             raise ValueError(
                 "tie=true needs one shared vocabulary: set tokens=bpe too"
             )
-        check_alpha(self.alpha)
+        check_length_penalty(self.alpha)
         if self.pack_width and self.pool_size:
             raise ValueError(
                 f"pack_width={self.pack_width} with pool_size={self.pool_size}: "
@@ -533,8 +527,10 @@ class Translation(Task):
     ) -> dict[str, Any]:
         """All scores of a split (or its name) with beam size ``beam`` (1: greedy)
         and length penalty ``alpha`` (None: the config's)."""
-        data = self.split(data) if isinstance(data, str) else data
         alpha = self.config.alpha if alpha is None else alpha
+        check_beam_size(beam)
+        check_length_penalty(alpha)
+        data = self.split(data) if isinstance(data, str) else data
         translator = self.translator(model)
         with evaluating(model):
             tokens = translator.translate_tokens(data.src, beam, alpha)
@@ -563,9 +559,9 @@ class Translation(Task):
         """English translations; warns (``UnknownTokens``) when a
         word is read as ``<unk>``."""
         check_texts(inputs, "translate", "sentence")
-        check_beam(beam)
         alpha = self.config.alpha if alpha is None else alpha
-        check_alpha(alpha)
+        check_beam_size(beam)
+        check_length_penalty(alpha)
         translator = self.translator(model)
         tokens = translator.tokenize(inputs)
         unknown = translator.unknown(tokens)
@@ -600,9 +596,6 @@ class Translation(Task):
     def evaluate_split(
         self, model: nn.Module, args: argparse.Namespace
     ) -> dict[str, Any]:
-        check_beam(args.beam)
-        if args.alpha is not None:
-            check_alpha(args.alpha)
         return {
             "split": args.split,
             **self.scores(model, args.split, args.beam, args.alpha),
@@ -620,8 +613,3 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
     help_alpha = "beam search's length penalty α (default: the run's)"
     parser.add_argument("--alpha", type=float, default=None, help=help_alpha)
-
-
-def check_beam(beam: int) -> None:
-    if beam < 1:
-        raise ValueError(f"--beam {beam} must be >= 1 (1 is greedy decoding)")

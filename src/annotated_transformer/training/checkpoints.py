@@ -6,10 +6,11 @@ optimiser's and scheduler's state dicts, every random number generator's state
 data (e.g. the data position and the loss history). That is everything needed for a
 resumed run to continue exactly where it stopped.
 
-- Written atomically (:func:`atomic_write`, which every file a run writes goes
-  through): to a temporary file in the same folder, flushed to disk (fsync), then
-  renamed over the old one with ``os.replace``, so a kill mid-write leaves the
-  previous checkpoint intact, never a half-written file.
+- Written atomically (:func:`~annotated_transformer.files.atomic_write`, which
+  every file a run writes goes through): to a temporary file in the same folder,
+  flushed to disk (fsync), then renamed over the old one with ``os.replace``, so a
+  kill mid-write leaves the previous checkpoint intact, never a half-written file;
+  :func:`keep_previous` keeps the one before as well.
 - Loaded with ``torch.load(weights_only=True)``: only tensors and plain Python data
   are unpickled, so a tampered file cannot execute code.
 - Checked when loaded: every checkpoint holds a SHA-256 of its own contents
@@ -17,42 +18,36 @@ resumed run to continue exactly where it stopped.
   computed again on load, so a damaged file that still unpickles is named corrupt
   instead of trained on. Files written before the checksum (version 1) load
   unchecked.
-- A full disk is one clear error (:class:`DiskFullError`); the temporary file is
+- A full disk is one clear error
+  (:class:`~annotated_transformer.files.DiskFullError`); the temporary file is
   removed.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import random
 import shutil
 import sys
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from annotated_transformer.files import atomic_write
+
 FORMAT = "annotated_transformer.training.checkpoints"
 VERSION = 2  # 2: with a checksum of the contents; 1: without
 PLAIN = (str, int, float, bool, type(None), torch.Tensor)
-UMASK = os.umask(0o022)  # read the process's umask (the only way is to set it) ...
-os.umask(UMASK)  # ... and put it back
 
 
 class CheckpointError(ValueError):
     """A checkpoint file that cannot be read or does not fit the
     model it is loaded into."""
-
-
-class DiskFullError(OSError):
-    """A file could not be written for want of disk space (or quota); nothing was
-    replaced."""
 
 
 def content_hash(value: Any) -> str:
@@ -231,80 +226,6 @@ def save_checkpoint(
     return atomic_write(path, lambda f: torch.save(state, f))
 
 
-def atomic_write(
-    path: str | os.PathLike,
-    data: bytes | Callable[[BinaryIO], None],
-    check: Callable[[Path], None] | None = None,
-) -> Path:
-    """Write a file so that a reader (or a crash) sees the old
-    file or the new, never half.
-
-    ``data``: the bytes, or a function that writes into an open binary file. The
-    bytes go to a temporary file in the same folder, are flushed to disk (fsync),
-    ``check(temporary path)`` may refuse them by raising (e.g. a checksum), and the
-    temporary file is renamed over ``path`` with ``os.replace`` (atomic on POSIX and
-    Windows); then the folder is synced so that the rename itself survives a power
-    cut. Folders are created as needed. A full disk raises :class:`DiskFullError`
-    (however deep the writer wrapped it) and, like any other failure, removes the
-    temporary file.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
-    )
-    try:
-        os.chmod(
-            tmp, 0o666 & ~UMASK
-        )  # mkstemp's file is private (0600); a plain file is not
-        with os.fdopen(fd, "wb") as f:
-            if callable(data):
-                data(f)
-            else:
-                f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if check is not None:
-            check(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException as error:
-        Path(tmp).unlink(missing_ok=True)
-        if is_disk_full(error):
-            raise disk_full(path) from error
-        raise
-    if hasattr(os, "O_DIRECTORY"):  # POSIX: make the rename durable
-        dir_fd = os.open(path.parent, os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    return path
-
-
-def disk_full(path: str | os.PathLike) -> DiskFullError:
-    """The error for a write of ``path`` that found the disk full: what ran out, and
-    what to do."""
-    path = Path(path)
-    error = DiskFullError(
-        f"no space left on the disk of {path.parent} to write {path.name} (the "
-        f"previous {path.name}, if any, is intact): free some space, then run "
-        "again (a training run: with --resume)"
-    )
-    error.errno = errno.ENOSPC
-    return error
-
-
-def is_disk_full(error: BaseException | None) -> bool:
-    """Is ``error``, or one it was raised from (torch wraps them), a full disk?"""
-    seen = 0
-    while error is not None and seen < 10:  # a chain of causes, not a cycle
-        full = (errno.ENOSPC, errno.EDQUOT)
-        if isinstance(error, OSError) and error.errno in full:
-            return True
-        error, seen = error.__cause__ or error.__context__, seen + 1
-    return False
-
-
 def previous(path: str | os.PathLike) -> Path:
     """Where :func:`keep_previous` keeps the file that ``path`` replaces
     (``last.previous.pt``)."""
@@ -327,12 +248,6 @@ def keep_previous(path: str | os.PathLike) -> None:
     except OSError:  # no hard links here
         shutil.copyfile(path, link)
     os.replace(link, previous(path))
-
-
-def atomic_copy(source: str | os.PathLike, target: str | os.PathLike) -> Path:
-    """Copy ``source`` to ``target`` atomically (see :func:`atomic_write`)."""
-    with open(source, "rb") as f:
-        return atomic_write(target, lambda out: shutil.copyfileobj(f, out))
 
 
 def read_checkpoint(

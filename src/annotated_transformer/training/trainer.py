@@ -65,6 +65,7 @@ from annotated_transformer.blocks.masks import (
     segment_mask,
     segment_positions,
 )
+from annotated_transformer.models.modes import evaluating
 from annotated_transformer.training import distributed
 from annotated_transformer.training.checkpoints import (
     full_state_dicts,
@@ -137,13 +138,13 @@ class PackedBatch(Batch):
         ``<s>`` and ``</s>``. Pair k of a row is segment k + 1 of that row on both
         sides (0: padding). The decoder reads ``<s> y`` and predicts ``y </s>`` of
         every pair, and the masks
-        (:func:`~annotated_transformer.blocks.masks.segment_mask`) keep each token inside
-        its own pair: src_mask (rows, src_len, src_len); tgt_mask (rows, tgt_len,
-        tgt_len), causal; ``packing["memory_mask"]`` (rows, tgt_len, src_len) for
-        the source attention; and ``packing["src_pos"]``, ``packing["tgt_pos"]``
-        (rows, len) restart at 0 for every pair. So the model computes for each pair
-        what it would in a padded batch, while the padding shrinks to the ends of
-        the rows, whatever the mix of lengths.
+        (:func:`~annotated_transformer.blocks.masks.segment_mask`) keep each token
+        inside its own pair: src_mask (rows, src_len, src_len); tgt_mask (rows,
+        tgt_len, tgt_len), causal; ``packing["memory_mask"]`` (rows, tgt_len,
+        src_len) for the source attention; and ``packing["src_pos"]``,
+        ``packing["tgt_pos"]`` (rows, len) restart at 0 for every pair. So the model
+        computes for each pair what it would in a padded batch, while the padding
+        shrinks to the ends of the rows, whatever the mix of lengths.
     """
 
     def __init__(
@@ -217,19 +218,6 @@ def make_optimizer(model: nn.Module, lr: float = 1.0) -> torch.optim.Adam:
     ``schedule.make_scheduler`` then sets the rate at every step.
     """
     return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
-
-
-@contextlib.contextmanager
-def evaluating(model: nn.Module) -> Iterator[nn.Module]:
-    """Eval mode (no dropout) and no autograd inside; the model's
-    mode is restored after."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            yield model
-    finally:
-        model.train(was_training)
 
 
 def copy_task_batches(

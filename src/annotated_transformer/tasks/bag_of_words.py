@@ -16,6 +16,11 @@ one entry per n-gram (``"not"``, ``"not good"``) of the training vocabulary.
 The n-grams come from the training reviews only (those with ``min_df`` or more
 documents), so a validation or test review is described with the training
 vocabulary, like the Transformer's.
+
+A whole experiment (features, a model, its fit, the choice of l2 on validation,
+one test, scored by :func:`~annotated_transformer.evaluation.metrics.accuracy`
+like the Transformer classifiers), so it stands with the tasks, although the
+runner does not train it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from annotated_transformer.evaluation.metrics import accuracy
 
 
 def ngrams(tokens: Sequence[str], n: int) -> list[str]:
@@ -139,8 +146,9 @@ class LogisticRegression:
         logits = torch.sparse.mm(x, w) if x.is_sparse else x @ w
         return torch.sigmoid(logits.squeeze(1) + self.b)
 
-    def accuracy(self, x: Tensor, y: Tensor) -> float:
-        return ((self.probabilities(x) > 0.5).long() == y).double().mean().item()
+    def predict(self, x: Tensor) -> Tensor:
+        """(n,) the likelier label of each row of ``x``: 1 where p > 0.5."""
+        return (self.probabilities(x) > 0.5).long()
 
 
 def baseline(
@@ -157,11 +165,13 @@ def baseline(
     x = {name: tfidf.transform(tokens) for name, (tokens, _) in splits.items()}
     y = {name: torch.tensor(labels) for name, (_, labels) in splits.items()}
     fits = {l2: LogisticRegression.fit(x["train"], y["train"], l2) for l2 in l2s}
-    val = {l2: fit.accuracy(x["val"], y["val"]) for l2, fit in fits.items()}
+    val = {
+        l2: accuracy(fit.predict(x["val"]), y["val"]) for l2, fit in fits.items()
+    }
     best = max(val, key=val.get)  # the first of equals
     return {
         "features": len(tfidf),
         "val_accuracy": val,
         "l2": best,
-        "test_accuracy": fits[best].accuracy(x["test"], y["test"]),
+        "test_accuracy": accuracy(fits[best].predict(x["test"]), y["test"]),
     }

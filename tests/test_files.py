@@ -1,0 +1,69 @@
+"""Atomic writes: a reader sees the old file or the new one, never half; a full
+disk is one clear error."""
+
+import errno
+import json
+from pathlib import Path
+from typing import BinaryIO
+
+import pytest
+
+from annotated_transformer.files import (
+    DiskFullError,
+    atomic_copy,
+    atomic_write,
+    is_disk_full,
+    write_json,
+)
+
+
+def files_in(folder: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()
+    )
+
+
+def test_atomic_write_creates_folders_and_leaves_no_temporary_file(tmp_path):
+    atomic_write(tmp_path / "a" / "b.json", b"{}")
+    assert files_in(tmp_path) == ["a/b.json"]
+    assert (tmp_path / "a" / "b.json").read_bytes() == b"{}"
+
+
+def test_a_refused_or_failed_write_keeps_the_old_file(tmp_path):
+    path = atomic_write(tmp_path / "f.txt", b"old")
+
+    def refuse(_: Path) -> None:
+        raise ValueError("checksum mismatch")
+
+    def fail_half_way(f: BinaryIO) -> None:
+        f.write(b"ne")
+        raise RuntimeError("half way")
+
+    with pytest.raises(ValueError, match="checksum"):
+        atomic_write(path, b"new", check=refuse)
+    with pytest.raises(RuntimeError, match="half way"):
+        atomic_write(path, fail_half_way)
+    assert files_in(tmp_path) == ["f.txt"] and path.read_bytes() == b"old"
+
+
+def test_a_full_disk_is_one_error_that_names_the_file(tmp_path, full_disk):
+    with full_disk(room=3), pytest.raises(DiskFullError) as caught:
+        atomic_write(tmp_path / "big.bin", b"more than three bytes")
+    assert "no space left" in str(caught.value) and "big.bin" in str(caught.value)
+    assert caught.value.errno == errno.ENOSPC and files_in(tmp_path) == []
+    wrapped = RuntimeError("torch")
+    wrapped.__cause__ = OSError(errno.EDQUOT, "Disk quota exceeded")
+    assert is_disk_full(wrapped) and not is_disk_full(RuntimeError("other"))
+
+
+def test_copy_and_json(tmp_path):
+    source = atomic_write(tmp_path / "a.bin", bytes(range(256)))
+    assert atomic_copy(source, tmp_path / "b.bin").read_bytes() == bytes(range(256))
+    path = write_json(tmp_path / "m.json", {"α": 0.6, "steps": [1, 2]})
+    assert path.read_text(encoding="utf-8") == (
+        '{\n  "α": 0.6,\n  "steps": [\n    1,\n    2\n  ]\n}\n'
+    )
+    assert json.loads(path.read_text(encoding="utf-8")) == {
+        "α": 0.6,
+        "steps": [1, 2],
+    }
