@@ -18,9 +18,9 @@ def layout_tree() -> list[str]:
     for line in lines[start + 1 :]:
         if not line.startswith(" "):
             break
-        found = re.match(r"  (\S+)", line)
+        found = re.match(r"  ((?:\S+, )*\S+)", line)  # "a.py, b.py   what"
         if found:
-            names.append(found[1])
+            names.extend(found[1].split(", "))
     return names
 
 

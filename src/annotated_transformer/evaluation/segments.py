@@ -2,9 +2,10 @@
 carried from one to the next.
 
 A vanilla language model trains on windows drawn anywhere in the text; each window
-starts from nothing. :class:`~annotated_transformer.models.transformer_xl.TransformerXLLM` needs
-the *previous* segment of the same text before each segment, so the data must arrive
-in order:
+starts from nothing.
+:class:`~annotated_transformer.models.transformer_xl.TransformerXLLM` needs the
+*previous* segment of the same text before each segment, so the data must arrive in
+order:
 
 - **Training** (:func:`stream_segments`): the training bytes are cut into
   ``batch_size`` contiguous streams, one per row of the batch. Batch t holds the

@@ -75,9 +75,9 @@ class GPT2LM(ModernDecoderLM):
     positions, tied embeddings.
 
     logits = LayerNorm(blocks(dropout(E[x] + P))) Eᵀ; the contract of
-    :class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM` (``forward(x, cache)``,
-    ``new_cache()``, ``max_len``). d_ff: the feed-forward's width (GPT-2:
-    4 · d_model); eps: the LayerNorms' (GPT-2: 1e-5).
+    :class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM`
+    (``forward(x, cache)``, ``new_cache()``, ``max_len``). d_ff: the
+    feed-forward's width (GPT-2: 4 · d_model); eps: the LayerNorms' (GPT-2: 1e-5).
 
     x: integer (batch, len), ids in [0, vocab); returns logits (batch, len, vocab)
     """
@@ -122,8 +122,9 @@ class GPT2LM(ModernDecoderLM):
     @classmethod
     def from_pretrained(cls, path: str | Path, dropout: float = 0.0) -> GPT2LM:
         """A published GPT-2 from a folder in Hugging Face's layout: config.json
-        and model.safetensors (:mod:`~annotated_transformer.models.gpt2_weights`). Every weight
-        must be there and no other (one-line error naming the difference)."""
+        and model.safetensors (:mod:`~annotated_transformer.models.gpt2_weights`).
+        Every weight must be there and no other (one-line error naming the
+        difference)."""
         path = Path(path).expanduser()
         files = [path / "config.json", path / "model.safetensors"]
         if not all(f.is_file() for f in files):

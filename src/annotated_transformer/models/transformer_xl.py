@@ -16,10 +16,10 @@ the score between query i and key j depends on their *distance* i − j instead
            content            position
 
 q_i = W_q x_i, k_j = W_k h_j; R_d is the sinusoidal vector of distance d (the table
-of :func:`~annotated_transformer.blocks.positional.sinusoids`), W_R its projection; u and v
-are learned per-head vectors that replace the query in the terms that do not depend
-on i's content. The scores are scaled by 1/√d_k, masked (causal) and soft-maxed as
-usual.
+of :func:`~annotated_transformer.blocks.positional.sinusoids`), W_R its projection;
+u and v are learned per-head vectors that replace the query in the terms that do
+not depend on i's content. The scores are scaled by 1/√d_k, masked (causal) and
+soft-maxed as usual.
 
 Computing (q_i + v)ᵀ W_R R_{i−j} for every (i, j) would need a (len, klen, d)
 tensor. Instead one matmul scores every query against every distance, and

@@ -1,8 +1,9 @@
 """A byte-level language model (Part V): predict each next byte of
 Tiny Shakespeare or enwik8.
 
-- Data: one long stream of bytes per split (:mod:`annotated_transformer.data.byte_corpora`); the
-  vocabulary is the 256 byte values, so there is no tokenizer at all.
+- Data: one long stream of bytes per split
+  (:mod:`annotated_transformer.data.byte_corpora`); the vocabulary is the 256 byte
+  values, so there is no tokenizer at all.
 - Model: the decoder-only variant named by ``block``, built by its entry in
   :mod:`annotated_transformer.models.registry`: ``"2017"``
   (:class:`~annotated_transformer.models.decoder_only.DecoderLM`, the 2017 block
@@ -22,13 +23,14 @@ Tiny Shakespeare or enwik8.
   memory (Transformer-XL) reads ``max_len``-byte segments of the text in order
   (:class:`~annotated_transformer.tasks.lm_segments.ConsecutiveSegments`).
 - Tokens (chapter 16): ``tokens="bytes"`` (the default) or ``"bpe"``, a byte-level
-  BPE of ``bpe_merges`` merges (:mod:`~annotated_transformer.data.byte_bpe`) learned on
-  the training split only and saved in the task's state; the model then reads
-  ``max_len`` *tokens*.
+  BPE of ``bpe_merges`` merges (:mod:`~annotated_transformer.data.byte_bpe`)
+  learned on the training split only and saved in the task's state; the model
+  then reads ``max_len`` *tokens*.
 - Sparse attention (chapter 17): ``attention="strided"`` or ``"fixed"`` replaces
   every block's attention (``block=modern`` or ``gpt2``) by block-sparse attention
-  under that pattern's union mask (:func:`~annotated_transformer.blocks.sparse_attention.sparsify_`),
-  blocks of ``sparse_stride`` positions and, for "fixed", ``sparse_summary`` summary
+  under that pattern's union mask
+  (:func:`~annotated_transformer.blocks.sparse_attention.sparsify_`), blocks of
+  ``sparse_stride`` positions and, for "fixed", ``sparse_summary`` summary
   positions each.
 - Loss: next-byte cross-entropy summed over the batch's positions.
 - Validation: the loss on the first ``eval_bytes`` of the validation split in
@@ -87,7 +89,7 @@ from annotated_transformer.data.byte_corpora import (
     load_splits,
     random_windows,
 )
-from annotated_transformer.evaluation.metrics import BitsPerByte
+from annotated_transformer.evaluation.metrics import BitsPerByte, bits_per_byte
 from annotated_transformer.evaluation.sampling import (
     check_sampling,
     decode,
@@ -410,11 +412,11 @@ def windowed_token_bits_per_byte(
     ``token_bytes[tokenₜ]`` over the same tokens (token_bytes (vocab,): the bytes
     each id spells). ``windows`` go to :func:`scored_windows`.
     """
-    meter, scored_bytes = BitsPerByte(), 0
+    meter = BitsPerByte()
     for logits, targets, _ in scored_windows(model, ids, **windows):
-        meter.update(logits, targets.to(logits.device))
-        scored_bytes += int(token_bytes[targets].sum())
-    return meter.nats / scored_bytes / math.log(2), scored_bytes, meter.count
+        spelled = int(token_bytes[targets].sum())
+        meter.update(logits, targets.to(logits.device), spelled)
+    return meter.compute(), meter.bytes, meter.count
 
 
 def byte_bits(model: DecoderLM, data: Tensor, **windows: Any) -> Tensor:
@@ -522,7 +524,7 @@ class RandomWindows:
         scored_bytes = int(task.token_bytes[targets].sum())
         return {
             "val_loss": loss,
-            "val_bpb": loss * len(targets) / scored_bytes / math.log(2),
+            "val_bpb": bits_per_byte(loss * len(targets), scored_bytes),
         }
 
     def score(
