@@ -65,18 +65,15 @@ class Variant:
     samples: bool = True
 
 
+def sizes(config: Any) -> dict[str, Any]:
+    """The sizes every variant takes, by keyword: the one way they reach a model."""
+    names = ("d_model", "h", "N", "max_len", "d_ff", "dropout")
+    return {name: getattr(config, name) for name in names}
+
+
 def build_2017(config: Any, vocab: int) -> DecoderLM:
     """Chapter 14's model: the 2017 block (post-norm, ReLU), learned positions."""
-    c = config
-    return DecoderLM(
-        vocab=vocab,
-        d_model=c.d_model,
-        h=c.h,
-        N=c.N,
-        max_len=c.max_len,
-        d_ff=c.d_ff,
-        dropout=c.dropout,
-    )
+    return DecoderLM(vocab=vocab, **sizes(config))
 
 
 def build_modern(config: Any, vocab: int) -> ModernDecoderLM:
@@ -84,15 +81,11 @@ def build_modern(config: Any, vocab: int) -> ModernDecoderLM:
     ``swiglu_width(d_ff)`` wide, the parameter count of a ReLU feed-forward of
     width ``d_ff``; ``kv_heads=0`` means one key/value head per query head."""
     c = config
+    width = swiglu_width(c.d_ff) if c.feed_forward == "swiglu" else c.d_ff
     return ModernDecoderLM(
         vocab=vocab,
-        d_model=c.d_model,
-        h=c.h,
-        N=c.N,
-        max_len=c.max_len,
-        d_ff=swiglu_width(c.d_ff) if c.feed_forward == "swiglu" else c.d_ff,
+        **(sizes(c) | {"d_ff": width}),
         kv_heads=c.kv_heads or c.h,
-        dropout=c.dropout,
         norm=c.norm,
         positions=c.positions,
         feed_forward=c.feed_forward,
@@ -102,31 +95,16 @@ def build_modern(config: Any, vocab: int) -> ModernDecoderLM:
 
 def build_gpt2(config: Any, vocab: int) -> GPT2LM:
     """Chapter 16's GPT-2: pre-norm LayerNorm, GELU, tied embeddings."""
-    c = config
-    return GPT2LM(
-        vocab=vocab,
-        d_model=c.d_model,
-        h=c.h,
-        N=c.N,
-        max_len=c.max_len,
-        d_ff=c.d_ff,
-        dropout=c.dropout,
-    )
+    return GPT2LM(vocab=vocab, **sizes(config))
 
 
 def build_xl(config: Any, vocab: int) -> TransformerXLLM:
     """Chapter 17's Transformer-XL: ``max_len``-byte segments, a memory of
     ``mem_len`` states per layer (None: one segment, ``max_len``)."""
     c = config
-    return TransformerXLLM(
-        vocab=vocab,
-        d_model=c.d_model,
-        h=c.h,
-        N=c.N,
-        d_ff=c.d_ff,
-        mem_len=c.max_len if c.mem_len is None else c.mem_len,
-        dropout=c.dropout,
-    )
+    xl_sizes = {k: v for k, v in sizes(c).items() if k != "max_len"}
+    mem_len = c.max_len if c.mem_len is None else c.mem_len
+    return TransformerXLLM(vocab=vocab, **xl_sizes, mem_len=mem_len)
 
 
 MODERN_OPTIONS = ("kv_heads", "norm", "positions", "feed_forward", "bias")
