@@ -6,6 +6,8 @@ chapters use to show things.
 - :mod:`~annotated_transformer.book.viz`: Altair charts (heatmaps, line charts);
 - :mod:`~annotated_transformer.book.source`: ``show_source``, the
   package's code in a chapter;
+- :mod:`~annotated_transformer.book.page`: printed text wrapped to the page's
+  84 columns (``wrap``, ``print_log``);
 - :mod:`~annotated_transformer.training.progress`: progress bars that
   suit a terminal and Jupyter.
 """
