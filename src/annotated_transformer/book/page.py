@@ -20,7 +20,7 @@ def wrap(text: str, width: int = WIDTH, indent: str = "") -> str:
         textwrap.fill(line, width, subsequent_indent=indent)
         if line.strip()
         else line
-        for line in text.splitlines()
+        for line in text.split("\n")
     )
 
 
