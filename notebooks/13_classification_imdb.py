@@ -53,6 +53,7 @@ import pandas as pd
 import torch
 
 from annotated_transformer.book import viz
+from annotated_transformer.book.page import print_log, wrap
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.data import imdb
@@ -80,7 +81,18 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # %% tags=["hide-output", "nbval-ignore-output"]
 preset = pick(ci="tiny", full="cpu")
 config = PRESETS[preset]
-print(preset, config)
+shown = {  # the settings this chapter discusses; print(config) lists all of them
+    "data": ("tokenizer", "vocab_size", "max_len", "max_tokens"),
+    "model": ("N", "d_model", "h", "d_ff", "dropout", "attn_dropout", "cls"),
+    "training": (
+        "steps", "optimizer", "lr", "schedule", "warmup", "weight_decay",
+        "clip_norm", "eval_every",
+    ),
+}
+print(f"the {preset} preset")
+for group, names in shown.items():
+    settings = ", ".join(f"{name}={getattr(config, name)!r}" for name in names)
+    print(wrap(f"{group:>8}  {settings}", indent=" " * 10))
 
 # %% [markdown]
 # ## The data
@@ -100,7 +112,8 @@ for name, split in data.items():
         f"{name:>5}: {len(split):6,} reviews, {sum(split.labels) / len(split):.0%} "
         "positive"
     )
-print(f"vocabulary: {len(vocab):,} tokens, the first ones {vocab.itos[:12]}")
+print(f"vocabulary: {len(vocab):,} tokens, the first ones:")
+print(vocab.itos[:12])
 
 # %% [markdown]
 # Tokens are lower-cased words and the marks `!` and `?`. The reviews were scraped from HTML
@@ -111,7 +124,7 @@ show_source(imdb.tokenize)
 
 # %%
 example = "A <i>great</i> cast.<br /><br />But the plot? Don't bother!!"
-print(imdb.tokenize(example))
+print(" ".join(imdb.tokenize(example)))
 
 # %% [markdown]
 # The `<i>` survives as the "words" `i`: the tokenizer only knows about line breaks. Such
@@ -125,7 +138,7 @@ print(imdb.tokenize(example))
 lengths = pd.Series([len(imdb.tokenize(text)) for text in data["train"].texts])
 print(
     f"tokens per review: mean {lengths.mean():.0f}, median {lengths.median():.0f}, "
-    f"90th percentile {lengths.quantile(0.9):.0f}, longest {lengths.max()}; "
+    f"90th percentile {lengths.quantile(0.9):.0f}, longest {lengths.max()}\n"
     f"{(lengths > config.max_len).mean():.0%} are cut at max_len={config.max_len}"
 )
 bins = (lengths.clip(upper=1000) // 25 * 25).value_counts().sort_index()
@@ -242,7 +255,7 @@ result = ensure_run(
     "classify", preset, runs_dir() / f"imdb-{preset}", fresh=preset == "tiny"
 )
 model = result.model
-print((result.out / "train.log").read_text())
+print_log(result.out / "train.log")
 
 # %% [markdown]
 # The history has one row per optimiser step. The training loss is noisy from batch to batch,
@@ -287,7 +300,7 @@ metrics, test = result.metrics, result.metrics["test"]
 # reviews seen / training reviews
 epochs = history["tokens"].sum() / len(data["train"])
 print(
-    f"\ntest accuracy {test['accuracy']:.2%} on {test['reviews']:,} reviews "
+    f"\ntest accuracy {test['accuracy']:.2%} on {test['reviews']:,} reviews\n"
     f"after {metrics['steps']:,} steps ({epochs:.2f} epochs), "
     f"{metrics['parameters']:,} parameters"
 )
@@ -311,11 +324,12 @@ wrong = (probs.argmax(-1) != labels).nonzero().squeeze(1)
 confidence = probs[wrong].max(dim=-1).values
 for i in wrong[confidence.argsort(descending=True)[:4]].tolist():
     text = " ".join(data["test"].texts[i].replace("<br />", " ").split())
+    excerpt = text[:400] + (" ..." if len(text) > 400 else "")
     print(
         f"true {LABELS[labels[i]]}, predicted {LABELS[1 - labels[i]]} "
-        f"with p = {probs[i].max():.2f}:\n  "
-        f"{text[:400]}{' ...' if len(text) > 400 else ''}\n"
+        f"with p = {probs[i].max():.2f}:"
     )
+    print(wrap("  " + excerpt, indent="  "), end="\n\n")
 
 # %% [markdown]
 # ## What the last block attends to
@@ -376,7 +390,7 @@ bpe_folder = runs_dir() / f"imdb-{preset}-bpe"
 bpe_run = ensure_run("classify", preset, bpe_folder, settings=["tokenizer=bpe"],
                      fresh=preset == "tiny")
 bpe_tokens = bpe_run.task.tokenizer(example)
-print(bpe_tokens)
+print(" ".join(bpe_tokens))
 assert BPE.decode(bpe_tokens) == " ".join(imdb.tokenize(example))
 
 # %% tags=["nbval-ignore-output"]

@@ -47,6 +47,7 @@ import torch
 from annotated_transformer.blocks.layers import TransformerBlock
 from annotated_transformer.blocks.masks import subsequent_mask
 from annotated_transformer.book import viz
+from annotated_transformer.book.page import print_log, wrap
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.data.byte_corpora import load_splits
@@ -283,7 +284,7 @@ run = ensure_run(
 )
 # the final weights, in eval mode
 lm, history, metrics = run.model, run.history, run.metrics
-print((run.out / "train.log").read_text())
+print_log(run.out / "train.log")
 
 # %% [markdown]
 # The learning curves, in bits per byte (nats / ln 2): the training loss (averaged over 50
@@ -372,8 +373,7 @@ for T in (0.5, 1.0):
         generator=torch.Generator().manual_seed(0),
     )
     print(f"--- temperature {T} ---")
-    print(decode(out[0]))
-    print()
+    print(wrap(decode(out[0])), end="\n\n")
 
 # %% [markdown]
 # ## What it learned: closing brackets

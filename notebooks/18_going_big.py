@@ -107,7 +107,7 @@ show_source(training_memory)
 # `torch.cuda.max_memory_allocated`). Here is the language model of [chapter 14](14_generation_characters.ipynb) at a few
 # sizes: batch 8 windows of 64 bytes, $d_{ff} = 4 d_{model}$, dropout 0.1.
 
-# %% tags=["nbval-ignore-output", "remove-stderr"]
+# %% tags=["nbval-ignore-output"]
 memory_sizes = pick(
     [(64, 2), (128, 2)], [(64, 2), (128, 2), (128, 4), (256, 2), (256, 4)]
 )
@@ -486,7 +486,7 @@ print("checkpointed gradients equal the plain ones, dropout included")
 # 8 windows of 128 bytes, dropout 0.1), with and without checkpointing.
 
 
-# %% tags=["nbval-ignore-output", "remove-stderr"]
+# %% tags=["nbval-ignore-output"]
 def lm_step_setup(N, checkpointed):
     torch.manual_seed(0)
     model = DecoderLM(
@@ -747,7 +747,7 @@ sharding_table(world_size=8).round(2)
 # (2 layers, $d_{model} = 128$, 16 windows of 64 bytes), forward and backward:
 
 
-# %% tags=["nbval-ignore-output", "remove-stderr"]
+# %% tags=["nbval-ignore-output"]
 def train_pass(model, x):
     F.cross_entropy(model(x).flatten(0, 1), x.flatten()).backward()
 
@@ -755,7 +755,9 @@ def train_pass(model, x):
 if pick(False, True):
     import torch._inductor.config
 
-    # time a first compilation, uncached
+    # time a first compilation, uncached (dynamo warns that this turns its
+    # profile-guided cache off too, which is the point here)
+    warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
     torch._inductor.config.force_disable_caches = True
     torch.manual_seed(0)
     eager = DecoderLM(

@@ -8,6 +8,8 @@ chapters use to show things.
 - :mod:`~annotated_transformer.book.source`: ``show_source``, the
   package's code in a chapter, and :mod:`~annotated_transformer.book.listings`,
   which renders those listings again when the code changes;
+- :mod:`~annotated_transformer.book.page`: printed text wrapped to the page's
+  84 columns (``wrap``, ``print_log``);
 - :mod:`~annotated_transformer.book.results`: the Results page, from the run
   records.
 

@@ -58,7 +58,12 @@ devices and gathers one layer's full weights (and gradients) at a time.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pandas as pd
@@ -507,10 +512,41 @@ def _held_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
     return sum(storages.values())
 
 
+# Kineto, the profiler's C++ library, writes a line to the process's stderr when a
+# profile starts and when it stops ("USDT:<time> <pid>:<tid>
+# SyncActivityProfilerHandler.cpp:52] profiler_start"); its setting,
+# KINETO_LOG_LEVEL, turns them off only with its warnings and errors.
+_PROFILER_MARKS = re.compile(rb"^(?:USDT|STAGE):.*ActivityProfiler.*\n?", re.M)
+
+
+@contextmanager
+def _without_profiler_marks() -> Iterator[None]:
+    """Send file descriptor 2 (stderr, where C++ code writes) to a temporary
+    file while the block runs, then pass on everything but kineto's start and
+    stop lines."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            rest = _PROFILER_MARKS.sub(b"", held.read())
+            while rest:
+                rest = rest[os.write(2, rest) :]
+
+
 def allocator_peak(step: Callable[[], None]) -> int:
     """Highest sum of the CPU allocator's allocations minus
     frees while ``step`` runs."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with (
+        _without_profiler_marks(),
+        profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+    ):
         step()
     # Each raw event is one allocation (+bytes) or free (-bytes), in
     # the order they happened.
