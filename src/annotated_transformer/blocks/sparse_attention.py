@@ -339,9 +339,9 @@ def sparse_attention(
 class SparseSelfAttention(nn.Module):
     """Causal multi-head self-attention, each head under ``pattern``'s union mask.
 
-    The projections W^Q, W^K, W^V, W^O of
-    :class:`~annotated_transformer.blocks.grouped_query_attention.GroupedQueryAttention`
-    (same names, so its weights load), with one key/value head per query head.
+    The projections W^Q, W^K, W^V, W^O of grouped-query attention
+    (:class:`~.grouped_query_attention.GroupedQueryAttention`; same names, so its
+    weights load), with one key/value head per query head.
     Training and scoring (no cache) run :func:`sparse_attention`, block by block;
     with a :class:`KVCache` (generation) the new queries attend densely under rows
     past … past + new of :func:`sparse_mask`, the same function. No dropout on the

@@ -108,7 +108,7 @@ class ModernBlock(nn.Module):
         None to compute them here;
     alibi: likewise ALiBi's bias (h, new, past + new);
     mask: bool (batch, new, past + new) for left-padded rows
-    (:meth:`~annotated_transformer.blocks.grouped_query_attention.GroupedQueryAttention.forward`).
+    (:meth:`~.grouped_query_attention.GroupedQueryAttention.forward`).
     returns (batch, new, d_model)
     """
 
