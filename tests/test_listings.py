@@ -35,3 +35,13 @@ def test_outputs_that_are_not_listings_are_left_alone():
     output = {"data": {"text/plain": "tensor([1., 2.])"}}
     assert not refresh_output(output)
     assert output == {"data": {"text/plain": "tensor([1., 2.])"}}
+
+
+def test_a_name_two_modules_define_is_found_where_its_file_name_still_is():
+    # multi30k and imdb both define tokenize: the old path's file name decides.
+    output = listing("`tokenize` in `annotated_transformer/multi30k.py`", "old")
+    assert refresh_output(output)
+    markdown = output["data"]["text/markdown"]
+    assert markdown.startswith(
+        "`tokenize` in `annotated_transformer/data/multi30k.py`"
+    )

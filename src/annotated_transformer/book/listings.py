@@ -46,15 +46,18 @@ def _resolve(name: str, path: str) -> Any:
         return module
     top = name.split(".")[0]
     if module is None or not hasattr(module, top):
-        module = _defining_module(top)
+        module = _defining_module(top, path.split("/")[-1])
     obj: Any = module
     for part in name.split("."):
         obj = getattr(obj, part)
     return obj
 
 
-def _defining_module(name: str) -> Any:
-    """The package module whose own top level defines ``name``."""
+def _defining_module(name: str, stem: str) -> Any:
+    """The package module whose own top level defines ``name``; where several
+    do (two datasets' ``tokenize``), the one whose file is still called
+    ``stem``."""
+    found = []
     for info in pkgutil.walk_packages(
         annotated_transformer.__path__, "annotated_transformer."
     ):
@@ -63,8 +66,15 @@ def _defining_module(name: str) -> Any:
         module = importlib.import_module(info.name)
         obj = vars(module).get(name)
         if obj is not None and getattr(obj, "__module__", None) == info.name:
-            return module
-    raise LookupError(f"no module of the package defines {name!r}")
+            found.append(module)
+    if len(found) > 1:
+        found = [m for m in found if m.__name__.rsplit(".", 1)[-1] == stem]
+    if len(found) != 1:
+        raise LookupError(
+            f"cannot tell which module defines {name!r} (it was in {stem}.py): "
+            "name it in the listing's heading"
+        )
+    return found[0]
 
 
 def refresh_output(output: dict) -> bool:
