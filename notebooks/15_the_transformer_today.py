@@ -59,6 +59,7 @@ from annotated_transformer.blocks.kv_cache import cache_bytes
 from annotated_transformer.blocks.norms import RMSNorm
 from annotated_transformer.blocks.rope import apply_rope, rope_tables, rotate_pairs
 from annotated_transformer.book import viz
+from annotated_transformer.book.page import wrap
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.evaluation.sampling import sample
@@ -344,7 +345,7 @@ def train_rung(folder: str, settings: list[str], seed: int):
 
 
 for name, settings in LADDER.items():
-    print(f"{name:22} {' '.join(settings)}")
+    print(wrap(f"{name:22} {' '.join(settings)}", indent=" " * 23))
 
 # %% tags=["nbval-ignore-output"]
 runs = {

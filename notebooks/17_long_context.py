@@ -763,10 +763,11 @@ viz.line_chart(
 )
 
 # %% [markdown]
-# In the stored runs (400 steps of two 2,048-byte windows, about 4 minutes each on one CPU
-# core) the fixed pattern scored 3.566 bits per byte on the validation split against
-# dense attention's 3.806, and trained in 202 s against 234 s. Both models are far from
-# trained ([chapter 14](14_generation_characters.ipynb)'s `cpu` model reaches about 2.1 bits per byte on this text), so this says only
+# In the stored runs (400<!-- record e8-dense-cpu steps --> steps of two 2,048-byte windows, on one CPU core) the fixed
+# pattern scored 3.566<!-- record e8-fixed-cpu metrics.test.bits_per_byte --> bits per byte on the validation split against dense attention's
+# 3.806<!-- record e8-dense-cpu metrics.test.bits_per_byte -->, and trained in 3.6<!-- record e8-fixed-cpu train_minutes --> minutes against 5.6<!-- record e8-dense-cpu train_minutes --> (wall-clock time on a shared machine,
+# so only a rough measure of cost). Both models are far from trained
+# ([chapter 14](14_generation_characters.ipynb)'s `cpu` model reaches about 2.1<!-- record e6-cpu metrics.test.bits_per_byte --> bits per byte on this text), so this says only
 # that at the start of training the sparse pattern costs nothing: its block mask is a strong
 # hint that nearby bytes matter most, which a dense model has yet to learn. Whether it keeps
 # up over a long run, where the far context starts to pay, is the paper's claim (0.99 bits per
