@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from annotated_transformer import cli, runner
+from annotated_transformer import cli, records, runner
 from annotated_transformer.data import imdb
 from annotated_transformer.data.vocab import MASK, SPECIALS
 from annotated_transformer.tasks.classification import Classification
@@ -138,6 +138,46 @@ def test_further_pretraining_starts_from_every_weight_of_the_run(
         MaskedLM(
             runner.new_config("mlm", "tiny", [f"init={pretrained}", "d_ff=64"])
         )
+
+
+def test_fine_tuning_from_a_record_is_fine_tuning_from_the_run(
+    pretrained, imdb_mirror, tmp_path
+):
+    """``init=results/NAME`` starts from the published weights and vocabulary:
+    the same seed gives the same losses as ``init=runs/NAME``; the config keeps
+    ``init`` as given; a record without weights is refused in one line."""
+    root = tmp_path / "results"
+    record = records.record_run(
+        pretrained, "mlm", weights=True, root=root, data_dir=imdb_mirror
+    )
+    figures = records.record_run(pretrained, "figures", root=root, threads=1)
+    options = {
+        "data_dir": imdb_mirror,
+        "device": "cpu",
+        "progress": False,
+        "echo": False,
+    }
+    settings = ["window=2", "steps=4", "eval_every=2", "warmup=1", "test_subset=40"]
+    runs = {}
+    for name, start in (("from-run", pretrained), ("from-record", record)):
+        out = tmp_path / name
+        runs[name] = runner.train(
+            "classify",
+            out,
+            preset="tiny",
+            settings=[f"init={start}", *settings],
+            **options,
+        )
+        assert runs[name].metrics["config"]["init"] == str(start)
+    losses = [r.history["loss"].tolist() for r in runs.values()]
+    assert len(losses[0]) == 4 and losses[0] == losses[1]
+    assert runs["from-run"].metrics["test"] == runs["from-record"].metrics["test"]
+    config = runner.new_config("classify", "tiny", [f"init={figures}", "window=2"])
+    with pytest.raises(ValueError, match="publishes no weights") as error:
+        Classification(config, data_dir=imdb_mirror)
+    message = str(error.value)
+    assert message.startswith(f"init={figures}: ") and "\n" not in message
+    assert "--weights" in message
 
 
 def test_word_dropout_hides_real_tokens_behind_mask_anew_each_epoch(

@@ -22,6 +22,7 @@ from safetensors import safe_open
 
 from annotated_transformer import cli, records, runner
 from annotated_transformer.book import results as page
+from annotated_transformer.models.encoder_decoder import count_parameters
 from annotated_transformer.tasks import TASKS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,8 +54,8 @@ def command(*argv: str | Path) -> tuple[int, str, str]:
 
 
 def train_classifier(out: Path, mirror: Path, **options) -> None:
-    settings = {"settings": CLASSIFY, "data_dir": mirror}
-    runner.train("classify", out, preset="tiny", **settings, **options)
+    options = {"settings": CLASSIFY, "data_dir": mirror} | options
+    runner.train("classify", out, preset="tiny", **options)
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +173,77 @@ def test_ensure_run_loads_a_matching_record_and_trains_nothing(
     assert records.matching_record("classify", "tiny", other) is None
     tested = runner.new_config("classify", "tiny", [*CLASSIFY, "test_subset=50"])
     assert records.matching_record("classify", "tiny", tested) is None
+
+
+def test_a_record_without_weights_serves_a_caller_that_needs_none(
+    classify_run, tmp_path, monkeypatch
+):
+    res = tmp_path / "res"
+    folder = records.record_run(classify_run, "figures", root=res, threads=1)
+    assert (folder / "state.json").is_file()  # plain text, even without weights
+    assert not (folder / "model.safetensors").exists()
+    monkeypatch.setenv("AT_RESULTS", str(res))
+    wanted = runner.new_config("classify", "tiny", CLASSIFY)
+    assert records.matching_record("classify", "tiny", wanted) is None
+    found = records.matching_record("classify", "tiny", wanted, weights=False)
+    assert found == folder
+    out = tmp_path / "never"
+    nowhere = tmp_path / "no-data"  # its task comes from state.json: no data read
+    options = {"settings": CLASSIFY, "data_dir": nowhere, "weights": False}
+    result = runner.ensure_run("classify", "tiny", out, **options)
+    run = runner.load_run(classify_run)
+    assert not out.exists() and result.out == folder and not result.has_model
+    assert result.metrics == run.metrics
+    assert result.history.equals(run.history)
+    assert result.metrics["parameters"] == count_parameters(run.model)
+    assert result.task.vocab.itos == run.task.vocab.itos
+    with pytest.raises(records.RecordError, match="publishes no weights") as error:
+        result.model  # noqa: B018
+    assert "\n" not in str(error.value) and "--weights" in str(error.value)
+    assert record_command(folder) in str(error.value)
+    # A record with weights gives its model, asked for or not.
+    records.record_run(classify_run, "full", weights=True, root=res)
+    for weights in (True, False):
+        loaded = records.load_result(res / "full", weights=weights)
+        assert loaded.has_model and loaded.model.training is False
+
+
+def record_command(folder: Path) -> str:
+    return records.read_record(folder)["command"]
+
+
+def test_a_soup_of_records_is_the_soup_of_their_runs(
+    classify_run, tmp_path, imdb_mirror, one_thread
+):
+    other = tmp_path / "other"
+    train_classifier(other, imdb_mirror, settings=[*CLASSIFY, "lr=1e-3"])
+    res, runs = tmp_path / "res", [classify_run, other]
+    folders = [
+        records.record_run(run, name, weights=True, root=res, data_dir=imdb_mirror)
+        for run, name in zip(runs, ("a", "b"), strict=True)
+    ]
+    finals = [run / "final.pt" for run in runs]
+    _, want = runner.load_model(finals)
+    tokens = torch.randint(4, 200, (3, 20))
+    for soup in (folders, [folders[0], finals[1]], [finals[0], folders[1]]):
+        _, got = runner.load_model(soup)
+        assert got.state_dict().keys() == want.state_dict().keys()
+        for name, tensor in want.state_dict().items():
+            torch.testing.assert_close(got.state_dict()[name], tensor)
+        with torch.no_grad():
+            torch.testing.assert_close(got(tokens), want(tokens))
+
+    # The command line scores them alike.
+    def evaluate(*paths: Path) -> tuple[int, str, str]:
+        given = [arg for path in paths for arg in ("--checkpoint", path)]
+        return command("classify", "evaluate", "--data-dir", imdb_mirror, *given)
+
+    from_records, from_runs = evaluate(*folders), evaluate(*finals)
+    assert from_records == from_runs and from_runs[0] == 0, from_records
+    # A record without weights: one line that says so.
+    bare = records.record_run(classify_run, "bare", root=res, threads=1)
+    code, _, err = evaluate(folders[0], bare)
+    assert code == 1 and err.count("\n") == 1 and "publishes no weights" in err
 
 
 # ------------------------------------------------------- the committed records

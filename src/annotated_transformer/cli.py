@@ -22,6 +22,8 @@
         --checkpoint runs/y/final.pt "ROMEO:" --top-k 40
     python -m annotated_transformer record runs/imdb-cpu --name imdb-cpu --weights
     python -m annotated_transformer classify predict --checkpoint results/x "Good."
+    python -m annotated_transformer classify evaluate \\
+        --checkpoint results/a --checkpoint runs/b/final.pt
     torchrun --nproc_per_node=4 -m annotated_transformer translate train \\
         --preset base --out b
 
@@ -32,7 +34,9 @@ setting's type. ``train`` writes its checkpoints and logs into ``--out`` (see
 :mod:`annotated_transformer.runner`); ``--resume`` continues a killed run exactly
 where its last checkpoint stopped. ``record`` promotes a finished run into
 ``results/NAME`` (:mod:`annotated_transformer.records`); ``evaluate`` and
-``predict`` take a record with weights as ``--checkpoint``.
+``predict`` take a record with weights as ``--checkpoint`` (a model soup may mix
+records and checkpoints), and ``classify --set init=`` a pretrained run's
+record as well as its folder.
 
 Every error is one line on stderr and a non-zero exit status: 2 for a bad command
 line, 1 for bad input (a missing file, an unknown setting, a device that is not
@@ -67,8 +71,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 SOUP = (
-    "a run's checkpoint; repeated: the mean of their weights (fine-tunes of one "
-    "pretrained run)"
+    "a run's checkpoint, or a run record with weights (results/NAME); repeated: "
+    "the mean of their weights (fine-tunes of one pretrained run)"
 )
 
 
@@ -204,11 +208,7 @@ def run(args: argparse.Namespace) -> int:
         args.checkpoint[0] if len(args.checkpoint) == 1 else args.checkpoint
     )
     data, device = args.data_dir, args.device
-    if isinstance(checkpoint, Path) and records.is_record(checkpoint):
-        device = str(runner.pick_device(device))
-        task, model = records.load_model(checkpoint, data_dir=data, device=device)
-    else:
-        task, model = runner.load_model(checkpoint, data_dir=data, device=device)
+    task, model = runner.load_model(checkpoint, data_dir=data, device=device)
     if TASKS[args.task] is not type(task):
         raise ValueError(
             f"{args.checkpoint[0]} is a {task.name} checkpoint, not {args.task}"

@@ -11,14 +11,17 @@ safetensors, small enough to commit, and enough to cite, check and reuse the run
   and, when weights are published, a score on a small fixed subset computed
   from the published weights;
 - ``history.csv`` and ``train.log``, copied;
+- ``state.json``: what the task learned before training (vocabularies, merges);
 - with ``--weights``: ``model.safetensors`` (``--half``: float16 parameters,
-  accepted only when the full test scored from them gives the run's figure) and
-  ``state.json``, what the task learned before training (vocabularies, merges).
+  accepted only when the full test scored from them gives the run's figure).
 
 ``python -m annotated_transformer record runs/X --name X [--weights]`` writes
 one; :func:`matching_record` lets ``ensure_run`` load a record instead of
-training a run of the same config; ``predict --checkpoint results/X`` runs its
-weights.
+training a run of the same config (a record without weights too, for a chapter
+that says it needs only the run's history and metrics); :func:`read_weights`
+gives a record's weights wherever a run's checkpoint is read: ``predict`` and
+``evaluate --checkpoint results/X`` (several: a model soup), and
+``classify --set init=results/X``.
 """
 
 from __future__ import annotations
@@ -255,6 +258,10 @@ def record_run(
         for file in COPIED:
             if (run / file).is_file():
                 atomic_copy(run / file, tmp / file)
+        # plain text, with or without weights: a record read for its figures
+        # alone rebuilds its task from it, without the data
+        state_text = json.dumps(saved["config"]["state"], ensure_ascii=False)
+        atomic_write(tmp / STATE, f"{state_text}\n".encode())
         if weights:
             record["weights"], record["subset"] = _publish(
                 saved, metrics, tmp, half=half, data_dir=data_dir, say=say
@@ -278,14 +285,12 @@ def _publish(
     data_dir: str | Path | None,
     say: Callable[[str], None],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Write the weights and the task's state into ``folder``; returns the
-    record's ``weights`` and ``subset`` entries."""
+    """Write the weights into ``folder`` (which holds the task's state);
+    returns the record's ``weights`` and ``subset`` entries."""
     from annotated_transformer.runner import run_precision  # runner imports us
 
     config = saved["config"]
     task_name, settings = config["task"], config["config"]
-    state_text = json.dumps(config["state"], ensure_ascii=False) + "\n"
-    atomic_write(folder / STATE, state_text.encode())
     cls = TASKS[task_name]
     model = cls(cls.Config(**settings), state=config["state"]).build_model()
     model.load_state_dict(saved["model"])
@@ -324,6 +329,16 @@ def _publish(
 # ------------------------------------------------------------- reading records
 
 
+def no_weights(folder: str | Path, record: dict[str, Any]) -> RecordError:
+    """The one-line error for a record without weights where weights are
+    needed: what to do instead."""
+    return RecordError(
+        f"{folder} publishes no weights, only the run's figures (history, "
+        f"metrics): train the run with {record['command']!r}, or use a record "
+        "made with --weights"
+    )
+
+
 def load_model(
     folder: str | Path,
     *,
@@ -337,12 +352,38 @@ def load_model(
     folder = Path(folder)
     record = read_record(folder)
     if record.get("weights") is None:
-        raise RecordError(
-            f"{folder} publishes no weights, only figures: train the run with "
-            f"{record['command']!r}, or use a record made with --weights"
-        )
+        raise no_weights(folder, record)
     task, config = record["task"], record["config"]
     return _load(folder, task, config, data_dir, device, settings)
+
+
+def _task(
+    folder: Path,
+    task_name: str,
+    config: dict[str, Any],
+    data_dir: str | Path | None = None,
+    changes: dict[str, Any] | None = None,
+) -> Task:
+    """The task of a record's run, with the vocabularies of its ``state.json``
+    (a record without one, from before every record kept it: learned from the
+    data again, as the run did)."""
+    cls = TASKS[task_name]
+    config = dataclasses.replace(cls.Config(**config), **(changes or {}))
+    path = folder / STATE
+    state = json.loads(path.read_text()) if path.is_file() else None
+    return cls(config, data_dir=data_dir, state=state)
+
+
+def _tensors(folder: Path) -> dict[str, torch.Tensor]:
+    """The state dict in ``folder/model.safetensors``: every name of a shared
+    tensor restored, float16 (``--half``) back to the float32 it was."""
+    path = str(folder / WEIGHTS)
+    tensors = load_file(path)
+    with safe_open(path, "pt") as f:
+        aliases = json.loads((f.metadata() or {}).get("aliases", "{}"))
+    tensors |= {alias: tensors[source] for alias, source in aliases.items()}
+    half = torch.float16
+    return {k: v.float() if v.dtype == half else v for k, v in tensors.items()}
 
 
 def _load(
@@ -354,31 +395,48 @@ def _load(
     changes: dict[str, Any] | None = None,
 ) -> tuple[Task, nn.Module]:
     """:func:`load_model` from a record's parts (also while it is written)."""
-    cls = TASKS[task_name]
-    config = dataclasses.replace(cls.Config(**config), **(changes or {}))
-    state = json.loads((folder / STATE).read_text())
-    task = cls(config, data_dir=data_dir, state=state)
+    task = _task(folder, task_name, config, data_dir, changes)
     model = task.build_model()
-    path = str(folder / WEIGHTS)
-    tensors = load_file(path)
-    with safe_open(path, "pt") as f:
-        aliases = json.loads((f.metadata() or {}).get("aliases", "{}"))
-    tensors |= {alias: tensors[source] for alias, source in aliases.items()}
-    model.load_state_dict(tensors)  # float16 tensors are cast to float32
+    model.load_state_dict(_tensors(folder))
     return task, model.to(device).eval()
 
 
+def read_weights(path: str | Path) -> dict[str, Any]:
+    """The weights and config of a run as :func:`read_checkpoint` returns them
+    (``config``: task, preset, settings and state; ``model``: the state dict),
+    from the record in the folder ``path`` (its published weights, float32), or
+    else from the checkpoint file ``path``. Wherever a run's checkpoint is read
+    (the command line's ``--checkpoint``, a model soup, ``init``), a record with
+    weights is read the same; one without is refused in one line."""
+    folder = Path(path)
+    if not is_record(folder):
+        return read_checkpoint(folder)
+    record = read_record(folder)
+    if record.get("weights") is None:
+        raise no_weights(folder, record)
+    state = json.loads((folder / STATE).read_text())
+    run = {k: record[k] for k in ("task", "preset", "config")}
+    return {"config": run | {"state": state}, "model": _tensors(folder)}
+
+
 def matching_record(
-    task: str, preset: str, wanted: Any, root: str | Path | None = None
+    task: str,
+    preset: str,
+    wanted: Any,
+    root: str | Path | None = None,
+    *,
+    weights: bool = True,
 ) -> Path | None:
-    """The record with published weights of a run of ``task``/``preset`` whose
-    config is ``wanted`` (test settings included; ``precision=auto`` matches
-    what it became), or None: what ``ensure_run`` loads instead of training."""
+    """The record of a run of ``task``/``preset`` whose config is ``wanted``
+    (test settings included; ``precision=auto`` matches what it became), or
+    None: what ``ensure_run`` loads instead of training. ``weights``: only a
+    record that publishes them; False: one without counts too (its history and
+    metrics are all that is asked for)."""
     from annotated_transformer.runner import same_run, test_settings
 
     tests = test_settings(wanted)
     for folder, record in all_records(root):
-        if record.get("weights") is None:
+        if weights and record.get("weights") is None:
             continue
         saved = {k: record[k] for k in ("task", "preset", "config")}
         same_tests = all(record["config"].get(k) == v for k, v in tests.items())
@@ -387,15 +445,29 @@ def matching_record(
     return None
 
 
-def load_result(folder: str | Path, *, data_dir: str | Path | None = None) -> Any:
+def load_result(
+    folder: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    weights: bool = True,
+) -> Any:
     """A record as the ``RunResult`` a chapter gets from ``ensure_run``: the
-    published model, the run's history and metrics; ``out`` is the record."""
+    published model, the run's history and metrics (``metrics["parameters"]``:
+    its parameter count); ``out`` is the record. ``weights=False`` reads a
+    record without weights too: its result has no model (reading ``model``
+    raises :func:`no_weights`'s error), its task is rebuilt from ``state.json``.
+    A record with weights always gives its model."""
     from annotated_transformer.runner import RunResult
 
     folder = Path(folder)
-    task, model = load_model(folder, data_dir=data_dir)
+    record = read_record(folder)
+    model: nn.Module | None = None
+    if record.get("weights") is not None or weights:
+        task, model = load_model(folder, data_dir=data_dir)
+    else:
+        task = _task(folder, record["task"], record["config"], data_dir)
     history = pd.read_csv(folder / "history.csv")
-    return RunResult(folder, task, model, history, read_record(folder)["metrics"])
+    return RunResult(folder, task, model, history, record["metrics"])
 
 
 def machine_line(record: dict[str, Any]) -> str:

@@ -521,13 +521,31 @@ class Run:
 @dataclass
 class RunResult:
     """A finished run: its folder, task (with its data), model (final
-    weights), history and metrics."""
+    weights), history and metrics (``metrics["parameters"]``: the model's
+    parameter count).
+
+    A run record read without weights (``ensure_run(..., weights=False)``, a
+    record that publishes none) holds ``None`` as its model: reading ``model``
+    then raises a one-line :class:`~annotated_transformer.records.RecordError`
+    that says so and what to do, instead of failing later on ``None``.
+    """
 
     out: Path
     task: Task
-    model: nn.Module
+    _model: nn.Module | None
     history: pd.DataFrame
     metrics: dict[str, Any]
+
+    @property
+    def model(self) -> nn.Module:
+        if self._model is None:
+            raise records.no_weights(self.out, records.read_record(self.out))
+        return self._model
+
+    @property
+    def has_model(self) -> bool:
+        """Are the run's weights here (False: a record's figures only)?"""
+        return self._model is not None
 
 
 def train(
@@ -639,28 +657,34 @@ def ensure_run(
     settings: list[str] | tuple[str, ...] = (),
     data_dir: str | Path | None = None,
     fresh: bool = False,
+    weights: bool = True,
 ) -> RunResult:
     """A finished run of ``preset`` (with ``settings``) in ``out``:
     reused, resumed or trained.
 
     What the chapters call. A record of this config with published weights
     (``results/``, :mod:`annotated_transformer.records`) is loaded first, untrained.
-    A finished run (``metrics.json``; e.g. trained beforehand with
-    ``python -m annotated_transformer TASK train --out``, on all cores) is loaded;
-    an interrupted one is resumed; otherwise it is trained here, quietly (its log is
-    in ``out/train.log``). A folder that holds a run of another configuration is
-    refused rather than passed off as this one. ``fresh`` deletes ``out`` first (CI:
-    the same run every time).
+    ``weights=False`` says that the caller needs only the run's history and
+    metrics (curves, a table of final figures, ``metrics["parameters"]``): a
+    record without weights is then loaded too, as a result with no model
+    (:class:`RunResult`). A finished run (``metrics.json``; e.g. trained
+    beforehand with ``python -m annotated_transformer TASK train --out``, on all
+    cores) is loaded; an interrupted one is resumed; otherwise it is trained here,
+    quietly (its log is in ``out/train.log``). A folder that holds a run of
+    another configuration is refused rather than passed off as this one.
+    ``fresh`` deletes ``out`` first (CI: the same run every time).
     """
     out = Path(out)
     if fresh:
         shutil.rmtree(out, ignore_errors=True)
     wanted = new_config(task, preset, settings)
-    record = None if fresh else records.matching_record(task, preset, wanted)
-    if (
-        record is not None
-    ):  # a published run of this config (results/): never retrained
-        return records.load_result(record, data_dir=data_dir)
+    record = (
+        None
+        if fresh
+        else records.matching_record(task, preset, wanted, weights=weights)
+    )
+    if record is not None:  # a recorded run of this config: never retrained
+        return records.load_result(record, data_dir=data_dir, weights=weights)
     last = out / LAST
     if last.is_file() and not same_run(
         read_checkpoint(last)["config"], task, preset, wanted
@@ -739,13 +763,14 @@ def load_model(
     device: str = "cpu",
 ) -> tuple[Task, nn.Module]:
     """The task (with its saved vocabulary) and the model (eval mode) of a run's
-    checkpoint; given several checkpoints, their
+    checkpoint or a run record with weights (``results/NAME``,
+    :func:`~annotated_transformer.records.read_weights`); given several, their
     :func:`~annotated_transformer.training.checkpoints.model_soup` with the first
     one's task and settings."""
     if isinstance(checkpoint, str | Path):
-        state = read_checkpoint(checkpoint)
+        state = records.read_weights(checkpoint)
     else:
-        config, weights = model_soup(checkpoint)
+        config, weights = model_soup(checkpoint, read=records.read_weights)
         state, checkpoint = {"config": config, "model": weights}, checkpoint[0]
     saved = state["config"]
     if saved.get("task") not in TASKS or "config" not in saved:

@@ -18,7 +18,8 @@ encoder-only Transformer (Part V).
 - Pretrained start (``init``): a finished ``mlm`` run
   (:mod:`~annotated_transformer.tasks.mlm`) of the same sizes, tokenizer and
   validation split gives its vocabulary (with ``<mask>``), embeddings, positions and
-  blocks; only the output layer starts from random weights.
+  blocks; only the output layer starts from random weights. ``init`` names the
+  run's folder (``runs/NAME``) or its record with weights (``results/NAME``).
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ class ReviewsConfig(TrainConfig):
     window: int = (
         0  # > 0: the first block attends within ±window tokens (chapter 16)
     )
-    init: str = ""  # a finished mlm run's folder whose weights start this run
+    # a finished mlm run's folder, or its record with weights, that starts this run
+    init: str = ""
 
     positive = (
         *TrainConfig.positive,
@@ -142,11 +144,11 @@ SHAPES = ("N", "d_model", "d_ff", "h", "max_len", "cls", "window")
 
 @dataclass(frozen=True)
 class ClassificationConfig(ReviewsConfig):
-    """A classification run; ``init``: a finished ``mlm`` run's folder to start from
-    (its vocabulary, embeddings and encoder blocks; the output layer starts afresh);
-    ``word_dropout``: the share of training tokens hidden (``<mask>`` after
-    pretraining, else ``<unk>``), drawn anew each epoch, so that no single word
-    decides a review."""
+    """A classification run; ``init``: a finished ``mlm`` run's folder, or its
+    record with weights, to start from (its vocabulary, embeddings and encoder
+    blocks; the output layer starts afresh); ``word_dropout``: the share of
+    training tokens hidden (``<mask>`` after pretraining, else ``<unk>``), drawn
+    anew each epoch, so that no single word decides a review."""
 
     word_dropout: float = 0.0
 
@@ -247,6 +249,27 @@ def check_pretrained(saved: dict[str, Any], config: ReviewsConfig) -> None:
         raise ValueError(
             f"init={config.init} does not fit: {'; '.join(differ)}; set them equal"
         )
+
+
+def pretrained_run(init: str) -> dict[str, Any]:
+    """The weights and config (with its vocabulary) that ``init`` names: a
+    finished run's folder (its ``final.pt``) or the run's record with weights
+    (``results/NAME``), read as a checkpoint is (``config``, ``model``)."""
+    from annotated_transformer import records  # records imports the tasks
+
+    folder = run_folder(init)
+    if records.is_record(folder):
+        try:
+            return records.read_weights(folder)
+        except records.RecordError as error:
+            raise ValueError(f"init={init}: {error}") from None
+    final = folder / "final.pt"
+    if not final.is_file():
+        raise ValueError(
+            f"init={init}: no final.pt there; give a finished mlm run's folder "
+            "(runs/NAME) or its record with weights (results/NAME)"
+        )
+    return read_checkpoint(final)
 
 
 class ReviewTokenizer:
@@ -365,16 +388,8 @@ class ReviewsTask(Task):
         self.pretrained: dict[str, Tensor] | None = (
             None  # the init run's weights, new runs only
         )
-        if (
-            state is None and config.init
-        ):  # the pretrained run's tokenizer and vocabulary
-            final = run_folder(config.init) / "final.pt"
-            if not final.is_file():
-                raise ValueError(
-                    f"init={config.init}: no final.pt there; give a finished mlm "
-                    "run"
-                )
-            saved = read_checkpoint(final)
+        if state is None and config.init:  # the pretrained run's vocabulary
+            saved = pretrained_run(config.init)
             check_pretrained(saved["config"], config)
             state, self.pretrained = saved["config"]["state"], saved["model"]
         super().__init__(config, data_dir=data_dir, state=state)

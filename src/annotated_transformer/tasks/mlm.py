@@ -14,7 +14,8 @@ classifier's encoder (BERT, Part V).
   never selected nor drawn.
 - Model: :class:`~annotated_transformer.models.encoder_only.MaskedLanguageModel`,
   the classifier's encoder with the tied embedding as its output layer;
-  ``classify --set init=RUN`` starts from it. ``mlm --set init=RUN`` pretrains
+  ``classify --set init=RUN`` starts from it (RUN: the run's folder, or its
+  record with weights). ``mlm --set init=RUN`` pretrains
   further from all of a finished
   run's weights, under a new schedule; its epochs draw the same batches and maskings
   as that run's.

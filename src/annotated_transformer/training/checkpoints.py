@@ -30,7 +30,7 @@ import os
 import random
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -355,9 +355,16 @@ def average_checkpoints(
     return config, {k: (v / len(paths)).to(dtypes[k]) for k, v in total.items()}
 
 
-def model_soup(paths: Sequence[str | os.PathLike]) -> tuple[dict[str, Any], dict]:
+def model_soup(
+    paths: Sequence[str | os.PathLike],
+    *,
+    read: Callable[[Any], dict[str, Any]] = read_checkpoint,
+) -> tuple[dict[str, Any], dict]:
     """Element-wise mean of the weights of several runs; returns (the
-    first's config, weights).
+    first's config, weights). ``read``: what reads one of ``paths`` into a
+    checkpoint's contents (``config`` and ``model``): :func:`read_checkpoint`,
+    or :func:`~annotated_transformer.records.read_weights`, which reads run
+    records' published weights as well.
 
     A "uniform model soup" (Wortsman et al. 2022): models fine-tuned from one
     pretrained start, with different settings, tend to lie in one basin of the loss,
@@ -368,7 +375,7 @@ def model_soup(paths: Sequence[str | os.PathLike]) -> tuple[dict[str, Any], dict
     """
     if len(paths) < 2:
         raise ValueError("a model soup needs two or more checkpoints")
-    states = [read_checkpoint(path) for path in paths]
+    states = [read(path) for path in paths]
     # what must agree: the task, its vocabulary, every weight's name and shape
     kinds = [
         (
