@@ -38,6 +38,8 @@
 # the 2017 block of the same size.
 
 # %%
+import time
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -302,12 +304,10 @@ show_source(segment_bits_per_byte)
 # (923,904<!-- record xl-cpu parameters --> parameters against
 # 875,264<!-- record e6-cpu parameters -->: each layer's $W_R$, $u$ and $v$ replace the
 # position table). The relative attention has no fused kernel here and reads twice as many
-# keys: on one CPU core a Transformer-XL step took 0.87 s of CPU time against 0.48 s for a
-# vanilla step (batch 32, measured once). So the XL model trains
-# 1,400<!-- record xl-cpu steps --> steps against the vanilla model's
-# 3,000<!-- record e6-cpu steps -->: somewhat less compute (1,400 × 0.87 s ≈ 1,220 s against
-# 3,000 × 0.48 s ≈ 1,440 s). The "train seconds" are wall-clock time and grow with whatever
-# else the computer is running.
+# keys, so a Transformer-XL step costs nearly twice the CPU time of a vanilla step (measured
+# below). So the XL model trains 1,400<!-- record xl-cpu steps --> steps against the
+# vanilla model's 3,000<!-- record e6-cpu steps -->: somewhat less compute. The runs'
+# "train seconds" are wall-clock time and grow with whatever else the computer is running.
 #
 # ```
 # python -m annotated_transformer lm train --preset cpu --out runs/xl-vanilla-cpu \
@@ -392,13 +392,39 @@ vanilla_rules = (
 (xl_line + vanilla_rules).properties(width=460, height=280)
 
 # %% [markdown]
-# And the two runs side by side, each at the end of its training, with its CPU cost: the
-# "train seconds" are wall-clock time on a shared machine, so the last column uses the
-# per-step CPU times measured above instead.
+# What a training step costs each model, measured here rather than read from the runs' logs
+# (their wall-clock time depends on what else the machine was doing): the CPU time of a
+# forward and backward pass over a few of the run's own training batches, on one thread.
 
 # %% tags=["nbval-ignore-output"]
-# CPU s per step, above
-step_seconds = {"vanilla (2017 block)": 0.48, "Transformer-XL": 0.87}
+def cpu_seconds_per_step(run, steps: int) -> float:
+    """Median CPU seconds of a forward and backward pass over ``steps`` training
+    batches of ``run``; its weights and the random state are left as they were."""
+    task, model = run.task, run.model
+    times = []
+    with torch.random.fork_rng():
+        model.train()
+        for batch in list(task.batches(0))[: steps + 1]:
+            start = time.process_time()
+            loss, count = task.loss(model, batch)
+            (loss / count).backward()
+            times.append(time.process_time() - start)
+        model.zero_grad(set_to_none=True)
+        model.eval()
+    return float(np.median(times[1:]))  # the first batch pays for warming up
+
+
+step_seconds = {
+    name: cpu_seconds_per_step(run, pick(3, 20))
+    for name, run in (("vanilla (2017 block)", vanilla), ("Transformer-XL", xl))
+}
+print(", ".join(f"{name}: {s:.2f} CPU s per step" for name, s in step_seconds.items()))
+
+# %% [markdown]
+# And the two runs side by side, each at the end of its training, with its CPU cost from
+# those per-step times.
+
+# %% tags=["nbval-ignore-output"]
 
 
 def summary(name: str, run, bpb: float, protocol: str) -> dict:
@@ -457,8 +483,8 @@ table.style.format(
 #   windows (stride 64: every byte read twice, and each after the first window predicted from
 #   at least 64 bytes of context), it scores
 #   2.103<!-- record e6-cpu metrics.test.bits_per_byte -->, ahead of XL. XL trained on
-#   somewhat less CPU time (about 1,220 against 1,440 CPU-seconds, from the per-step costs
-#   measured once above); the overlapping windows cost twice the reading at evaluation. The
+#   somewhat less CPU time (the table's CPU seconds, from the per-step costs measured
+#   above); the overlapping windows cost twice the reading at evaluation. The
 #   wall-clock "train seconds" in the runs' logs are not comparable: the runs shared their
 #   machine with different loads.
 # * One seed each, on one small text: the gaps between the two models (0.03 to 0.04) are
