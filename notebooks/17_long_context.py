@@ -14,13 +14,13 @@
 #
 # - **You will learn** how Transformer-XL's memory and relative positions and sparse attention's patterns let a model see further.
 # - **It assumes** [chapter 14](14_generation_characters.ipynb), [chapter 15](15_the_transformer_today.ipynb) and [chapter 16](16_bert_and_gpt2.ipynb).
-# - **Time:** about 25 minutes to read; under a minute to run from finished runs, whose training takes minutes per run.
+# - **Time:** about 25 minutes to read; about 2 minutes to run from finished runs (a timing benchmark included), whose training takes from a few minutes to an hour per run on one CPU core.
 #
 # ```{note}
 # The stored outputs on this page come from the `cpu`-size runs named in each section,
-# trained once from the repository root, minutes each on a CPU (the commands are printed
-# with the results). In CI every section trains its `tiny` size, where
-# the numbers mean nothing.
+# trained once from the repository root, from a few minutes to an hour each on one CPU
+# core (the commands are printed with the results). In CI every section trains its `tiny`
+# size, where the numbers mean nothing.
 # ```
 #
 # [Chapter 16](16_bert_and_gpt2.ipynb) changed what a transformer is trained *for* (BERT, GPT-2).
@@ -38,6 +38,8 @@
 # the 2017 block of the same size.
 
 # %%
+import time
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -298,14 +300,14 @@ show_source(segment_bits_per_byte)
 #
 # The experiment: on the enwik8 prefix, the `lm --preset cpu` shape (N = 4, d_model 128, 4
 # heads, d_ff 512), once as [chapter 14](14_generation_characters.ipynb)'s 2017 block on 128-byte windows and once as
-# Transformer-XL on 128-byte segments with a training memory of 128 (923,904 parameters against
-# 875,264: each layer's $W_R$, $u$ and $v$ replace the position table). The relative attention
-# has no fused kernel here and reads twice as many keys: on one CPU core a
-# Transformer-XL step took 0.61 s of CPU time against 0.29 s for a vanilla step (batch 32,
-# measured once). So the XL model trains 1,400 steps against the vanilla model's 3,000: about
-# the same compute (1,400 × 0.61 s ≈ 850 s, 3,000 × 0.29 s ≈ 870 s); the table also compares
-# them at equal steps. The "train seconds" are wall-clock time and grow with whatever else
-# the computer is running.
+# Transformer-XL on 128-byte segments with a training memory of 128
+# (923,904<!-- record xl-cpu parameters --> parameters against
+# 875,264<!-- record e6-cpu parameters -->: each layer's $W_R$, $u$ and $v$ replace the
+# position table). The relative attention has no fused kernel here and reads twice as many
+# keys, so a Transformer-XL step costs nearly twice the CPU time of a vanilla step (measured
+# below). So the XL model trains 1,400<!-- record xl-cpu steps --> steps against the
+# vanilla model's 3,000<!-- record e6-cpu steps -->: somewhat less compute. The runs'
+# "train seconds" are wall-clock time and grow with whatever else the computer is running.
 #
 # ```
 # python -m annotated_transformer lm train --preset cpu --out runs/xl-vanilla-cpu \
@@ -390,13 +392,39 @@ vanilla_rules = (
 (xl_line + vanilla_rules).properties(width=460, height=280)
 
 # %% [markdown]
-# And the two runs side by side, each at the end of its training, with its CPU cost: the
-# "train seconds" are wall-clock time on a shared machine, so the last column uses the
-# per-step CPU times measured above instead.
+# What a training step costs each model, measured here rather than read from the runs' logs
+# (their wall-clock time depends on what else the machine was doing): the CPU time of a
+# forward and backward pass over a few of the run's own training batches, on one thread.
 
 # %% tags=["nbval-ignore-output"]
-# CPU s per step, above
-step_seconds = {"vanilla (2017 block)": 0.29, "Transformer-XL": 0.61}
+def cpu_seconds_per_step(run, steps: int) -> float:
+    """Median CPU seconds of a forward and backward pass over ``steps`` training
+    batches of ``run``; its weights and the random state are left as they were."""
+    task, model = run.task, run.model
+    times = []
+    with torch.random.fork_rng():
+        model.train()
+        for batch in list(task.batches(0))[: steps + 1]:
+            start = time.process_time()
+            loss, count = task.loss(model, batch)
+            (loss / count).backward()
+            times.append(time.process_time() - start)
+        model.zero_grad(set_to_none=True)
+        model.eval()
+    return float(np.median(times[1:]))  # the first batch pays for warming up
+
+
+step_seconds = {
+    name: cpu_seconds_per_step(run, pick(3, 20))
+    for name, run in (("vanilla (2017 block)", vanilla), ("Transformer-XL", xl))
+}
+print(", ".join(f"{name}: {s:.2f} CPU s per step" for name, s in step_seconds.items()))
+
+# %% [markdown]
+# And the two runs side by side, each at the end of its training, with its CPU cost from
+# those per-step times.
+
+# %% tags=["nbval-ignore-output"]
 
 
 def summary(name: str, run, bpb: float, protocol: str) -> dict:
@@ -442,18 +470,26 @@ table.style.format(
 # anything into):
 #
 # * **The memory is worth most of the gain, and one segment of it is enough here.** The same
-#   weights score 2.300 bits per byte without memory and 2.106 with one segment (128 bytes) of
-#   it. Two and four segments give 2.104 and 2.106: a model trained with 128 states of memory
+#   weights score 2.321 bits per byte without memory and
+#   2.130<!-- record xl-cpu metrics.test.bits_per_byte --> with one segment (128 bytes) of
+#   it. Two and four segments give 2.127 and 2.128: a model trained with 128 states of memory
 #   uses longer memories without harm (the sinusoids extend to the new distances) but, after
-#   1,400 steps on a million bytes, gains nothing from them.
-# * **At about equal compute, Transformer-XL is ahead.** With its memory it scores 2.106,
-#   against 2.173 for the vanilla model read the same way (each byte once, every window
-#   starting without context) and 2.114 even when the vanilla model reads every byte twice
-#   (stride 64), for about the same CPU time (854 against 870 CPU-seconds, from the per-step
-#   costs measured once above). The wall-clock "train seconds" in the runs' logs are not
-#   comparable: the runs shared their machine with different loads.
-# * One seed each, on one small text: a difference of 0.01 is within what another seed could
-#   change, 0.07 is not.
+#   1,400 steps on a million bytes, gains nothing from them. Without its memory the XL model
+#   is worse than the vanilla model read in the same non-overlapping windows (2.166): it was
+#   trained with a memory, and for fewer steps.
+# * **Against the vanilla model, the verdict depends on how the vanilla model reads.** Read
+#   in non-overlapping windows, each byte once as XL reads it but every window starting
+#   without context, the vanilla model scores 2.166, behind XL's 2.130. Read with overlapping
+#   windows (stride 64: every byte read twice, and each after the first window predicted from
+#   at least 64 bytes of context), it scores
+#   2.103<!-- record e6-cpu metrics.test.bits_per_byte -->, ahead of XL. XL trained on
+#   somewhat less CPU time (the table's CPU seconds, from the per-step costs measured
+#   above); the overlapping windows cost twice the reading at evaluation. The
+#   wall-clock "train seconds" in the runs' logs are not comparable: the runs shared their
+#   machine with different loads.
+# * One seed each, on one small text: the gaps between the two models (0.03 to 0.04) are
+#   small enough that another seed or a longer run could close or reverse them; the 0.19 that
+#   the memory is worth within XL is not.
 
 # %% [markdown]
 # ## Sparse attention at long lengths
@@ -694,11 +730,12 @@ alt.vconcat(*charts)
 # %% [markdown]
 # Read the slopes on the log-log axes: doubling n multiplies the explicit form's time and
 # memory by about 4 (quadratic); the fused kernel never stores the matrix, so its memory grows
-# only linearly, but its time still grows by 3 to 3.5× per doubling at the long end; the
-# block-sparse kernels grow by about 2.5× per doubling in both (n√n would be 2.8×). In the
-# stored run, at 8,192 positions, the block-sparse kernels took about a quarter of the fused
-# kernel's time and less than a tenth of the explicit form's memory; the fused kernel's
-# memory stays the smallest of all, because it recomputes instead of storing.
+# only linearly, but its time still grows by 3 to 4× per doubling at the long end; the
+# block-sparse kernels grow by about 2.5× per doubling in both, on average over the range
+# (n√n would be 2.8×; single steps are noisy). In the stored run, at 8,192 positions, the
+# block-sparse kernels took about a sixth of the fused kernel's time and less than a tenth
+# of the explicit form's memory; the fused kernel's memory stays the smallest of all,
+# because it recomputes instead of storing.
 #
 # ### Bits per byte: sparse against dense
 #
