@@ -38,8 +38,7 @@ from typing import Any
 
 import pandas as pd
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from annotated_transformer.data.download import sha256_of
@@ -48,8 +47,16 @@ from annotated_transformer.machine import PROVENANCE, describe, git_commit
 from annotated_transformer.paths import repository_root
 from annotated_transformer.tasks import PRESETS, TASKS, Task
 from annotated_transformer.training.checkpoints import read_checkpoint
+from annotated_transformer.training.published import (
+    RECORD,
+    STATE,
+    WEIGHTS,
+    RecordError,
+    no_weights,
+    read_record,
+    tensors,
+)
 
-RECORD, WEIGHTS, STATE = "record.json", "model.safetensors", "state.json"
 COPIED = ("history.csv", "train.log")
 
 # The figure a run is cited by: (section of metrics.json, key, decimals shown).
@@ -70,26 +77,11 @@ SUBSETS: dict[str, tuple[dict[str, Any], str, str]] = {
 }
 
 
-class RecordError(ValueError):
-    """A run that cannot be recorded, or a record that cannot be read."""
-
-
 def results_dir() -> Path:
     """Where records live: ``$AT_RESULTS``, else the repository's ``results/``."""
     if os.environ.get("AT_RESULTS"):
         return Path(os.environ["AT_RESULTS"]).resolve()
     return (repository_root() or Path.cwd()) / "results"
-
-
-def is_record(path: str | Path) -> bool:
-    return (Path(path) / RECORD).is_file()
-
-
-def read_record(folder: str | Path) -> dict[str, Any]:
-    path = Path(folder) / RECORD
-    if not path.is_file():
-        raise RecordError(f"{folder} is no record (no {RECORD}): give results/NAME")
-    return json.loads(path.read_text())
 
 
 def all_records(root: str | Path | None = None) -> list[tuple[Path, dict]]:
@@ -329,16 +321,6 @@ def _publish(
 # ------------------------------------------------------------- reading records
 
 
-def no_weights(folder: str | Path, record: dict[str, Any]) -> RecordError:
-    """The one-line error for a record without weights where weights are
-    needed: what to do instead."""
-    return RecordError(
-        f"{folder} publishes no weights, only the run's figures (history, "
-        f"metrics): train the run with {record['command']!r}, or use a record "
-        "made with --weights"
-    )
-
-
 def load_model(
     folder: str | Path,
     *,
@@ -374,18 +356,6 @@ def _task(
     return cls(config, data_dir=data_dir, state=state)
 
 
-def _tensors(folder: Path) -> dict[str, torch.Tensor]:
-    """The state dict in ``folder/model.safetensors``: every name of a shared
-    tensor restored, float16 (``--half``) back to the float32 it was."""
-    path = str(folder / WEIGHTS)
-    tensors = load_file(path)
-    with safe_open(path, "pt") as f:
-        aliases = json.loads((f.metadata() or {}).get("aliases", "{}"))
-    tensors |= {alias: tensors[source] for alias, source in aliases.items()}
-    half = torch.float16
-    return {k: v.float() if v.dtype == half else v for k, v in tensors.items()}
-
-
 def _load(
     folder: Path,
     task_name: str,
@@ -397,26 +367,8 @@ def _load(
     """:func:`load_model` from a record's parts (also while it is written)."""
     task = _task(folder, task_name, config, data_dir, changes)
     model = task.build_model()
-    model.load_state_dict(_tensors(folder))
+    model.load_state_dict(tensors(folder))
     return task, model.to(device).eval()
-
-
-def read_weights(path: str | Path) -> dict[str, Any]:
-    """The weights and config of a run as :func:`read_checkpoint` returns them
-    (``config``: task, preset, settings and state; ``model``: the state dict),
-    from the record in the folder ``path`` (its published weights, float32), or
-    else from the checkpoint file ``path``. Wherever a run's checkpoint is read
-    (the command line's ``--checkpoint``, a model soup, ``init``), a record with
-    weights is read the same; one without is refused in one line."""
-    folder = Path(path)
-    if not is_record(folder):
-        return read_checkpoint(folder)
-    record = read_record(folder)
-    if record.get("weights") is None:
-        raise no_weights(folder, record)
-    state = json.loads((folder / STATE).read_text())
-    run = {k: record[k] for k in ("task", "preset", "config")}
-    return {"config": run | {"state": state}, "model": _tensors(folder)}
 
 
 def matching_record(

@@ -86,6 +86,7 @@ from annotated_transformer.training.precision import (
     resolve_precision,
 )
 from annotated_transformer.training.progress import tqdm
+from annotated_transformer.training.published import no_weights, read_weights
 from annotated_transformer.training.schedules import make_scheduler
 from annotated_transformer.training.trainer import (
     Trainer,
@@ -526,8 +527,9 @@ class RunResult:
 
     A run record read without weights (``ensure_run(..., weights=False)``, a
     record that publishes none) holds ``None`` as its model: reading ``model``
-    then raises a one-line :class:`~annotated_transformer.records.RecordError`
-    that says so and what to do, instead of failing later on ``None``.
+    then raises a one-line
+    :class:`~annotated_transformer.training.published.RecordError` that says so
+    and what to do, instead of failing later on ``None``.
     """
 
     out: Path
@@ -539,7 +541,7 @@ class RunResult:
     @property
     def model(self) -> nn.Module:
         if self._model is None:
-            raise records.no_weights(self.out, records.read_record(self.out))
+            raise no_weights(self.out, records.read_record(self.out))
         return self._model
 
     @property
@@ -764,13 +766,13 @@ def load_model(
 ) -> tuple[Task, nn.Module]:
     """The task (with its saved vocabulary) and the model (eval mode) of a run's
     checkpoint or a run record with weights (``results/NAME``,
-    :func:`~annotated_transformer.records.read_weights`); given several, their
-    :func:`~annotated_transformer.training.checkpoints.model_soup` with the first
-    one's task and settings."""
+    :func:`~annotated_transformer.training.published.read_weights`); given
+    several, their :func:`~annotated_transformer.training.checkpoints.model_soup`
+    with the first one's task and settings."""
     if isinstance(checkpoint, str | Path):
-        state = records.read_weights(checkpoint)
+        state = read_weights(checkpoint)
     else:
-        config, weights = model_soup(checkpoint, read=records.read_weights)
+        config, weights = model_soup(checkpoint, read=read_weights)
         state, checkpoint = {"config": config, "model": weights}, checkpoint[0]
     saved = state["config"]
     if saved.get("task") not in TASKS or "config" not in saved:

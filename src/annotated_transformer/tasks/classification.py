@@ -54,6 +54,11 @@ from annotated_transformer.tasks.base import (
     run_path,
 )
 from annotated_transformer.training.checkpoints import read_checkpoint
+from annotated_transformer.training.published import (
+    RecordError,
+    is_record,
+    read_weights,
+)
 
 LABELS = ("negative", "positive")  # label 0, label 1 (imdb.load_imdb)
 
@@ -255,13 +260,11 @@ def pretrained_run(init: str) -> dict[str, Any]:
     """The weights and config (with its vocabulary) that ``init`` names: a
     finished run's folder (its ``final.pt``) or the run's record with weights
     (``results/NAME``), read as a checkpoint is (``config``, ``model``)."""
-    from annotated_transformer import records  # records imports the tasks
-
     folder = run_folder(init)
-    if records.is_record(folder):
+    if is_record(folder):
         try:
-            return records.read_weights(folder)
-        except records.RecordError as error:
+            return read_weights(folder)
+        except RecordError as error:
             raise ValueError(f"init={init}: {error}") from None
     final = folder / "final.pt"
     if not final.is_file():

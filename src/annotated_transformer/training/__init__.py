@@ -1,7 +1,8 @@
 """Layer 3, training: what turns a model and batches into trained weights.
 ``trainer`` (batches with masks, the optimiser, one loop for every task),
-``loss`` (label smoothing), ``schedules`` (learning rates), ``checkpoints``,
-``distributed`` (data-parallel processes), ``memory`` (a training step's memory,
+``precision`` (bf16/fp16, decided once), ``loss`` (label smoothing),
+``schedules`` (learning rates), ``checkpoints``, ``published`` (a run record's
+weights, read as a checkpoint is), ``distributed`` (data-parallel processes), ``memory`` (a training step's memory,
 estimated and measured) and ``progress`` (progress bars). It may import
 models, data, blocks and layer 0, never evaluation, tasks or anything above; see
 ``tests/test_layout.py``.

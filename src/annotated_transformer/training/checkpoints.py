@@ -362,9 +362,9 @@ def model_soup(
 ) -> tuple[dict[str, Any], dict]:
     """Element-wise mean of the weights of several runs; returns (the
     first's config, weights). ``read``: what reads one of ``paths`` into a
-    checkpoint's contents (``config`` and ``model``): :func:`read_checkpoint`,
-    or :func:`~annotated_transformer.records.read_weights`, which reads run
-    records' published weights as well.
+    checkpoint's contents (``config`` and ``model``): :func:`read_checkpoint`, or
+    :func:`~annotated_transformer.training.published.read_weights`, which reads
+    run records' published weights as well.
 
     A "uniform model soup" (Wortsman et al. 2022): models fine-tuned from one
     pretrained start, with different settings, tend to lie in one basin of the loss,
