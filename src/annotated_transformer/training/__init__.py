@@ -2,8 +2,8 @@
 ``trainer`` (batches with masks, the optimiser, one loop for every task),
 ``precision`` (bf16/fp16, decided once), ``loss`` (label smoothing),
 ``schedules`` (learning rates), ``checkpoints``, ``published`` (a run record's
-weights, read as a checkpoint is), ``distributed`` (data-parallel processes), ``memory`` (a training step's memory,
-estimated and measured) and ``progress`` (progress bars). It may import
-models, data, blocks and layer 0, never evaluation, tasks or anything above; see
-``tests/test_layout.py``.
+weights, read as a checkpoint is), ``distributed`` (data-parallel processes),
+``memory`` (a training step's memory, estimated and measured) and ``progress``
+(progress bars). It may import models, data, blocks and layer 0, never
+evaluation, tasks or anything above; see ``tests/test_layout.py``.
 """
