@@ -567,8 +567,30 @@ def test_ctrl_c_while_the_command_starts_is_one_line(mirror, tmp_path):
     argv += command("lm", tmp_path / "run")
     env, pipe = environment(mirror), subprocess.PIPE
     process = subprocess.Popen(argv, env=env, stderr=pipe, text=True)
-    time.sleep(0.5)  # loading the libraries
+    wait_for_handlers(process.pid)  # then the libraries load, for seconds
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130
     assert len(err.splitlines()) == 1 and err.startswith("interrupted"), err
+
+
+def wait_for_handlers(pid: int) -> None:
+    """Until the command has installed its signal handlers, the first thing it
+    does. Before that a signal meets Python's own start-up (as any program's
+    would), which the command cannot answer; a fixed sleep raced with a slow
+    start (a fresh clone compiles every module). Linux shows the handlers in
+    /proc (SIGTERM caught); elsewhere, half a second."""
+    status = Path(f"/proc/{pid}/status")
+    if not status.is_file():
+        time.sleep(0.5)
+        return
+    bit = 1 << (signal.SIGTERM - 1)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        fields = dict(
+            line.split(":", 1) for line in status.read_text().splitlines()
+        )
+        if int(fields["SigCgt"], 16) & bit:
+            return
+        time.sleep(0.005)
+    raise AssertionError("the command never installed its signal handlers")
