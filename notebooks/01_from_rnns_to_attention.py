@@ -363,7 +363,10 @@ with torch.no_grad():
     # the package wants a batch axis
     from_package = mha(X[None], X[None], X[None])[0]
 torch.testing.assert_close(Y.detach(), from_package)
-print("loop over heads == annotated_transformer.blocks.attention.MultiHeadedAttention")
+print(
+    "loop over heads == "
+    "annotated_transformer.blocks.attention.MultiHeadedAttention"
+)
 
 # %% [markdown]
 # ## Self-attention does not know word order

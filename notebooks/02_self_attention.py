@@ -309,7 +309,10 @@ out, package_weights = attention(queries, keys, values)
 scaled = F.softmax(torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(k), dim=2)
 torch.testing.assert_close(package_weights, scaled)
 torch.testing.assert_close(out, torch.bmm(scaled, values))
-print("bmm derivation with 1/√d_k == annotated_transformer.blocks.attention.attention")
+print(
+    "bmm derivation with 1/√d_k == "
+    "annotated_transformer.blocks.attention.attention"
+)
 
 # %% [markdown]
 # ## Multi-head attention

@@ -418,7 +418,8 @@ step_seconds = {
     name: cpu_seconds_per_step(run, pick(3, 20))
     for name, run in (("vanilla (2017 block)", vanilla), ("Transformer-XL", xl))
 }
-print(", ".join(f"{name}: {s:.2f} CPU s per step" for name, s in step_seconds.items()))
+per_step = (f"{name}: {s:.2f} CPU s per step" for name, s in step_seconds.items())
+print(", ".join(per_step))
 
 # %% [markdown]
 # And the two runs side by side, each at the end of its training, with its CPU cost from
