@@ -52,6 +52,7 @@ from torch import nn
 from annotated_transformer.blocks.embeddings import Embeddings
 from annotated_transformer.blocks.positional import sinusoids
 from annotated_transformer.book import viz
+from annotated_transformer.book.page import wrap
 from annotated_transformer.book.sizes import pick
 from annotated_transformer.book.source import show_source
 from annotated_transformer.data import multi30k
@@ -416,9 +417,10 @@ def hf_subwords(kind: str) -> Tokenizer:
 alphabet_2k = {ch for line in train["en"][:2000] for ch in line if ch != " "}
 small_bpe = BPE.learn(train["en"][:2000], num_merges=1200 - len(alphabet_2k) - 1)
 text = "A skateboarder performs a kickflip over the barricade."
-print("BPE      ", " ".join(small_bpe.encode(text)))
+print(wrap("BPE       " + " ".join(small_bpe.encode(text)), indent=" " * 10))
 for kind in ("WordPiece", "Unigram"):
-    print(f"{kind:9}", " ".join(hf_subwords(kind).encode(text).tokens))
+    pieces = " ".join(hf_subwords(kind).encode(text).tokens)
+    print(wrap(f"{kind:9} {pieces}", indent=" " * 10))
 
 # %% [markdown]
 # ## From tokens to ids: the vocabulary
