@@ -24,9 +24,9 @@
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V,$$
 #
 # in small steps, each a few lines of tensor code whose shapes are printed. On the way we meet
-# the problem attention was invented to solve ([Bahdanau, Cho and Bengio, 2014](../references.md#bahdanau-cho-and-bengio-2014), *Neural Machine
+# the problem attention was invented to solve ([Bahdanau, Cho and Bengio, 2014](../book/references.md#bahdanau-cho-and-bengio-2014), *Neural Machine
 # Translation by Jointly Learning to Align and Translate*) and the generalisations that turned
-# it into the Transformer's multi-head self-attention ([Vaswani et al., 2017](../references.md#vaswani-et-al-2017), *Attention Is All
+# it into the Transformer's multi-head self-attention ([Vaswani et al., 2017](../book/references.md#vaswani-et-al-2017), *Attention Is All
 # You Need*). We end with a property of self-attention that explains why the Transformer needs
 # positional encodings at all.
 

@@ -78,7 +78,7 @@ _ = torch.manual_seed(0)
 # %% [markdown]
 # ## The data: Multi30k
 #
-# Multi30k ([Elliott et al. 2016](../references.md#elliott-et-al-2016)) is the translation task of Part IV: 29,000 training pairs of
+# Multi30k ([Elliott et al. 2016](../book/references.md#elliott-et-al-2016)) is the translation task of Part IV: 29,000 training pairs of
 # short English and German image descriptions, one raw sentence per line. The package's
 # `multi30k.load_split` returns a split as two parallel lists of sentences, German and English.
 # It fetches the files from their canonical address once, checks their sha256, and keeps them

@@ -18,7 +18,7 @@
 #
 # "Since our model contains no recurrence and no convolution, in order for the model to make
 # use of the order of the sequence, we must inject some information about the relative or
-# absolute position of the tokens in the sequence." ([Vaswani et al. 2017](../references.md#vaswani-et-al-2017), §3.5)
+# absolute position of the tokens in the sequence." ([Vaswani et al. 2017](../book/references.md#vaswani-et-al-2017), §3.5)
 #
 # This chapter first shows *why* (attention alone cannot tell word order), then walks through
 # the ideas that lead to the paper's answer, each with the problem that makes it fall short:
@@ -434,8 +434,8 @@ except ValueError as error:
 # Defined is not the same as useful. The model has only learned what the *combinations* of
 # phases seen in training mean, and new positions bring combinations it never saw: in
 # practice sinusoidal models also degrade on sequences much longer than their training data
-# ([Press et al. 2022](../references.md#press-et-al-2022) measured this and proposed ALiBi). Encodings of *relative* position
-# ([Shaw et al. 2018](../references.md#shaw-et-al-2018), Transformer-XL, rotary embeddings, ALiBi) attack the problem directly;
+# ([Press et al. 2022](../book/references.md#press-et-al-2022) measured this and proposed ALiBi). Encodings of *relative* position
+# ([Shaw et al. 2018](../book/references.md#shaw-et-al-2018), Transformer-XL, rotary embeddings, ALiBi) attack the problem directly;
 # [chapter 15](15_the_transformer_today.ipynb) returns to them. In the rotary embeddings of many current models the rotation
 # $M_k$ of this chapter comes back, applied to queries and keys instead of being added to the
 # input.

@@ -55,7 +55,7 @@ _ = torch.manual_seed(0)
 # %% [markdown]
 # ## Layer normalisation by hand
 #
-# Layer normalisation ([Ba, Kiros and Hinton, 2016](../references.md#ba-kiros-and-hinton-2016)) looks at one token's vector
+# Layer normalisation ([Ba, Kiros and Hinton, 2016](../book/references.md#ba-kiros-and-hinton-2016)) looks at one token's vector
 # $x \in \mathbb{R}^{d}$ at a time — for the Transformer, $d = d_\text{model}$ — and
 # standardises it with statistics computed from that vector alone:
 #
@@ -154,14 +154,14 @@ pd.DataFrame(rows)
 # tensor of shape (batch, channels, positions) — channels are the Transformer's $d_\text{model}$
 # features, positions its tokens:
 #
-# - **batch norm** ([Ioffe and Szegedy, 2015](../references.md#ioffe-and-szegedy-2015)): one statistic per *channel*, over the batch and
+# - **batch norm** ([Ioffe and Szegedy, 2015](../book/references.md#ioffe-and-szegedy-2015)): one statistic per *channel*, over the batch and
 #   all positions. It couples the examples of a batch and needs running averages at test time —
 #   awkward for padded, variable-length text.
 # - **layer norm**, as Transformers use it: one statistic per *token* (per example and
 #   position), over the channels.
-# - **group norm** ([Wu and He, 2018](../references.md#wu-and-he-2018)): channels are split into groups; one statistic per example
+# - **group norm** ([Wu and He, 2018](../book/references.md#wu-and-he-2018)): channels are split into groups; one statistic per example
 #   and group, over the group's channels and all positions.
-# - **instance norm** ([Ulyanov et al., 2016](../references.md#ulyanov-et-al-2016)): one statistic per example and channel, over the
+# - **instance norm** ([Ulyanov et al., 2016](../book/references.md#ulyanov-et-al-2016)): one statistic per example and channel, over the
 #   positions.
 #
 # In the picture below, each panel is one normalisation and each small grid one example of a
@@ -288,7 +288,7 @@ print("group norm with 1 group == layer norm over (channels, positions)")
 # %% [markdown]
 # ## Residual connections keep the gradient alive
 #
-# A residual connection computes $x + f(x)$ instead of $f(x)$ ([He et al., 2016](../references.md#he-et-al-2016)). Its
+# A residual connection computes $x + f(x)$ instead of $f(x)$ ([He et al., 2016](../book/references.md#he-et-al-2016)). Its
 # Jacobian is $I + \partial f/\partial x$: however small the layer's own derivative, the
 # identity carries the gradient through unchanged. Without it the gradient reaching layer
 # $\ell$ is a product of $L-\ell$ Jacobians, and a product of many matrices with gains below

@@ -17,7 +17,7 @@
 # - **Time:** about 20 minutes to read; it runs in under a minute.
 #
 # Part II built the model; this chapter builds everything needed to train it, following §5 of
-# *Attention Is All You Need* ([Vaswani et al., 2017](../references.md#vaswani-et-al-2017)): batches that hold a source, a shifted
+# *Attention Is All You Need* ([Vaswani et al., 2017](../book/references.md#vaswani-et-al-2017)): batches that hold a source, a shifted
 # target and their masks; a training loop that counts tokens; the Adam optimiser with the
 # paper's unusual settings; the warm-up-then-decay learning rate schedule; and label smoothing.
 # Each piece comes from the package (`annotated_transformer.training.trainer`, `.schedule`, `.loss`),
@@ -470,7 +470,7 @@ viz.line_chart(
 #
 # "During training, we employed label smoothing of value $\epsilon_{ls} = 0.1$. This hurts
 # perplexity, as the model learns to be more unsure, but improves accuracy and BLEU score"
-# (§5.4, after [Szegedy et al. 2016](../references.md#szegedy-et-al-2016)). Instead of asking the model to put probability 1 on the
+# (§5.4, after [Szegedy et al. 2016](../book/references.md#szegedy-et-al-2016)). Instead of asking the model to put probability 1 on the
 # correct token $y$, we ask for a smoothed target distribution $q$ that keeps a little mass
 # $\epsilon$ for every class. The package uses PyTorch's convention (the one
 # `F.cross_entropy(label_smoothing=ε)` implements), with $V$ classes:

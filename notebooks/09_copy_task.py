@@ -446,7 +446,7 @@ viz.line_chart(
 # Scoring a hypothesis by its log-probability $\log P(Y \mid X) = \sum_t \log p(y_t \mid
 # y_{<t}, X)$ has a bias: every token adds a negative term, so shorter hypotheses score
 # higher, and a beam search ranked that way likes to stop early. The paper follows Google's
-# neural machine translation system ([Wu et al., 2016](../references.md#wu-et-al-2016), *GNMT*, eq. 14) and divides by a length
+# neural machine translation system ([Wu et al., 2016](../book/references.md#wu-et-al-2016), *GNMT*, eq. 14) and divides by a length
 # penalty,
 #
 # $$\mathrm{score}(Y) = \frac{\log P(Y \mid X)}{lp(Y)}, \qquad

@@ -483,7 +483,7 @@ lever_table.round(2)
 #
 # - **twice the peak learning rate** (+6.1): on a budget this short a higher rate simply gets
 #   further. Over the full 12 epochs (`--set lr=0.002`, one seed, on the
-#   [Results](../results.ipynb) page) it gains on validation and test2016 but
+#   [Results](../book/results.ipynb) page) it gains on validation and test2016 but
 #   not on the 2017 and 2018 test sets, so the preset keeps its rate;
 # - **twice the tokens per batch** (−9.2): the same epochs in half the optimiser steps, 306,
 #   leave the model far behind; on a short budget, steps count for more than tokens per step;

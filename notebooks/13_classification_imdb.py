@@ -26,7 +26,7 @@
 # stack of self-attention blocks with no look-ahead mask (every word may look at every other
 # word), average the output vectors into one vector for the whole review, and map that vector
 # to two class scores with one linear layer. The data is the IMDb Large Movie Review Dataset
-# ([Maas et al., 2011](../references.md#maas-et-al-2011)): 25,000 training and 25,000 test reviews, half positive, half negative.
+# ([Maas et al., 2011](../book/references.md#maas-et-al-2011)): 25,000 training and 25,000 test reviews, half positive, half negative.
 #
 # Everything here runs through the `classify` task of the book's runner, the code behind the
 # command line

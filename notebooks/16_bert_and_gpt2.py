@@ -29,13 +29,13 @@
 # of the book, and measures on this book's data what each idea buys. This chapter has the
 # first two; [chapter 17](17_long_context.ipynb), *Longer contexts*, the other two:
 #
-# - **BERT** ([Devlin et al. 2019](../references.md#devlin-et-al-2019)): an encoder alone, *pretrained* to fill in hidden words in
+# - **BERT** ([Devlin et al. 2019](../book/references.md#devlin-et-al-2019)): an encoder alone, *pretrained* to fill in hidden words in
 #   unlabelled text, then fine-tuned on a small labelled task;
-# - **GPT-2** ([Radford et al. 2019](../references.md#radford-et-al-2019)): a decoder alone, pre-norm, with tied embeddings and
+# - **GPT-2** ([Radford et al. 2019](../book/references.md#radford-et-al-2019)): a decoder alone, pre-norm, with tied embeddings and
 #   byte-level byte-pair tokens;
-# - **Transformer-XL** ([Dai et al. 2019](../references.md#dai-et-al-2019)): a decoder that carries a memory of the previous
+# - **Transformer-XL** ([Dai et al. 2019](../book/references.md#dai-et-al-2019)): a decoder that carries a memory of the previous
 #   segment and scores positions by their *distance*, so its context outgrows its window;
-# - **Sparse transformers** ([Child et al. 2019](../references.md#child-et-al-2019)): fixed sparse attention patterns, so the cost
+# - **Sparse transformers** ([Child et al. 2019](../book/references.md#child-et-al-2019)): fixed sparse attention patterns, so the cost
 #   of a layer grows like $n\sqrt{n}$ instead of $n^2$.
 #
 # The models are small and the runs short (minutes on a laptop CPU): the point is to see
@@ -442,7 +442,7 @@ chart.configure_axisY(format="%").configure_legend(orient="bottom", labelLimit=0
 #
 # The second is what to do with several fine-tuning recipes that validation cannot rank.
 # Choosing one is a coin toss; averaging their *predictions* (an ensemble) costs one model
-# per recipe at test time. [Wortsman et al. (2022)](../references.md#wortsman-et-al-2022) average their *weights* instead, a "model
+# per recipe at test time. [Wortsman et al. (2022)](../book/references.md#wortsman-et-al-2022) average their *weights* instead, a "model
 # soup": fine-tuned from one pretrained start, the models end in one basin of the loss, so
 # the point between them is a good model too, often better than each, and it costs one
 # model to run. From different random starts the average would be noise, as the weights of

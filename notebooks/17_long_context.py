@@ -62,7 +62,7 @@ torch.set_num_threads(1)
 # overlapping windows ([chapter 14](14_generation_characters.ipynb)'s `stride`) gives every byte *some* context, at the price of
 # reading most bytes twice, and still never more than `max_len` of it.
 #
-# Transformer-XL ([Dai et al. 2019](../references.md#dai-et-al-2019)) keeps the text flowing through the model instead:
+# Transformer-XL ([Dai et al. 2019](../book/references.md#dai-et-al-2019)) keeps the text flowing through the model instead:
 #
 # * **Segment-level recurrence.** The text is read in consecutive segments. While a segment is
 #   processed, every layer keeps the hidden states that entered it, and the next segment's
@@ -497,7 +497,7 @@ table.style.format(
 #
 # Causal self-attention over n positions scores n(n+1)/2 pairs: double the context and the
 # work quadruples, and the explicit form also stores an (n, n) matrix per head. The Sparse
-# Transformer ([Child et al. 2019](../references.md#child-et-al-2019)) lets each position attend to about √n others, chosen so that
+# Transformer ([Child et al. 2019](../book/references.md#child-et-al-2019)) lets each position attend to about √n others, chosen so that
 # information still flows from every position to every later one in two layers. Two patterns,
 # each the union of two masks (i the query, j the key, l the stride, about √n):
 #

@@ -876,7 +876,7 @@ estimate.round(3)
 # - account for the memory of a training step and predict it;
 # - use half precision, gradient accumulation, activation checkpointing, data-parallel and sharded training and `torch.compile` from the runner.
 #
-# **Next:** the [References](../references.md) hold the papers this book builds on, with links.
+# **Next:** the [References](../book/references.md) hold the papers this book builds on, with links.
 
 # %% [markdown]
 # ## Exercises
