@@ -9,6 +9,7 @@
 #                make listings   (refresh the package listings stored in the chapters)
 #                make figures    (draw the diagrams in notebooks/figures again from their source)
 #                make execute CHAPTER=02_self_attention   (one chapter, full size, in place)
+#                make records [THREADS=2]   (train and record every book run without a record)
 #                make lock [UPGRADE=1]   re-resolve .ci/requirements.lock (see README)
 #                make exercises CHAPTER=06   (grade notebooks/exercises/06_*.py;
 #                  SOLUTIONS=1: the reference solutions; FILE=answers.py: that file)
@@ -54,11 +55,11 @@ CHAPTERS := $(sort $(wildcard notebooks/[0-9][0-9]_*.py))
 NBVAL := -p no:cacheprovider --nbval --nbval-current-env --nbval-cell-timeout=900 \
          --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: help setup doctor lock test book lint unit nbval site site-check chromium sync format \
+.PHONY: help setup doctor lock test book lint unit nbval site site-check chromium sync format records \
         execute listings figures exercises clean
 
 help:
-	@sed -n '1,14p' Makefile
+	@sed -n '1,15p' Makefile
 
 # The venv's Python must be 3.11 or newer: say so, instead of failing deep inside pip.
 $(PY):
@@ -153,6 +154,12 @@ execute: setup
 	$(NOTEBOOK_ENV) AT_SIZE=full $(BIN)/jupyter execute --inplace --timeout=-1 \
 	  notebooks/$(CHAPTER).ipynb
 	$(BIN)/jupytext --sync notebooks/$(CHAPTER).ipynb
+
+# Train and record, one after another, every run the chapters execute that has no record in
+# results/ yet (annotated_transformer.book.runs lists them): hours on a laptop's CPU.
+THREADS ?= 1
+records: setup
+	$(PY) -m annotated_transformer.book.runs --missing --threads $(THREADS)
 
 # Grade one chapter's exercises. Needs the venv but never installs anything (no
 # setup prerequisite), so a reader can run it as often as they like.

@@ -1,0 +1,336 @@
+"""The book's runs: every run a chapter executes at full size, by the name of its
+record in ``results/``, with the settings that train it.
+
+A chapter asks the runner for a run by its config (``ensure_run``), and a
+record of that config is loaded instead of training it. This list names those
+configs once more, as commands, so that the runs can be trained and recorded
+ahead of the chapters, on any machine:
+
+    python -m annotated_transformer.book.runs              # each run: recorded?
+    python -m annotated_transformer.book.runs --missing    # train + record them
+    python -m annotated_transformer.book.runs ladder-gqa-s0 --threads 2
+
+Each is trained into ``runs/NAME`` with the command printed (an interrupted one
+is resumed), then promoted into ``results/NAME`` with its weights where a
+chapter evaluates the model live. They run in the order listed: a fine-tune
+after the pretraining it starts from. A unit test checks that every record in
+``results/`` is listed here with the config it was trained with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from annotated_transformer.records import matching_record, results_dir
+from annotated_transformer.runner import LAST, METRICS, new_config
+from annotated_transformer.tasks import PRESETS
+from annotated_transformer.tasks.classification import SHAPES
+
+MODULE = "annotated_transformer.book.runs"
+
+
+@dataclass(frozen=True)
+class BookRun:
+    """One run: ``settings`` over ``preset``; ``weights``: what its record
+    publishes ("": figures only, "half": float16, "full": float32)."""
+
+    name: str
+    task: str
+    preset: str = "cpu"
+    settings: tuple[str, ...] = ()
+    weights: str = ""
+    chapters: tuple[int, ...] = ()
+
+    def train_words(self, threads: int) -> list[str]:
+        sets = [word for s in self.settings for word in ("--set", s)]
+        return [
+            self.task,
+            "train",
+            "--preset",
+            self.preset,
+            *sets,
+            "--threads",
+            str(threads),
+            "--out",
+            f"runs/{self.name}",
+        ]
+
+    def record_words(self) -> list[str]:
+        publish = {"": [], "half": ["--weights", "--half"], "full": ["--weights"]}
+        return [
+            "record",
+            f"runs/{self.name}",
+            "--name",
+            self.name,
+            *publish[self.weights],
+        ]
+
+    def record(self) -> Path | None:
+        """Its record in ``results/``, if one of this config is there."""
+        wanted = new_config(self.task, self.preset, list(self.settings))
+        return matching_record(
+            self.task, self.preset, wanted, weights=bool(self.weights)
+        )
+
+
+def _ladder() -> list[BookRun]:
+    """Chapter 15: today's changes one at a time, two seeds; the length test's
+    positions, seed 0 (RoPE is the ladder's "no biases" rung)."""
+    steps = ("steps=1000", "eval_every=100")
+    old = ("positions=learned", "feed_forward=relu", "bias=true")
+    rungs = {
+        "2017": ("block=2017",),
+        "pre-norm": ("block=modern", "norm=layer", *old),
+        "rmsnorm": ("block=modern", *old),
+        "rope": ("block=modern", "feed_forward=relu", "bias=true"),
+        "swiglu": ("block=modern", "bias=true"),
+        "no-bias": ("block=modern",),
+        "gqa": ("block=modern", "kv_heads=2"),
+    }
+    runs = [
+        BookRun(
+            f"ladder-{rung}-s{seed}",
+            "lm",
+            settings=(*steps, f"seed={seed}", *settings),
+            weights="half" if (rung, seed) == ("no-bias", 0) else "",
+            chapters=(15,),
+        )
+        for seed in (0, 1)
+        for rung, settings in rungs.items()
+    ]
+    runs += [
+        BookRun(
+            f"ladder-{positions}-s0",
+            "lm",
+            settings=(*steps, "seed=0", "block=modern", f"positions={positions}"),
+            weights="half",
+            chapters=(15,),
+        )
+        for positions in ("alibi", "sinusoidal", "none", "learned")
+    ]
+    return runs
+
+
+def _levers() -> list[BookRun]:
+    """Chapter 12: the translation preset for 3 epochs, one change at a time."""
+    cpu = PRESETS["translate"]["cpu"]
+    changes = {
+        "3ep": (),
+        "3ep-attn0": ("attn_dropout=0",),
+        "3ep-tied": ("tie=true",),
+        "3ep-half-merges": (f"bpe_merges={cpu.bpe_merges // 2}",),
+        "3ep-ls0": ("label_smoothing=0",),
+        "3ep-double-tokens": (
+            f"max_tokens={2 * cpu.max_tokens}",
+            f"warmup={cpu.warmup // 2}",
+        ),
+        "3ep-half-warmup": (f"warmup={cpu.warmup // 2}",),
+        "3ep-lr2": (f"lr={2 * cpu.lr}",),
+    }
+    return [
+        BookRun(
+            f"translate-cpu-{name}",
+            "translate",
+            settings=("epochs=3", *change),
+            chapters=(12,),
+        )
+        for name, change in changes.items()
+    ]
+
+
+def _bert() -> list[BookRun]:
+    """Chapter 16: masked-LM pretraining, its fine-tune, and the two from-scratch
+    classifiers it is compared with."""
+    mlm = PRESETS["mlm"]["cpu"]
+    shape = tuple(f"{key}={getattr(mlm, key)}" for key in SHAPES)
+    return [
+        BookRun("mlm-cpu", "mlm", weights="half", chapters=(16,)),
+        BookRun(
+            "imdb-bert-cpu",
+            "classify",
+            settings=("init=results/mlm-cpu", *shape, "lr=1e-3"),
+            chapters=(16,),
+        ),
+        BookRun(
+            "imdb-big-scratch-cpu",
+            "classify",
+            settings=(*shape, "lr=1e-3"),
+            chapters=(16,),
+        ),
+        BookRun(
+            "imdb-long-cpu",
+            "classify",
+            settings=("steps=27000", "eval_every=1000", "final=best"),
+            chapters=(16,),
+        ),
+    ]
+
+
+def _sparse() -> list[BookRun]:
+    """Chapter 17: dense against fixed sparse attention at 2,048-byte windows."""
+    base = (
+        "dataset=enwik8_prefix",
+        "block=modern",
+        "N=2",
+        "d_model=64",
+        "h=4",
+        "d_ff=256",
+        "max_len=2048",
+        "batch_size=2",
+        "steps=400",
+        "warmup=40",
+        "eval_every=100",
+        "eval_bytes=32768",
+    )
+    fixed = ("attention=fixed", "sparse_stride=64", "sparse_summary=4")
+    return [
+        BookRun(
+            "e8-dense-cpu", "lm", settings=base, weights="full", chapters=(17,)
+        ),
+        BookRun(
+            "e8-fixed-cpu",
+            "lm",
+            settings=(*base, *fixed),
+            weights="full",
+            chapters=(17,),
+        ),
+    ]
+
+
+RUNS: list[BookRun] = [
+    BookRun("translate-cpu", "translate", weights="half", chapters=(10, 11, 12)),
+    BookRun(
+        "translate-cpu-words",
+        "translate",
+        settings=("tokens=words",),
+        chapters=(12,),
+    ),
+    BookRun(
+        "translate-cpu-buckets",
+        "translate",
+        settings=("pack_width=0", "beam=8"),
+        chapters=(12,),
+    ),
+    *_levers(),
+    BookRun("imdb-cpu", "classify", weights="full", chapters=(13, 16)),
+    BookRun(
+        "imdb-cpu-bpe",
+        "classify",
+        settings=("tokenizer=bpe",),
+        weights="full",
+        chapters=(13,),
+    ),
+    # chapter 17's vanilla model too
+    BookRun(
+        "e6-cpu",
+        "lm",
+        settings=("dataset=enwik8_prefix",),
+        weights="full",
+        chapters=(14, 17),
+    ),
+    *_ladder(),
+    *_bert(),
+    BookRun("ts-cpu", "lm", weights="half", chapters=(16,)),
+    BookRun(
+        "ts-gpt2-cpu",
+        "lm",
+        settings=("block=gpt2", "tokens=bpe", "bpe_merges=512", "steps=2480"),
+        weights="half",
+        chapters=(16,),
+    ),
+    BookRun(
+        "xl-cpu",
+        "lm",
+        settings=(
+            "dataset=enwik8_prefix",
+            "block=xl",
+            "steps=1400",
+            "eval_every=350",
+        ),
+        weights="full",
+        chapters=(17,),
+    ),
+    *_sparse(),
+]
+BY_NAME = {run.name: run for run in RUNS}
+
+
+def train_and_record(run: BookRun, threads: int) -> None:
+    """Train ``run`` into ``runs/NAME`` (resuming an interrupted one), then record
+    it; each step is the command line's, printed first."""
+    out = Path("runs") / run.name
+    words = run.train_words(threads)
+    if (out / LAST).is_file() and not (out / METRICS).is_file():
+        words = [
+            run.task,
+            "train",
+            "--resume",
+            "--out",
+            str(out),
+            "--threads",
+            str(threads),
+        ]
+    steps = [] if (out / METRICS).is_file() else [words]
+    for step in [*steps, run.record_words()]:
+        command = [sys.executable, "-m", "annotated_transformer", *step]
+        print("$ python -m annotated_transformer " + " ".join(step), flush=True)
+        subprocess.run(command, check=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {MODULE}", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("names", nargs="*", help="runs to train and record")
+    parser.add_argument(
+        "--missing",
+        action="store_true",
+        help="train and record every run without a record",
+    )
+    parser.add_argument("--threads", type=int, default=1, help="default: 1")
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.names if name not in BY_NAME]
+    if unknown:
+        print(
+            f"no book run named {', '.join(unknown)}: run without arguments "
+            "for the list",
+            file=sys.stderr,
+        )
+        return 2
+    if not args.names and not args.missing:
+        missing = 0
+        for run in RUNS:
+            recorded = run.record() is not None
+            missing += not recorded
+            chapters = ", ".join(f"{c:02d}" for c in run.chapters)
+            status = "recorded" if recorded else "missing"
+            print(f"{run.name:32} {status:9} chapter {chapters}")
+        print(
+            f"{len(RUNS) - missing} of {len(RUNS)} recorded; --missing trains "
+            "and records the others"
+        )
+        return 0
+    chosen = [BY_NAME[name] for name in args.names] or [
+        run for run in RUNS if run.record() is None
+    ]
+    print(f"{len(chosen)} run(s) to train and record into {results_dir()}")
+    for run in chosen:
+        try:
+            train_and_record(run, args.threads)
+        except subprocess.CalledProcessError as error:
+            print(
+                f"{run.name}: stopped ({error}); its folder runs/{run.name} "
+                "resumes on the next call",
+                file=sys.stderr,
+            )
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
