@@ -9,7 +9,7 @@
 #                make listings   (refresh the package listings stored in the chapters)
 #                make figures    (draw the diagrams in notebooks/figures again from their source)
 #                make execute CHAPTER=02_self_attention   (one chapter, full size, in place)
-#                make records [THREADS=2]   (train and record every book run without a record)
+#                make records [JOBS=2 THREADS=1]   (train and record the book's unrecorded runs)
 #                make lock [UPGRADE=1]   re-resolve .ci/requirements.lock (see README)
 #                make exercises CHAPTER=06   (grade notebooks/exercises/06_*.py;
 #                  SOLUTIONS=1: the reference solutions; FILE=answers.py: that file)
@@ -157,9 +157,10 @@ execute: setup
 
 # Train and record, one after another, every run the chapters execute that has no record in
 # results/ yet (annotated_transformer.book.runs lists them): hours on a laptop's CPU.
+JOBS ?= 2
 THREADS ?= 1
 records: setup
-	$(PY) -m annotated_transformer.book.runs --missing --threads $(THREADS)
+	$(PY) -m annotated_transformer.book.runs --missing --jobs $(JOBS) --threads $(THREADS)
 
 # Grade one chapter's exercises. Needs the venv but never installs anything (no
 # setup prerequisite), so a reader can run it as often as they like.

@@ -75,3 +75,60 @@ def test_an_unknown_name_is_one_line():
         code = book_runs.main(["no-such-run"])
     assert code == 2
     assert err.getvalue().count("\n") == 1 and "no-such-run" in err.getvalue()
+
+
+def test_runs_wait_for_the_run_they_start_from(monkeypatch):
+    """Two at a time, a fine-tune starts only when its pretraining is recorded,
+    and a failed pretraining stops its fine-tune, not the others."""
+    import threading
+    import time
+
+    events, lock = [], threading.Lock()
+
+    def fake(run, threads, log=None):
+        with lock:
+            events.append(("start", run.name))
+        time.sleep(0.2 if run.name == "mlm-cpu" else 0.05)
+        if run.name == "mlm-cpu" and fail:
+            raise OSError("killed")
+        with lock:
+            events.append(("end", run.name))
+
+    monkeypatch.setattr(book_runs, "train_and_record", fake)
+    chosen = [book_runs.BY_NAME[n] for n in ("mlm-cpu", "imdb-bert-cpu", "ts-cpu")]
+    assert book_runs.needs(chosen[1]) == ["mlm-cpu"]
+    fail = False
+    with redirect_stdout(io.StringIO()):
+        assert book_runs.train_all(chosen, threads=1, jobs=2) == []
+    assert events.index(("end", "mlm-cpu")) < events.index(
+        ("start", "imdb-bert-cpu")
+    )
+    # the third run did not wait for the pretraining
+    assert events.index(("end", "ts-cpu")) < events.index(("end", "mlm-cpu"))
+    events.clear()
+    fail = True
+    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+        failed = book_runs.train_all(chosen, threads=1, jobs=2)
+    assert failed == ["mlm-cpu", "imdb-bert-cpu"]
+    assert ("start", "imdb-bert-cpu") not in events and ("end", "ts-cpu") in events
+
+
+def test_a_run_is_trained_and_recorded(tmp_path, monkeypatch):
+    """The commands themselves, on a tiny run: trained into runs/NAME, recorded
+    into results/NAME, and then found as the record of its config."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AT_RESULTS", str(tmp_path / "results"))
+    run = book_runs.BookRun(
+        "tiny-lm",
+        "lm",
+        "tiny",
+        settings=("steps=6", "eval_every=3"),
+        weights="full",
+    )
+    assert run.record() is None
+    with redirect_stdout(io.StringIO()):
+        assert book_runs.train_all([run], threads=1, jobs=2) == []
+    log = (tmp_path / "runs" / "tiny-lm.log").read_text()
+    assert "$ python -m annotated_transformer lm train --preset tiny" in log
+    assert run.record() == tmp_path / "results" / "tiny-lm"
+    assert (tmp_path / "results" / "tiny-lm" / "model.safetensors").is_file()

@@ -7,22 +7,26 @@ configs once more, as commands, so that the runs can be trained and recorded
 ahead of the chapters, on any machine:
 
     python -m annotated_transformer.book.runs              # each run: recorded?
-    python -m annotated_transformer.book.runs --missing    # train + record them
+    python -m annotated_transformer.book.runs --missing --jobs 2   # train + record
     python -m annotated_transformer.book.runs ladder-gqa-s0 --threads 2
 
 Each is trained into ``runs/NAME`` with the command printed (an interrupted one
 is resumed), then promoted into ``results/NAME`` with its weights where a
-chapter evaluates the model live. They run in the order listed: a fine-tune
-after the pretraining it starts from. A unit test checks that every record in
-``results/`` is listed here with the config it was trained with.
+chapter evaluates the model live. They start in the order listed, ``--jobs``
+at a time (two runs on one thread each use a 2-core machine best); a fine-tune
+waits for the pretraining it starts from. A unit test checks that every record
+in ``results/`` is listed here with the config it was trained with.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
+from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -260,26 +264,80 @@ RUNS: list[BookRun] = [
 BY_NAME = {run.name: run for run in RUNS}
 
 
-def train_and_record(run: BookRun, threads: int) -> None:
+def needs(run: BookRun) -> list[str]:
+    """The book runs whose records ``run`` starts from (``init=results/X``)."""
+    return [
+        setting.removeprefix("init=results/")
+        for setting in run.settings
+        if setting.startswith("init=results/")
+    ]
+
+
+def train_and_record(run: BookRun, threads: int, log: Path | None = None) -> None:
     """Train ``run`` into ``runs/NAME`` (resuming an interrupted one), then record
-    it; each step is the command line's, printed first."""
+    it, with the command line's commands, each printed first (into ``log``, if
+    given, with their output)."""
     out = Path("runs") / run.name
-    words = run.train_words(threads)
-    if (out / LAST).is_file() and not (out / METRICS).is_file():
-        words = [
-            run.task,
-            "train",
-            "--resume",
-            "--out",
-            str(out),
-            "--threads",
-            str(threads),
-        ]
-    steps = [] if (out / METRICS).is_file() else [words]
-    for step in [*steps, run.record_words()]:
-        command = [sys.executable, "-m", "annotated_transformer", *step]
-        print("$ python -m annotated_transformer " + " ".join(step), flush=True)
-        subprocess.run(command, check=True)
+    steps = [run.record_words()]
+    if not (out / METRICS).is_file():
+        if (out / LAST).is_file():
+            train = [run.task, "train", "--resume", "--out", str(out)]
+            train += ["--threads", str(threads)]
+        else:
+            train = run.train_words(threads)
+        steps.insert(0, train + (["--no-progress"] if log else []))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") if log else contextlib.nullcontext() as sink:
+        for step in steps:
+            line = "$ python -m annotated_transformer " + " ".join(step)
+            print(line, file=sink or sys.stdout, flush=True)
+            command = [sys.executable, "-m", "annotated_transformer", *step]
+            subprocess.run(command, check=True, stdout=sink, stderr=sink)
+
+
+def train_all(chosen: list[BookRun], threads: int, jobs: int) -> list[str]:
+    """Train and record ``chosen``, ``jobs`` at a time, in the order listed; a run
+    that starts from another waits for it without holding a place (a failed one
+    skips it). Returns the names that failed or were skipped. With more than one
+    job, each run's output goes to ``runs/NAME.log``."""
+    pending, failed = list(chosen), []
+    running: dict[futures.Future, BookRun] = {}
+    with futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        while pending or running:
+            unfinished = {run.name for run in pending} | {
+                run.name for run in running.values()
+            }
+            for run in list(pending):
+                if set(needs(run)) & set(failed):
+                    pending.remove(run)
+                    failed.append(run.name)
+                    print(f"{run.name}: skipped, its start failed", file=sys.stderr)
+                elif len(running) < jobs and not set(needs(run)) & unfinished:
+                    pending.remove(run)
+                    log = Path("runs") / f"{run.name}.log" if jobs > 1 else None
+                    if log:
+                        say(f"{run.name}: started (log: {log})")
+                    running[pool.submit(train_and_record, run, threads, log)] = run
+            if not running:
+                continue
+            finished, _ = futures.wait(running, return_when=futures.FIRST_COMPLETED)
+            for future in finished:
+                run = running.pop(future)
+                try:
+                    future.result()
+                    say(f"{run.name}: recorded")
+                except (subprocess.CalledProcessError, OSError) as error:
+                    print(
+                        f"{run.name}: stopped ({error}); runs/{run.name} resumes "
+                        "on the next call",
+                        file=sys.stderr,
+                    )
+                    failed.append(run.name)
+    return failed
+
+
+def say(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -292,7 +350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="train and record every run without a record",
     )
-    parser.add_argument("--threads", type=int, default=1, help="default: 1")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="threads per run (default: 1)"
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="runs at a time (default: 1)"
+    )
     args = parser.parse_args(argv)
     unknown = [name for name in args.names if name not in BY_NAME]
     if unknown:
@@ -318,18 +381,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [BY_NAME[name] for name in args.names] or [
         run for run in RUNS if run.record() is None
     ]
-    print(f"{len(chosen)} run(s) to train and record into {results_dir()}")
-    for run in chosen:
-        try:
-            train_and_record(run, args.threads)
-        except subprocess.CalledProcessError as error:
-            print(
-                f"{run.name}: stopped ({error}); its folder runs/{run.name} "
-                "resumes on the next call",
-                file=sys.stderr,
-            )
-            return 1
-    return 0
+    print(
+        f"{len(chosen)} run(s) to train and record into {results_dir()}, "
+        f"{args.jobs} at a time on {args.threads} thread(s) each"
+    )
+    return 1 if train_all(chosen, args.threads, args.jobs) else 0
 
 
 if __name__ == "__main__":
