@@ -86,7 +86,7 @@ torch.set_num_threads(1)
 # $q \cdot k$ then mixes content and position in four cross terms, only some of which depend on
 # the offset alone.
 #
-# Rotary embeddings ([Su et al. 2021](../references.md#su-et-al-2021)) apply the rotation itself, to the queries and keys, in
+# Rotary embeddings ([Su et al. 2021](../book/references.md#su-et-al-2021)) apply the rotation itself, to the queries and keys, in
 # every layer. Cut a query $q$ at position $m$ into pairs of features and turn pair $i$ by
 # $m\theta_i$: $q \mapsto R(m)\,q$, with $R(m)$ block-diagonal, one $2\times 2$ rotation per pair.
 # Rotations are orthogonal and compose, $R(m)^\top R(n) = R(n-m)$, so
@@ -193,7 +193,7 @@ pd.DataFrame([
 # When a decoder generates, each layer keeps the keys and values of every earlier token
 # ([chapter 09](09_copy_task.ipynb)'s KV cache): $2 \cdot h \cdot d_k$ numbers per token and layer. At long contexts and
 # large batches that cache, not the weights, fills the accelerator, and reading it back bounds
-# the decoding speed. Grouped-query attention ([Ainslie et al. 2023](../references.md#ainslie-et-al-2023)) keeps $h$ query heads but
+# the decoding speed. Grouped-query attention ([Ainslie et al. 2023](../book/references.md#ainslie-et-al-2023)) keeps $h$ query heads but
 # only `kv_heads` key/value heads, each shared by a group of $h / \text{kv\_heads}$ query heads.
 # `kv_heads = h` is multi-head attention; `kv_heads = 1` is multi-query attention (Shazeer 2019).
 
@@ -255,7 +255,7 @@ kv_table
 # ## ALiBi: positions as a distance penalty
 #
 # One more way to give positions, because it will matter when we test longer contexts. ALiBi
-# ([Press et al. 2022](../references.md#press-et-al-2022)) adds no vector and rotates nothing: each head subtracts from the score a
+# ([Press et al. 2022](../book/references.md#press-et-al-2022)) adds no vector and rotates nothing: each head subtracts from the score a
 # penalty proportional to the distance, $-m_h \cdot (i - j)$, with a fixed slope per head
 # ($\tfrac12, \tfrac14, \dots$). A longer context only brings larger distances, penalised more.
 
@@ -333,14 +333,15 @@ budget = pick(
 seeds = pick(ci=[0], full=[0, 1])
 
 
-def train_rung(folder: str, settings: list[str], seed: int):
-    out = runs_dir() / f"ch17-{folder}-s{seed}-{preset}"
+def train_rung(folder: str, settings: list[str], seed: int, weights: bool = True):
+    out = runs_dir() / f"ladder-{folder}-s{seed}-{preset}"
     return ensure_run(
         "lm",
         preset,
         out,
         settings=[*budget, f"seed={seed}", *settings],
         fresh=preset == "tiny",
+        weights=weights,
     )
 
 
@@ -349,7 +350,7 @@ for name, settings in LADDER.items():
 
 # %% tags=["nbval-ignore-output"]
 runs = {
-    (name, seed): train_rung(FOLDER[name], settings, seed)
+    (name, seed): train_rung(FOLDER[name], settings, seed, weights=False)
     for name, settings in LADDER.items()
     for seed in seeds
 }
@@ -372,7 +373,7 @@ table = pd.DataFrame(
         {
             "block": name,
             "seed": seed,
-            "parameters": count_parameters(run.model),
+            "parameters": run.metrics["parameters"],
             "bits per byte": run.metrics["test"]["bits_per_byte"],
             "minutes": minutes(run),
             "at equal time": bpb_after(run, equal_time),
@@ -489,8 +490,13 @@ alt.Chart(table, title="Each rung of the ladder, one point per seed").mark_point
 POSITIONS = {"learned": "learned", "sinusoidal": "sinusoidal", "RoPE": "no-bias",
              "ALiBi": "alibi", "none": "none"}
 position_runs = {
-    name: runs[("+ no biases", 0)] if folder == "no-bias"
-    else train_rung(folder, ["block=modern", f"positions={folder}"], 0)
+    name: rope
+    if folder == "no-bias" and (rope := runs[("+ no biases", 0)]).has_model
+    else train_rung(
+        folder,
+        ["block=modern"] + ([] if folder == "no-bias" else [f"positions={folder}"]),
+        0,
+    )
     for name, folder in POSITIONS.items()
 }
 
