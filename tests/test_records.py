@@ -324,3 +324,34 @@ def test_results_page_is_up_to_date_and_in_the_toc():
     toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
     files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
     assert "results" in files
+
+
+def test_a_records_weights_stored_again_in_half(
+    classify_run, tmp_path, imdb_mirror
+):
+    """``record results/X --weights --half --replace``: the same record, its weights
+    in float16 after the full test from them gave its figure; refused without
+    --half, and for weights already in float16."""
+    res = tmp_path / "res"
+    folder = records.record_run(
+        classify_run, "cls", weights=True, root=res, data_dir=imdb_mirror
+    )
+    before = records.read_record(folder)
+    code, _, err = command("record", folder, "--name", "cls", "--results", res,
+                           "--replace", "--weights")  # fmt: skip
+    assert code == 1 and err.count("\n") == 1 and "--half" in err
+    records.record_run(
+        folder, "cls", weights=True, half=True, replace=True, root=res,
+        data_dir=imdb_mirror,
+    )  # fmt: skip
+    after = records.read_record(folder)
+    assert after["weights"]["dtype"] == "float16"
+    assert after["weights"]["bytes"] < 0.6 * before["weights"]["bytes"]
+    rescored = after["weights"]["test_rescored"]["accuracy"]
+    assert round(rescored, 4) == round(before["metrics"]["test"]["accuracy"], 4)
+    assert {k: v for k, v in after.items() if k not in ("weights", "subset")} == {
+        k: v for k, v in before.items() if k not in ("weights", "subset")
+    }
+    assert (folder / "history.csv").is_file() and (folder / "state.json").is_file()
+    with pytest.raises(records.RecordError, match="no float32 weights"):
+        records.record_run(folder, "cls2", weights=True, half=True, root=res)

@@ -150,7 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
 def add_record_parser(commands: argparse._SubParsersAction) -> None:
     """``record RUN --name NAME``: a finished run into ``results/NAME``."""
     record = commands.add_parser("record", help="a finished run into results/NAME")
-    record.add_argument("run", type=Path, help="a finished run's folder: runs/x")
+    record.add_argument(
+        "run",
+        type=Path,
+        help="a finished run's folder, runs/x (or a record, for --half)",
+    )
     record.add_argument("--name", required=True, help="the record's name: x")
     flag = {"action": "store_true"}
     record.add_argument("--weights", **flag, help="publish its final weights")

@@ -16,9 +16,11 @@ safetensors, small enough to commit, and enough to cite, check and reuse the run
   accepted only when the full test scored from them gives the run's figure).
 
 ``python -m annotated_transformer record runs/X --name X [--weights]`` writes
-one; :func:`matching_record` lets ``ensure_run`` load a record instead of
-training a run of the same config (a record without weights too, for a chapter
-that says it needs only the run's history and metrics); :func:`read_weights`
+one (``record results/X --name X --weights --half --replace`` stores a record's
+float32 weights in float16, on the same condition); :func:`matching_record`
+lets ``ensure_run`` load a record instead of training a run of the same config
+(a record without weights too, for a chapter that says it needs only the run's
+history and metrics); :func:`read_weights`
 gives a record's weights wherever a run's checkpoint is read: ``predict`` and
 ``evaluate --checkpoint results/X`` (several: a model soup), and
 ``classify --set init=results/X``.
@@ -52,8 +54,10 @@ from annotated_transformer.training.published import (
     STATE,
     WEIGHTS,
     RecordError,
+    is_record,
     no_weights,
     read_record,
+    read_weights,
     tensors,
 )
 
@@ -214,10 +218,17 @@ def record_run(
         raise RecordError(f"--name {name!r}: use a-z, 0-9, '.', '_' and '-'")
     if half and not weights:
         raise RecordError("--half stores the weights in float16: add --weights")
-    metrics = _finished_metrics(run)
     out = (Path(root) if root is not None else results_dir()) / name
     if out.exists() and not replace:
         raise RecordError(f"{out} exists: choose another --name, or --replace")
+    if is_record(run):
+        if not half:
+            raise RecordError(
+                f"{run} is a record: a record is recorded again only to store its "
+                "weights in float16 (--weights --half)"
+            )
+        return _halved(run, out, data_dir=data_dir, say=say)
+    metrics = _finished_metrics(run)
 
     saved = read_checkpoint(run / "final.pt")
     origin = run / PROVENANCE
@@ -243,10 +254,7 @@ def record_run(
     figure, value = headline(record)
     record |= {"headline": {"metric": figure, "value": value}, "weights": None}
 
-    tmp = out.with_name(f".{name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    def write(tmp: Path) -> None:
         for file in COPIED:
             if (run / file).is_file():
                 atomic_copy(run / file, tmp / file)
@@ -259,6 +267,18 @@ def record_run(
                 saved, metrics, tmp, half=half, data_dir=data_dir, say=say
             )
         write_json(tmp / RECORD, record)
+
+    return _swap_in(out, write)
+
+
+def _swap_in(out: Path, write: Callable[[Path], None]) -> Path:
+    """Write a record into a temporary folder beside ``out``, then put it in
+    ``out``'s place: a failure or a kill leaves ``out`` as it was."""
+    tmp = out.with_name(f".{out.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        write(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -266,6 +286,33 @@ def record_run(
         shutil.rmtree(out)
     tmp.rename(out)
     return out
+
+
+def _halved(
+    folder: Path,
+    out: Path,
+    *,
+    data_dir: str | Path | None,
+    say: Callable[[str], None],
+) -> Path:
+    """The record in ``folder`` with its float32 weights stored in float16 instead,
+    into ``out`` (``folder`` itself, with ``--replace``): refused, as for a run,
+    unless the full test from the float16 weights gives the record's figure."""
+    record = read_record(folder)
+    if (record.get("weights") or {}).get("dtype") != "float32":
+        raise RecordError(f"{folder} has no float32 weights to store in float16")
+    saved = read_weights(folder)  # before ``out`` (maybe ``folder``) is replaced
+
+    def write(tmp: Path) -> None:
+        for file in (*COPIED, STATE):
+            if (folder / file).is_file():
+                atomic_copy(folder / file, tmp / file)
+        record["weights"], record["subset"] = _publish(
+            saved, record["metrics"], tmp, half=True, data_dir=data_dir, say=say
+        )
+        write_json(tmp / RECORD, record | {"name": out.name})
+
+    return _swap_in(out, write)
 
 
 def _publish(
