@@ -54,7 +54,8 @@ stale."""
 CURVES = """\
 ## Learning curves
 
-The validation score of each recorded run, at every step where it was measured."""
+The validation score of each recorded run, at every step where it was measured, one
+chart for the runs of each chapter."""
 
 EMPTY = "No run has been recorded yet."
 
@@ -134,14 +135,20 @@ def table(records: Sequence[dict[str, Any]]) -> str:
 
 
 def curves_data(root: str | Path | None = None) -> pd.DataFrame:
-    """Long form: one row per run and validation step (run, step, metric, value)."""
+    """Long form: one row per run and validation step (chapter, run, step,
+    metric, value); ``chapter``: the first chapter that reads the run."""
+    from annotated_transformer.book.runs import BY_NAME
+
     frames = []
     for folder, record in all_records(root):
         metric = TASKS[record["task"]].score[0]
         history = pd.read_csv(folder / "history.csv").dropna(subset=[metric])
+        listed = BY_NAME.get(record["name"])
+        chapter = min(listed.chapters) if listed and listed.chapters else 0
         frames.append(
             pd.DataFrame(
                 {
+                    "chapter": chapter,
                     "run": record["name"],
                     "step": history["step"],
                     "metric": metric,
@@ -153,20 +160,30 @@ def curves_data(root: str | Path | None = None) -> pd.DataFrame:
 
 
 def learning_curves(root: str | Path | None = None) -> alt.VConcatChart:
-    """A chart per recorded run: its validation score against the optimiser step."""
+    """A chart per chapter and metric: the validation score of each of its
+    recorded runs against the optimiser step, a line per run."""
     data = curves_data(root)
-    charts = [
-        alt.Chart(part, title=f"{run}: {metric} during training")
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("step:Q", title="optimiser step"),
-            y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)),
-            tooltip=["run", "step", alt.Tooltip("value:Q", format=".4f")],
+    charts = []
+    for (chapter, metric), part in data.groupby(["chapter", "metric"], sort=True):
+        where = f"chapter {chapter:02d}" if chapter else "other runs"
+        legend = alt.Legend(orient="bottom", columns=2, labelLimit=260)
+        charts.append(
+            alt.Chart(part, title=f"{where}: {metric} during training")
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("step:Q", title="optimiser step"),
+                y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)),
+                color=alt.Color(
+                    "run:N",
+                    title=None,
+                    legend=legend,
+                    scale=alt.Scale(scheme="tableau20"),
+                ),
+                tooltip=["run", "step", alt.Tooltip("value:Q", format=".4f")],
+            )
+            .properties(width=460, height=200)
         )
-        .properties(width=460, height=180)
-        for (run, metric), part in data.groupby(["run", "metric"], sort=True)
-    ]
-    return alt.vconcat(*charts)
+    return alt.vconcat(*charts).resolve_scale(color="independent")
 
 
 def chart_html(chart: alt.TopLevelMixin) -> str:
