@@ -19,14 +19,16 @@
 # ```{note}
 # The stored outputs on this page come from the `cpu` preset (3 + 3 layers, d_model 256, all
 # 29,000 training pairs, 12 epochs, one shared byte-pair vocabulary, packed random batches),
-# trained once from the repository root (about an hour of training on one CPU core) with
+# trained with
 #
 #     python -m annotated_transformer translate train \
 #         --preset cpu --out runs/translate-cpu
 #
-# `make execute CHAPTER=10_translation_multi30k` then re-executes this chapter and reuses that
-# finished run instead of training again. In CI the chapter trains the `tiny` preset (one
-# layer, 1,000 pairs, well under a minute), whose BLEU is near zero.
+# in 128.3<!-- record translate-cpu train_minutes --> minutes on one CPU core, and read from its record,
+# `results/translate-cpu`, which publishes the weights: `make execute
+# CHAPTER=10_translation_multi30k` re-executes this chapter from it without training. In CI
+# the chapter trains the `tiny` preset (one layer, 1,000 pairs, well under a minute), whose
+# BLEU is near zero.
 # ```
 #
 # The copy task of chapter 09 showed that the model, loss and decoding work. Now the real
@@ -52,6 +54,7 @@ import torch
 
 from annotated_transformer.blocks.masks import segment_mask
 from annotated_transformer.book import viz
+from annotated_transformer.book.page import print_log, wrap
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.data.batching import (
@@ -88,7 +91,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # %% [markdown]
 # ## The data
 #
-# Multi30k ([Elliott et al. 2016](../references.md#elliott-et-al-2016)) pairs English descriptions of Flickr photos with German
+# Multi30k ([Elliott et al. 2016](../book/references.md#elliott-et-al-2016)) pairs English descriptions of Flickr photos with German
 # translations made by professional translators. Its task 1 has 29,000 training pairs, 1,014
 # for validation and several test sets; `test2016` is the one Multi30k results are usually
 # reported on. The sentences are short and the vocabulary small, which is why a model trained
@@ -123,8 +126,10 @@ for de, en in zip(train_de[:3], train_en[:3], strict=True):
 show_source(tokenize)
 
 # %%
-print(tokenize(["Ein Mann in einem blauen Hemd steht auf einer Leiter."], "de")[0])
-print(tokenize(["A man in a blue shirt isn't standing on a ladder."], "en")[0])
+german = "Ein Mann in einem blauen Hemd steht auf einer Leiter."
+english = "A man in a blue shirt isn't standing on a ladder."
+print(wrap(str(tokenize([german], "de")[0])))
+print(wrap(str(tokenize([english], "en")[0])))
 
 # %% [markdown]
 # Punctuation is split off and English clitics ("n't") become tokens of their own. Scores are
@@ -134,7 +139,7 @@ print(tokenize(["A man in a blue shirt isn't standing on a ladder."], "en")[0])
 # %%
 sentence = "A brown-haired girl (in red) isn't jumping, she's running."
 tokens = tokenize([sentence], "en")[0]
-print(tokens)
+print(wrap(str(tokens)))
 print(detokenize(tokens))
 assert detokenize(tokens) == sentence
 
@@ -477,8 +482,8 @@ run = ensure_run(
     "translate", PRESET, runs_dir() / f"translate-{PRESET}", fresh=PRESET == "tiny"
 )
 print(
-    f"python -m annotated_transformer translate train --preset {PRESET} --out "
-    f"runs/{run.out.name}"
+    f"python -m annotated_transformer translate train --preset {PRESET} \\\n"
+    f"    --out runs/{run.out.name}"
 )
 
 # %% [markdown]
@@ -486,13 +491,14 @@ print(
 # and greedy BLEU, the choice of the final weights, then the test2016 score.
 
 # %% tags=["nbval-ignore-output"]
-print((run.out / "train.log").read_text())
+print_log(run.out / "train.log")
 
 # %% [markdown]
-# The log's last line is the test score the run wrote when it finished, decoded with beam 8
-# and α 1; the table under "BLEU on test2016" below decodes the same `final.pt` with the
-# preset's beam 4 and α 1.0, the pair that [chapter 12](12_tricks_from_the_paper.ipynb) chooses on validation, so its beam
-# score differs slightly (40.41 against 40.53).
+# The log's last line is the test score the run wrote when it finished, decoded with the
+# preset's beam 4 and α 1.0 (the pair that [chapter 12](12_tricks_from_the_paper.ipynb)
+# chooses on validation): sacreBLEU 40.42<!-- record translate-cpu metrics.test.bleu -->. The table
+# under "BLEU on test2016" below decodes the same `final.pt` the same way, and its beam row
+# repeats that score.
 #
 # The same numbers from `history.csv`, one row per epoch:
 
@@ -585,7 +591,7 @@ viz.line_chart(
 # %% [markdown]
 # ## BLEU on test2016
 #
-# BLEU ([Papineni et al. 2002](../references.md#papineni-et-al-2002)) compares the n-grams (n = 1 … 4) of the model's translations
+# BLEU ([Papineni et al. 2002](../book/references.md#papineni-et-al-2002)) compares the n-grams (n = 1 … 4) of the model's translations
 # with those of the references, over the whole test set, and penalises translations that are
 # too short. Its value depends on how the text is tokenized and cased, so numbers from
 # different setups are not comparable. `score` reports three:
@@ -622,9 +628,9 @@ scores = {name: score(hyps, test) for name, hyps in texts.items()}
 pd.DataFrame(scores).T[["sentences", "bleu", "tokenized_bleu", "chrf"]]
 
 # %% tags=["nbval-ignore-output"]
-print("BLEU signature:          ", scores["greedy"]["bleu_signature"])
-print("tokenized BLEU signature:", scores["greedy"]["tokenized_bleu_signature"])
-print("chrF signature:          ", scores["greedy"]["chrf_signature"])
+print("BLEU:          ", scores["greedy"]["bleu_signature"])
+print("tokenized BLEU:", scores["greedy"]["tokenized_bleu_signature"])
+print("chrF:          ", scores["greedy"]["chrf_signature"])
 
 # %% [markdown]
 # ## Example translations
@@ -635,10 +641,10 @@ print("chrF signature:          ", scores["greedy"]["chrf_signature"])
 # %% tags=["nbval-ignore-output"]
 greedy, beamed = texts.values()
 for i in range(5):
-    print(f"source:    {test.de[i]}")
-    print(f"reference: {test.en[i]}")
-    print(f"greedy:    {greedy[i]}")
-    print(f"beam:      {beamed[i]}\n")
+    print(wrap(f"source:    {test.de[i]}", indent=" " * 11))
+    print(wrap(f"reference: {test.en[i]}", indent=" " * 11))
+    print(wrap(f"greedy:    {greedy[i]}", indent=" " * 11))
+    print(wrap(f"beam:      {beamed[i]}", indent=" " * 11), end="\n\n")
 
 # %% [markdown]
 # The model reads and writes byte pairs: `translate_tokens` returns them, and `text` joins
@@ -646,8 +652,8 @@ for i in range(5):
 # and English out:
 
 # %% tags=["nbval-ignore-output"]
-print(translator.tokenize(test.de[:1])[0])
-print(outputs["greedy"][0])
+print(wrap(str(translator.tokenize(test.de[:1])[0])))
+print(wrap(str(outputs["greedy"][0])))
 
 # %% [markdown]
 # The same model from the command line, `python -m annotated_transformer translate predict

@@ -1,6 +1,7 @@
 """The book's structure: every chapter is a synced Jupytext pair with
 stored outputs, in the TOC."""
 
+import json
 from pathlib import Path
 
 import jupytext
@@ -80,3 +81,36 @@ def test_chapter_code_fits_the_page(py: Path):
         if not line.startswith("#") and len(line) > 84
     ]
     assert not wide, "\n".join(wide)
+
+
+# Chapters whose stored outputs still hold lines wider than the page: their code
+# already wraps them, and they fit once the chapter is executed again from the
+# records of its runs (its runs are not all recorded yet: book.runs lists them).
+WIDE_UNTIL_EXECUTED = {"12_tricks_from_the_paper", "16_bert_and_gpt2"}
+
+
+def printed_lines(notebook: dict) -> list[tuple[int, str]]:
+    """(cell, line) of every stored text output a reader sees as plain text."""
+    lines = []
+    for index, cell in enumerate(notebook["cells"]):
+        for output in cell.get("outputs", []):
+            text = "".join(output.get("text", ""))
+            data = output.get("data", {})
+            if "text/plain" in data and len(data) == 1:  # not a table or chart
+                text += "".join(data["text/plain"])
+            lines += [(index, line) for line in text.splitlines()]
+    return lines
+
+
+@pytest.mark.parametrize("py", CHAPTERS, ids=lambda p: p.stem)
+def test_stored_outputs_fit_the_page(py: Path):
+    notebook = json.loads(py.with_suffix(".ipynb").read_text())
+    wide = [
+        f"cell {index}: {len(line)} columns: {line[:60]}…"
+        for index, line in printed_lines(notebook)
+        if len(line) > 84
+    ]
+    if py.stem in WIDE_UNTIL_EXECUTED:
+        assert wide, f"{py.stem} fits now: remove it from WIDE_UNTIL_EXECUTED"
+    else:
+        assert not wide, "\n".join(wide)
