@@ -17,8 +17,8 @@
 # - **Time:** about 10 minutes to read; it runs in under a minute from chapter 10's run.
 #
 # ```{note}
-# The maps on this page are those of [chapter 10](10_translation_multi30k.ipynb)'s `cpu`-preset model, trained once from the
-# repository root with
+# The maps on this page are those of [chapter 10](10_translation_multi30k.ipynb)'s `cpu`-preset model, read from its record
+# `results/translate-cpu` (weights included), which was trained with
 #
 #     python -m annotated_transformer translate train \
 #         --preset cpu --out runs/translate-cpu
@@ -62,21 +62,20 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # %% [markdown]
 # ## The model
 #
-# The run folder of [chapter 10](10_translation_multi30k.ipynb), `runs/translate-<preset>`, is reused when it holds a finished
-# run; otherwise the runner trains it (in CI, [chapter 10](10_translation_multi30k.ipynb) has just trained the tiny preset
-# afresh, and this chapter reuses that run). The checkpoint `final.pt` carries the config and
-# both vocabularies, so the runner rebuilds the task and the model, loads the weights and
-# puts the model in evaluation mode.
+# The model of [chapter 10](10_translation_multi30k.ipynb): its record,
+# `results/translate-cpu`, publishes the weights, and a finished run in
+# `runs/translate-<preset>` is reused too; otherwise the runner trains it (in CI, [chapter
+# 10](10_translation_multi30k.ipynb) has just trained the tiny preset afresh, and this
+# chapter reuses that run). Either carries the config and both vocabularies, so the runner
+# rebuilds the task and the model, loads the weights and puts the model in evaluation mode.
 
 # %% tags=["nbval-ignore-output"]
 PRESET = pick(ci="tiny", full="cpu")
 run = ensure_run("translate", PRESET, runs_dir() / f"translate-{PRESET}")
 task, model = run.task, run.model
 src_vocab, tgt_vocab = task.src_vocab, task.tgt_vocab
-print(
-    f"{PRESET} model from runs/{run.out.name}/final.pt; training mode: "
-    f"{model.training}"
-)
+where = f"{run.out.parent.name}/{run.out.name}"  # runs/… or a record, results/…
+print(f"{PRESET} model from {where}; training mode: {model.training}")
 
 # %% [markdown]
 # ## Keeping the weights
@@ -238,6 +237,18 @@ def head_grid(kind: str, layer: int, per_row: int = 3) -> alt.VConcatChart:
     )
 
 
+def strongest(kind: str, layer: int, head: int) -> None:
+    """Print each query of one head with the key it weighs most, and that weight:
+    the cells the text below reads, to check against the maps."""
+    weights = maps[(kind, layer)][head - 1]
+    queries = src_labels if kind == "encoder self-attention" else tgt_labels
+    keys = tgt_labels if kind == "decoder self-attention" else src_labels
+    print(f"{kind}, layer {layer}, head {head}: each query's strongest key")
+    for query, row in zip(queries, weights, strict=True):
+        key = int(row.argmax())
+        print(f"  {query:>14} -> {keys[key]:<14} {row[key]:.2f}")
+
+
 def layer_grids(kind: str) -> alt.VConcatChart:
     """:func:`head_grid` for every layer, the colour legend below.
 
@@ -250,12 +261,16 @@ def layer_grids(kind: str) -> alt.VConcatChart:
 # %% [markdown]
 # ### Encoder self-attention
 #
-# Layer 1 works on words. Take **layer 1, head 8**: "Reparieren" arrives as three pieces,
-# `▁R`, `epar`, `ieren`, and all three look at `epar` (0.56, 0.98 and 0.97 of their weight),
-# so the word's pieces read as one; whole words look at themselves (`Leute`, `▁Hauses`:
-# 1.00). Most heads of layer 1 do the same. By layer 3 the rows have spread out: in
-# head 3 no key gets more than about 0.3 of any row's weight. (Hover over a cell for its
-# value; the numbers here are read from the stored maps.)
+# Layer 1 works on words. Take **layer 1, head 6** (printed below): "Reparieren" arrives as
+# three pieces, `▁R`, `epar`, `ieren`, and all three look at `epar` (0.62, 0.93 and 0.81 of
+# their weight), so the word's pieces read as one; whole words look at themselves (`Leute`
+# 1.00, `▁Dach` 0.88, `▁Hauses` 0.89). Every head of layer 1 sends `ieren` to `epar`. By
+# layer 3 the rows have spread out: in head 3 no key gets more than about 0.4 of any row's
+# weight. (Hover over a cell for its value.)
+
+# %% tags=["nbval-ignore-output"]
+# (the tiny model of a CI build has fewer layers and heads)
+strongest("encoder self-attention", layer=1, head=min(6, heads))
 
 # %% tags=["nbval-ignore-output"]
 layer_grids("encoder self-attention")
@@ -265,9 +280,13 @@ layer_grids("encoder self-attention")
 #
 # The look-ahead mask leaves only the lower triangle: token $i$ can look at tokens $1 … i$.
 # The first row has one key, so it is always 1.00 on `<s>`. In **layer 2, head 6** the early
-# rows stay there (`People` and `▁are` put 0.99 and 0.98 on `<s>`) while later rows look at
-# themselves (`▁roof` 0.66, `▁house` 0.70, `.` 0.87): `<s>` serves as a resting place for a
+# rows stay there (`People` and `▁are` put 0.96 and 0.87 on `<s>`) while later rows look at
+# the last content word so far: `▁fixing` at itself, `▁the` at `▁fixing` (0.69), `▁roof`
+# at itself (0.79), the full stop at itself (0.91). `<s>` serves as a resting place for a
 # query with nothing to read yet.
+
+# %% tags=["nbval-ignore-output"]
+strongest("decoder self-attention", layer=min(2, n_layers), head=min(6, heads))
 
 # %% tags=["nbval-ignore-output"]
 layer_grids("decoder self-attention")
@@ -278,10 +297,13 @@ layer_grids("decoder self-attention")
 # Each English token (row) against the German sentence (columns). A row is the decoder's
 # input at one step, so it is looking for the *next* English word. Take **layer 2, head
 # 1**: the row `▁the` puts 0.99 of its weight on `▁Dach` (the next word is "roof"), the
-# row `▁a` 1.00 on `▁Hauses` ("house"), the row `▁fixing` 0.92 on `▁Dach` (next comes
-# "the roof"), and the rows `People` and `▁are` about 0.6 on `epar`, a piece of
-# "Reparieren" ("are fixing"). That is a word alignment, one step ahead. Several heads of
-# layers 2 and 3 find the same cells (`▁the` → `▁Dach` above 0.9 in most of them).
+# row `▁a` 0.99 on `▁Hauses` ("house"), the row `▁fixing` 0.97 on `▁Dach` (next comes
+# "the roof"), and the rows `People` and `▁are` 0.65 and 0.52 on `epar`, a piece of
+# "Reparieren" ("are fixing"). That is a word alignment, one step ahead. Most heads of
+# layers 2 and 3 find the same cells (`▁the` → `▁Dach` above 0.9 in 13 of their 16).
+
+# %% tags=["nbval-ignore-output"]
+strongest("decoder-source attention", layer=min(2, n_layers), head=1)
 
 # %% tags=["nbval-ignore-output"]
 layer_grids("decoder-source attention")
