@@ -49,6 +49,7 @@ import pandas as pd
 import torch
 
 from annotated_transformer.book import viz
+from annotated_transformer.book.page import wrap
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.runner import ensure_run, rows_with
@@ -149,12 +150,14 @@ def shown(new: int, old: int) -> str:
     return "[MASK]" if word == MASK else word if new == old else f"~{word}~"
 
 
-print("original:", " ".join(vocab.itos[i] for i in review))
-print(
-    "\ninput:   ",
-    " ".join(shown(n, o) for n, o in zip(inputs.tolist(), review, strict=True)),
-)
-print("\nscored:  ", ", ".join(vocab.itos[i] for i in labels[labels >= 0].tolist()))
+masked = zip(inputs.tolist(), review, strict=True)
+lines = {
+    "original:": " ".join(vocab.itos[i] for i in review),
+    "input:": " ".join(shown(new, old) for new, old in masked),
+    "scored:": ", ".join(vocab.itos[i] for i in labels[labels >= 0].tolist()),
+}
+for name, text in lines.items():
+    print(wrap(f"{name:9} {text}", indent=" " * 10), end="\n\n")
 
 # %% [markdown]
 # ### Pretraining
@@ -202,10 +205,9 @@ scored = torch.cat([b.labels[b.labels >= 0] for b in mlm.task.validation])
 common = scored.bincount().max().item() / len(scored)
 print(
     f"pretraining: {mlm.metrics['steps']} steps in "
-    f"{mlm.metrics['train_seconds'] / 60:.1f} "
-    f"minutes; validation: {mlm.metrics['test']['val_loss']:.2f} nats per hidden "
-    "word, "
-    f"top-1 accuracy {mlm.metrics['test']['val_accuracy']:.1%} "
+    f"{mlm.metrics['train_seconds'] / 60:.1f} minutes\n"
+    f"validation: {mlm.metrics['test']['val_loss']:.2f} nats per hidden word, "
+    f"top-1 accuracy {mlm.metrics['test']['val_accuracy']:.1%}\n"
     f"(always guessing {vocab.itos[scored.bincount().argmax().item()]!r}: "
     f"{common:.1%})"
 )
@@ -326,10 +328,9 @@ else:
     )
 words["val_accuracy"] = dict(words["val_accuracy"])
 bow_seconds = words["seconds"]
-print(
-    f"{words['features']:,} words and word pairs; validation accuracy by L2: "
-    + ", ".join(f"{l2:g}: {acc:.2%}" for l2, acc in words["val_accuracy"].items())
-)
+by_l2 = ", ".join(f"{l2:g}: {acc:.2%}" for l2, acc in words["val_accuracy"].items())
+print(f"{words['features']:,} words and word pairs")
+print(wrap(f"validation accuracy by L2: {by_l2}", indent="  "))
 
 # %% [markdown]
 # ### What pretraining bought
@@ -650,7 +651,9 @@ print(
     "tokens,"
 )
 print(f"{len(val_bytes) / len(val_ids):.2f} bytes per token; its first 30 tokens:")
-print(" | ".join(repr(bpe.decode([i]).decode()) for i in val_ids[:30]))
+pieces = [repr(bpe.decode([i]).decode()) for i in val_ids[:30]]
+for start in range(0, 30, 10):  # ten to a line
+    print(" | ".join(pieces[start : start + 10]))
 
 # %% [markdown]
 # ### Bits per byte of a model over tokens
@@ -792,14 +795,14 @@ columns = [
     [
         line
         for paragraph in text.splitlines()
-        for line in textwrap.wrap(paragraph, 44) or [""]
+        for line in textwrap.wrap(paragraph, 40) or [""]
     ]
     for text in samples.values()
 ]
 rows = max(len(c) for c in columns)
-print("".join(f"{name:<48}" for name in samples))
+print("".join(f"{name:<44}" for name in samples).rstrip())
 for i in range(rows):
-    print("".join(f"{(c[i] if i < len(c) else ''):<48}" for c in columns))
+    print("".join(f"{(c[i] if i < len(c) else ''):<44}" for c in columns).rstrip())
 
 # %% [markdown]
 # ### The published GPT-2, in the reader's own classes
