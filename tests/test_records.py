@@ -305,6 +305,21 @@ def test_check_citations_catches_a_wrong_figure(classify_run, tmp_path):
     assert len(page.check_citations(f"{right} % of it{marker}", tmp_path)) == 1
 
 
+def test_a_figure_citing_two_records_is_their_mean(tmp_path):
+    for name, bits in (("a-s0", 2.5), ("a-s1", 2.6)):
+        (tmp_path / name).mkdir()
+        record = {"name": name, "metrics": {"test": {"bpb": bits}}}
+        (tmp_path / name / "record.json").write_text(json.dumps(record))
+    marker = "<!-- record a-s0+a-s1 metrics.test.bpb -->"
+    assert page.check_citations(f"2.55{marker}", tmp_path) == []
+    assert page.check_citations(f"2.60{marker}", tmp_path) == [
+        "2.60: record a-s0+a-s1 metrics.test.bpb is 2.55"
+    ]
+    assert page.check_citations(
+        "2.55<!-- record a-s0+b metrics.test.bpb -->", tmp_path
+    ) == ["2.55: no record 'b' in results/"]
+
+
 def test_readme_is_a_front_door():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.encode()) <= 12 * 1024

@@ -63,11 +63,13 @@ EMPTY = "No run has been recorded yet."
 # A figure in prose checked against a record: the number, then an HTML comment
 # naming the record and a dotted path in its record.json (invisible on GitHub and
 # on the site), e.g. "88.12 %<!-- record imdb-cpu metrics.test.accuracy % -->";
-# a "%" at the comment's end reads the record's fraction as per cent. Spaces, "%"
-# and bold markers may sit between the number and the comment, nothing else.
+# a "%" at the comment's end reads the record's fraction as per cent, and names
+# joined by "+" cite the mean of those records' values (seeds of one run, e.g.
+# "<!-- record ladder-rope-s0+ladder-rope-s1 metrics.test.bits_per_byte -->").
+# Spaces, "%" and bold markers may sit between the number and the comment.
 CITED = re.compile(
     r"(?P<number>\d[\d,]*(?:\.\d+)?)[\s%*]*"
-    r"<!--\s*record\s+(?P<name>[\w.-]+)\s+(?P<path>[\w.]+)\s*(?P<percent>%)?\s*-->"
+    r"<!--\s*record\s+(?P<name>[\w.+-]+)\s+(?P<path>[\w.]+)\s*(?P<percent>%)?\s*-->"
 )
 
 
@@ -89,11 +91,12 @@ def check_citations(text: str, root: str | Path | None = None) -> list[str]:
     ]
     for match in cited_figures(text):
         name, path, written = match["name"], match["path"], match["number"]
-        if name not in records:
-            problems.append(f"{written}: no record {name!r} in results/")
+        names = name.split("+")
+        if missing := [n for n in names if n not in records]:
+            problems.append(f"{written}: no record {missing[0]!r} in results/")
             continue
         try:
-            value = float(lookup(records[name], path))
+            value = sum(float(lookup(records[n], path)) for n in names) / len(names)
         except (KeyError, TypeError, ValueError):
             problems.append(f"{written}: record {name!r} has no number at {path!r}")
             continue
