@@ -746,30 +746,29 @@ alt.vconcat(*charts)
 # windows. In CI the windows are 256 bytes and the runs a few dozen steps.
 
 # %% tags=["nbval-ignore-output"]
-base = [
-    "dataset=enwik8_prefix",
-    "block=modern",
-    "N=2",
-    "d_model=64",
-    "h=4",
-    "d_ff=256",
-]
-base += [
-    f"max_len={pick(256, 2048)}",
-    f"batch_size={pick(4, 2)}",
-    f"steps={pick(60, 400)}",
-]
-base += ["warmup=40", f"eval_every={pick(30, 100)}", "eval_bytes=32768"]
-fixed = ["attention=fixed", f"sparse_stride={pick(16, 64)}", "sparse_summary=4"]
+from annotated_transformer.book.runs import BY_NAME
+
+SMALLER = {"max_len": 256, "batch_size": 4, "steps": 60, "eval_every": 30,
+           "sparse_stride": 16}
+
+
+def settings_of(name: str) -> list[str]:
+    """The settings of the book's run ``name``; in CI, the smaller version."""
+    settings = dict(s.split("=", 1) for s in BY_NAME[name].settings)
+    if PRESET == "tiny":
+        settings |= {k: str(v) for k, v in SMALLER.items() if k in settings}
+    return [f"{key}={value}" for key, value in settings.items()]
+
+
 lm_runs = {
     name: ensure_run(
         "lm",
         PRESET,
         runs_dir() / f"e8-{name}-{PRESET}",
-        settings=base + extra,
+        settings=settings_of(f"e8-{name}-cpu"),
         fresh=PRESET == "tiny",
     )
-    for name, extra in (("dense", []), ("fixed", fixed))
+    for name in ("dense", "fixed")
 }
 pd.DataFrame.from_dict(
     {
