@@ -446,35 +446,38 @@ alt.Chart(table, title="Each rung of the ladder, one point per seed").mark_point
 ).properties(width=450, height=220)
 
 # %% [markdown]
-# What the ladder says at this scale (0.9M parameters, 1,000 steps, five minutes a run; two
-# seeds differ by less than 0.007 bits, so every step below but RMSNorm's is larger than the
-# noise):
+# What the ladder says at this scale (0.9M parameters, 1,000 steps; the two seeds of a rung
+# differ by about a hundredth of a bit, see `bpb_seeds`), in bits per byte, the mean of the
+# seeds:
 #
-# - **Pre-norm costs about 0.09 bits.** With a warm-up and four layers, post-norm trains
-#   without trouble, and then it tends to end lower: every block's output is normalised,
-#   including the last. Pre-norm's gift is stability, not quality: in a post-norm stack the
-#   gradient reaching the bottom layers depends on the depth, so deep post-norm models need a
-#   long warm-up or diverge (Xiong et al. 2020; Liu et al. 2020), while pre-norm trains a
-#   hundred layers with a plain schedule. It pays off with depth, which this model does not have.
-# - **RMSNorm changes nothing we can measure** (0.002, within the seeds). Its gain is speed: one
-#   reduction instead of two, which matters on GPUs, where norms are limited by memory traffic
-#   rather than arithmetic.
-# - **RoPE is the big win: 0.29 bits**, more than all the others together. A learned table must
-#   learn each of its 128 position vectors from the windows that put a byte there; RoPE hands
-#   every layer the relative offset for free, and a character model lives on relative patterns
-#   (the letters just before, the start of the current word).
-# - **SwiGLU gains 0.05 bits** at equal parameters, though a step costs about 10% more here
-#   (three matrices instead of two); at equal time it still gains 0.03 (last column).
-# - **Removing the biases costs 0.02 bits.** At this size a bias is a cheap degree of freedom.
-#   Large models drop them because, at scale, they cost nothing measurable and their absence
-#   made training more stable (PaLM's report); it is a large-scale choice.
-# - **Grouped-query attention gains 0.02 bits with 8% fewer parameters** and half the cache.
-#   Both seeds agree, but we do not read it as a law: Ainslie et al. find grouped-query
-#   attention slightly *worse* than multi-head at scale. It is chosen for the cache.
+# - **Pre-norm costs bits here**: 2.60<!-- record ladder-pre-norm-s0+ladder-pre-norm-s1 metrics.test.bits_per_byte --> against post-norm's 2.52<!-- record ladder-2017-s0+ladder-2017-s1 metrics.test.bits_per_byte -->. With a
+#   warm-up and four layers, post-norm trains without trouble, and then it tends to end lower:
+#   every block's output is normalised, including the last. Pre-norm's gift is stability, not
+#   quality: in a post-norm stack the gradient reaching the bottom layers depends on the depth,
+#   so deep post-norm models need a long warm-up or diverge (Xiong et al. 2020; Liu et al.
+#   2020), while pre-norm trains a hundred layers with a plain schedule. It pays off with
+#   depth, which this model does not have.
+# - **RMSNorm changes nothing we can measure** (2.61<!-- record ladder-rmsnorm-s0+ladder-rmsnorm-s1 metrics.test.bits_per_byte -->, within the seeds). Its gain is
+#   speed: one reduction instead of two, which matters on GPUs, where norms are limited by
+#   memory traffic rather than arithmetic.
+# - **RoPE is the big win**, down to 2.32<!-- record ladder-rope-s0+ladder-rope-s1 metrics.test.bits_per_byte -->: more than all the other changes together.
+#   A learned table must learn each of its 128 position vectors from the windows that put a
+#   byte there; RoPE hands every layer the relative offset for free, and a character model
+#   lives on relative patterns (the letters just before, the start of the current word).
+# - **SwiGLU gains again**, to 2.27<!-- record ladder-swiglu-s0+ladder-swiglu-s1 metrics.test.bits_per_byte -->, at equal parameters (three matrices instead of
+#   two, each narrower), and at equal time too (the last column).
+# - **Removing the biases costs a little**: 2.29<!-- record ladder-no-bias-s0+ladder-no-bias-s1 metrics.test.bits_per_byte -->. At this size a bias is a cheap
+#   degree of freedom. Large models drop them because, at scale, they cost nothing measurable
+#   and their absence made training more stable (PaLM's report); it is a large-scale choice.
+# - **Grouped-query attention gains a little with fewer parameters**: 2.28<!-- record ladder-gqa-s0+ladder-gqa-s1 metrics.test.bits_per_byte --> with
+#   791,680<!-- record ladder-gqa-s0 metrics.parameters --> parameters against 857,216<!-- record ladder-no-bias-s0 metrics.parameters -->, and half the cache.
+#   We do not read the gain as a law: Ainslie et al. find grouped-query attention slightly
+#   *worse* than multi-head at scale. It is chosen for the cache.
 #
-# Together: today's block ends at 2.28 bits per byte against the 2017 block's 2.51 after the same
-# 1,000 steps, and at the same training time the gap is as large (2.23 against 2.48). The 2017
-# block needs three times the steps, the `cpu` preset's full 3,000, to come close. Most of the difference is the position encoding.
+# Together: today's block ends at 2.28<!-- record ladder-gqa-s0+ladder-gqa-s1 metrics.test.bits_per_byte --> bits per byte against the 2017 block's
+# 2.52<!-- record ladder-2017-s0+ladder-2017-s1 metrics.test.bits_per_byte --> after the same 1,000 steps, and at the same training time the gap is as
+# large (the last column). The 2017 block needs three times the steps, the `cpu` preset's
+# full 3,000, to come close. Most of the difference is the position encoding.
 #
 # ## Longer than trained: positions that extrapolate
 #
@@ -573,7 +576,8 @@ viz.line_chart(
 #   SwiGLU and grouped-query attention, with the biases removed. Each is a switch of
 #   `ModernDecoderLM` and of the `lm` task, each checked here against PyTorch or a formula.
 # - RoPE makes the attention score depend on the offset of query and key alone, by rotating
-#   them; it was the largest gain of the ladder, 0.29 bits per byte.
+#   them; it was the largest gain of the ladder, from 2.61<!-- record ladder-rmsnorm-s0+ladder-rmsnorm-s1 metrics.test.bits_per_byte --> to 2.32<!-- record ladder-rope-s0+ladder-rope-s1 metrics.test.bits_per_byte -->
+#   bits per byte.
 # - SwiGLU and grouped-query attention also helped at this scale; pre-norm, RMSNorm and the
 #   removal of biases did not. Those buy stability, speed and simplicity for deep, wide models
 #   trained at high learning rates, which a laptop-sized run cannot show.
