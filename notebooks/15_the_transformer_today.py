@@ -477,7 +477,8 @@ alt.Chart(table, title="Each rung of the ladder, one point per seed").mark_point
 # Together: today's block ends at 2.28<!-- record ladder-gqa-s0+ladder-gqa-s1 metrics.test.bits_per_byte --> bits per byte against the 2017 block's
 # 2.52<!-- record ladder-2017-s0+ladder-2017-s1 metrics.test.bits_per_byte --> after the same 1,000 steps, and at the same training time the gap is as
 # large (the last column). The 2017 block needs three times the steps, the `cpu` preset's
-# full 3,000, to come close. Most of the difference is the position encoding.
+# full 3,000, to come level (the preset's own run, `results/ts-cpu`:
+# 2.27<!-- record ts-cpu metrics.test.bits_per_byte -->). Most of the difference is the position encoding.
 #
 # ## Longer than trained: positions that extrapolate
 #

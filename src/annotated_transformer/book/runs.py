@@ -239,7 +239,7 @@ RUNS: list[BookRun] = [
     ),
     *_ladder(),
     *_bert(),
-    BookRun("ts-cpu", "lm", weights="half", chapters=(16,)),
+    BookRun("ts-cpu", "lm", weights="full", chapters=(16,)),
     BookRun(
         "ts-gpt2-cpu",
         "lm",
