@@ -361,8 +361,7 @@ def minutes(run) -> float:
 
 
 def bpb_after(run, t: float) -> float:
-    """The validation curve (bits per byte) interpolated at t minutes of "
-    "training."""
+    """The validation curve (bits per byte) interpolated at t minutes."""
     curve = rows_with(run.history, "val_bpb")
     return float(np.interp(60 * t, curve["seconds"], curve["val_bpb"]))
 
@@ -383,25 +382,25 @@ table = pd.DataFrame(
 )
 ladder = table.groupby("block", sort=False).agg(
     parameters=("parameters", "first"),
-    bpb_mean=("bits per byte", "mean"),
-    bpb_seeds=("bits per byte", lambda s: " ".join(f"{v:.3f}" for v in s)),
+    bpb=("bits per byte", "mean"),
+    seeds=("bits per byte", lambda s: " ".join(f"{v:.3f}" for v in s)),
     minutes=("minutes", "mean"),
-    val_bpb_equal_time=("at equal time", "mean"),
+    equal_time=("at equal time", "mean"),
 )
-ladder.insert(3, "change", ladder["bpb_mean"].diff())
+ladder.insert(3, "change", ladder["bpb"].diff())
 print(
     f"equal time: the validation curves at {equal_time:.2f} minutes, the shortest "
     "run"
 )
-ladder.round(3)
+ladder.round(3).fillna("")
 
 # %% [markdown]
-# `bpb_mean`: bits per byte of the whole validation split after 1,000 steps ([chapter 14](14_generation_characters.ipynb)'s
-# protocol: overlapping windows, every byte scored once), the mean of the seeds listed in
-# `bpb_seeds`; `change`: the difference from the rung above; `minutes`: training time on one
-# CPU core; `val_bpb_equal_time`: the quick
-# validation loss (the first 64 KiB of the split, measured every 100 steps) interpolated at the
-# training time of the fastest run, so that no rung gains from being given more time.
+# `bpb`: bits per byte of the whole validation split after 1,000 steps
+# ([chapter 14](14_generation_characters.ipynb)'s protocol: overlapping windows, every byte
+# scored once), the mean of the seeds listed in `seeds`; `change`: the difference from the
+# rung above; `minutes`: training time on one CPU core; `equal_time`: the quick validation
+# loss (the first 64 KiB of the split, measured every 100 steps) interpolated at the training
+# time of the fastest run, so that no rung gains from being given more time.
 #
 # Time matters as much as steps: a change that costs 15% more per step must gain more than 15%
 # worth of steps. The validation curves against wall-clock minutes:
@@ -447,7 +446,7 @@ alt.Chart(table, title="Each rung of the ladder, one point per seed").mark_point
 
 # %% [markdown]
 # What the ladder says at this scale (0.9M parameters, 1,000 steps; the two seeds of a rung
-# differ by about a hundredth of a bit, see `bpb_seeds`), in bits per byte, the mean of the
+# differ by about a hundredth of a bit, see `seeds`), in bits per byte, the mean of the
 # seeds:
 #
 # - **Pre-norm costs bits here**: 2.60<!-- record ladder-pre-norm-s0+ladder-pre-norm-s1 metrics.test.bits_per_byte --> against post-norm's 2.52<!-- record ladder-2017-s0+ladder-2017-s1 metrics.test.bits_per_byte -->. With a
