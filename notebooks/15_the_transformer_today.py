@@ -387,12 +387,11 @@ ladder = table.groupby("block", sort=False).agg(
     minutes=("minutes", "mean"),
     equal_time=("at equal time", "mean"),
 )
-ladder.insert(3, "change", ladder["bpb"].diff())
-print(
-    f"equal time: the validation curves at {equal_time:.2f} minutes, the shortest "
-    "run"
-)
-ladder.round(3).fillna("")
+change = ladder["bpb"].diff()
+ladder.insert(3, "change", change.map(lambda v: "" if pd.isna(v) else f"{v:+.3f}"))
+shortest = f"{equal_time:.2f} minutes, the shortest run"
+print(f"equal time: the validation curves at {shortest}")
+ladder.round(3)
 
 # %% [markdown]
 # `bpb`: bits per byte of the whole validation split after 1,000 steps
