@@ -135,6 +135,7 @@ def _levers() -> list[BookRun]:
         ),
         "3ep-half-warmup": (f"warmup={cpu.warmup // 2}",),
         "3ep-lr2": (f"lr={2 * cpu.lr}",),
+        "3ep-buckets": ("pack_width=0",),
     }
     return [
         BookRun(
@@ -212,12 +213,6 @@ RUNS: list[BookRun] = [
         "translate-cpu-words",
         "translate",
         settings=("tokens=words",),
-        chapters=(12,),
-    ),
-    BookRun(
-        "translate-cpu-buckets",
-        "translate",
-        settings=("pack_width=0", "beam=8"),
         chapters=(12,),
     ),
     *_levers(),
