@@ -190,10 +190,9 @@ blocks.loc[["src_embed", "tgt_embed", "generator"]]
 #
 # [Chapter 10](10_translation_multi30k.ipynb)'s `cpu` preset reads both languages with one byte-pair vocabulary: `tokens="bpe"`
 # makes the translation task learn the byte pairs from the training sentences itself. It keeps
-# the three matrices apart, though (`tie=false`): over 12 epochs the untied model scored higher
-# on validation than the tied one, and
-# section 4 measures the same lever again. Before byte pairs the preset used [chapter 10](10_translation_multi30k.ipynb)'s two
-# word vocabularies (min_freq 2), and that model is trained here the same way, for the same 12
+# the three matrices apart, though (`tie=false`): section 4 measures what tying them costs.
+# Before byte pairs the preset used [chapter 10](10_translation_multi30k.ipynb)'s two word
+# vocabularies (min_freq 2), and that model is trained here the same way, for the same 12
 # epochs: one setting of the task, so both go through the runner:
 #
 #     python -m annotated_transformer translate train --preset cpu \
