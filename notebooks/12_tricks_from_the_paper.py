@@ -522,7 +522,7 @@ alt.Chart(
 #   simply gets further. An earlier run of 12 epochs (among the measurements made before
 #   the records, on the [Results](../book/results.ipynb) page) gained on validation and
 #   test2016 but not on the 2017 and 2018 test sets, so the preset keeps its rate;
-# - **twice the tokens per batch** (DOUBLE<!-- record translate-cpu-3ep-double-tokens metrics.validation.best -->): the same epochs in half the optimiser
+# - **twice the tokens per batch** (16.83<!-- record translate-cpu-3ep-double-tokens metrics.validation.best -->): the same epochs in half the optimiser
 #   steps leave the model far behind; on a short budget, steps count for more than tokens
 #   per step;
 # - **half the merges** (28.69<!-- record translate-cpu-3ep-half-merges metrics.validation.best -->): with 4,000 merges the pieces are fewer and each
