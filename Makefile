@@ -1,7 +1,8 @@
 # Transformers from Scratch — two commands do everything:
 #
 #   make book            set up .venv, build the site from the stored outputs
-#   make book EXECUTE=1  first re-execute every chapter at full size (refreshes stored outputs)
+#   make book EXECUTE=1  first re-execute every chapter at full size (refreshes stored outputs;
+#                        JOBS=2 chapters at a time)
 #   make test            set up .venv, check it (make doctor), run ruff, the unit tests, every
 #                        chapter (nbval, CI size), build the site and check it in a headless browser
 #
@@ -59,7 +60,7 @@ NBVAL := -p no:cacheprovider --nbval --nbval-current-env --nbval-cell-timeout=90
         execute listings figures exercises clean
 
 help:
-	@sed -n '1,15p' Makefile
+	@sed -n '1,16p' Makefile
 
 # The venv's Python must be 3.11 or newer: say so, instead of failing deep inside pip.
 $(PY):
@@ -131,10 +132,10 @@ nbval: setup
 	echo "==> chapters $(notdir $(basename $(NBVAL_FIRST)))" && \
 	cat $$log && rm -f $$log && test $$first = 0 && test $$second = 0
 
+# EXECUTE=1: the chapters JOBS at a time (each on one thread), in the order of the book.
 book: setup
 ifeq ($(EXECUTE),1)
-	@for nb in $(CHAPTERS:.py=.ipynb); do \
-	  $(MAKE) --no-print-directory execute CHAPTER=$$(basename $$nb .ipynb) || exit 1; done
+	$(MAKE) --no-print-directory -j$(JOBS) $(CHAPTERS:notebooks/%.py=execute-%)
 endif
 	$(MAKE) --no-print-directory site
 	@echo
@@ -154,6 +155,9 @@ execute: setup
 	$(NOTEBOOK_ENV) AT_SIZE=full $(BIN)/jupyter execute --inplace --timeout=-1 \
 	  notebooks/$(CHAPTER).ipynb
 	$(BIN)/jupytext --sync notebooks/$(CHAPTER).ipynb
+
+execute-%: setup
+	@$(MAKE) --no-print-directory execute CHAPTER=$*
 
 # Train and record, one after another, every run the chapters execute that has no record in
 # results/ yet (annotated_transformer.book.runs lists them): hours on a laptop's CPU.

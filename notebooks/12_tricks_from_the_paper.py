@@ -53,6 +53,7 @@ import torch
 from annotated_transformer.blocks.embeddings import Embeddings
 from annotated_transformer.book import viz
 from annotated_transformer.book.page import wrap
+from annotated_transformer.book.runs import translation_levers
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.data import multi30k
@@ -451,42 +452,29 @@ print(f"final.pt = {run.metrics['final']}; validation BLEU: "
 # Multi30k's sentences, more from a few hundred tokens on.
 
 # %% tags=["nbval-ignore-output"]
-levers = {
-    "the preset, 3 epochs": [],
-    "attention dropout 0 (fused kernel)": ["attn_dropout=0"],
-    "tied (one matrix for all three)": ["tie=true"],
-    f"half the merges ({preset.bpe_merges // 2:,})": [
-        f"bpe_merges={preset.bpe_merges // 2}"
-    ],
-    "no label smoothing": ["label_smoothing=0"],
-    "2× the tokens per batch, half the warm-up steps": [
-        f"max_tokens={2 * preset.max_tokens}",
-        f"warmup={preset.warmup // 2}",
-    ],
-    "half the warm-up": [f"warmup={preset.warmup // 2}"],
-    "twice the peak learning rate": [f"lr={2 * preset.lr}"],
-    "length buckets instead of packed batches": ["pack_width=0"],
+labels = {  # each lever's settings: book.runs.translation_levers
+    "3ep": "the preset, 3 epochs",
+    "3ep-attn0": "attention dropout 0 (fused kernel)",
+    "3ep-tied": "tied (one matrix for all three)",
+    "3ep-half-merges": f"half the merges ({preset.bpe_merges // 2:,})",
+    "3ep-ls0": "no label smoothing",
+    "3ep-double-tokens": "2× the tokens per batch, half the warm-up steps",
+    "3ep-half-warmup": "half the warm-up",
+    "3ep-lr2": "twice the peak learning rate",
+    "3ep-buckets": "length buckets instead of packed batches",
 }
-names = [
-    "3ep",
-    "3ep-attn0",
-    "3ep-tied",
-    "3ep-half-merges",
-    "3ep-ls0",
-    "3ep-double-tokens",
-    "3ep-half-warmup",
-    "3ep-lr2",
-    "3ep-buckets",
-]
+levers = translation_levers(preset)
+for name, settings in levers.items():
+    print(f"{name:18} {' '.join(settings)}")
 lever_runs = {
     change: ensure_run(
         "translate",
         PRESET,
         runs_dir() / f"translate-{PRESET}-{name}",
-        settings=["epochs=3", *settings],
+        settings=list(levers[name]),
         weights=False,
     )
-    for (change, settings), name in zip(levers.items(), names, strict=True)
+    for name, change in labels.items()
 }
 lever_table = pd.DataFrame(
     {

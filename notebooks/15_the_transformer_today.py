@@ -60,6 +60,7 @@ from annotated_transformer.blocks.norms import RMSNorm
 from annotated_transformer.blocks.rope import apply_rope, rope_tables, rotate_pairs
 from annotated_transformer.book import viz
 from annotated_transformer.book.page import wrap
+from annotated_transformer.book.runs import LADDER, LADDER_BUDGET
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.evaluation.sampling import sample
@@ -297,39 +298,17 @@ show_source(ModernBlock)
 # the ladder adds one change to the one before:
 
 # %%
-LADDER = {
-    "2017 (post-norm)": ["block=2017"],
-    "+ pre-norm": [
-        "block=modern",
-        "norm=layer",
-        "positions=learned",
-        "feed_forward=relu",
-        "bias=true",
-    ],
-    "+ RMSNorm": [
-        "block=modern",
-        "positions=learned",
-        "feed_forward=relu",
-        "bias=true",
-    ],
-    "+ RoPE": ["block=modern", "feed_forward=relu", "bias=true"],
-    "+ SwiGLU": ["block=modern", "bias=true"],
-    "+ no biases": ["block=modern"],
-    "+ GQA (2 of 4 heads)": ["block=modern", "kv_heads=2"],
-}
-FOLDER = {
-    "2017 (post-norm)": "2017",
-    "+ pre-norm": "pre-norm",
-    "+ RMSNorm": "rmsnorm",
-    "+ RoPE": "rope",
-    "+ SwiGLU": "swiglu",
-    "+ no biases": "no-bias",
-    "+ GQA (2 of 4 heads)": "gqa",
+RUNGS = {  # each rung's settings: book.runs.LADDER
+    "2017": "2017 (post-norm)",
+    "pre-norm": "+ pre-norm",
+    "rmsnorm": "+ RMSNorm",
+    "rope": "+ RoPE",
+    "swiglu": "+ SwiGLU",
+    "no-bias": "+ no biases",
+    "gqa": "+ GQA (2 of 4 heads)",
 }
 preset = pick(ci="tiny", full="cpu")
-budget = pick(
-    ci=["steps=40", "eval_every=20"], full=["steps=1000", "eval_every=100"]
-)
+budget = pick(ci=["steps=40", "eval_every=20"], full=list(LADDER_BUDGET))
 seeds = pick(ci=[0], full=[0, 1])
 
 
@@ -345,13 +324,13 @@ def train_rung(folder: str, settings: list[str], seed: int, weights: bool = True
     )
 
 
-for name, settings in LADDER.items():
-    print(wrap(f"{name:22} {' '.join(settings)}", indent=" " * 23))
+for rung, settings in LADDER.items():
+    print(wrap(f"{RUNGS[rung]:22} {' '.join(settings)}", indent=" " * 23))
 
 # %% tags=["nbval-ignore-output"]
 runs = {
-    (name, seed): train_rung(FOLDER[name], settings, seed, weights=False)
-    for name, settings in LADDER.items()
+    (RUNGS[rung], seed): train_rung(rung, list(settings), seed, weights=False)
+    for rung, settings in LADDER.items()
     for seed in seeds
 }
 
@@ -427,7 +406,7 @@ viz.line_chart(
     y=alt.Y(
         "val_bpb:Q", scale=alt.Scale(zero=False), title="bits per byte (validation)"
     ),
-    color=alt.Color("block:N", sort=list(LADDER), title="block"),
+    color=alt.Color("block:N", sort=list(RUNGS.values()), title="block"),
 )
 
 # %% tags=["nbval-ignore-output"]
@@ -439,7 +418,7 @@ alt.Chart(table, title="Each rung of the ladder, one point per seed").mark_point
         scale=alt.Scale(zero=False),
         title="bits per byte (validation)",
     ),
-    y=alt.Y("block:N", sort=list(LADDER), title="block"),
+    y=alt.Y("block:N", sort=list(RUNGS.values()), title="block"),
     color=alt.Color("seed:N", title="seed"),
 ).properties(width=450, height=220)
 

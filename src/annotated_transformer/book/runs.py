@@ -34,6 +34,7 @@ from annotated_transformer.records import matching_record, results_dir
 from annotated_transformer.runner import LAST, METRICS, new_config
 from annotated_transformer.tasks import PRESETS
 from annotated_transformer.tasks.classification import SHAPES
+from annotated_transformer.tasks.translation import TranslationConfig
 
 MODULE = "annotated_transformer.book.runs"
 
@@ -82,36 +83,55 @@ class BookRun:
         )
 
 
+# Chapter 15's ladder: each rung adds one of today's changes to the rung before
+# (by the name of its runs, ``ladder-RUNG-sSEED``); every rung has one budget.
+LADDER: dict[str, tuple[str, ...]] = {
+    "2017": ("block=2017",),
+    "pre-norm": (
+        "block=modern",
+        "norm=layer",
+        "positions=learned",
+        "feed_forward=relu",
+        "bias=true",
+    ),
+    "rmsnorm": (
+        "block=modern",
+        "positions=learned",
+        "feed_forward=relu",
+        "bias=true",
+    ),
+    "rope": ("block=modern", "feed_forward=relu", "bias=true"),
+    "swiglu": ("block=modern", "bias=true"),
+    "no-bias": ("block=modern",),
+    "gqa": ("block=modern", "kv_heads=2"),
+}
+LADDER_BUDGET = ("steps=1000", "eval_every=100")
+
+
 def _ladder() -> list[BookRun]:
     """Chapter 15: today's changes one at a time, two seeds; the length test's
     positions, seed 0 (RoPE is the ladder's "no biases" rung)."""
-    steps = ("steps=1000", "eval_every=100")
-    old = ("positions=learned", "feed_forward=relu", "bias=true")
-    rungs = {
-        "2017": ("block=2017",),
-        "pre-norm": ("block=modern", "norm=layer", *old),
-        "rmsnorm": ("block=modern", *old),
-        "rope": ("block=modern", "feed_forward=relu", "bias=true"),
-        "swiglu": ("block=modern", "bias=true"),
-        "no-bias": ("block=modern",),
-        "gqa": ("block=modern", "kv_heads=2"),
-    }
     runs = [
         BookRun(
             f"ladder-{rung}-s{seed}",
             "lm",
-            settings=(*steps, f"seed={seed}", *settings),
+            settings=(*LADDER_BUDGET, f"seed={seed}", *settings),
             weights="half" if (rung, seed) == ("no-bias", 0) else "",
             chapters=(15,),
         )
         for seed in (0, 1)
-        for rung, settings in rungs.items()
+        for rung, settings in LADDER.items()
     ]
     runs += [
         BookRun(
             f"ladder-{positions}-s0",
             "lm",
-            settings=(*steps, "seed=0", "block=modern", f"positions={positions}"),
+            settings=(
+                *LADDER_BUDGET,
+                "seed=0",
+                "block=modern",
+                f"positions={positions}",
+            ),
             weights="half",
             chapters=(15,),
         )
@@ -120,31 +140,32 @@ def _ladder() -> list[BookRun]:
     return runs
 
 
-def _levers() -> list[BookRun]:
-    """Chapter 12: the translation preset for 3 epochs, one change at a time."""
-    cpu = PRESETS["translate"]["cpu"]
+def translation_levers(config: TranslationConfig) -> dict[str, tuple[str, ...]]:
+    """Chapter 12's levers: the translation ``config`` for 3 epochs, one change
+    at a time, by the name of the run (``translate-PRESET-NAME``)."""
     changes = {
         "3ep": (),
         "3ep-attn0": ("attn_dropout=0",),
         "3ep-tied": ("tie=true",),
-        "3ep-half-merges": (f"bpe_merges={cpu.bpe_merges // 2}",),
+        "3ep-half-merges": (f"bpe_merges={config.bpe_merges // 2}",),
         "3ep-ls0": ("label_smoothing=0",),
         "3ep-double-tokens": (
-            f"max_tokens={2 * cpu.max_tokens}",
-            f"warmup={cpu.warmup // 2}",
+            f"max_tokens={2 * config.max_tokens}",
+            f"warmup={config.warmup // 2}",
         ),
-        "3ep-half-warmup": (f"warmup={cpu.warmup // 2}",),
-        "3ep-lr2": (f"lr={2 * cpu.lr}",),
+        "3ep-half-warmup": (f"warmup={config.warmup // 2}",),
+        "3ep-lr2": (f"lr={2 * config.lr}",),
         "3ep-buckets": ("pack_width=0",),
     }
+    return {name: ("epochs=3", *change) for name, change in changes.items()}
+
+
+def _levers() -> list[BookRun]:
+    """Chapter 12: the translation preset for 3 epochs, one change at a time."""
+    levers = translation_levers(PRESETS["translate"]["cpu"])
     return [
-        BookRun(
-            f"translate-cpu-{name}",
-            "translate",
-            settings=("epochs=3", *change),
-            chapters=(12,),
-        )
-        for name, change in changes.items()
+        BookRun(f"translate-cpu-{name}", "translate", settings=s, chapters=(12,))
+        for name, s in levers.items()
     ]
 
 
