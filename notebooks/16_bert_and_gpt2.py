@@ -19,7 +19,7 @@
 # ```{note}
 # The stored outputs on this page come from the `cpu`-size runs named in each section,
 # trained once from the repository root (the commands are printed with the results); the
-# BERT pretraining takes about an hour and a half on a CPU, the rest minutes each. In CI
+# BERT pretraining takes hours on a laptop's CPU, the rest minutes each. In CI
 # every section trains its `tiny` size, where the numbers mean nothing.
 # ```
 #
