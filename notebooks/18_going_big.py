@@ -742,9 +742,8 @@ sharding_table(world_size=8).round(2)
 # ## torch.compile
 #
 # `torch.compile` traces the model into a graph and generates fused kernels for it (on the
-# CPU, C++ compiled on the spot). It was slower than the plain model on this CPU when the
-# book first tried it. Measured again, on the small language model of the precision section
-# (2 layers, $d_{model} = 128$, 16 windows of 64 bytes), forward and backward:
+# CPU, C++ compiled on the spot). Measured on the small language model of the precision
+# section (2 layers, $d_{model} = 128$, 16 windows of 64 bytes), forward and backward:
 
 
 # %% tags=["nbval-ignore-output"]
