@@ -73,10 +73,10 @@ torch.set_printoptions(precision=3, sci_mode=False)
 
 # %% [markdown]
 # Classification is a task of the book's runner ([chapter 10](10_translation_multi30k.ipynb)): a config dataclass, and the
-# command line's presets are named configs. The book trains the `cpu` preset (about five
-# minutes of training on one idle CPU core; the run below, read from its record
-# `results/imdb-cpu`, shared a busy machine and took 29.4<!-- record imdb-cpu train_minutes --> minutes); a continuous-integration run
-# of this chapter trains the `tiny` one through the same code.
+# command line's presets are named configs. The book trains the `cpu` preset (8.2<!-- record imdb-cpu train_minutes -->
+# minutes of training on one CPU core; the run below is read from its record,
+# `results/imdb-cpu`); a continuous-integration run of this chapter trains the `tiny` one
+# through the same code.
 
 # %% tags=["hide-output", "nbval-ignore-output"]
 preset = pick(ci="tiny", full="cpu")
@@ -418,10 +418,9 @@ pd.DataFrame(rows).set_index("tokens").round(4)
 # 88.0%<!-- record imdb-cpu metrics.test.accuracy % --> against 87.7%<!-- record imdb-cpu-bpe metrics.test.accuracy % --> test accuracy, 91 reviews out of
 # 25,000<!-- record imdb-cpu metrics.test.reviews -->, from one seed each, so a small difference. With 20,000 entries the word
 # vocabulary already covers almost every token of a review (the `<unk>` share above), so
-# there is little for byte pairs to win back. The table's train seconds do not measure the
-# tokenizers' cost: they are wall-clock time on a shared, busy machine, whose load slowed
-# the word run most (its pace varied fourfold between validations, the byte-pair run's
-# hardly at all). The byte-pair run took 8.6<!-- record imdb-cpu-bpe train_minutes --> minutes, the word run 29.4<!-- record imdb-cpu train_minutes -->.
+# there is little for byte pairs to win back. Nor do they cost time here: the byte-pair run
+# took 8.2<!-- record imdb-cpu-bpe train_minutes --> minutes, the word run 8.2<!-- record imdb-cpu train_minutes --> (the table's train seconds, each on one CPU
+# thread).
 #
 # ## Summary
 #
