@@ -14,7 +14,7 @@
 #
 # - **You will learn** the same blocks as a decoder-only language model over bytes: bits per byte, sampling with a temperature, and what the model learned.
 # - **It assumes** [chapter 06](06_masks.ipynb), [chapter 07](07_the_full_model.ipynb) and [chapter 13](13_classification_imdb.ipynb).
-# - **Time:** about 15 minutes to read; under a minute to run from a finished run, whose training takes about 16 minutes on one idle CPU core.
+# - **Time:** about 15 minutes to read; under a minute to run from a finished run, whose training takes 26.0<!-- record e6-cpu train_minutes --> minutes on one CPU core.
 #
 # The translation model of Part IV has two stacks: an encoder reads the source, a decoder
 # writes the target one token at a time while looking back at what it wrote and across at the
@@ -259,9 +259,9 @@ print(f"zlib -9:                    {zlib_bpb:.3f} bits per byte")
 show_source(RandomWindows.batches, RandomWindows.loss)
 
 # %% [markdown]
-# Its presets: `tiny` in CI and `cpu` for the stored outputs (about 16 minutes of training on
-# one idle CPU core; the run below, read from its record `results/e6-cpu`, shared a busy
-# machine and took 61.9<!-- record e6-cpu train_minutes --> minutes), with `dataset` set to `enwik8_prefix` — the command line would be
+# Its presets: `tiny` in CI and `cpu` for the stored outputs (26.0<!-- record e6-cpu train_minutes --> minutes of training on
+# one CPU core; the run below is read from its record, `results/e6-cpu`), with `dataset`
+# set to `enwik8_prefix` — the command line would be
 # `python -m annotated_transformer lm train --preset cpu --set dataset=enwik8_prefix
 # --out runs/e6-cpu`. The rows `norm`, `positions`, `feed_forward` and `bias` are switches of
 # today's block (`block=modern`, [chapter 15](15_the_transformer_today.ipynb)); the `2017` block ignores them, and the config
