@@ -122,6 +122,23 @@ def test_record_publishes_weights_that_predict_as_the_run(classify_run, tmp_path
     assert code == 1 and "exists" in err
 
 
+def test_record_says_where_a_resumed_run_trained(tmp_path, imdb_mirror, one_thread):
+    out = tmp_path / "moved"
+    train_classifier(out, imdb_mirror, max_steps=6)
+    runner.train("classify", out, resume=True, max_steps=9, echo=False)
+    torch.set_num_threads(2)  # resumed elsewhere: another number of threads
+    runner.train("classify", out, resume=True, echo=False)
+    folder = records.record_run(out, "rec", root=tmp_path, say=lambda _: None)
+    record = records.read_record(folder)
+    assert record["machine"]["threads"] == 1
+    # The resume at step 6 on the same machine adds nothing; at step 9 it does.
+    parts = [(p["step"], p["machine"]["threads"]) for p in record["resumed"]]
+    assert parts == [(9, 2)]
+    cpu, precision = record["machine"]["cpu"], record["precision"]
+    expected = f"{cpu}, 1 thread, {precision}; from step 9: {cpu}, 2 threads"
+    assert records.machine_line(record) == expected
+
+
 def test_subset_score_is_an_accuracy(classify_run, tmp_path, imdb_mirror):
     folder = records.record_run(
         classify_run, "c", weights=True, root=tmp_path, data_dir=imdb_mirror

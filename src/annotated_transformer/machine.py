@@ -9,6 +9,7 @@ into the run's record.
 
 from __future__ import annotations
 
+import json
 import platform
 import shlex
 import subprocess
@@ -95,9 +96,22 @@ def provenance(device: torch.device | str) -> dict[str, Any]:
     }
 
 
-def write_provenance(folder: str | Path, device: torch.device | str) -> None:
-    """Write :func:`provenance` into ``folder/provenance.json``, unless a resumed
-    run's first start already did."""
+def write_provenance(
+    folder: str | Path, device: torch.device | str, step: int = 0
+) -> None:
+    """Write :func:`provenance` into ``folder/provenance.json`` when a run starts.
+
+    A run resumed at ``step`` on another machine, or with another number of
+    threads, than its last start adds its step and :func:`provenance` to the
+    file's ``resumed`` list: its record then says where each part was trained.
+    """
     path = Path(folder) / PROVENANCE
+    now = provenance(device)
     if not path.exists():
-        write_json(path, provenance(device))
+        write_json(path, now)
+        return
+    saved = json.loads(path.read_text())
+    segments = saved.setdefault("resumed", [])
+    if now["machine"] != (segments[-1] if segments else saved)["machine"]:
+        segments.append({"step": step} | now)
+        write_json(path, saved)

@@ -243,6 +243,7 @@ def record_run(
         "command": command or provenance.get("command") or rebuilt,
         "git": provenance.get("git") or git_commit(run.resolve()),
         "machine": machine,
+        "resumed": provenance.get("resumed") or None,
         "precision": metrics["config"]["precision"],
         "train_seconds": metrics["train_seconds"],
         "train_minutes": round(metrics["train_seconds"] / 60, 1),
@@ -469,10 +470,18 @@ def load_result(
     return RunResult(folder, task, model, history, record["metrics"])
 
 
-def machine_line(record: dict[str, Any]) -> str:
-    """The machine in a few words: GPU or CPU, threads, precision."""
-    m = record["machine"]
-    where = m.get("gpu") or m["cpu"]
-    threads = m.get("threads")
+def _where(machine: dict[str, Any]) -> str:
+    """GPU or CPU and threads, e.g. ``AMD EPYC (family 25, model 17), 1 thread``."""
+    threads = machine.get("threads")
     counted = f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
-    return f"{where}{counted}, {record['precision']}"
+    return f"{machine.get('gpu') or machine['cpu']}{counted}"
+
+
+def machine_line(record: dict[str, Any]) -> str:
+    """The machine in a few words: GPU or CPU, threads, precision; and where a
+    run resumed elsewhere, from which step on what."""
+    later = "".join(
+        f"; from step {part['step']:,}: {_where(part['machine'])}"
+        for part in record.get("resumed") or []
+    )
+    return f"{_where(record['machine'])}, {record['precision']}{later}"

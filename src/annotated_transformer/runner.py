@@ -432,9 +432,9 @@ class Run:
         """Train to the end of the run (or to ``max_steps``); True
         when the run is complete."""
         stop = self.total if max_steps is None else min(max_steps, self.total)
+        if dist.is_main() and self.trainer.step < stop:
+            write_provenance(self.out, self.device, self.trainer.step)
         if self.trainer.step == 0:
-            if dist.is_main():
-                write_provenance(self.out, self.device)
             c = self.config
             self.say(
                 f"{self.task_name} {self.preset}: {self.total} steps "
