@@ -151,10 +151,12 @@ site-check: setup chromium
 execute: setup
 	@test -n "$(CHAPTER)" || { echo "usage: make execute CHAPTER=02_self_attention"; exit 2; }
 	@echo "==> executing notebooks/$(CHAPTER) at full size"
-	AT_SIZE=full $(BIN)/jupytext --sync notebooks/$(CHAPTER).py
+	@start=$$(date +%s) && \
+	AT_SIZE=full $(BIN)/jupytext --sync notebooks/$(CHAPTER).py && \
 	$(NOTEBOOK_ENV) AT_SIZE=full $(BIN)/jupyter execute --inplace --timeout=-1 \
-	  notebooks/$(CHAPTER).ipynb
-	$(BIN)/jupytext --sync notebooks/$(CHAPTER).ipynb
+	  notebooks/$(CHAPTER).ipynb && \
+	$(BIN)/jupytext --sync notebooks/$(CHAPTER).ipynb && \
+	echo "==> notebooks/$(CHAPTER) executed in $$(( $$(date +%s) - start )) s"
 
 execute-%: setup
 	@$(MAKE) --no-print-directory execute CHAPTER=$*
