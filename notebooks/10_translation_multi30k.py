@@ -14,7 +14,7 @@
 #
 # - **You will learn** a real translation task end to end: data, tokenizers, vocabularies, batches with little padding, the task runner, training and BLEU.
 # - **It assumes** [chapter 09](09_copy_task.ipynb), and [chapter 03](03_tokens_and_embeddings.ipynb) for byte-pair encoding.
-# - **Time:** about 20 minutes to read; about a minute to run from a finished run, whose training takes about an hour on one CPU core.
+# - **Time:** about 20 minutes to read; about a minute to run from a finished run, whose training takes 128.3<!-- record translate-cpu train_minutes --> minutes on one CPU core.
 #
 # ```{note}
 # The stored outputs on this page come from the `cpu` preset (3 + 3 layers, d_model 256, all
