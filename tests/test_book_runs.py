@@ -69,6 +69,16 @@ def test_commands_name_the_run_and_its_settings():
     assert "init=results/mlm-cpu" in bert.settings
 
 
+def test_a_fine_tune_starts_from_the_records_in_use(tmp_path, monkeypatch):
+    bert = book_runs.BY_NAME["imdb-bert-cpu"]
+    monkeypatch.delenv("AT_RESULTS", raising=False)
+    monkeypatch.chdir(RESULTS.parent)
+    assert "init=results/mlm-cpu" in bert.train_words(1)
+    monkeypatch.setenv("AT_RESULTS", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert "init=mlm-cpu" in bert.train_words(1)
+
+
 def test_an_unknown_name_is_one_line():
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
