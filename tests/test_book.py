@@ -115,12 +115,6 @@ def test_chapter_code_fits_the_page(py: Path):
     assert not wide, "\n".join(wide)
 
 
-# Chapters whose stored outputs still hold lines wider than the page: their code
-# already wraps them, and they fit once the chapter is executed again from the
-# records of its runs (its runs are not all recorded yet: book.runs lists them).
-WIDE_UNTIL_EXECUTED = {"16_bert_and_gpt2"}
-
-
 def printed_lines(notebook: dict) -> list[tuple[int, str]]:
     """(cell, line) of every stored text output a reader sees as plain text."""
     lines = []
@@ -142,7 +136,4 @@ def test_stored_outputs_fit_the_page(py: Path):
         for index, line in printed_lines(notebook)
         if len(line) > 84
     ]
-    if py.stem in WIDE_UNTIL_EXECUTED:
-        assert wide, f"{py.stem} fits now: remove it from WIDE_UNTIL_EXECUTED"
-    else:
-        assert not wide, "\n".join(wide)
+    assert not wide, "\n".join(wide)
