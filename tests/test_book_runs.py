@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import shutil
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from annotated_transformer import records
 from annotated_transformer.book import runs as book_runs
 from annotated_transformer.runner import new_config
+from annotated_transformer.tasks.base import run_folder, run_path
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 RECORDED = records.all_records(RESULTS)
@@ -69,14 +71,25 @@ def test_commands_name_the_run_and_its_settings():
     assert "init=results/mlm-cpu" in bert.settings
 
 
-def test_a_fine_tune_starts_from_the_records_in_use(tmp_path, monkeypatch):
+def test_a_record_is_named_results_name_wherever_the_records_are(
+    tmp_path, monkeypatch
+):
+    """With the records kept outside the repository ($AT_RESULTS), a fine-tune's
+    ``init=results/mlm-cpu`` reads them there and is stored as written, so its
+    record matches its config in any clone, and a run's folder is still absolute."""
     bert = book_runs.BY_NAME["imdb-bert-cpu"]
-    monkeypatch.delenv("AT_RESULTS", raising=False)
-    monkeypatch.chdir(RESULTS.parent)
     assert "init=results/mlm-cpu" in bert.train_words(1)
-    monkeypatch.setenv("AT_RESULTS", str(tmp_path))
-    monkeypatch.chdir(tmp_path)
-    assert "init=mlm-cpu" in bert.train_words(1)
+    elsewhere = tmp_path / "records"
+    shutil.copytree(RESULTS / "mlm-cpu", elsewhere / "mlm-cpu")
+    shutil.copytree(RESULTS / "imdb-bert-cpu", elsewhere / "imdb-bert-cpu")
+    monkeypatch.setenv("AT_RESULTS", str(elsewhere))
+    monkeypatch.chdir(tmp_path)  # outside the repository
+    assert run_folder("results/mlm-cpu") == elsewhere / "mlm-cpu"
+    assert run_path(elsewhere / "mlm-cpu") == "results/mlm-cpu"
+    config = new_config("classify", "cpu", ["init=results/mlm-cpu"])
+    assert config.init == "results/mlm-cpu"
+    assert run_path("runs/x") == str(tmp_path / "runs" / "x")
+    assert bert.record() == elsewhere / "imdb-bert-cpu"
 
 
 def test_an_unknown_name_is_one_line():

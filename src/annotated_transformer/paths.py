@@ -10,6 +10,7 @@ Every chapter and command line reads these, so one switch changes them all:
   ``~/.cache/annotated_transformer``).
 - ``AT_GPT2_DIR``: the folder of GPT-2's published files (default: the cache's
   ``gpt2/``).
+- ``AT_RESULTS``: the run records (default: the repository's ``results/``).
 """
 
 from __future__ import annotations
@@ -45,3 +46,11 @@ def repository_root(start: str | Path | None = None) -> Path | None:
     return next(
         (f for f in (here, *here.parents) if (f / "pyproject.toml").is_file()), None
     )
+
+
+def results_dir() -> Path:
+    """Where run records live: ``$AT_RESULTS``, else the repository's ``results/``.
+    Wherever that is, a setting names a record in it as ``results/NAME``."""
+    if os.environ.get("AT_RESULTS"):
+        return Path(os.environ["AT_RESULTS"]).expanduser().resolve()
+    return (repository_root() or Path.cwd()) / "results"

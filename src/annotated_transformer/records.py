@@ -46,7 +46,7 @@ from torch import nn
 from annotated_transformer.data.download import sha256_of
 from annotated_transformer.files import atomic_copy, atomic_write, write_json
 from annotated_transformer.machine import PROVENANCE, describe, git_commit
-from annotated_transformer.paths import repository_root
+from annotated_transformer.paths import results_dir
 from annotated_transformer.tasks import PRESETS, TASKS, Task
 from annotated_transformer.training.checkpoints import read_checkpoint
 from annotated_transformer.training.published import (
@@ -79,13 +79,6 @@ SUBSETS: dict[str, tuple[dict[str, Any], str, str]] = {
     "lm": ({"eval_bytes": 16_384}, "evaluate", "val_bpb"),
     "mlm": ({}, "evaluate", "val_accuracy"),
 }
-
-
-def results_dir() -> Path:
-    """Where records live: ``$AT_RESULTS``, else the repository's ``results/``."""
-    if os.environ.get("AT_RESULTS"):
-        return Path(os.environ["AT_RESULTS"]).resolve()
-    return (repository_root() or Path.cwd()) / "results"
 
 
 def all_records(root: str | Path | None = None) -> list[tuple[Path, dict]]:

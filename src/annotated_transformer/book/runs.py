@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import subprocess
 import sys
 import time
@@ -40,15 +39,6 @@ from annotated_transformer.tasks.translation import TranslationConfig
 MODULE = "annotated_transformer.book.runs"
 
 
-def _found(setting: str) -> str:
-    """``init=results/NAME`` pointed at the records in use (``$AT_RESULTS``)."""
-    key, _, value = setting.partition("=")
-    if key != "init" or not value.startswith("results/"):
-        return setting
-    record = results_dir() / value.removeprefix("results/")
-    return f"init={os.path.relpath(record)}"
-
-
 @dataclass(frozen=True)
 class BookRun:
     """One run: ``settings`` over ``preset``; ``weights``: what its record
@@ -62,7 +52,7 @@ class BookRun:
     chapters: tuple[int, ...] = ()
 
     def train_words(self, threads: int) -> list[str]:
-        sets = [word for s in self.settings for word in ("--set", _found(s))]
+        sets = [word for s in self.settings for word in ("--set", s)]
         return [
             self.task,
             "train",

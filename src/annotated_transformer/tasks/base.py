@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from annotated_transformer.paths import repository_root
+from annotated_transformer.paths import repository_root, results_dir
 from annotated_transformer.training.distributed import SHARDINGS
 from annotated_transformer.training.precision import PRECISION_SETTINGS
 from annotated_transformer.training.schedules import SCHEDULES
@@ -220,19 +220,27 @@ def epoch_generator(seed: int, epoch: int) -> torch.Generator:
 def run_folder(name: str | Path) -> Path:
     """The folder of the run ``name``: absolute, or found from the working
     directory, or else from the repository's root; so ``runs/mlm-cpu`` names one run
-    at the top and in a chapter."""
+    at the top and in a chapter. ``results/NAME`` is the record NAME wherever the
+    records are (:func:`~annotated_transformer.paths.results_dir`)."""
     path, root = Path(name).expanduser(), repository_root()
+    if not path.is_absolute() and path.parts[:1] == ("results",):
+        return results_dir().joinpath(*path.parts[1:]).resolve()
     if path.is_absolute() or path.exists() or root is None:
         return path.resolve()
     return (root / path).resolve()
 
 
 def run_path(name: str | Path) -> str:
-    """``name`` written the same wherever it was given: its folder relative to the
-    repository's root (``../runs/x`` in a chapter and ``runs/x`` at the top are both
-    ``runs/x``), or absolute outside the repository. A setting that names a run
-    (``init``) is stored this way."""
+    """``name`` written the same wherever it was given: a record as
+    ``results/NAME``, wherever the records are kept; a run as its folder relative
+    to the repository's root (``../runs/x`` in a chapter and ``runs/x`` at the top
+    are both ``runs/x``), or absolute outside the repository. A setting that names
+    a run (``init``) is stored this way, so that a record's config matches in every
+    clone."""
     folder, root = run_folder(name), repository_root()
+    records = results_dir().resolve()
+    if folder.is_relative_to(records):
+        return Path("results", folder.relative_to(records)).as_posix()
     return (
         folder.relative_to(root).as_posix()
         if root and folder.is_relative_to(root)
