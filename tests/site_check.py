@@ -5,7 +5,8 @@ as ``$``, ``\\(``, ``\\frac`` or ``^\\top`` left in the text outside math and co
 no MathJax error), every Altair chart is drawn by the bundled Vega (no error box)
 and fits the page column, every figure (an image of the article) loads and has alt
 text, and no request leaves the machine (every URL the page asks for is a local
-file). Run after ``jupyter-book build book``:
+file); and no page of the book is wider than a 390 px phone. Run after
+``jupyter-book build book``:
 
     python tests/site_check.py book/_build/html [--screenshot PAGE_STEM OUT.png]
 
@@ -170,6 +171,32 @@ def check_page(page, path: Path) -> tuple[list[str], int, int, int]:
     return problems, charts, page.locator("mjx-container").count(), figures
 
 
+PHONE = 390  # px: a phone's width, at which no page may scroll sideways
+
+
+def too_wide_on_a_phone(browser, site: Path) -> list[str]:
+    """Every page of the book (chapters and the pages around them) at
+    :data:`PHONE` px: wide code, tables and equations scroll inside their own boxes,
+    so the page itself must not be wider than the screen."""
+    pages = [*sorted(site.glob("*.html")), *sorted(site.glob("notebooks/*.html"))]
+    problems = []
+    page = browser.new_page()
+    page.set_viewport_size({"width": PHONE, "height": 800})
+    for path in pages:
+        if path.stem in ("search", "genindex"):
+            continue
+        page.goto(path.as_uri(), wait_until="load")
+        page.wait_for_timeout(300)  # let the theme lay out the sidebars
+        width = page.evaluate("document.documentElement.scrollWidth")
+        if width > PHONE:
+            problems.append(
+                f"{path.name}: at {PHONE} px the page scrolls sideways by "
+                f"{width - PHONE} px"
+            )
+    page.close()
+    return problems
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -214,6 +241,9 @@ def main() -> int:
             if args.screenshot and path.stem == args.screenshot[0]:
                 page.screenshot(path=args.screenshot[1], full_page=False)
             page.close()
+        phone = too_wide_on_a_phone(browser, args.site.resolve())
+        print(f"  at {PHONE} px: {len(phone)} page(s) wider than the screen")
+        problems += phone
         browser.close()
     for problem in problems:
         print("PROBLEM", problem)
