@@ -172,29 +172,21 @@ def check_page(page, path: Path) -> tuple[list[str], int, int, int]:
 
 
 PHONE = 390  # px: a phone's width, at which no page may scroll sideways
+NOT_READ = ("search", "genindex")  # the site's own pages, not the book's
 
 
-def too_wide_on_a_phone(browser, site: Path) -> list[str]:
-    """Every page of the book (chapters and the pages around them) at
-    :data:`PHONE` px: wide code, tables and equations scroll inside their own boxes,
-    so the page itself must not be wider than the screen."""
-    pages = [*sorted(site.glob("*.html")), *sorted(site.glob("notebooks/*.html"))]
-    problems = []
-    page = browser.new_page()
+def wider_than_a_phone(page, path: Path) -> list[str]:
+    """The loaded ``page`` narrowed to :data:`PHONE` px: wide code, tables and
+    equations scroll inside their own boxes, so the page itself must not be wider
+    than the screen."""
     page.set_viewport_size({"width": PHONE, "height": 800})
-    for path in pages:
-        if path.stem in ("search", "genindex"):
-            continue
-        page.goto(path.as_uri(), wait_until="load")
-        page.wait_for_timeout(300)  # let the theme lay out the sidebars
-        width = page.evaluate("document.documentElement.scrollWidth")
-        if width > PHONE:
-            problems.append(
-                f"{path.name}: at {PHONE} px the page scrolls sideways by "
-                f"{width - PHONE} px"
-            )
-    page.close()
-    return problems
+    page.wait_for_timeout(300)  # let the theme lay out the page again
+    extra = page.evaluate("document.documentElement.scrollWidth") - PHONE
+    return (
+        [f"{path.name}: at {PHONE} px the page scrolls sideways by {extra} px"]
+        if extra > 0
+        else []
+    )
 
 
 def main() -> int:
@@ -230,6 +222,7 @@ def main() -> int:
                 "height": 1600,
             },  # a laptop: a 688 px page column
         )
+        phone: list[str] = []
         for path in pages:
             page = browser.new_page()
             found, charts, math, figures = check_page(page, path)
@@ -240,8 +233,16 @@ def main() -> int:
             )
             if args.screenshot and path.stem == args.screenshot[0]:
                 page.screenshot(path=args.screenshot[1], full_page=False)
+            phone += wider_than_a_phone(page, path)
             page.close()
-        phone = too_wide_on_a_phone(browser, args.site.resolve())
+        # the pages around the chapters (preface, results, ...), at a phone's width
+        for path in sorted(args.site.resolve().glob("*.html")):
+            if path.stem in NOT_READ:
+                continue
+            page = browser.new_page()
+            page.goto(path.as_uri(), wait_until="load")
+            phone += wider_than_a_phone(page, path)
+            page.close()
         print(f"  at {PHONE} px: {len(phone)} page(s) wider than the screen")
         problems += phone
         browser.close()
