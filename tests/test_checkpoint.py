@@ -191,6 +191,35 @@ def test_checkpoints_without_a_checksum_still_load(tmp_path: Path) -> None:
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
+def test_an_old_checkpoint_with_weights_that_are_not_finite_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Version 1 has no checksum to find damage: NaN or infinite weights (a
+    damaged file, or a diverged run) are refused instead."""
+    model, _, _ = trained_objects()
+    path = save_checkpoint(tmp_path / "old.pt", model, step=7)
+    state = torch.load(path, weights_only=True)
+    del state["checksum"]
+    state["version"] = 1
+    for bad in (float("nan"), float("inf")):
+        state["model"]["2.bias"][1] = bad
+        torch.save(state, path)
+        with pytest.raises(CheckpointError, match=r"old\.pt .*NaN or infinite"):
+            ckpt.read_checkpoint(path)
+
+
+def test_a_raw_pickle_is_refused_without_warnings(tmp_path: Path) -> None:
+    import pickle
+    import warnings
+
+    path = tmp_path / "raw.pt"
+    path.write_bytes(pickle.dumps({"format": ckpt.FORMAT}, protocol=4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning fails the test
+        with pytest.raises(CheckpointError, match=r"raw\.pt is not a readable"):
+            ckpt.read_checkpoint(path)
+
+
 def test_the_content_hash_sees_every_value_and_type() -> None:
     base = {"w": torch.zeros(3), "step": 1, "names": ("a", "b"), "lr": 0.1}
     same = {"w": torch.zeros(3), "step": 1, "names": ("a", "b"), "lr": 0.1}

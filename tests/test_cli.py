@@ -587,6 +587,8 @@ def invalid_values(name: str, kind, config) -> list[str]:
     if str in kinds:  # init: a run's folder, checked when the run starts (below)
         return [] if name == "init" else ["nonsense"]
     values = ["-1"]
+    if int in kinds:  # beyond what torch's generators and counts take
+        values.append(str(2**63 - 1))
     if name not in ZERO_MEANS_SOMETHING and not (name == "steps" and config.epochs):
         values.append("0")
     if float in kinds:
@@ -642,6 +644,76 @@ def test_clip_norm_is_a_positive_bound_or_none():
             runner.new_config("lm", "tiny", [f"clip_norm={value}"])
 
 
+def test_settings_that_would_fail_later_are_refused_up_front(
+    mirror, tmp_path, capsys
+):
+    """Values that the type allows but the data or the machine do not: refused
+    before training, with the range that works, naming only real settings."""
+    out = tmp_path / "run"
+
+    def train(task: str, *argv: str) -> list[str]:
+        where = ["--out", str(out), "--data-dir", str(mirror)]
+        return [task, "train", *where, *set_args(SETTINGS[task]), *argv]
+
+    lm = ["lm", "--device", "cpu"]
+    fails(
+        capsys,
+        train(*lm, "--set", "eval_bytes=1"),
+        "eval_bytes=1 hold no validation window of max_len=",
+        "use eval_bytes >= ",
+    )
+    err = fails(
+        capsys,
+        train(*lm, "--set", "max_len=5000000"),
+        "max_len=5000000 is longer than the training text",
+        "use max_len in [1, ",
+    )
+    assert "block_size" not in err
+    fails(
+        capsys,
+        train("mlm", "--device", "cpu", "--set", "mask_p=1e-12"),
+        "mask_p=1e-12 selects no token to predict",
+        "use mask_p in [",
+    )
+    fails(
+        capsys,
+        train("classify", "--set", "train_subset=1", "--set", "val_size=300"),
+        "val_size=300 validation reviews are taken out of train_subset=1",
+        "train_subset >= 301",
+    )
+    fails(capsys, train(*lm, "--set", "sharding=fsdp"), "sharding=fsdp", "torchrun")
+    fails(capsys, train(*lm, "--set", f"seed={2**63 - 1}"), "seed=", "at most")
+    fails(capsys, train(*lm, "--threads", str(10**20)), f"--threads {10**20} must")
+    fails(capsys, train(*lm, "--threads", "100000"), "use --threads in [1, ")
+    for device in ("cpu:x", "cpu:0:1", "cuda:-1"):
+        err = fails(capsys, train("lm", "--device", device), f"--device {device}")
+        assert "Traceback" not in err
+    fails(capsys, ["lm", "train", "--out", ""], "--out", code=2)
+    assert not out.exists() and not (Path.cwd() / "last.pt").exists()
+
+
+def test_predict_refuses_text_that_is_not_utf8(trained, capsys, monkeypatch):
+    predict = ["lm", "predict", "--checkpoint", str(trained("lm")[0] / "final.pt")]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n")))
+    fails(capsys, predict, "stdin is not UTF-8 text (byte 0xe9 at 3)")
+    # what Python makes of such bytes on the command line: surrogates
+    fails(
+        capsys, [*predict, "caf\udce9"], "text 1 on the command line is not UTF-8"
+    )
+
+
+def test_a_mistake_under_torchrun_is_one_line_from_rank_0(tmp_path):
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command += ["--nproc_per_node=2", "-m", "annotated_transformer", "lm", "train"]
+    command += ["--out", str(tmp_path / "run"), "--device", "cpu", "--set", "lr=-1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode != 0
+    assert done.stderr.count("error: lr=-1.0 must be > 0") == 1, done.stderr
+
+
 # ----------------------------------------------------- evaluate and predict options
 
 
@@ -659,14 +731,16 @@ def test_every_numeric_option_of_evaluate_and_predict_is_checked(trained, capsys
     fails(capsys, [*lm, "--mem-len", "-1"], "--mem-len must be >= 0, got -1")
     lm = ["lm", "predict", *checkpoint("lm"), "a"]
     fails(capsys, [*lm, "--length", "-1"], "length must be >= 0")
-    fails(capsys, [*lm, "--temperature", "nan"], "temperature must be > 0")
+    fails(capsys, [*lm, "--temperature", "nan"], "--temperature nan must be finite")
+    fails(capsys, [*lm, "--temperature", "inf"], "--temperature inf must be finite")
+    fails(capsys, [*lm, "--seed", str(2**70)], f"--seed {2**70} must lie in [")
     fails(capsys, [*lm, "--top-k", "-2"], "top_k must be >= 1")
     mlm = ["mlm", "predict", *checkpoint("mlm"), "a [MASK] film", "--top"]
     fails(capsys, [*mlm, "0"], "--top 0: show from 1 to")
     fails(capsys, [*mlm, "100000"], "--top 100000: show from 1 to")
     translate = ["translate", "predict", *checkpoint("translate"), "Hallo"]
     fails(capsys, [*translate, "--beam", "-1"], "beam=-1 must be >= 1")
-    fails(capsys, [*translate, "--alpha", "nan"], "alpha=nan")
+    fails(capsys, [*translate, "--alpha", "nan"], "--alpha nan must be finite")
     threads = ["translate", "train", "--out", "x", "--threads", "-1"]
     fails(capsys, threads, "--threads -1 must be >= 1")
 
@@ -695,7 +769,8 @@ def test_blank_input_is_refused_by_every_predict(
 def test_out_of_memory_is_one_line(mirror, tmp_path, capsys, monkeypatch):
     argv = ["lm", "train", "--out", str(tmp_path / "run"), "--device", "cpu"]
     argv += ["--data-dir", str(mirror), "--set", "dataset=enwik8_prefix"]
-    huge = [*argv, "--set", f"d_ff={10**13}"]  # 64 × 10^13 weights: no machine
+    # the largest d_ff a setting takes: 2 × 64 × 2^31 weights a layer, no machine
+    huge = [*argv, "--set", f"d_ff={2**31 - 1}"]
     said = "error: out of CPU (RAM) memory: the model or its batches do not fit"
     fails(capsys, huge, said)
     assert not (tmp_path / "run" / "last.pt").exists()

@@ -13,6 +13,7 @@ from annotated_transformer.files import (
     atomic_copy,
     atomic_write,
     is_disk_full,
+    is_stale,
     write_json,
 )
 
@@ -67,3 +68,38 @@ def test_copy_and_json(tmp_path):
         "α": 0.6,
         "steps": [1, 2],
     }
+
+
+def test_a_temporary_file_is_stale_only_when_its_writer_is_gone(tmp_path):
+    """A temporary file's name holds its writer's process id: one that still
+    runs keeps its file; a finished one's, this process's (an earlier process
+    with its id) and a name without an id are left-overs."""
+    import os
+    import subprocess
+    import sys
+
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    try:
+        names = {
+            f".last.pt.{alive.pid}.x1y2.tmp": False,
+            f".last.pt.{gone.pid}.x1y2.tmp": True,
+            f".last.pt.{os.getpid()}.x1y2.tmp": True,
+            ".last.pt.x1y2.tmp": True,
+        }
+        for name, stale in names.items():
+            assert is_stale(tmp_path / name) is stale, name
+    finally:
+        alive.kill()
+        alive.wait()
+    assert is_stale(tmp_path / f".last.pt.{alive.pid}.x1y2.tmp")
+    # atomic_write names its temporary files so
+    seen = []
+
+    def look(f):
+        seen.extend(p.name for p in tmp_path.glob(".*.tmp"))
+        f.write(b"{}")
+
+    atomic_write(tmp_path / "a.json", look)
+    assert seen and seen[0].startswith(f".a.json.{os.getpid()}.")

@@ -326,6 +326,7 @@ def test_a_figure_citing_two_records_is_their_mean(tmp_path):
     for name, bits in (("a-s0", 2.5), ("a-s1", 2.6)):
         (tmp_path / name).mkdir()
         record = {"name": name, "metrics": {"test": {"bpb": bits}}}
+        record |= {"task": "lm", "preset": "tiny", "config": {}, "command": "x"}
         (tmp_path / name / "record.json").write_text(json.dumps(record))
     marker = "<!-- record a-s0+a-s1 metrics.test.bpb -->"
     assert page.check_citations(f"2.55{marker}", tmp_path) == []
@@ -387,3 +388,97 @@ def test_a_records_weights_stored_again_in_half(
     assert (folder / "history.csv").is_file() and (folder / "state.json").is_file()
     with pytest.raises(records.RecordError, match="no float32 weights"):
         records.record_run(folder, "cls2", weights=True, half=True, root=res)
+
+
+# ------------------------------------------------ damaged records and run folders
+
+
+def one_line(argv: list, *fragments: str) -> str:
+    """``argv`` fails with exit status 1 and one line on stderr holding
+    ``fragments``."""
+    code, out, err = command(*argv)
+    assert code == 1 and out == "" and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, err
+    return err
+
+
+def test_damaged_record_weights_and_record_json_are_named(
+    classify_run, tmp_path, imdb_mirror
+):
+    """A record's weights are checked against the sha256 its record.json stores:
+    20 flipped bytes or a truncated file are one line naming the file, never a
+    model that predicts garbage; so is a record.json that is not a record's."""
+    res = tmp_path / "res"
+    folder = records.record_run(
+        classify_run, "cls", weights=True, root=res, data_dir=imdb_mirror
+    )
+    weights = folder / "model.safetensors"
+    intact = weights.read_bytes()
+    predict = ["classify", "predict", "--checkpoint", folder, "A fine film."]
+    evaluate = ["classify", "evaluate", "--checkpoint", folder]
+    evaluate += ["--data-dir", imdb_mirror]
+    middle = len(intact) // 2
+    flipped = bytearray(intact)
+    flipped[middle : middle + 20] = bytes(b ^ 0xFF for b in flipped[middle:][:20])
+    for damaged in (bytes(flipped), intact[: len(intact) // 3], intact[:10]):
+        weights.write_bytes(damaged)
+        for argv in (predict, evaluate):
+            one_line(argv, f"{weights} is damaged", "sha256", "record.json")
+        with pytest.raises(records.RecordError, match="is damaged"):
+            records.load_model(folder)
+    weights.write_bytes(intact)
+    assert command(*predict)[0] == 0
+    record = folder / "record.json"
+    text = record.read_text()
+    for garbage, said in [
+        ("{}", "lacks 'task'"),
+        ("[]", "holds a list, not a JSON object"),
+        ("\x00garbage", "is not valid JSON"),
+        (text.replace('"command"', '"commands"'), "lacks 'command'"),
+        (text.replace('"config": {', '"config": {"future_setting": 1, ', 1),
+         "unknown settings (future_setting)"),
+    ]:  # fmt: skip
+        record.write_text(garbage)
+        one_line(predict, str(folder), said)
+    record.write_text(text)
+    (folder / "state.json").write_text("[1")
+    one_line(predict, f"{folder / 'state.json'} is not valid JSON")
+
+
+@pytest.mark.parametrize("name", ["metrics.json", "provenance.json"])
+@pytest.mark.parametrize("content", ["{}", "[]", "garbage"])
+def test_damaged_run_files_are_named_when_recorded(
+    name, content, classify_run, tmp_path
+):
+    import shutil
+
+    run = shutil.copytree(classify_run, tmp_path / "run")
+    (run / name).write_text(content)
+    argv = ["record", run, "--name", "x", "--results", tmp_path / "res"]
+    one_line(argv, str(run / name))
+    assert not (tmp_path / "res" / "x").exists()
+
+
+def test_a_full_disk_while_publishing_weights_is_one_line(
+    classify_run, tmp_path, imdb_mirror, full_disk
+):
+    """``record --weights --replace`` on a disk with room for every file but the
+    weights: one line, and the old record survives, whole."""
+    res = tmp_path / "res"
+    sizes = records.record_run(
+        classify_run, "sizes", weights=True, root=res, data_dir=imdb_mirror
+    )
+    room = max(
+        p.stat().st_size for p in sizes.iterdir() if p.suffix != ".safetensors"
+    )
+    assert (sizes / "model.safetensors").stat().st_size > room + 1
+    folder = records.record_run(classify_run, "cls", root=res, threads=1)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    argv = ["record", classify_run, "--name", "cls", "--results", res]
+    argv += ["--weights", "--replace", "--data-dir", imdb_mirror]
+    with full_disk(room + 1):
+        one_line(argv, "no space left", "model.safetensors")
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert sorted(p.name for p in res.iterdir()) == ["cls", "sizes"]

@@ -20,6 +20,7 @@ import torch
 
 from annotated_transformer import runner
 from annotated_transformer.tasks import TASKS
+from annotated_transformer.training import checkpoints
 from annotated_transformer.training.checkpoints import (
     CheckpointError,
     average_checkpoints,
@@ -474,10 +475,12 @@ def test_a_corrupt_last_pt_resumes_from_the_one_before(
     assert resumed.metrics["test"] == whole.metrics["test"]
 
 
-@pytest.mark.parametrize("damage", ["damaged", "missing"])
+@pytest.mark.parametrize("damage", ["damaged", "missing", "last.pt"])
 def test_a_final_best_run_whose_best_pt_is_damaged_still_finishes(
     damage, mirror, tmp_path, uninterrupted
 ):
+    """A best.pt that is damaged, missing, or a copy of last.pt (intact, but
+    without the validation score the run ranks by) is chosen again."""
     import shutil
 
     whole_dir, _ = uninterrupted("translate")  # final=best, keep_last=2
@@ -486,8 +489,10 @@ def test_a_final_best_run_whose_best_pt_is_damaged_still_finishes(
         (out / name).unlink()
     if damage == "damaged":
         flip_middle(out / "best.pt")
-    else:
+    elif damage == "missing":
         (out / "best.pt").unlink()
+    else:
+        shutil.copy(out / "last.pt", out / "best.pt")
     result = train("translate", out, mirror, resume=True)
     # the best intact candidate, by the validation scores that the history recorded
     history = pd.read_csv(out / "history.csv").dropna(subset=["val_bleu"])
@@ -497,9 +502,13 @@ def test_a_final_best_run_whose_best_pt_is_damaged_still_finishes(
     best = max(kept, key=kept.get)
     assert (out / "best.pt").read_bytes() == (out / best).read_bytes()
     log = (out / "train.log").read_text()
-    assert f"best.pt was {damage}: written again from {best}, the best" in log
+    said = "missing" if damage == "missing" else "damaged"
+    assert f"best.pt was {said}: written again from {best}, the best" in log
     assert result.metrics["validation"]["best"] == kept[best]
     assert (out / "metrics.json").is_file()
+    (out / "metrics.json").unlink()  # finished again: the same figures
+    again = train("translate", out, mirror, resume=True)
+    assert again.metrics == result.metrics
 
 
 def test_a_folder_that_mixes_two_runs_is_refused(mirror, tmp_path, uninterrupted):
@@ -594,3 +603,163 @@ def wait_for_handlers(pid: int) -> None:
             return
         time.sleep(0.005)
     raise AssertionError("the command never installed its signal handlers")
+
+
+# ------------------------------------------ damaged files, moved folders, signals
+
+
+def saved_again(path: Path, change) -> None:
+    """Rewrite the checkpoint ``path`` with ``change(state)`` applied, its checksum
+    made anew: a file that passes the checksum but does not fit this version."""
+    state = read_checkpoint(path)
+    change(state)
+    state.pop("checksum", None)
+    state["checksum"] = checkpoints.content_hash(state)
+    torch.save(state, path)
+
+
+CHANGES = {
+    "unknown key": (
+        lambda s: s["config"]["config"].update(future_setting=1),
+        "unknown settings (future_setting)",
+    ),
+    "no state": (lambda s: s["config"].pop("state"), "lacks its run's state"),
+    "a list as config": (
+        lambda s: s["config"].update(config=[1, 2]),
+        "lacks its run's config",
+    ),
+    "a wrong type": (
+        lambda s: s["config"]["config"].update(d_model="big"),
+        "settings of the wrong type (d_model='big')",
+    ),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_checkpoints_that_do_not_fit_this_version_are_one_line(
+    change, mirror, tmp_path, uninterrupted
+):
+    import shutil
+
+    whole_dir, _ = uninterrupted("lm")
+    out = shutil.copytree(whole_dir, tmp_path / "copy")
+    apply, said = CHANGES[change]
+    for name in ("final.pt", "last.pt"):
+        saved_again(out / name, apply)
+        (out / "last.previous.pt").unlink(missing_ok=True)
+    with pytest.raises(ValueError, match=f"{out / 'final.pt'}.*") as refused:
+        runner.load_model(out / "final.pt")
+    assert said in str(refused.value) and "\n" not in str(refused.value)
+    (out / "metrics.json").unlink()
+    with pytest.raises(ValueError, match=f"{out / 'last.pt'}.*") as refused:
+        train("lm", out, mirror, resume=True)
+    assert said in str(refused.value)
+
+
+@pytest.mark.parametrize("name", ["provenance.json", "metrics.json"])
+@pytest.mark.parametrize("content", ["{}", "[]", "not json"])
+def test_damaged_run_folder_json_is_named_on_resume(
+    name, content, mirror, tmp_path
+):
+    out = tmp_path / "run"
+    settings = {"preset": "tiny", "settings": SETTINGS["lm"]}
+    assert train("lm", out, mirror, **settings, max_steps=3) is None
+    (out / name).write_text(content)
+    with pytest.raises(ValueError) as refused:
+        train("lm", out, mirror, resume=True, max_steps=4)
+    message = str(refused.value)
+    assert "\n" not in message and (str(out / name) in message or name in message)
+    (out / name).unlink()  # what the message says to do
+    assert train("lm", out, mirror, resume=True, max_steps=4) is None
+
+
+def start_training(out: Path, mirror: Path) -> subprocess.Popen:
+    """``lm train`` into ``out`` for longer than any test waits, in another
+    process, returned once its first last.pt is written."""
+    argv = [sys.executable, "-m", "annotated_transformer", *command("lm", out)]
+    argv += ["--set", "steps=100000"]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    process = subprocess.Popen(argv, env=environment(mirror), **pipes)
+    deadline = time.monotonic() + 180
+    while not (out / "last.pt").exists():
+        assert process.poll() is None, process.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "no checkpoint in 180 s"
+        time.sleep(0.01)
+    return process
+
+
+def test_a_folder_moved_while_training_stops_the_run(mirror, tmp_path):
+    """The trainer writes into its folder, not its path: moved, the run stops with
+    one line that says where the folder went, and nothing appears at the old
+    path; the run continues there."""
+    out, moved = tmp_path / "run", tmp_path / "moved"
+    process = start_training(out, mirror)
+    try:
+        out.rename(moved)
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill() if process.poll() is None else None
+    assert process.returncode == 1, err
+    assert err.splitlines()[-1] == (
+        f"error: the run's folder {out} was moved to {moved} while it trained: it "
+        "stops here, its checkpoints intact there; continue it there with "
+        "--resume (--out the new place)"
+    )
+    assert not out.exists()
+    step = read_checkpoint(moved / "last.pt")["step"]
+    resumed = train("lm", moved, mirror, resume=True, max_steps=step + 1)
+    assert (
+        resumed is None and read_checkpoint(moved / "last.pt")["step"] == step + 1
+    )
+
+
+def test_a_trainer_leaves_a_live_writers_temporary_files_alone(mirror, tmp_path):
+    """What a killed writer left is removed when a run starts in the folder; what
+    a live process is writing (its id in the name) is not."""
+    out = tmp_path / "run"
+    out.mkdir()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    live = out / f".last.pt.{alive.pid}.abc.tmp"
+    dead = out / f".last.pt.{gone.pid}.abc.tmp"
+    try:
+        for path in (live, dead):
+            path.write_bytes(b"half a checkpoint")
+        settings = {"preset": "tiny", "settings": SETTINGS["lm"]}
+        assert train("lm", out, mirror, **settings, max_steps=1) is None
+        assert live.exists() and not dead.exists()
+    finally:
+        alive.kill()
+        alive.wait()
+    log = (out / "train.log").read_text()
+    assert f"removed what a killed write left unfinished: {dead.name}" in log
+
+
+@pytest.mark.parametrize(
+    ("signals", "gap"),
+    [
+        ((signal.SIGINT, signal.SIGINT), 0.005),
+        ((signal.SIGINT, signal.SIGINT), 0.06),
+        ((signal.SIGTERM, signal.SIGTERM), 0.005),
+        ((signal.SIGINT, signal.SIGTERM, signal.SIGINT), 0.02),
+    ],
+)
+def test_signals_in_quick_succession_are_one_line_and_130(
+    signals, gap, mirror, tmp_path
+):
+    out = tmp_path / "run"
+    process = start_training(out, mirror)
+    try:
+        for sent in signals:
+            process.send_signal(sent)
+            time.sleep(gap)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill() if process.poll() is None else None
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    last = out / "last.pt"
+    said = f"the last checkpoint, {last}, is intact: continue with --resume"
+    assert err.splitlines()[-1] == f"interrupted: {said}"
+    assert sum(line.startswith("interrupted") for line in err.splitlines()) == 1

@@ -2,6 +2,9 @@
 
 SIGTERM (what schedulers and ``docker stop`` send) is Ctrl-C here, from the first
 moment: a training run abandons its step and keeps its last checkpoint (``runner``).
+Only the first signal counts: one pressed again, however soon, while the process
+ends (a progress bar closing, a checkpoint named) changes nothing, so the process
+still says its one line and exits with 130.
 """
 
 import signal
@@ -11,8 +14,15 @@ interrupted = False
 
 
 def interrupt(signum: int, frame: object) -> None:
-    """Ctrl-C or SIGTERM: remembered, then raised as a KeyboardInterrupt."""
+    """Ctrl-C or SIGTERM: remembered, then raised as a KeyboardInterrupt. The
+    next ones are ignored, by the OS (SIG_IGN): Python puts its default handlers
+    back while it shuts down, and one of those would kill the process after
+    its line."""
     global interrupted
+    for each in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(each, signal.SIG_IGN)
+    if interrupted:
+        return
     interrupted = True
     raise KeyboardInterrupt
 

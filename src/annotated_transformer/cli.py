@@ -49,6 +49,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
+import os
 import sys
 import tarfile
 import warnings
@@ -60,6 +62,7 @@ import torch
 from annotated_transformer import records, runner
 from annotated_transformer.files import DiskFullError, disk_full, is_disk_full
 from annotated_transformer.tasks import PRESETS, TASKS
+from annotated_transformer.tasks.base import LARGEST
 from annotated_transformer.training.trainer import NonFiniteLossError
 
 
@@ -74,6 +77,69 @@ SOUP = (
     "a run's checkpoint, or a run record with weights (results/NAME); repeated: "
     "the mean of their weights (fine-tunes of one pretrained run)"
 )
+
+
+def folder(text: str) -> Path:
+    """``--out``: a folder, never the empty string (which would be the working
+    directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give a folder for the run, e.g. runs/x")
+    return Path(text)
+
+
+def cpus() -> int:
+    """The CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Refuse, naming the option, a number that nothing can use: an infinite or NaN
+    float, an integer beyond :data:`~annotated_transformer.tasks.base.LARGEST`
+    (torch's generators and counts take no more), or more ``--threads`` than
+    there are CPUs (a record's ``--threads`` are another machine's)."""
+    for key, value in vars(args).items():
+        option = f"--{key.replace('_', '-')} {value}"
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{option} must be finite (a number)")
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if whole and abs(value) > LARGEST:
+            raise ValueError(f"{option} must lie in [-{LARGEST}, {LARGEST}]")
+    threads = args.threads
+    if threads is not None and threads < 1:
+        raise ValueError(f"--threads {threads} must be >= 1")
+    if threads is not None and args.task != "record" and threads > cpus():
+        raise ValueError(
+            f"--threads {threads}: this machine runs {cpus()} at once; use "
+            f"--threads in [1, {cpus()}]"
+        )
+
+
+def texts(args: argparse.Namespace) -> list[str]:
+    """``predict``'s texts: the command line's, or else the lines on stdin; text
+    that is not UTF-8 is refused in one line."""
+    if args.inputs:
+        given, where = args.inputs, "the command line"
+    else:
+        where = "stdin"
+        try:
+            raw = getattr(sys.stdin, "buffer", None)
+            data = raw.read().decode() if raw else sys.stdin.read()
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"stdin is not UTF-8 text (byte {error.object[error.start]:#x} at "
+                f"{error.start}): save the text as UTF-8"
+            ) from None
+        given = data.splitlines()
+    for i, text in enumerate(given, 1):
+        try:
+            text.encode()
+        except UnicodeEncodeError:  # bytes the terminal could not decode
+            raise ValueError(
+                f"text {i} on {where} is not UTF-8: save it as UTF-8"
+            ) from None
+    return given
 
 
 def _settings_help(task: str) -> str:
@@ -109,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="change one setting (repeatable)",
         )
         train.add_argument(
-            "--out", required=True, type=Path, help="the run's folder"
+            "--out", required=True, type=folder, help="the run's folder"
         )
         train.add_argument(
             "--resume", action="store_true", help="continue the run in --out"
@@ -185,8 +251,7 @@ def record(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads {args.threads} must be >= 1")
+    check_numbers(args)
     if args.task == "record":
         return record(args)
     if args.threads is not None:
@@ -222,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
             scores = task.evaluate_split(model, args)
         print(json.dumps(scores, indent=2, ensure_ascii=False))
     else:
-        inputs = args.inputs or [line.rstrip("\n") for line in sys.stdin]
+        inputs = texts(args)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
             with runner.run_precision(task, model):
@@ -247,6 +312,13 @@ def out_of_memory(error: BaseException) -> str | None:
     return None
 
 
+def say(line: str) -> None:
+    """An error's one line on stderr; under torchrun, from rank 0 alone (every
+    rank meets the same error: one line, not one per process)."""
+    if os.environ.get("RANK", "0") == "0":
+        print(line, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; errors become one line on stderr and
     a non-zero exit status."""
@@ -256,13 +328,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if is_disk_full(error) and not isinstance(error, DiskFullError):
             error = disk_full(getattr(error, "filename", None) or "a file")
         message = " ".join(str(error).split()) or type(error).__name__
-        print(f"error: {message}", file=sys.stderr)
+        say(f"error: {message}")
         return 1
     except (MemoryError, RuntimeError) as error:
         memory = out_of_memory(error)
         if memory is None:
             raise
-        print(
+        print(  # every rank: memory runs out on one device, not all
             f"error: out of {memory} memory: the model or its batches do not "
             "fit; train a smaller one (a smaller preset, or --set smaller d_model, "
             "d_ff, N, max_len, max_tokens or batch_size; or precision=bf16, "
@@ -271,5 +343,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     except KeyboardInterrupt as stop:  # the runner says what a training run left
-        print(f"interrupted{f': {stop}' if str(stop) else ''}", file=sys.stderr)
+        say(f"interrupted{f': {stop}' if str(stop) else ''}")
         return 130

@@ -6,7 +6,8 @@ downloads) goes through :func:`atomic_write`: to a temporary file in the same
 folder, flushed to disk (fsync), then renamed over the old one with
 ``os.replace``, so a kill mid-write leaves the previous file intact. A full disk
 (or quota) is one :class:`DiskFullError` that says what ran out, however deep the
-writer (torch, json) wrapped the ``ENOSPC``.
+writer (torch, json) wrapped the ``ENOSPC``. A JSON file that a run or a record
+keeps is read back by :func:`read_json`, which names the file when it is damaged.
 
 Only the standard library: the data layer and the command line's error handling
 use it too.
@@ -25,6 +26,11 @@ from typing import Any, BinaryIO
 
 UMASK = os.umask(0o022)  # read the process's umask (the only way is to set it) ...
 os.umask(UMASK)  # ... and put it back
+
+
+class DamagedFileError(ValueError):
+    """A file that the package wrote and reads back is not what it wrote
+    (garbage, truncated, emptied, edited): the message names it and what to do."""
 
 
 class DiskFullError(OSError):
@@ -52,7 +58,7 @@ def atomic_write(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+        prefix=temporary_prefix(path), suffix=".tmp", dir=path.parent
     )
     try:
         os.chmod(
@@ -80,6 +86,33 @@ def atomic_write(
         finally:
             os.close(dir_fd)
     return path
+
+
+def temporary_prefix(path: Path) -> str:
+    """How the name of a temporary file written for ``path`` starts: hidden, then
+    the writer's process id, so that a file a killed writer left can be told from
+    one a live writer is writing (:func:`is_stale`)."""
+    return f".{path.name}.{os.getpid()}."
+
+
+def is_stale(tmp: Path) -> bool:
+    """Was the temporary file ``tmp`` (``.NAME.PID.XXXX.tmp``) left by a writer
+    that no longer runs (or by this process, or one that wrote no id)? POSIX: the
+    process is looked up by its id, not signalled."""
+    parts = tmp.name.split(".")
+    try:
+        pid = int(parts[-3])
+    except (IndexError, ValueError):
+        return True
+    if pid == os.getpid():
+        return True  # a process before this one, with the same id
+    try:
+        os.kill(pid, 0)  # signal 0: is it there?
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # there, another user's
+        return False
+    return False
 
 
 def disk_full(path: str | os.PathLike) -> DiskFullError:
@@ -117,3 +150,27 @@ def write_json(path: str | os.PathLike, value: Any) -> Path:
     newline) with :func:`atomic_write`."""
     text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
     return atomic_write(path, text.encode())
+
+
+def read_json(
+    path: str | os.PathLike, fix: str, needs: dict[str, type | tuple] | None = None
+) -> dict[str, Any]:
+    """The JSON object in ``path`` (a run's ``metrics.json``, a record's
+    ``record.json``, ...). Anything else is one :class:`DamagedFileError` that
+    names the file and ends with ``fix`` (what to do): text that is not JSON, JSON
+    that is not an object, or an object without one of ``needs``' keys or whose
+    value there is not of that key's type(s)."""
+    path = Path(path)
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        problem = f"is not valid JSON ({error})"
+        raise DamagedFileError(f"{path} {problem}: {fix}") from None
+    if not isinstance(value, dict):
+        kind = type(value).__name__
+        raise DamagedFileError(f"{path} holds a {kind}, not a JSON object: {fix}")
+    for key, kind in (needs or {}).items():
+        if not isinstance(value.get(key), kind):
+            what = "lacks" if key not in value else "has a wrong"
+            raise DamagedFileError(f"{path} {what} {key!r}: {fix}")
+    return value

@@ -9,7 +9,6 @@ into the run's record.
 
 from __future__ import annotations
 
-import json
 import platform
 import shlex
 import subprocess
@@ -19,7 +18,7 @@ from typing import Any
 
 import torch
 
-from annotated_transformer.files import write_json
+from annotated_transformer.files import read_json, write_json
 
 PROVENANCE = "provenance.json"
 
@@ -96,6 +95,16 @@ def provenance(device: torch.device | str) -> dict[str, Any]:
     }
 
 
+def read_provenance(path: str | Path) -> dict[str, Any]:
+    """A run's ``provenance.json``; a damaged one is one line that names it."""
+    fix = (
+        "it is written when the run starts: delete it (the run writes it "
+        "again; a record of it then asks for --threads)"
+    )
+    needs = {"machine": dict, "resumed": (list, type(None))}
+    return read_json(path, fix, needs)
+
+
 def write_provenance(
     folder: str | Path, device: torch.device | str, step: int = 0
 ) -> None:
@@ -110,8 +119,8 @@ def write_provenance(
     if not path.exists():
         write_json(path, now)
         return
-    saved = json.loads(path.read_text())
-    segments = saved.setdefault("resumed", [])
+    saved = read_provenance(path)
+    segments = saved["resumed"] = saved.get("resumed") or []
     if now["machine"] != (segments[-1] if segments else saved)["machine"]:
         segments.append({"step": step} | now)
         write_json(path, saved)

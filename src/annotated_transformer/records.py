@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import shutil
 import time
@@ -40,17 +39,29 @@ from typing import Any
 
 import pandas as pd
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save
 from torch import nn
 
 from annotated_transformer.data.download import sha256_of
-from annotated_transformer.files import atomic_copy, atomic_write, write_json
-from annotated_transformer.machine import PROVENANCE, describe, git_commit
+from annotated_transformer.files import (
+    atomic_copy,
+    atomic_write,
+    read_json,
+    write_json,
+)
+from annotated_transformer.machine import (
+    PROVENANCE,
+    describe,
+    git_commit,
+    read_provenance,
+)
 from annotated_transformer.paths import results_dir
 from annotated_transformer.tasks import PRESETS, TASKS, Task
+from annotated_transformer.tasks.base import saved_config
 from annotated_transformer.training.checkpoints import read_checkpoint
 from annotated_transformer.training.published import (
     RECORD,
+    RESTORE,
     STATE,
     WEIGHTS,
     RecordError,
@@ -149,6 +160,15 @@ def _weights(model: nn.Module, half: bool) -> tuple[dict[str, torch.Tensor], dic
     return tensors, aliases
 
 
+def read_metrics(path: str | Path) -> dict[str, Any]:
+    """A run's ``metrics.json``; a damaged one is one line that names it."""
+    fix = (
+        "the run writes it when it finishes: delete it, then finish the run "
+        "again with train --resume"
+    )
+    return read_json(path, fix)
+
+
 def _finished_metrics(run: Path) -> dict[str, Any]:
     """The metrics of the finished run in ``run``; a RecordError for anything
     else (a run still training, stopped, failed, or no run at all)."""
@@ -160,10 +180,7 @@ def _finished_metrics(run: Path) -> dict[str, Any]:
             f"{run} is not a finished run (no metrics.json or final.pt): it is "
             "still training, was stopped or failed; finish it with --resume first"
         )
-    try:
-        metrics = json.loads(metrics_file.read_text())
-    except json.JSONDecodeError as error:
-        raise RecordError(f"{metrics_file} is not valid JSON ({error})") from error
+    metrics = read_metrics(metrics_file)
     if metrics.get("task") not in TASKS or "test" not in metrics:
         raise RecordError(f"{metrics_file} has no task or test: not a finished run")
     return metrics
@@ -223,9 +240,12 @@ def record_run(
         return _halved(run, out, data_dir=data_dir, say=say)
     metrics = _finished_metrics(run)
 
+    from annotated_transformer.runner import saved_run  # runner imports us
+
     saved = read_checkpoint(run / "final.pt")
+    saved_run(saved["config"], run / "final.pt")  # fits this version
     origin = run / PROVENANCE
-    provenance = json.loads(origin.read_text()) if origin.is_file() else {}
+    provenance = read_provenance(origin) if origin.is_file() else {}
     machine = _machine(run, provenance, threads)
     rebuilt = train_command(saved["config"], name, machine["threads"])
     record: dict[str, Any] = {
@@ -329,8 +349,8 @@ def _publish(
     model.load_state_dict(saved["model"])
     tensors, aliases = _weights(model, half)
     path = folder / WEIGHTS
-    save_file(tensors, str(path), metadata={"aliases": json.dumps(aliases)})
-    os.chmod(path, 0o644)  # safetensors writes it private (0600)
+    data = save(tensors, metadata={"aliases": json.dumps(aliases)})
+    atomic_write(path, data)  # as every file: a full disk is one line
     entry = {
         "file": WEIGHTS,
         "dtype": "float16" if half else "float32",
@@ -390,10 +410,14 @@ def _task(
     """The task of a record's run, with the vocabularies of its ``state.json``
     (a record without one, from before every record kept it: learned from the
     data again, as the run did)."""
+    if task_name not in TASKS:
+        named = f"names no task ({task_name!r})"
+        raise RecordError(f"{folder / RECORD} {named}: {RESTORE}")
     cls = TASKS[task_name]
-    config = dataclasses.replace(cls.Config(**config), **(changes or {}))
+    saved = saved_config(cls.Config, config, folder / RECORD)
+    config = dataclasses.replace(saved, **(changes or {}))
     path = folder / STATE
-    state = json.loads(path.read_text()) if path.is_file() else None
+    state = read_json(path, RESTORE) if path.is_file() else None
     return cls(config, data_dir=data_dir, state=state)
 
 
@@ -433,7 +457,8 @@ def matching_record(
             continue
         saved = {k: record[k] for k in ("task", "preset", "config")}
         same_tests = all(record["config"].get(k) == v for k, v in tests.items())
-        if same_tests and same_run(saved, task, preset, wanted):
+        source = folder / RECORD
+        if same_tests and same_run(saved, task, preset, wanted, source=source):
             return folder
     return None
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import shutil
 import sys
@@ -64,12 +63,17 @@ from annotated_transformer.blocks.layers import (
     TransformerBlock,
 )
 from annotated_transformer.data.batching import shard_batches
-from annotated_transformer.files import atomic_copy, atomic_write, write_json
+from annotated_transformer.files import (
+    atomic_copy,
+    atomic_write,
+    is_stale,
+    write_json,
+)
 from annotated_transformer.machine import write_provenance
 from annotated_transformer.models.encoder_decoder import count_parameters
 from annotated_transformer.models.registry import VARIANTS
 from annotated_transformer.tasks import PRESETS, TASKS, Task
-from annotated_transformer.tasks.base import apply_settings
+from annotated_transformer.tasks.base import apply_settings, saved_config
 from annotated_transformer.training import distributed as dist
 from annotated_transformer.training.checkpoints import (
     CheckpointError,
@@ -125,6 +129,13 @@ def pick_device(name: str = "auto") -> torch.device:
         raise ValueError(
             f"unknown device {name!r}; use one of {', '.join(DEVICES)}"
         )
+    try:
+        index = None if kind == "auto" else torch.device(name).index
+    except RuntimeError:  # torch's own parse: "cpu:x", "cuda:-1", "cuda:0:1"
+        raise ValueError(
+            f"--device {name} is not a device name: use auto, cpu, mps, cuda or "
+            "cuda:N (N counts from 0)"
+        ) from None
     has = {
         "cuda": torch.cuda.is_available(),
         "mps": torch.backends.mps.is_available(),
@@ -134,6 +145,12 @@ def pick_device(name: str = "auto") -> torch.device:
     if kind != "cpu" and not has[kind]:
         raise ValueError(
             f"--device {name}: PyTorch sees no {kind.upper()} device here; use cpu"
+        )
+    count = torch.cuda.device_count() if kind == "cuda" else 1
+    if index is not None and index >= count:
+        raise ValueError(
+            f"--device {name}: there is no such device here; use {kind}:N with N "
+            f"in [0, {count - 1}]"
         )
     return torch.device(name)
 
@@ -204,18 +221,19 @@ class Run:
         device: str = "auto",
         progress: bool = True,
         echo: bool = True,
+        folder: Folder | None = None,
     ) -> None:
         self.out, self.progress, self.echo = Path(out), progress, echo
+        self.folder = folder  # held by :func:`holding`: checked before each write
         last = self.out / LAST
         if resume:
             source, saved = self.resumable()
-            if saved.get("task") != task:
+            if isinstance(saved, dict) and saved.get("task") != task:
                 raise ValueError(
                     f"{self.out} holds a {saved.get('task')!r} run, not {task}"
                 )
-            preset, config = saved["preset"], TASKS[task].Config(**saved["config"])
+            _, preset, config, state = saved_run(saved, source)
             self.check_one_run(task, preset, config)
-            state = saved["state"]
         else:
             if last.exists() or previous(last).exists():
                 raise ValueError(
@@ -223,12 +241,20 @@ class Run:
                     "continue it, or choose another --out"
                 )
             state = None
+        sharded = config.sharding == "fsdp" and not resume  # resumed: unsharded
+        if sharded and not dist.launched_by_torchrun():
+            raise ValueError(
+                "sharding=fsdp shards the model over the processes that torchrun "
+                "starts: run under torchrun --nproc_per_node=N, or drop it "
+                "(sharding=none)"
+            )
         self.device = dist.init_distributed(pick_device(device))
         if not resume:
             precision = resolve_precision(config.precision, self.device)
             config = dataclasses.replace(config, precision=precision)
         self.task_name, self.preset, self.config = task, preset, config
         self.task: Task = TASKS[task](config, data_dir=data_dir, state=state)
+        self.task.check_data()
         self.steps_per_epoch = len(self.shard(0)) // config.accumulate
         if self.steps_per_epoch == 0:
             raise ValueError(
@@ -263,6 +289,7 @@ class Run:
             checkpoint_path=last,
             config=self.saved,
             stream=self.task.stream,
+            before_save=self.check_folder,
         )
         if resume:
             self.trainer.resume(source)
@@ -303,16 +330,16 @@ class Run:
         belong to another run (another preset or settings): two runs would mix."""
         others, metrics = {}, self.out / METRICS
         if metrics.is_file():
-            others[metrics.name] = json.loads(metrics.read_text())
+            others[metrics] = records.read_metrics(metrics)
         damaged = (CheckpointError, FileNotFoundError)  # chosen again at the end
         with contextlib.suppress(*damaged):
-            others[BEST] = read_checkpoint(self.out / BEST)["config"]
-        for name, saved in others.items():
-            if not same_run(saved, task, preset, config):
+            others[self.out / BEST] = read_checkpoint(self.out / BEST)["config"]
+        for path, saved in others.items():
+            if not same_run(saved, task, preset, config, source=path):
                 raise ValueError(
-                    f"{self.out} mixes two runs: its {name} comes from another "
-                    "preset or settings than its last.pt; move one run's files to "
-                    "another folder"
+                    f"{self.out} mixes two runs: its {path.name} comes from "
+                    "another preset or settings than its last.pt; move one "
+                    "run's files to another folder"
                 )
 
     # --- data
@@ -325,11 +352,18 @@ class Run:
         )
 
     # --- logs
+    def check_folder(self) -> None:
+        """Before a write: is the run's folder still at ``out``
+        (:meth:`Folder.check`)?"""
+        if self.folder is not None:
+            self.folder.check()
+
     def say(self, message: str) -> None:
         """A line for people: printed (rank 0, above the progress bar)
         and kept in train.log."""
         if not dist.is_main():
             return
+        self.check_folder()
         if self.echo:
             tqdm.write(message, file=sys.stderr)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -339,6 +373,7 @@ class Run:
 
     def write_history(self) -> None:
         if dist.is_main():
+            self.check_folder()
             csv = self.trainer.history.to_csv(index=False).encode()
             atomic_write(self.out / "history.csv", csv)
 
@@ -357,6 +392,7 @@ class Run:
         (default: the model's)."""
         weights = self.model if weights is None else weights
         step = self.trainer.step
+        self.check_folder()
         save_checkpoint(
             self.out / name, weights, step=step, config=self.saved, extra=extra
         )
@@ -393,27 +429,40 @@ class Run:
         return sorted(self.out.glob("keep-[0-9][0-9][0-9][0-9][0-9][0-9].pt"))
 
     def intact(self, paths: list[Path]) -> list[Path]:
-        """The checkpoints of ``paths`` that read back intact; the others are
-        named."""
+        """The checkpoints of ``paths`` that read back intact, with their score
+        (:meth:`score_of`); the others are named."""
         good = []
         for path in paths:
             try:
-                read_checkpoint(path)
+                self.score_of(path)
                 good.append(path)
             except CheckpointError as damaged:
                 self.say(f"left out of the final choice: {damaged}")
         return good
 
+    def score_of(self, path: Path) -> float:
+        """The validation score that a checkpoint the run chose (best.pt, a kept
+        one) was saved with; a :class:`CheckpointError` when it is damaged or
+        holds none (such as a copy of last.pt)."""
+        metric = self.task.score[0]
+        score = read_checkpoint(path)["extra"].get(metric)
+        if not isinstance(score, int | float) or isinstance(score, bool):
+            raise CheckpointError(
+                f"{path} holds no validation {metric}: it is not a checkpoint "
+                "that the run chose (a copy of another?)"
+            )
+        return score
+
     def best_score(self, kept: list[Path]) -> float:
-        """best.pt's validation score. A missing or damaged best.pt is written again
-        from the best intact candidate (the ``kept`` checkpoints and the last
-        weights), and said."""
+        """best.pt's validation score. A missing or damaged best.pt (or one
+        without the score, :meth:`score_of`) is written again from the best intact
+        candidate (the ``kept`` checkpoints and the last weights), and said."""
         metric = self.task.score[0]
         try:
-            return read_checkpoint(self.out / BEST)["extra"][metric]
+            return self.score_of(self.out / BEST)
         except (CheckpointError, FileNotFoundError) as error:
             missing = isinstance(error, FileNotFoundError)
-        scores = {p.name: read_checkpoint(p)["extra"][metric] for p in kept}
+        scores = {p.name: self.score_of(p) for p in kept}
         scores["the last weights"] = self.trainer.rows[-1][metric]  # validated
         pick = self.best_of(scores)
         if pick in {p.name for p in kept}:
@@ -573,7 +622,7 @@ def train(
     config = None if resume else new_config(task, preset or "tiny", settings)
     out = Path(out)
     try:
-        with holding(out) as stale:
+        with holding(out) as folder:
             run = Run(
                 task,
                 out,
@@ -584,9 +633,10 @@ def train(
                 device=device,
                 progress=progress,
                 echo=echo,
+                folder=folder,
             )
-            if stale:
-                names = ", ".join(path.name for path in stale)
+            if folder.stale:
+                names = ", ".join(path.name for path in folder.stale)
                 run.say(f"removed what a killed write left unfinished: {names}")
             if not run.train(max_steps):
                 return None
@@ -602,17 +652,45 @@ def train(
         dist.cleanup()
 
 
+@dataclass
+class Folder:
+    """The folder a run trains in, held open (and locked) by :func:`holding`:
+    ``path`` where it was, ``fd`` the folder itself, ``stale`` the temporary files
+    that killed writers left there (removed)."""
+
+    path: Path
+    fd: int
+    stale: list[Path]
+
+    def check(self) -> None:
+        """Refuse in one line to write on when the folder is no longer at
+        ``path`` (moved or deleted while the run trained): the run would write
+        into a new folder at the old path, unlocked, and end split across two."""
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.samestat(os.fstat(self.fd), os.stat(self.path)):
+                return
+        where = Path(f"/proc/self/fd/{self.fd}")  # Linux: the folder's path now
+        now = os.readlink(where) if where.is_symlink() else "elsewhere"
+        raise ValueError(
+            f"the run's folder {self.path} was moved to {now} while it trained: "
+            "it stops here, its checkpoints intact there; continue it there with "
+            "--resume (--out the new place)"
+        )
+
+
 @contextlib.contextmanager
-def holding(out: Path) -> Iterator[list[Path]]:
+def holding(out: Path) -> Iterator[Folder]:
     """Train in the folder ``out`` alone: an exclusive OS lock on it (``flock``) for
     the run's life, refused in one line while another process holds it; the OS
     releases it however the process ends, so a killed run leaves nothing stale.
+    The lock is on the folder, not its path: what it yields, a :class:`Folder`,
+    says (:meth:`Folder.check`) when the folder has moved.
 
-    Yields the temporary files of writes that a killed process left
-    (``.NAME.*.tmp``), removed: no writer is left to finish them. Under torchrun,
-    rank 0 locks; without ``fcntl`` (Windows) nothing is locked. A folder created
-    here and still empty at the end (a run refused at its start) is removed
-    again."""
+    Removes the temporary files of writes that a killed process left
+    (``.NAME.PID.*.tmp``; :func:`~annotated_transformer.files.is_stale`): no writer
+    is left to finish them; a live writer's are left alone. Under torchrun, rank 0
+    locks; without ``fcntl`` (Windows) nothing is locked. A folder created here and
+    still empty at the end (a run refused at its start) is removed again."""
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     folder, locked = os.open(out, os.O_RDONLY), False
@@ -630,10 +708,10 @@ def holding(out: Path) -> Iterator[list[Path]]:
                     f"{out} is in use by another training run: wait for it to end, "
                     "or train into another --out"
                 )
-            stale = sorted(out.glob(".*.tmp"))
+            stale = sorted(p for p in out.glob(".*.tmp") if is_stale(p))
             for path in stale:
-                path.unlink()
-        yield stale
+                path.unlink(missing_ok=True)
+        yield Folder(out, folder, stale)
     finally:
         if created and locked:
             with contextlib.suppress(OSError):
@@ -689,7 +767,7 @@ def ensure_run(
         return records.load_result(record, data_dir=data_dir, weights=weights)
     last = out / LAST
     if last.is_file() and not same_run(
-        read_checkpoint(last)["config"], task, preset, wanted
+        read_checkpoint(last)["config"], task, preset, wanted, source=last
     ):
         raise ValueError(
             f"{out} holds a run of another configuration: delete it, or train into "
@@ -711,21 +789,56 @@ def ensure_run(
     return retest(load_run(out, data_dir=data_dir), wanted)
 
 
-def same_run(saved: dict[str, Any], task: str, preset: str, wanted: Any) -> bool:
-    """Is ``saved`` (a checkpoint's config) a run of
-    ``task``/``preset`` with config ``wanted``?
+def same_run(
+    saved: dict[str, Any],
+    task: str,
+    preset: str,
+    wanted: Any,
+    *,
+    source: str | Path,
+) -> bool:
+    """Is ``saved`` (the config of a checkpoint, ``metrics.json`` or record: the
+    file ``source``) a run of ``task``/``preset`` with config ``wanted``?
 
     Settings added to the config after the run was saved count as their defaults,
     ``precision="auto"`` matches whatever it became on the machine that trained the
     run, and the config's ``test_only`` settings (how the finished model is tested)
-    do not count.
+    do not count. Saved settings that this version does not know are refused.
     """
+    if not isinstance(saved, dict):
+        return False
     if saved.get("task") != task or saved.get("preset") != preset:
         return False
-    have = TASKS[task].Config(**saved["config"])
+    have = saved_config(TASKS[task].Config, saved.get("config"), source)
     if wanted.precision == "auto":
         wanted = dataclasses.replace(wanted, precision=have.precision)
     return dataclasses.replace(have, **test_settings(wanted)) == wanted
+
+
+def saved_run(
+    saved: Any, source: str | Path
+) -> tuple[type[Task], str, Any, dict[str, Any]]:
+    """What a run's checkpoint (or a record) in the file ``source`` says about its
+    run, checked against this version of the package: its task's class, preset,
+    config and state (what the task learned before training). One line names the
+    file when it does not fit (:func:`~.tasks.base.saved_config`)."""
+    if not isinstance(saved, dict) or saved.get("task") not in TASKS:
+        raise CheckpointError(
+            f"{source} is a checkpoint, but not one a run wrote (its config "
+            "names no task): pass the final.pt, best.pt or last.pt of a run's "
+            "folder"
+        )
+    parts = {"preset": str, "config": dict, "state": dict}
+    missing = [k for k, kind in parts.items() if not isinstance(saved.get(k), kind)]
+    if missing:
+        raise CheckpointError(
+            f"{source} lacks its run's {' and '.join(missing)} (damaged, or "
+            "written by another version of this package): use another "
+            "checkpoint, or train again"
+        )
+    cls = TASKS[saved["task"]]
+    config = saved_config(cls.Config, saved["config"], source)
+    return cls, saved["preset"], config, saved["state"]
 
 
 def test_settings(config: Any) -> dict[str, Any]:
@@ -754,7 +867,7 @@ def load_run(out: str | Path, *, data_dir: str | Path | None = None) -> RunResul
     weights, in eval mode)."""
     out = Path(out)
     task, model = load_model(out / FINAL, data_dir=data_dir)
-    metrics = json.loads((out / METRICS).read_text())
+    metrics = records.read_metrics(out / METRICS)
     return RunResult(out, task, model, pd.read_csv(out / "history.csv"), metrics)
 
 
@@ -774,17 +887,8 @@ def load_model(
     else:
         config, weights = model_soup(checkpoint, read=read_weights)
         state, checkpoint = {"config": config, "model": weights}, checkpoint[0]
-    saved = state["config"]
-    if saved.get("task") not in TASKS or "config" not in saved:
-        raise CheckpointError(
-            f"{checkpoint} is a checkpoint, but not one a run wrote (its config "
-            "names no task): pass the final.pt, best.pt or last.pt of a run's "
-            "folder"
-        )
-    cls = TASKS[saved["task"]]
-    task = cls(
-        cls.Config(**saved["config"]), data_dir=data_dir, state=saved["state"]
-    )
+    cls, _, config, saved_state = saved_run(state["config"], checkpoint)
+    task = cls(config, data_dir=data_dir, state=saved_state)
     model = task.build_model()
     try:
         model.load_state_dict(state["model"])

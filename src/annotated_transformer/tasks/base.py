@@ -96,9 +96,9 @@ class TrainConfig:
     # Settings that change only how the finished model is tested (a beam size), not
     # training: a finished run is reused under other values of them, and re-tested.
     test_only: ClassVar[tuple[str, ...]] = ()
-    # The ranges of the numbers (check_numbers): every number is finite and >= 0;
-    # these must be > 0 (an int: >= 1), and these are shares of tokens or units to
-    # drop, in [0, 1).
+    # The ranges of the numbers (check_numbers): every number is finite and >= 0
+    # (an int at most LARGEST); these must be > 0 (an int: >= 1), and these are
+    # shares of tokens or units to drop, in [0, 1).
     positive: ClassVar = ("lr", "warmup", "clip_norm", "accumulate")
     shares: ClassVar = ()
 
@@ -127,11 +127,17 @@ class TrainConfig:
             )
 
 
+# The largest integer setting: torch's generators take seeds below 2**64 and its
+# counts are 64-bit, and a seed is multiplied (epoch_generator); 2**31 - 1 (the
+# largest 32-bit int) leaves room and is more than any count a run has.
+LARGEST = 2**31 - 1
+
+
 def check_numbers(config: Any) -> None:
     """Refuse, naming the setting, a number of ``config`` out of its range: NaN or
-    infinite, negative, 0 where ``config.positive`` needs more, a share outside
-    [0, 1) (``config.shares``), or a width ``d_model`` that ``h`` heads do not
-    divide."""
+    infinite, negative, an integer above :data:`LARGEST`, 0 where
+    ``config.positive`` needs more, a share outside [0, 1) (``config.shares``), or
+    a width ``d_model`` that ``h`` heads do not divide."""
     for field in fields(config):
         key, value = field.name, getattr(config, field.name)
         number = isinstance(value, int | float) and not isinstance(value, bool)
@@ -144,6 +150,8 @@ def check_numbers(config: Any) -> None:
             raise ValueError(f"{key}={value} must be {'>' if positive else '>='} 0")
         if key in config.shares and value >= 1:
             raise ValueError(f"{key}={value} must lie in [0, 1): a share it drops")
+        if isinstance(value, int) and value > LARGEST:
+            raise ValueError(f"{key}={value} must be at most {LARGEST} (2**31 - 1)")
     d_model, h = getattr(config, "d_model", None), getattr(config, "h", None)
     if d_model is not None and h is not None and d_model % h:
         raise ValueError(f"d_model={d_model} must be a multiple of h={h}")
@@ -176,6 +184,50 @@ def parse_value(text: str, kind: Any, key: str) -> Any:
                 pass
     names = " or ".join("none" if o is type(None) else o.__name__ for o in options)
     raise ValueError(f"--set {key}={text}: {key} takes {names}")
+
+
+def fits(value: Any, kind: Any) -> bool:
+    """Is ``value`` (read from a file) of the field type ``kind`` (int, float,
+    bool, str, or X | None)? An int is a float too; a bool is no number."""
+    options = (
+        typing.get_args(kind) if isinstance(kind, types.UnionType) else (kind,)
+    )
+    if isinstance(value, bool):
+        return bool in options
+    accepted = {int: (int,), float: (int, float)}
+    return any(
+        isinstance(value, accepted.get(option, option)) for option in options
+    )
+
+
+def saved_config(cls: type, values: Any, source: str | Path) -> Any:
+    """The config of class ``cls`` from its saved settings ``values`` (a
+    checkpoint's or a record's); a setting saved before it existed counts as its
+    default. Settings that do not fit this version of the package (not a dict of
+    settings, an unknown key, a value of another type or out of range) are one
+    line that names ``source``."""
+    if not isinstance(values, dict):
+        kind = type(values).__name__
+        raise ValueError(
+            f"{source} holds a {kind} as its config, not settings: it is "
+            "damaged or not a run's; use another, or train again"
+        )
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    wrong = sorted(k for k in known & set(values) if not fits(values[k], hints[k]))
+    if unknown or wrong:
+        named = unknown or [f"{k}={values[k]!r}" for k in wrong]
+        what = "unknown settings" if unknown else "settings of the wrong type"
+        raise ValueError(
+            f"{source} has {what} ({', '.join(map(str, named))}): it was written "
+            "by another version of this package (or altered); use that version, "
+            "or train again"
+        )
+    try:
+        return cls(**values)
+    except ValueError as error:
+        raise ValueError(f"{source}: {error}; train again") from None
 
 
 def apply_settings(config: Any, settings: Sequence[str]) -> Any:
@@ -277,6 +329,12 @@ class Task(ABC):
         """Plain data learned from the training data
         (vocabularies), saved in checkpoints."""
         return {}
+
+    def check_data(self) -> None:
+        """Refuse, in one line with the range that works, a setting that does not
+        fit the data (a window longer than the text, a share that selects
+        nothing): what the runner calls before training. Nothing here."""
+        return None
 
     def mean_loss(self, model: nn.Module, batches: Iterable[Any]) -> float:
         """The task's loss per token (or example) over ``batches``, in eval mode."""

@@ -136,6 +136,13 @@ class ReviewsConfig(TrainConfig):
             raise ValueError(
                 f"tail={self.tail} must lie in [0, max_len={self.max_len})"
             )
+        if self.train_subset is not None and self.val_size >= self.train_subset:
+            raise ValueError(
+                f"val_size={self.val_size} validation reviews are taken out of "
+                f"train_subset={self.train_subset}, leaving none to train on: use "
+                f"train_subset >= {self.val_size + 1}, or val_size in [1, "
+                f"{max(self.train_subset - 1, 1)}]"
+            )
         if self.init:  # one name for the run, at the command line and in a chapter
             object.__setattr__(self, "init", run_path(self.init))
 

@@ -636,6 +636,25 @@ class LanguageModel(Task):
     def train_ids(self) -> Tensor:
         return self.tokenize(self.splits["train"])
 
+    def check_data(self) -> None:
+        """A window (``max_len`` tokens and the one after) must fit in the
+        training text and in the validation's first ``eval_bytes``."""
+        c, train = self.config, len(self.train_ids)
+        if c.max_len >= train:
+            raise ValueError(
+                f"max_len={c.max_len} is longer than the training text ({train:,} "
+                f"tokens): use max_len in [1, {train - 1}]"
+            )
+        scored = self.tokenize(self.splits["val"][: c.eval_bytes + 1])
+        if len(scored) <= c.max_len:
+            size = len(self.splits["val"])
+            raise ValueError(
+                f"eval_bytes={c.eval_bytes} hold no validation window of "
+                f"max_len={c.max_len} tokens: use eval_bytes >= {c.max_len} "
+                f"(more with tokens=bpe; the split has {size:,} bytes), or a "
+                "smaller max_len"
+            )
+
     def build_model(self) -> nn.Module:
         """The variant's model, built by its registry entry; sparse attention
         (``attention``) replaces its attention afterwards."""

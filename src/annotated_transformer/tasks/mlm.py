@@ -165,6 +165,24 @@ class MaskedLM(ReviewsTask):
     def batches(self, epoch: int) -> Iterator[MaskedBatch]:
         return self.masked(self.reviews("train"), self.config.seed, epoch)
 
+    def check_data(self) -> None:
+        """``mask_p`` must select a token to predict per training batch, on
+        average: with n ordinary tokens in a batch (the mean), mask_p >= 1 / n (a
+        smaller share trains on nothing)."""
+        c, pad = self.config, self.vocab["<pad>"]
+        reserved = torch.tensor([self.vocab[token] for token in self.specials])
+        counts = [
+            int((~torch.isin(batch.tokens, reserved)).sum())
+            for batch in review_batches(self.reviews("train"), c.max_tokens, pad)
+        ]
+        mean = sum(counts) / len(counts)
+        if c.mask_p * mean < 1:
+            raise ValueError(
+                f"mask_p={c.mask_p} selects no token to predict in a training "
+                f"batch ({mean:.0f} ordinary tokens): use mask_p in "
+                f"[{1 / mean:.2g}, 1)"
+            )
+
     @cached_property
     def validation(self) -> list[MaskedBatch]:
         """The validation reviews under one fixed masking

@@ -17,7 +17,7 @@ resumed run to continue exactly where it stopped.
   (:func:`content_hash`: every tensor's bytes and every plain value, in order),
   computed again on load, so a damaged file that still unpickles is named corrupt
   instead of trained on. Files written before the checksum (version 1) load
-  unchecked.
+  when every weight in them is finite (a damaged file rarely stays so).
 - A full disk is one clear error
   (:class:`~annotated_transformer.files.DiskFullError`); the temporary file is
   removed.
@@ -30,6 +30,7 @@ import os
 import random
 import shutil
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from annotated_transformer.files import atomic_write
+from annotated_transformer.files import atomic_write, temporary_prefix
 
 FORMAT = "annotated_transformer.training.checkpoints"
 VERSION = 2  # 2: with a checksum of the contents; 1: without
@@ -241,7 +242,7 @@ def keep_previous(path: str | os.PathLike) -> None:
     path = Path(path)
     if not path.is_file():
         return
-    link = path.with_name(f".{previous(path).name}.{os.getpid()}.tmp")
+    link = path.with_name(f"{temporary_prefix(previous(path))}link.tmp")
     link.unlink(missing_ok=True)
     try:
         os.link(path, link)
@@ -261,7 +262,9 @@ def read_checkpoint(
             f"no checkpoint at {path}: check the path, or train from scratch"
         )
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # a raw pickle: refused below, no warnings
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:
         # Only the first sentence of torch's message: the rest suggests
         # weights_only=False, which would let a malicious file run code.
@@ -286,7 +289,23 @@ def read_checkpoint(
                 "in it (a damaged disk or an altered copy); use an earlier "
                 "checkpoint, or train again"
             )
+    elif not all_finite(state.get("model")):  # version 1: no checksum to check
+        raise CheckpointError(
+            f"{path} (an old checkpoint, without a checksum) holds weights that "
+            "are NaN or infinite: it is damaged, or its run diverged; use an "
+            "earlier checkpoint, or train again"
+        )
     return state
+
+
+def all_finite(weights: Any) -> bool:
+    """Is every floating-point tensor of the state dict ``weights`` finite?"""
+    tensors = weights.values() if isinstance(weights, dict) else ()
+    return all(
+        bool(torch.isfinite(t).all())
+        for t in tensors
+        if isinstance(t, torch.Tensor) and t.is_floating_point()
+    )
 
 
 def load_checkpoint(

@@ -7,6 +7,11 @@ Wherever a run's checkpoint is read (``--checkpoint``, a model soup, a fine-tune
 ``init``), a record with weights is read the same way, by :func:`read_weights`;
 this module is that reading, kept in the training layer so that a task can use it
 (the records module, above the tasks, writes records and scores them).
+
+Every part is checked as it is read: ``record.json`` must hold what a record holds
+(:func:`read_record`), and ``model.safetensors`` must have the sha256 that
+``record.json`` stores for it (:func:`tensors`), so that a damaged or truncated
+file is one line that names it, never a model that predicts garbage.
 """
 
 from __future__ import annotations
@@ -16,12 +21,25 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
+from annotated_transformer.data.download import sha256_of
+from annotated_transformer.files import read_json
 from annotated_transformer.training.checkpoints import read_checkpoint
 
 RECORD, WEIGHTS, STATE = "record.json", "model.safetensors", "state.json"
+# What every record.json holds, and of what type (``weights``: None when the
+# record publishes none).
+RECORD_KEYS = {
+    "task": str,
+    "preset": str,
+    "config": dict,
+    "command": str,
+    "metrics": dict,
+    "weights": (dict, type(None)),
+}
+RESTORE = "restore the record (git checkout results/NAME) or record its run again"
 
 
 class RecordError(ValueError):
@@ -36,7 +54,7 @@ def read_record(folder: str | Path) -> dict[str, Any]:
     path = Path(folder) / RECORD
     if not path.is_file():
         raise RecordError(f"{folder} is no record (no {RECORD}): give results/NAME")
-    return json.loads(path.read_text())
+    return read_json(path, RESTORE, RECORD_KEYS)
 
 
 def no_weights(folder: str | Path, record: dict[str, Any]) -> RecordError:
@@ -51,11 +69,25 @@ def no_weights(folder: str | Path, record: dict[str, Any]) -> RecordError:
 
 def tensors(folder: Path) -> dict[str, torch.Tensor]:
     """The state dict in ``folder/model.safetensors``: every name of a shared
-    tensor restored, float16 (``--half``) back to the float32 it was."""
-    path = str(folder / WEIGHTS)
-    tensors = load_file(path)
-    with safe_open(path, "pt") as f:
-        aliases = json.loads((f.metadata() or {}).get("aliases", "{}"))
+    tensor restored, float16 (``--half``) back to the float32 it was. In a record
+    (a ``record.json`` beside it; not while a record is being written) the file
+    must have the sha256 that the record stores for it."""
+    path = folder / WEIGHTS
+    if is_record(folder):
+        stored = (read_record(folder)["weights"] or {}).get("sha256")
+        if path.is_file() and sha256_of(path) != stored:
+            raise RecordError(
+                f"{path} is damaged: its sha256 is not the one {RECORD} stores "
+                f"(a truncated or altered copy); {RESTORE}"
+            )
+    try:
+        tensors = load_file(str(path))
+        with safe_open(str(path), "pt") as f:
+            aliases = json.loads((f.metadata() or {}).get("aliases", "{}"))
+    except (OSError, SafetensorError, json.JSONDecodeError) as error:
+        raise RecordError(
+            f"{path} is not readable weights ({error}); {RESTORE}"
+        ) from error
     tensors |= {alias: tensors[source] for alias, source in aliases.items()}
     half = torch.float16
     return {k: v.float() if v.dtype == half else v for k, v in tensors.items()}
@@ -74,6 +106,6 @@ def read_weights(path: str | Path) -> dict[str, Any]:
     record = read_record(folder)
     if record.get("weights") is None:
         raise no_weights(folder, record)
-    state = json.loads((folder / STATE).read_text())
+    state = read_json(folder / STATE, RESTORE)
     run = {k: record[k] for k in ("task", "preset", "config")}
     return {"config": run | {"state": state}, "model": tensors(folder)}

@@ -340,7 +340,8 @@ class Trainer:
     checkpoint_path: where ``save``/``fit`` write; config: plain data saved with it;
     stream: what the batches carry from one to the next (Transformer-XL's memory),
         an object with ``state_dict``/``load_state_dict`` saved in the checkpoint
-        and restored by ``resume``.
+        and restored by ``resume``; before_save: called before every checkpoint is
+        written, to refuse it by raising (the runner: the run's folder was moved).
     State: ``step`` (optimiser steps done), ``epoch`` and ``batch_in_epoch`` (data
     position), ``history`` (a DataFrame, one row per step: loss, lr, tokens,
     tokens_per_s, grad_norm, ...).
@@ -359,6 +360,7 @@ class Trainer:
         checkpoint_path: str | Path | None = None,
         config: dict[str, Any] | None = None,
         stream: Any = None,
+        before_save: Callable[[], None] | None = None,
     ) -> None:
         if accumulate < 1:
             raise ValueError(
@@ -373,6 +375,7 @@ class Trainer:
         )
         self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
         self.config, self.stream = config or {}, stream
+        self.before_save = before_save
         self.device = next(model.parameters()).device
         self.scaler = torch.amp.GradScaler(
             self.device.type, enabled=precision == "fp16"
@@ -573,6 +576,8 @@ class Trainer:
         )  # FSDP: collective
         if distributed.rank() != 0:
             return None
+        if self.before_save is not None:
+            self.before_save()
         extra = {
             "epoch": self.epoch,
             "batch_in_epoch": self.batch_in_epoch,
