@@ -96,9 +96,9 @@ class TrainConfig:
     # Settings that change only how the finished model is tested (a beam size), not
     # training: a finished run is reused under other values of them, and re-tested.
     test_only: ClassVar[tuple[str, ...]] = ()
-    # The ranges of the numbers (check_numbers): every number is finite and >= 0
-    # (an int at most LARGEST); these must be > 0 (an int: >= 1), and these are
-    # shares of tokens or units to drop, in [0, 1).
+    # The ranges of the numbers (check_numbers): every number is finite and >= 0;
+    # these must be > 0 (an int: >= 1), and these are shares of tokens or units to
+    # drop, in [0, 1).
     positive: ClassVar = ("lr", "warmup", "clip_norm", "accumulate")
     shares: ClassVar = ()
 
