@@ -673,11 +673,16 @@ def test_damaged_run_folder_json_is_named_on_resume(
     assert train("lm", out, mirror, resume=True, max_steps=4) is None
 
 
-def start_training(out: Path, mirror: Path) -> subprocess.Popen:
+def start_training(
+    out: Path, mirror: Path, *, progress: bool = False
+) -> subprocess.Popen:
     """``lm train`` into ``out`` for longer than any test waits, in another
-    process, returned once its first last.pt is written."""
+    process (``progress``: with its progress bar), returned once its first
+    last.pt is written."""
     argv = [sys.executable, "-m", "annotated_transformer", *command("lm", out)]
     argv += ["--set", "steps=100000"]
+    if progress:
+        argv.remove("--no-progress")
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     process = subprocess.Popen(argv, env=environment(mirror), **pipes)
     deadline = time.monotonic() + 180
@@ -748,8 +753,10 @@ def test_a_trainer_leaves_a_live_writers_temporary_files_alone(mirror, tmp_path)
 def test_signals_in_quick_succession_are_one_line_and_130(
     signals, gap, mirror, tmp_path
 ):
+    """However soon a signal follows the first, the same line and exit status:
+    not a traceback of the progress bar, not a death by the second signal."""
     out = tmp_path / "run"
-    process = start_training(out, mirror)
+    process = start_training(out, mirror, progress=True)
     try:
         for sent in signals:
             process.send_signal(sent)

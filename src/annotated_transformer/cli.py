@@ -94,7 +94,7 @@ def cpus() -> int:
     return os.cpu_count() or 1
 
 
-def check_numbers(args: argparse.Namespace) -> None:
+def check_options(args: argparse.Namespace) -> None:
     """Refuse, naming the option, a number that nothing can use: an infinite or NaN
     float, an integer beyond :data:`~annotated_transformer.tasks.base.LARGEST`
     (torch's generators and counts take no more), or more ``--threads`` than
@@ -251,7 +251,7 @@ def record(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_numbers(args)
+    check_options(args)
     if args.task == "record":
         return record(args)
     if args.threads is not None:
