@@ -4,9 +4,10 @@ A task (:mod:`annotated_transformer.tasks`) says what to train on and how to sco
 it; the runner owns the rest:
 
 - **resume checks**: a folder holds one run, trained by one process at a time (an
-  OS lock on the folder, :func:`holding`); ``resume`` continues it from ``last.pt``
-  with the config saved there, or from ``last.previous.pt`` when ``last.pt`` is
-  damaged, and a finished run is reused instead of trained again
+  OS lock on the folder itself, :func:`holding`: moved while it trains, the run
+  stops); ``resume`` continues it from ``last.pt`` with the config saved there,
+  or from ``last.previous.pt`` when ``last.pt`` is damaged, and a finished run is
+  reused instead of trained again
   (:func:`ensure_run`; when only its ``test_only`` settings differ, such as a beam
   size, it is re-tested);
 - **device, threads and precision**: ``auto`` picks CUDA, then Apple's MPS, then the
