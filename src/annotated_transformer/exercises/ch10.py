@@ -22,9 +22,11 @@ CHAPTER = "10"
 @exercise(
     chapter=CHAPTER,
     name="train_vocab",
-    bug=True,
     title="Find the bug: a vocabulary that has seen the test set",
-    hint="Which split may a model learn anything from, its vocabulary included?",
+    question="Which split may a model learn anything from, its vocabulary "
+    "included?",
+    hint="learn the vocabulary from the training split alone; the test sentences' "
+    "words are unknown (UNK) to the model, as they would be to a deployed one.",
 )
 def check_train_vocab(module: ModuleType) -> None:
     train = [["a", "dog", "runs"], ["a", "dog", "sleeps"], ["a", "cat", "runs"]]
@@ -82,8 +84,9 @@ def _corpus(rng: random.Random, sentences: int) -> tuple[list, list]:
     chapter=CHAPTER,
     name="brevity_penalty",
     title="BLEU's brevity penalty",
-    hint="Papineni et al. 2002, section 2.2.2: c output tokens against r reference "
-    "tokens; there is no penalty when c > r, and an empty output scores nothing.",
+    hint="Papineni et al. 2002, section 2.2.2: c output tokens against r "
+    "reference tokens; there is no penalty when c > r, and an empty output scores "
+    "nothing.",
 )
 def check_brevity_penalty(module: ModuleType) -> None:
     rng = random.Random(0)
@@ -103,9 +106,10 @@ def check_brevity_penalty(module: ModuleType) -> None:
     chapter=CHAPTER,
     name="corpus_bleu",
     title="Corpus BLEU by hand",
-    hint="Count clipped n-gram matches and hypothesis n-grams for n = 1..4, summed "
-    "over the whole corpus before any division; then the geometric mean of the "
-    "four precisions times the brevity penalty of the corpus lengths, times 100.",
+    hint="Count clipped n-gram matches and hypothesis n-grams for n = 1..4, "
+    "summed over the whole corpus before any division; then the geometric mean of "
+    "the four precisions times the brevity penalty of the corpus lengths, times "
+    "100.",
 )
 def check_corpus_bleu(module: ModuleType) -> None:
     repeated = (["the", "the", "the", "the"], ["the", "cat", "is", "here"])
@@ -131,8 +135,8 @@ def check_corpus_bleu(module: ModuleType) -> None:
     chapter=CHAPTER,
     name="token_budget_batches",
     title="Batches under a token budget",
-    hint="Visit the indices in order of length and start a new batch when one more "
-    "sequence would make len(batch) × longest exceed the budget.",
+    hint="Visit the indices in order of length and start a new batch when one "
+    "more sequence would make len(batch) × longest exceed the budget.",
 )
 def check_token_budget_batches(module: ModuleType) -> None:
     rng = random.Random(2)

@@ -11,6 +11,7 @@ from annotated_transformer.exercises.grading import (
     assert_close,
     assert_equal,
     exercise,
+    rng,
 )
 
 CHAPTER = "17"
@@ -45,7 +46,7 @@ def check_strided_mask(m: ModuleType) -> None:
     "the same numbers with another shape.",
 )
 def check_rel_shift(m: ModuleType) -> None:
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     for qlen, memory in ((3, 2), (4, 0), (1, 5), (5, 5)):
         klen = qlen + memory
         x = torch.randn(2, 3, qlen, klen, generator=gen)
@@ -67,12 +68,12 @@ def check_rel_shift(m: ModuleType) -> None:
     chapter=CHAPTER,
     name="relative_bias",
     title="A learned relative-position bias",
-    hint="Index the table with the distance i − j clipped to [0, D] for every pair "
-    "(advanced indexing with an (n, n) tensor of distances keeps the heads axis), "
-    "then put −inf on the future keys.",
+    hint="Index the table with the distance i − j clipped to [0, D] for every "
+    "pair (advanced indexing with an (n, n) tensor of distances keeps the heads "
+    "axis), then put −inf on the future keys.",
 )
 def check_relative_bias(m: ModuleType) -> None:
-    gen = torch.Generator().manual_seed(1)
+    gen = rng(1)
     # 3 heads; distances 0, 1, 2 and 3, which also stands for any longer distance
     table = torch.randn(3, 4, generator=gen)
     n = 6
