@@ -24,7 +24,7 @@ from annotated_transformer.exercises.grading import (
     "the len and h axes with transpose(1, 2).",
 )
 def check_split_heads(m: ModuleType) -> None:
-    batch, length, h, d_k = integers(0, 1, 5, 4)
+    batch, length, h, d_k = integers(0, 2, 5, 4)
     d_model = h * d_k
     x = torch.randperm(batch * length * d_model, generator=rng(1))
     x = x.view(batch, length, d_model)

@@ -163,12 +163,16 @@ def starter_path(chapter: str, root: Path | None = None) -> Path:
     )
 
 
+LOADED = "exercises_"
+"""The prefix of the module names :func:`load` gives the files it imports."""
+
+
 def load(path: Path) -> ModuleType:
     """Import a reader's file as a module; a one-line ValueError if it fails."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path} is not a file; pass the path of your answers")
-    name = f"exercises_{path.parent.name}_{path.stem}"
+    name = f"{LOADED}{path.parent.name}_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look classes up here
@@ -247,9 +251,12 @@ class Guard:
                     now is not value
                     and getattr(now, "__wrapped__", None) is not value
                 ):
-                    names.append(f"{getattr(owner, '__name__', owner)}.{name}")
+                    where = getattr(owner, "__name__", str(owner)).split(".")[-1]
+                    names.append(f"{where}.{name}")
                     setattr(owner, name, value)
         for name, module in self.modules.items():
+            if name.startswith(LOADED):  # a reader's file, imported by load()
+                continue
             if sys.modules.get(name, module) is not module:
                 names.append(name)
                 sys.modules[name] = module
@@ -262,7 +269,7 @@ _MISSING = object()
 def patched(names: list[str]) -> str:
     """The one line that says an answer changed the grader."""
     shown = ", ".join(names[:3]) + (" …" if len(names) > 3 else "")
-    return f"the answer replaced {shown}, which grading relies on; answers may not"
+    return f"it replaced {shown}, which the grader relies on: answers may not"
 
 
 class _Forbid(TorchFunctionMode):
