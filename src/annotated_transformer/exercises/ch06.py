@@ -72,7 +72,8 @@ def check_masked_softmax(m: ModuleType) -> None:
         assert_close(got, expected, f"the weights in {dtype}", atol=tolerance)
     got = m.masked_softmax(scores.half(), mask)
     assert got.dtype == torch.float16, "keep the scores' dtype, float16"
-    assert_close(got, expected, "the weights in float16", atol=1e-3)
+    # float16 keeps 11 bits: a weight near 1 is off by up to a few 1e-3
+    assert_close(got, expected, "the weights in float16", atol=3e-3)
     hidden = got[..., ~mask]
     assert_equal(hidden, torch.zeros_like(hidden), "the masked weights in float16")
 

@@ -234,8 +234,8 @@ class Guard:
     answer replaced since the guard was made, and puts the originals back."""
 
     def __init__(self, *owners: object) -> None:
-        owners += (sys.modules[__name__], torch, F, Tensor, nn.Module)
-        owners += (builtins, math)
+        self.strict = (*owners, sys.modules[__name__])  # the grader's own code
+        owners = (*self.strict, torch, F, Tensor, nn.Module, builtins, math)
         self.saved = [(owner, dict(vars(owner))) for owner in owners]
         self.modules = dict(sys.modules)
 
@@ -247,10 +247,11 @@ class Guard:
                 now = current.get(name, _MISSING)
                 # torch wraps some of its own functions the first time an
                 # optimiser is made (for torch.compile): the same function still
-                if (
-                    now is not value
-                    and getattr(now, "__wrapped__", None) is not value
-                ):
+                same = now is value or (
+                    owner not in self.strict
+                    and getattr(now, "__wrapped__", None) is value
+                )
+                if not same:
                     where = getattr(owner, "__name__", str(owner)).split(".")[-1]
                     names.append(f"{where}.{name}")
                     setattr(owner, name, value)
