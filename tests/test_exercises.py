@@ -133,7 +133,8 @@ def test_the_chapter_states_every_exercise_and_includes_its_solution(chapter: st
     section = text[text.index("## Exercises") :]
     for ex in grading.exercises(chapter):
         assert f"Exercise {ex.label}" in section, f"{py.name} lacks {ex.label}"
-        assert f":pyobject: {ex.name}" in section, f"{py.name} lacks {ex.name}"
+        if SOLUTIONS.is_dir():  # a student edition has no toggles to include them
+            assert f":pyobject: {ex.name}" in section, f"{py.name} lacks {ex.name}"
     assert f"make exercises CHAPTER={chapter}" in section
 
 
