@@ -85,8 +85,9 @@ def check_masked_softmax(m: ModuleType) -> None:
     hint="the original only hides padded keys; decide what a padded query may "
     "see: give it one key that is not a real token, e.g. itself (torch.where on "
     "the rows of padded queries), so that its row is never empty.",
-    question="look at the mask's row for a padded target position: which keys may "
-    "that query attend to, and what is a softmax over none?",
+    question="print the mask's row for a padded target position: which keys may "
+    "that query attend to, which should it, and what would a softmax over no key "
+    "give?",
 )
 def check_make_std_mask(m: ModuleType) -> None:
     pad = 0
