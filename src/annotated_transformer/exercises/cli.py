@@ -55,9 +55,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}")
         return 2
-    print(
-        f"Chapter {chapter} exercises, graded from {path} (seed {seed})", flush=True
-    )
     results: list[grading.Result] = []
     total = len(grading.exercises(chapter))
 
@@ -65,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
 
     try:
+        write(f"Chapter {chapter} exercises, graded from {path} (seed {seed})")
         results = isolation.grade_file(
             chapter, path, seed=seed, limit=args.timeout, write=write, into=results
         )
