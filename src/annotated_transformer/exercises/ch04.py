@@ -5,7 +5,12 @@ from types import ModuleType
 
 import torch
 
-from annotated_transformer.exercises.grading import assert_close, exercise, rng
+from annotated_transformer.exercises.grading import (
+    assert_close,
+    exercise,
+    integers,
+    rng,
+)
 
 
 def _pe(pos: float, d_model: int) -> torch.Tensor:
@@ -26,7 +31,8 @@ def _pe(pos: float, d_model: int) -> torch.Tensor:
     "features get the sines, odd ones the cosines.",
 )
 def check_sinusoidal(m: ModuleType) -> None:
-    positions = torch.tensor([0.0, 1.0, 2.5, 17.0, 99.0])
+    drawn = 100 * torch.rand(3, generator=rng(1))
+    positions = torch.cat([torch.tensor([0.0, 1.0, 2.5, 17.0, 99.0]), drawn])
     expected = torch.stack([_pe(p, 16) for p in positions.tolist()])
     assert_close(m.sinusoidal(positions, 16), expected, "PE", atol=1e-6)
 
@@ -39,7 +45,7 @@ def check_sinusoidal(m: ModuleType) -> None:
     "b), and a - b = -k ω_i whatever pos is; sum over the pairs.",
 )
 def check_pe_dot(m: ModuleType) -> None:
-    for k in (0, 1, 3, 10, -7):
+    for k in (0, 1, 3, 10, -7, *integers(2, -50, 50, 2)):
         for pos in (0, 5, 40):
             expected = float(_pe(pos, 32) @ _pe(pos + k, 32))
             got = m.pe_dot(k, 32)

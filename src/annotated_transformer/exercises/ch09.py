@@ -60,6 +60,12 @@ def check_beam_score(m: ModuleType) -> None:
     assert_close(m.beam_score(logp, length, 0.0), logp, "the scores, α = 0")
     short, long = m.beam_score(logp[:2], length[:2], 0.6).tolist()
     assert long > short, "with α = 0.6 the long hypothesis of the example must win"
+    logp = -10 * torch.rand(6, generator=rng(5))  # a run's own hypotheses
+    length = torch.randint(1, 30, (6,), generator=rng(6)).double()
+    alpha = float(torch.rand((), generator=rng(7)))
+    lp = ((5 + length) / 6) ** alpha  # GNMT's length penalty
+    got = m.beam_score(logp, length, alpha)
+    assert_close(got, logp / lp, f"the scores, α = {alpha:.3f}")
 
 
 @exercise(

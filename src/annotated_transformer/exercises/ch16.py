@@ -10,6 +10,7 @@ import torch
 from annotated_transformer.exercises.grading import (
     assert_equal,
     exercise,
+    integers,
     rng,
     seed,
 )
@@ -129,6 +130,12 @@ def check_token_bits_per_byte(m: ModuleType) -> None:
     )
 
 
+def _drawn_gpt2() -> tuple[int, ...]:
+    """This run's (vocab, d_model, N, max_len, d_ff); d_model even (2 heads)."""
+    vocab, half_d, N, max_len, d_ff = integers(0, 2, 40, 5)
+    return vocab, 2 * half_d, N % 4 + 1, max_len, d_ff
+
+
 @exercise(
     chapter=CHAPTER,
     name="gpt2_parameters",
@@ -142,6 +149,7 @@ def check_gpt2_parameters(m: ModuleType) -> None:
     for vocab, d_model, N, max_len, d_ff in (
         (256, 16, 2, 8, 64),
         (768, 32, 3, 20, 48),
+        _drawn_gpt2(),
     ):
         model = GPT2LM(vocab, d_model, 2, N, max_len, d_ff)
         expected = count_parameters(model)

@@ -144,7 +144,7 @@ def check_train_steps(m: ModuleType) -> None:
     "double the scale and restart the count.",
 )
 def check_update_scale(m: ModuleType) -> None:
-    rng = random.Random(0)
+    rng = random.Random(seed(10))
     flags = [rng.random() < 0.3 for _ in range(40)] + [False] * 7
     weight = nn.Parameter(torch.ones(2))
     optimizer = torch.optim.SGD([weight], lr=0.1)
