@@ -12,8 +12,9 @@
 #                make execute CHAPTER=02_self_attention   (one chapter, full size, in place)
 #                make records [JOBS=2 THREADS=1]   (train and record the book's unrecorded runs)
 #                make lock [UPGRADE=1]   re-resolve .ci/requirements.lock (see README)
-#                make exercises CHAPTER=06   (grade notebooks/exercises/06_*.py;
-#                  SOLUTIONS=1: the reference solutions; FILE=answers.py: that file)
+#                make exercises CHAPTER=06   (grade notebooks/exercises/06_*.py; SOLUTIONS=1:
+#                  the reference solutions; FILE=answers.py: that file; SEED=N: a run's inputs)
+#                make handout [OUT=dist/handout]  (student and teacher editions, Otter export)
 
 # Written for GNU make 3.81 (macOS) as well: .SHELLFLAGS (make >= 3.82) is ignored there, so no
 # recipe relies on it; multi-command lines chain with && or exit explicitly.
@@ -57,10 +58,10 @@ NBVAL := -p no:cacheprovider --nbval --nbval-current-env --nbval-cell-timeout=90
          --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: help setup doctor lock test book lint unit nbval site site-check chromium sync format records \
-        execute listings figures exercises clean
+        execute listings figures exercises handout clean
 
 help:
-	@sed -n '1,16p' Makefile
+	@sed -n '1,17p' Makefile
 
 # The venv's Python must be 3.11 or newer: say so, instead of failing deep inside pip.
 $(PY):
@@ -173,9 +174,16 @@ records: setup
 # Grading needs the venv: from a fresh clone the first call sets it up (as make book does).
 exercises: setup
 	@test -n "$(CHAPTER)" || { \
-	  echo "usage: make exercises CHAPTER=06 [SOLUTIONS=1] [FILE=answers.py]"; exit 2; }
+	  echo "usage: make exercises CHAPTER=06 [SOLUTIONS=1] [FILE=answers.py] [SEED=N]"; exit 2; }
 	@PYTHONPATH=src $(PY) -m annotated_transformer.exercises $(CHAPTER) \
-	  $(if $(filter 1,$(SOLUTIONS)),--solutions) $(if $(FILE),--file $(FILE))
+	  $(if $(filter 1,$(SOLUTIONS)),--solutions) $(if $(FILE),--file $(FILE)) \
+	  $(if $(SEED),--seed $(SEED))
+
+# The hand-outs (book/teachers.md): OUT/student without the solutions, OUT/teacher with
+# them, OUT/otter the Otter-Grader assignment.
+OUT ?= dist/handout
+handout: setup
+	PYTHONPATH=src $(PY) -m annotated_transformer.exercises.handout $(OUT)
 
 # After a change to package code that a chapter shows: render its stored listings again.
 listings: setup

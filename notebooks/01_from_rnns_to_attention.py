@@ -485,7 +485,7 @@ for word in vocab:
 # Write `context_vectors(s, h)`; grade with `make exercises CHAPTER=01`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch01.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch01.py
 # :pyobject: context_vectors
 # ```
 # :::
@@ -501,7 +501,7 @@ for word in vocab:
 # Write `additive_scores(s, h, W, U, v)`; grade with `make exercises CHAPTER=01`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch01.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch01.py
 # :pyobject: additive_scores
 # ```
 # :::
@@ -519,7 +519,7 @@ for word in vocab:
 # `make exercises CHAPTER=01`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch01.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch01.py
 # :pyobject: multi_head_self_attention
 # ```
 # :::
@@ -537,7 +537,7 @@ for word in vocab:
 # Write `attention_pool(X, q)`; grade with `make exercises CHAPTER=01`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch01.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch01.py
 # :pyobject: attention_pool
 # ```
 # :::

@@ -567,7 +567,7 @@ print("MultiHeadedAttention (explicit and fused) == torch.nn.MultiheadAttention"
 # Write `split_heads(x, h)`; grade with `make exercises CHAPTER=02`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch02.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch02.py
 # :pyobject: split_heads
 # ```
 # :::
@@ -583,7 +583,7 @@ print("MultiHeadedAttention (explicit and fused) == torch.nn.MultiheadAttention"
 # Write `einsum_attention(q, k, v, mask)`; grade with `make exercises CHAPTER=02`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch02.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch02.py
 # :pyobject: einsum_attention
 # ```
 # :::
@@ -602,7 +602,7 @@ print("MultiHeadedAttention (explicit and fused) == torch.nn.MultiheadAttention"
 # Write `attention_entropy(weights)`; grade with `make exercises CHAPTER=02`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch02.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch02.py
 # :pyobject: attention_entropy
 # ```
 # :::
@@ -618,7 +618,7 @@ print("MultiHeadedAttention (explicit and fused) == torch.nn.MultiheadAttention"
 # Write `causal_attention_loop(q, k, v)`; grade with `make exercises CHAPTER=02`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch02.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch02.py
 # :pyobject: causal_attention_loop
 # ```
 # :::

@@ -690,7 +690,7 @@ viz.heatmap(
 # Write `count_pairs(corpus)`; grade with `make exercises CHAPTER=03`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch03.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch03.py
 # :pyobject: count_pairs
 # ```
 # :::
@@ -707,7 +707,7 @@ viz.heatmap(
 # Write `apply_merges(word, merges)`; grade with `make exercises CHAPTER=03`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch03.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch03.py
 # :pyobject: apply_merges
 # ```
 # :::
@@ -723,7 +723,7 @@ viz.heatmap(
 # Write `scaled_embedding(ids, table)`; grade with `make exercises CHAPTER=03`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch03.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch03.py
 # :pyobject: scaled_embedding
 # ```
 # :::
@@ -739,7 +739,7 @@ viz.heatmap(
 # Write `frame_signal(signal, size, hop)`; grade with `make exercises CHAPTER=03`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch03.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch03.py
 # :pyobject: frame_signal
 # ```
 # :::

@@ -476,7 +476,7 @@ except ValueError as error:
 # Write `sinusoidal(positions, d_model)`; grade with `make exercises CHAPTER=04`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch04.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch04.py
 # :pyobject: sinusoidal
 # ```
 # :::
@@ -493,7 +493,7 @@ except ValueError as error:
 # Write `pe_dot(k, d_model)`; grade with `make exercises CHAPTER=04`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch04.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch04.py
 # :pyobject: pe_dot
 # ```
 # :::
@@ -510,7 +510,7 @@ except ValueError as error:
 # Write `rotate_by(pe, k)`; grade with `make exercises CHAPTER=04`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch04.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch04.py
 # :pyobject: rotate_by
 # ```
 # :::
@@ -527,7 +527,7 @@ except ValueError as error:
 # `make exercises CHAPTER=04`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch04.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch04.py
 # :pyobject: relative_offset
 # ```
 # :::

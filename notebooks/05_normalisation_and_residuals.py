@@ -561,7 +561,7 @@ print(
 # `make exercises CHAPTER=05`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch05.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch05.py
 # :pyobject: running_statistics
 # ```
 # :::
@@ -578,7 +578,7 @@ print(
 # Write `token_group_norm(x, groups)`; grade with `make exercises CHAPTER=05`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch05.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch05.py
 # :pyobject: token_group_norm
 # ```
 # :::
@@ -595,7 +595,7 @@ print(
 # Write `layer_norm(x, gamma, beta, eps)`; grade with `make exercises CHAPTER=05`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch05.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch05.py
 # :pyobject: layer_norm
 # ```
 # :::
@@ -611,7 +611,7 @@ print(
 # `make exercises CHAPTER=05`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch05.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch05.py
 # :pyobject: residual_block
 # ```
 # :::

@@ -391,7 +391,7 @@ shown
 # Write `prefix_lm_mask(prefix_len, size)`; grade with `make exercises CHAPTER=06`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch06.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch06.py
 # :pyobject: prefix_lm_mask
 # ```
 # :::
@@ -409,7 +409,7 @@ shown
 # Write `masked_softmax(scores, mask)`; grade with `make exercises CHAPTER=06`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch06.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch06.py
 # :pyobject: masked_softmax
 # ```
 # :::
@@ -426,7 +426,7 @@ shown
 # Write `make_std_mask(tgt, pad)`; grade with `make exercises CHAPTER=06`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch06.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch06.py
 # :pyobject: make_std_mask
 # ```
 # :::
@@ -443,7 +443,7 @@ shown
 # Write `sliding_window_mask(size, window)`; grade with `make exercises CHAPTER=06`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch06.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch06.py
 # :pyobject: sliding_window_mask
 # ```
 # :::

@@ -517,7 +517,7 @@ print(
 # Write `feed_forward(x, W_1, b_1, W_2, b_2)`; grade with `make exercises CHAPTER=07`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch07.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch07.py
 # :pyobject: feed_forward
 # ```
 # :::
@@ -534,7 +534,7 @@ print(
 # Write `encoder_layer(x, layer)`; grade with `make exercises CHAPTER=07`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch07.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch07.py
 # :pyobject: encoder_layer
 # ```
 # :::
@@ -553,7 +553,7 @@ print(
 # `make exercises CHAPTER=07`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch07.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch07.py
 # :pyobject: tied_parameter_count
 # ```
 # :::

@@ -795,7 +795,7 @@ comparison
 # `make exercises CHAPTER=08`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch08.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch08.py
 # :pyobject: adam_step
 # ```
 # :::
@@ -812,7 +812,7 @@ comparison
 # `make exercises CHAPTER=08`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch08.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch08.py
 # :pyobject: noam_rate
 # ```
 # :::
@@ -829,7 +829,7 @@ comparison
 # `make exercises CHAPTER=08`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch08.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch08.py
 # :pyobject: smoothed_targets
 # ```
 # :::
@@ -850,7 +850,7 @@ comparison
 # `make exercises CHAPTER=08`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch08.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch08.py
 # :pyobject: label_smoothing_loss
 # ```
 # :::

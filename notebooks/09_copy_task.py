@@ -687,7 +687,7 @@ for i in differ.nonzero().flatten()[:4].tolist():
 # Write `beam_score(logp, length, alpha)`; grade with `make exercises CHAPTER=09`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch09.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch09.py
 # :pyobject: beam_score
 # ```
 # :::
@@ -704,7 +704,7 @@ for i in differ.nonzero().flatten()[:4].tolist():
 # `make exercises CHAPTER=09`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch09.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch09.py
 # :pyobject: greedy
 # ```
 # :::
@@ -722,7 +722,7 @@ for i in differ.nonzero().flatten()[:4].tolist():
 # Write `top_p_filter(logits, p)`; grade with `make exercises CHAPTER=09`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch09.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch09.py
 # :pyobject: top_p_filter
 # ```
 # :::
@@ -741,7 +741,7 @@ for i in differ.nonzero().flatten()[:4].tolist():
 # `make exercises CHAPTER=09`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch09.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch09.py
 # :pyobject: beam_search
 # ```
 # :::

@@ -711,7 +711,7 @@ print(
 # Write `train_vocab(splits, min_freq)`; grade with `make exercises CHAPTER=10`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch10.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch10.py
 # :pyobject: train_vocab
 # ```
 # :::
@@ -730,7 +730,7 @@ print(
 # Write `brevity_penalty(hyp_len, ref_len)`; grade with `make exercises CHAPTER=10`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch10.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch10.py
 # :pyobject: brevity_penalty
 # ```
 # :::
@@ -750,7 +750,7 @@ print(
 # Write `corpus_bleu(hypotheses, references)`; grade with `make exercises CHAPTER=10`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch10.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch10.py
 # :pyobject: corpus_bleu
 # ```
 # :::
@@ -769,7 +769,7 @@ print(
 # CHAPTER=10`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch10.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch10.py
 # :pyobject: token_budget_batches
 # ```
 # :::

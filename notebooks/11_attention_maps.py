@@ -415,7 +415,7 @@ for module in modules.values():  # back to the fused kernel
 # CHAPTER=11`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch11.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch11.py
 # :pyobject: encoder_attention_maps
 # ```
 # :::
@@ -436,7 +436,7 @@ for module in modules.values():  # back to the fused kernel
 # Write `normalised_entropy(weights, mask)`; grade with `make exercises CHAPTER=11`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch11.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch11.py
 # :pyobject: normalised_entropy
 # ```
 # :::
@@ -455,7 +455,7 @@ for module in modules.values():  # back to the fused kernel
 # Write `attention_rollout(maps)`; grade with `make exercises CHAPTER=11`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch11.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch11.py
 # :pyobject: attention_rollout
 # ```
 # :::

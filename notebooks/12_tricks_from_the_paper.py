@@ -623,7 +623,7 @@ alt.Chart(verdict, title="The paper's tricks on Multi30k").mark_bar().encode(
 # Write `average_state_dicts(states)`; grade with `make exercises CHAPTER=12`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch12.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch12.py
 # :pyobject: average_state_dicts
 # ```
 # :::
@@ -641,7 +641,7 @@ alt.Chart(verdict, title="The paper's tricks on Multi30k").mark_bar().encode(
 # Write `ema_update(average, weights, decay)`; grade with `make exercises CHAPTER=12`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch12.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch12.py
 # :pyobject: ema_update
 # ```
 # :::
@@ -662,7 +662,7 @@ alt.Chart(verdict, title="The paper's tricks on Multi30k").mark_bar().encode(
 # exercises CHAPTER=12`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch12.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch12.py
 # :pyobject: ddp_loss
 # ```
 # :::

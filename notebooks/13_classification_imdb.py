@@ -467,7 +467,7 @@ pd.DataFrame(rows).set_index("tokens").round(4)
 # Write `masked_mean(x, real)`; grade with `make exercises CHAPTER=13`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch13.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch13.py
 # :pyobject: masked_mean
 # ```
 # :::
@@ -484,7 +484,7 @@ pd.DataFrame(rows).set_index("tokens").round(4)
 # Write `head_and_tail(ids, max_len, tail)`; grade with `make exercises CHAPTER=13`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch13.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch13.py
 # :pyobject: head_and_tail
 # ```
 # :::
@@ -502,7 +502,7 @@ pd.DataFrame(rows).set_index("tokens").round(4)
 # CHAPTER=13`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch13.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch13.py
 # :pyobject: accuracy_and_standard_error
 # ```
 # :::

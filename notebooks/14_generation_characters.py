@@ -506,7 +506,7 @@ print(
 # Write `bits_per_byte(logits, targets)`; grade with `make exercises CHAPTER=14`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch14.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch14.py
 # :pyobject: bits_per_byte
 # ```
 # :::
@@ -523,7 +523,7 @@ print(
 # Write `temperature_for_entropy(logits, bits)`; grade with `make exercises CHAPTER=14`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch14.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch14.py
 # :pyobject: temperature_for_entropy
 # ```
 # :::
@@ -540,7 +540,7 @@ print(
 # Write `unigram_bits_per_byte(train, text)`; grade with `make exercises CHAPTER=14`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch14.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch14.py
 # :pyobject: unigram_bits_per_byte
 # ```
 # :::
@@ -558,7 +558,7 @@ print(
 # Write `influence(model, x)`; grade with `make exercises CHAPTER=14`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch14.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch14.py
 # :pyobject: influence
 # ```
 # :::

@@ -590,7 +590,7 @@ viz.line_chart(
 # Write `rms_norm(x, weight, eps)`; grade with `make exercises CHAPTER=15`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch15.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch15.py
 # :pyobject: rms_norm
 # ```
 # :::
@@ -607,7 +607,7 @@ viz.line_chart(
 # Write `rope(x, positions, base)`; grade with `make exercises CHAPTER=15`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch15.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch15.py
 # :pyobject: rope
 # ```
 # :::
@@ -623,7 +623,7 @@ viz.line_chart(
 # Write `alibi_attention(q, k, v)`; grade with `make exercises CHAPTER=15`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch15.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch15.py
 # :pyobject: alibi_attention
 # ```
 # :::
@@ -640,7 +640,7 @@ viz.line_chart(
 # Write `grouped_query_attention(q, k, v)`; grade with `make exercises CHAPTER=15`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch15.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch15.py
 # :pyobject: grouped_query_attention
 # ```
 # :::

@@ -992,7 +992,7 @@ if folder is not None:
 # with `make exercises CHAPTER=16`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch16.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch16.py
 # :pyobject: mask_exactly
 # ```
 # :::
@@ -1011,7 +1011,7 @@ if folder is not None:
 # Write `load_matching(model, state)`; grade with `make exercises CHAPTER=16`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch16.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch16.py
 # :pyobject: load_matching
 # ```
 # :::
@@ -1030,7 +1030,7 @@ if folder is not None:
 # exercises CHAPTER=16`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch16.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch16.py
 # :pyobject: token_bits_per_byte
 # ```
 # :::
@@ -1048,7 +1048,7 @@ if folder is not None:
 # CHAPTER=16`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch16.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch16.py
 # :pyobject: gpt2_parameters
 # ```
 # :::

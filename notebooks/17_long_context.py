@@ -850,7 +850,7 @@ viz.line_chart(
 # Write `strided_mask(n, stride)`; grade with `make exercises CHAPTER=17`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch17.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch17.py
 # :pyobject: strided_mask
 # ```
 # :::
@@ -867,7 +867,7 @@ viz.line_chart(
 # Write `rel_shift(x)`; grade with `make exercises CHAPTER=17`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch17.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch17.py
 # :pyobject: rel_shift
 # ```
 # :::
@@ -885,7 +885,7 @@ viz.line_chart(
 # Write `relative_bias(table, n)`; grade with `make exercises CHAPTER=17`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch17.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch17.py
 # :pyobject: relative_bias
 # ```
 # :::
@@ -902,7 +902,7 @@ viz.line_chart(
 # CHAPTER=17`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch17.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch17.py
 # :pyobject: update_memory
 # ```
 # :::

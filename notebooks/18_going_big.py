@@ -898,7 +898,7 @@ estimate.round(3)
 # exercises CHAPTER=18`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch18.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch18.py
 # :pyobject: training_state_bytes
 # ```
 # :::
@@ -917,7 +917,7 @@ estimate.round(3)
 # exercises CHAPTER=18`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch18.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch18.py
 # :pyobject: accumulate_gradients
 # ```
 # :::
@@ -937,7 +937,7 @@ estimate.round(3)
 # grade with `make exercises CHAPTER=18`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch18.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch18.py
 # :pyobject: train_steps
 # ```
 # :::
@@ -956,7 +956,7 @@ estimate.round(3)
 # exercises CHAPTER=18`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../src/annotated_transformer/exercises/solutions/ch18.py
+# ```{literalinclude} ../../notebooks/exercises/solutions/ch18.py
 # :pyobject: update_scale
 # ```
 # :::

@@ -1,12 +1,20 @@
 """The exercises' graders: each fails the untouched starter, a wrong answer and (for
-"find the bug") the broken version, and passes the reference solution; the CLI and
-the book's Exercises sections."""
+"find the bug") the broken version, and passes the reference solution, on inputs
+from a fresh seed; answers that try to fool the grader fail with one line each; the
+hand-outs (the student's holds no solution) and the Otter-Grader export; the CLI
+and the book's Exercises sections."""
 
-import importlib
+import ast
+import importlib.util
 import inspect
+import json
+import os
+import secrets
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -14,17 +22,23 @@ import jupytext
 import pytest
 import torch
 
-from annotated_transformer.exercises import grading
+from annotated_transformer.exercises import grading, handout, otter
 from annotated_transformer.exercises.cli import main
 from annotated_transformer.exercises.grading import Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
-SOLUTIONS = ROOT / "src" / "annotated_transformer" / "exercises" / "solutions"
+SOLUTIONS = ROOT / "notebooks" / "exercises" / "solutions"
 # A teacher may hand out a copy without the solutions (book/teachers.md).
 needs_solutions = pytest.mark.skipif(
     not SOLUTIONS.is_dir(), reason="the solutions are not part of this copy"
 )
 EXERCISES = [ex for ch in grading.chapters() for ex in grading.exercises(ch)]
+SEED = secrets.randbelow(10**6)  # in every failure message: pass it to --seed
+
+
+@pytest.fixture(autouse=True)
+def fresh_inputs():
+    grading.set_seed(SEED)
 
 
 def label(ex: grading.Exercise) -> str:
@@ -64,17 +78,19 @@ def test_every_chapter_has_three_to_five_exercises():
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=label)
 def test_the_untouched_starter_does_not_pass(ex: grading.Exercise):
-    result = grading.run(ex, starter(ex.chapter))
+    module = starter(ex.chapter)
+    result = grading.run(ex, module, module)
     # A find-the-bug starter holds the broken function: the check must catch it.
     expected = Outcome.FAIL if ex.bug else Outcome.TODO
-    assert result.outcome is expected, result.message
+    assert result.outcome is expected, f"{result.message} (seed {SEED})"
+    assert not result.attempted or not ex.bug
 
 
 @needs_solutions
 @pytest.mark.parametrize("ex", EXERCISES, ids=label)
 def test_the_reference_solution_passes(ex: grading.Exercise):
     result = grading.run(ex, grading.solutions(ex.chapter))
-    assert result.outcome is Outcome.PASS, result.message
+    assert result.outcome is Outcome.PASS, f"{result.message} (seed {SEED})"
 
 
 @needs_solutions
@@ -87,18 +103,20 @@ def test_a_wrong_answer_fails(ex: grading.Exercise):
         return perturbed(right(*args, **kwargs))
 
     result = grading.run(ex, SimpleNamespace(**{ex.name: wrong}))
-    assert result.outcome is Outcome.FAIL
+    assert result.outcome is Outcome.FAIL, f"seed {SEED}"
 
 
 @needs_solutions
 @pytest.mark.parametrize("chapter", grading.chapters())
 def test_the_report_gives_hints_never_the_solution(chapter: str, capsys):
-    grading.grade(chapter, starter(chapter))
-    report = capsys.readouterr().out
+    module = starter(chapter)
+    grading.grade(chapter, module, starter=module)
+    report = " ".join(capsys.readouterr().out.split())
     solutions = grading.solutions(chapter)
     for ex in grading.exercises(chapter):
-        if ex.bug:
-            assert ex.hint.split()[0] in report
+        if ex.bug:  # untouched: the question, not yet the hint that names the bug
+            assert f"question: {ex.question}" in report
+            assert ex.hint not in report
         code = inspect.getsource(getattr(solutions, ex.name)).splitlines()
         body = [line.strip() for line in code if len(line.strip()) > 24]
         leaked = [line for line in body[3:] if line in report]
@@ -115,16 +133,145 @@ def test_the_chapter_states_every_exercise_and_includes_its_solution(chapter: st
     section = text[text.index("## Exercises") :]
     for ex in grading.exercises(chapter):
         assert f"Exercise {ex.label}" in section, f"{py.name} lacks {ex.label}"
-        assert f":pyobject: {ex.name}" in section, f"{py.name} lacks {ex.name}"
+        if SOLUTIONS.is_dir():  # a student edition has no toggles to include them
+            assert f":pyobject: {ex.name}" in section, f"{py.name} lacks {ex.name}"
     assert f"make exercises CHAPTER={chapter}" in section
+
+
+def test_a_failed_attempt_at_a_bug_gets_the_hint(tmp_path, capsys):
+    (ex,) = [e for e in grading.exercises("06") if e.name == "masked_softmax"]
+    source = grading.starter_path("06", ROOT).read_text()
+    answers = tmp_path / "answers.py"
+    answers.write_text(source.replace("masked_fill(~mask, ", "masked_fill(mask, "))
+    result = grading.run(ex, grading.load(answers), starter("06"))
+    assert result.outcome is Outcome.FAIL and result.attempted
+    grading.report(result)
+    assert "hint: " in capsys.readouterr().out
 
 
 @needs_solutions
 def test_the_cli_grades_the_solutions_and_the_starter(capsys):
-    assert main(["1", "--solutions"]) == 0
+    assert main(["1", "--solutions", "--seed", str(SEED)]) == 0
     path = grading.starter_path("01", ROOT)
     assert main(["01", "--file", str(path)]) == 1
-    assert "TODO" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "TODO" in out and "(seed " in out
+
+
+CHEATS = """\
+import torch
+
+from annotated_transformer.exercises import grading
+
+
+def context_vectors(s, h):
+    raise SystemExit(0)
+
+
+def additive_scores(s, h, W, U, v):
+    while True:
+        pass
+
+
+def multi_head_self_attention(X, W_q, W_k, W_v, W_o, h):
+    grading.assert_close = lambda *args, **kwargs: None
+    return X
+
+
+def attention_pool(X, q):
+    import os
+
+    os._exit(0)
+"""
+
+
+def grade_cli(path: Path, *extra: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "annotated_transformer.exercises", "01"]
+    command += ["--file", str(path), "--seed", str(SEED), *extra]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+
+
+def test_answers_that_try_to_fool_the_grader_fail_one_line_each(tmp_path):
+    answers = tmp_path / "answers.py"
+    answers.write_text(CHEATS)
+    done = grade_cli(answers, "--timeout", "5")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    report = " ".join(done.stdout.split())  # the report wraps at 84 columns
+    said = {
+        "context_vectors": "it raised SystemExit at line 7 of answers.py",
+        "additive_scores": "it ran for more than 5 s (an endless loop?)",
+        "multi_head_self_attention": "it replaced grading.assert_close, which",
+        "attention_pool": "the answer ended the grading process (exit code 0)",
+    }
+    for name, message in said.items():
+        assert f"({name}) what went wrong: {message}" in report, report
+    assert report.count("FAIL") == 4 and report.endswith("0 of 4 passed.")
+
+
+def test_patching_the_grader_on_import_fails_every_exercise(tmp_path):
+    answers = tmp_path / "answers.py"
+    answers.write_text(
+        "from annotated_transformer.exercises import grading\n"
+        "grading.run = lambda *args, **kwargs: None\n"
+        "grading.assert_close = lambda *args, **kwargs: None\n"
+    )
+    done = grade_cli(answers)
+    assert done.returncode == 1
+    assert done.stdout.count("what went wrong: it replaced grading.") == 4
+
+
+@needs_solutions
+def test_importing_or_hard_coding_the_solution_fails(tmp_path):
+    answers = tmp_path / "answers.py"
+    answers.write_text("from ch01 import *  # noqa\nimport sys\n")
+    sys.path.insert(0, str(SOLUTIONS))
+    try:
+        copied = grading.load(answers)
+    finally:
+        sys.path.remove(str(SOLUTIONS))
+    for ex in grading.exercises("01"):
+        result = grading.run(ex, copied)
+        assert result.outcome is Outcome.FAIL
+        assert "reference solution's code" in result.message
+    (ex,) = [e for e in grading.exercises("01") if e.name == "context_vectors"]
+    s, h = torch.randn(4, 6, generator=grading.rng(0)), torch.randn(5, 6)
+    answer = grading.solutions("01").context_vectors(s, h)  # the outputs of one run
+    grading.set_seed(SEED + 1)
+    literal = SimpleNamespace(context_vectors=lambda s, h: answer)
+    assert grading.run(ex, literal).outcome is Outcome.FAIL
+
+
+def test_the_solutions_are_not_in_the_package():
+    assert (
+        importlib.util.find_spec("annotated_transformer.exercises.solutions")
+        is None
+    )
+    package = ROOT / "src" / "annotated_transformer"
+    assert not list(package.rglob("solutions")), "solutions in the package"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="sends SIGINT")
+def test_ctrl_c_prints_a_summary_not_a_traceback(tmp_path):
+    answers = tmp_path / "answers.py"
+    answers.write_text(
+        "def context_vectors(s, h):\n    while True:\n        pass\n"
+    )
+    command = [sys.executable, "-m", "annotated_transformer.exercises", "01"]
+    process = subprocess.Popen(
+        [*command, "--file", str(answers)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    first = process.stdout.readline()  # the grader has started
+    assert first.startswith("Chapter 01"), first
+    time.sleep(1)
+    process.send_signal(signal.SIGINT)
+    out = first + process.communicate(timeout=60)[0]
+    assert process.returncode == 130, out
+    assert "Traceback" not in out and "interrupted after 0 of 4 exercises" in out
 
 
 @pytest.mark.parametrize(
@@ -141,6 +288,9 @@ def test_the_cli_explains_bad_input_in_one_line(argv, says, capsys):
 
 
 def test_a_file_that_does_not_import_is_one_line(tmp_path, capsys):
+    (tmp_path / "exits.py").write_text("raise SystemExit(0)\n")
+    assert main(["01", "--file", str(tmp_path / "exits.py")]) == 2
+    assert "does not import: SystemExit" in capsys.readouterr().out
     bad = tmp_path / "answers.py"
     bad.write_text("def f(:\n")
     assert main(["01", "--file", str(bad)]) == 2
@@ -156,17 +306,94 @@ def test_a_crash_in_the_readers_code_names_its_line(tmp_path):
     assert "RuntimeError at line 2 of answers.py" in result.message
 
 
-def test_missing_solutions_are_one_line(monkeypatch, capsys):
-    real = importlib.import_module
+def test_missing_solutions_are_one_line(tmp_path):
+    with pytest.raises(ValueError, match="not part of this copy"):
+        grading.solutions("06", root=tmp_path)
 
-    def without_solutions(name: str, package: str | None = None) -> ModuleType:
-        if ".solutions" in name:
-            raise ModuleNotFoundError(name)
-        return real(name, package)
 
-    monkeypatch.setattr(grading.importlib, "import_module", without_solutions)
-    assert main(["06", "--solutions"]) == 2
-    assert "not part of this copy" in capsys.readouterr().out
+def solution_lines(names: list[Path]) -> set[str]:
+    """Lines of the reference solutions' code (20 characters or longer) that the
+    book's other files ``names`` do not hold, toggles cut from its chapters: the
+    text that only the solutions give away."""
+    given = set()
+    for name in names:
+        if handout.SOLUTIONS not in name.parents and name.suffix in TEXT:
+            text = (ROOT / name).read_text(encoding="utf-8", errors="replace")
+            if handout.chapter(name):
+                text = handout.without_toggles(name, text)
+            given |= {line.strip() for line in text.splitlines()}
+    lines = set()
+    for path in SOLUTIONS.glob("ch*.py"):
+        source = path.read_text()
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef):
+                first = node.body[1]  # after the docstring, which starters share
+                text = source.splitlines()[first.lineno - 1 : node.end_lineno]
+                lines |= {t.strip() for t in text}
+    return {line for line in lines if len(line) >= 20 and line not in given}
+
+
+TEXT = {".py", ".ipynb", ".md", ".txt"}
+
+
+def leaks(folder: Path, lines: set[str]) -> list[str]:
+    """The ``lines`` that a text file under ``folder`` holds (as a line)."""
+    found = []
+    for path in folder.rglob("*"):
+        if path.is_file() and path.suffix in TEXT:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if path.suffix == ".ipynb":  # the lines of its cells
+                cells = json.loads(text)["cells"]
+                text = "\n".join("".join(cell["source"]) for cell in cells)
+            held = {line.strip() for line in text.splitlines()} & lines
+            found += [f"{path.name}: {line}" for line in sorted(held)]
+    return found
+
+
+@needs_solutions
+def test_the_student_edition_holds_no_solution_text(tmp_path):
+    names = [
+        n for n in handout.files(ROOT) if n.parts[0] in {"notebooks", "book", "src"}
+    ]
+    handout.student(ROOT, tmp_path / "student", names)
+    handout.teacher(ROOT, tmp_path / "teacher", names)
+    otter.export(tmp_path / "otter", root=ROOT)
+    lines = solution_lines(names)
+    assert len(lines) > 100  # the check below has something to find
+    assert leaks(tmp_path / "teacher", lines), "the teacher edition lost them"
+    assert leaks(tmp_path / "student", lines) == []
+    assert leaks(tmp_path / "otter", lines) == []
+    chapters = list((tmp_path / "student" / "notebooks").glob("[0-9][0-9]_*.*"))
+    assert len(chapters) == 36
+    for path in chapters:
+        text = path.read_text(encoding="utf-8")
+        assert (
+            "{dropdown} Solution" not in text and "exercises/solutions" not in text
+        )
+        assert "## Exercises" in text  # the statements stay
+
+
+@needs_solutions
+def test_the_otter_export_grades_the_solutions_and_a_wrong_answer(tmp_path):
+    execute = pytest.importorskip("otter.execute")
+    folder = otter.export(tmp_path, ["05"], ROOT) / "ch05"
+    tests = sorted(str(p) for p in (folder / "tests").glob("q*.py"))
+    assert len(tests) == 4
+    right = tmp_path / "right.py"
+    shutil.copy(SOLUTIONS / "ch05.py", right)
+    wrong = tmp_path / "wrong.py"  # eps added to the std, the original's mistake
+    wrong.write_text(
+        right.read_text().replace(
+            "/ torch.sqrt(var + eps) + beta", "/ (torch.sqrt(var) + eps) + beta"
+        )
+    )
+    scores = {}
+    for path in (right, wrong):
+        results = execute.grade_notebook(
+            str(path), tests_glob=tests, test_dir=str(folder / "tests"), script=True
+        )
+        scores[path.name] = (results.total, results.possible)
+    assert scores == {"right.py": (4, 4), "wrong.py": (3, 4)}, scores
 
 
 @needs_solutions

@@ -1,13 +1,13 @@
 """Sphinx extension: the book with or without the exercises' solutions.
 
 Each solution toggle of a chapter is a ``dropdown`` holding a ``literalinclude`` of
-a function in ``src/annotated_transformer/exercises/solutions/``. When the solutions
-are withheld, the whole toggle is replaced by one line saying so, instead of failing
-the build. They are withheld when
+a function in ``notebooks/exercises/solutions/`` (beside the starters, outside the
+package). When the solutions are withheld, the whole toggle is replaced by one line
+saying so, instead of failing the build. They are withheld when
 
 - the build runs with ``AT_SOLUTIONS=0``, or
-- the solution file is missing (a teacher deleted ``solutions/`` from the copy they
-  hand out).
+- the solution file is missing (a copy without ``solutions/``; ``make handout``'s
+  student edition cuts the toggles themselves).
 
 A chapter is read again whenever one of its solutions changes between shown and
 withheld, so switching either way needs no clean build.

@@ -17,8 +17,7 @@ def train_vocab(splits: dict[str, list[list[str]]], min_freq: int = 2) -> Vocab:
     """Find the bug: the vocabulary of the token lists in ``splits``.
 
     splits: {"train": [...], "val": [...], "test2016": [...]}, each a list of
-    sentences,
-    each a list of tokens. Keep the tokens seen at least ``min_freq`` times.
+    sentences, each a list of tokens. Keep the tokens seen at least ``min_freq`` times.
     """
     everything = itertools.chain.from_iterable(splits.values())
     return Vocab.build(everything, min_freq=min_freq)

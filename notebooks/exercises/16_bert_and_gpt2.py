@@ -25,8 +25,8 @@ def mask_exactly(
 
     In each row select exactly max(1, round(p · k)) of its k ordinary tokens (ids
     not in special_ids and not mask_id); of those, 80 % become mask_id, 10 % a
-    random
-    ordinary id, 10 % stay. labels: the original id where selected, -100 elsewhere.
+    random ordinary id, 10 % stay. labels: the original id where selected, -100
+    elsewhere.
     Draw every random number from ``generator``.
     """
     raise NotImplementedError

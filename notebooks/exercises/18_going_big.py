@@ -60,8 +60,7 @@ def update_scale(
     """The dynamic loss scaler of fp16 training after one step.
 
     scale: the current scale; good_steps: steps without overflow since the scale
-    last
-    changed; found_inf: this step's gradients overflowed. returns the new (scale,
-    good_steps) and whether this step's update is skipped
+    last changed; found_inf: this step's gradients overflowed. returns the new
+    (scale, good_steps) and whether this step's update is skipped
     """
     raise NotImplementedError

@@ -10,14 +10,18 @@ Each chapter NN has four pieces, one idea per file:
   :func:`grading.exercise` under the name of the function it grades, receives the
   reader's module, and tests that function against an independent reference (a
   PyTorch module, a formula, brute force).
-- ``exercises/solutions/chNN.py``: the reference solutions, one function per
-  exercise. The book shows them behind a closed toggle (a ``literalinclude`` of
-  this file); a teacher may delete the folder to hand the book out without them
-  (see book/teachers.md).
+- ``notebooks/exercises/solutions/chNN.py``: the reference solutions, one
+  function per exercise, kept outside this package so that installing it never
+  installs them. The book shows them behind a closed toggle (a ``literalinclude``
+  of this file); ``make handout`` builds a student edition without them (see
+  book/teachers.md).
 - the chapter's ``## Exercises`` section: the statements and the toggles.
 
 Grade a chapter with ``make exercises CHAPTER=06`` or
-``python -m annotated_transformer.exercises 06 [--solutions] [--file PATH]``: per
-exercise PASS, FAIL with what went wrong and a hint (never the solution), or TODO
-(not attempted yet: the starter's ``NotImplementedError`` is still there).
+``python -m annotated_transformer.exercises 06 [--solutions] [--file PATH]
+[--seed N]``: the file runs in a process of its own (:mod:`isolation`), on fresh
+inputs, and per exercise the report says PASS, FAIL with what went wrong and a hint
+(never the solution), or TODO (not attempted yet: the starter's
+``NotImplementedError`` is still there). :mod:`handout` builds the student and
+teacher editions, :mod:`otter` the Otter-Grader export.
 """

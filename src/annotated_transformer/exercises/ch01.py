@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.exercises.grading import assert_close, exercise
+from annotated_transformer.exercises.grading import assert_close, exercise, rng
 
 
 def _softmax(scores: list[float]) -> torch.Tensor:
@@ -24,7 +24,7 @@ def _softmax(scores: list[float]) -> torch.Tensor:
     "rows of h.",
 )
 def check_context_vectors(m: ModuleType) -> None:
-    g = torch.Generator().manual_seed(0)
+    g = rng(0)
     s, h = torch.randn(4, 6, generator=g), torch.randn(5, 6, generator=g)
     alpha, c = m.context_vectors(s, h)
     rows = [_softmax([float(s[i] @ h[j]) for j in range(5)]) for i in range(4)]
@@ -42,7 +42,7 @@ def check_context_vectors(m: ModuleType) -> None:
     "then multiply by v.",
 )
 def check_additive_scores(m: ModuleType) -> None:
-    g = torch.Generator().manual_seed(1)
+    g = rng(1)
     s, h = torch.randn(3, 4, generator=g), torch.randn(5, 6, generator=g)
     W, U = torch.randn(7, 4, generator=g), torch.randn(7, 6, generator=g)
     v = torch.randn(7, generator=g)
@@ -60,7 +60,7 @@ def check_additive_scores(m: ModuleType) -> None:
     "concatenate the heads' outputs along the features before @ W_o.",
 )
 def check_multi_head_self_attention(m: ModuleType) -> None:
-    g = torch.Generator().manual_seed(2)
+    g = rng(2)
     n, d_model, h = 5, 12, 3
     X = torch.randn(n, d_model, generator=g)
     W_q, W_k, W_v, W_o = torch.randn(4, d_model, d_model, generator=g) / 4
@@ -81,7 +81,7 @@ def check_multi_head_self_attention(m: ModuleType) -> None:
     "(one per row of X), softmax over the rows, the weighted sum of the rows.",
 )
 def check_attention_pool(m: ModuleType) -> None:
-    g = torch.Generator().manual_seed(3)
+    g = rng(3)
     X, q = torch.randn(6, 8, generator=g), torch.randn(8, generator=g)
     expected = F.scaled_dot_product_attention(q[None], X, X)[0]
     pooled = m.attention_pool(X, q)

@@ -12,6 +12,7 @@ from annotated_transformer.exercises.grading import (
     assert_close,
     assert_equal,
     exercise,
+    rng,
 )
 
 
@@ -48,7 +49,7 @@ def check_apply_merges(m: ModuleType) -> None:
     assert word == list("▁lower"), "do not change the word you were given"
     assert m.apply_merges(list("aaa"), [("a", "a")]) == ["aa", "a"], "aaa -> aa a"
     assert m.apply_merges(list("ab"), []) == ["a", "b"], "no merges: the characters"
-    g = torch.Generator().manual_seed(0)
+    g = rng(0)
     letters = list("abc")
     merges = [("a", "b"), ("ab", "c"), ("c", "c"), ("b", "a"), ("abc", "a")]
     for _ in range(50):  # random words, against merging one pair at a time
@@ -68,7 +69,7 @@ def check_apply_merges(m: ModuleType) -> None:
     "then multiply by the square root of d_model, the table's second size.",
 )
 def check_scaled_embedding(m: ModuleType) -> None:
-    g = torch.Generator().manual_seed(1)
+    g = rng(1)
     table = torch.randn(11, 16, generator=g)
     ids = torch.randint(0, 11, (2, 5), generator=g)
     expected = F.embedding(ids, table) * math.sqrt(16)
@@ -79,15 +80,15 @@ def check_scaled_embedding(m: ModuleType) -> None:
     chapter="03",
     name="frame_signal",
     title="Frames of a signal as tokens",
-    hint="frame f holds samples f*hop .. f*hop + size - 1; there are "
-    "1 + (n - size) // hop whole frames; signal.unfold(0, size, hop) does it in "
-    "one call, but a loop over the starts is fine too.",
+    hint="frame f holds samples f*hop .. f*hop + size - 1; there are 1 + (n - "
+    "size) // hop whole frames; signal.unfold(0, size, hop) does it in one call, "
+    "but a loop over the starts is fine too.",
 )
 def check_frame_signal(m: ModuleType) -> None:
     signal = torch.arange(10.0)
     expected = torch.tensor([[0.0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]])
     assert_equal(m.frame_signal(signal, 4, 3), expected, "frames of 4, hop 3")
-    g = torch.Generator().manual_seed(2)
+    g = rng(2)
     signal = torch.randn(101, generator=g)
     frames = m.frame_signal(signal, 16, 5)
     expected = torch.stack([signal[s : s + 16] for s in range(0, 101 - 16 + 1, 5)])

@@ -5,7 +5,12 @@ from types import ModuleType
 
 import torch
 
-from annotated_transformer.exercises.grading import assert_close, exercise
+from annotated_transformer.exercises.grading import (
+    assert_close,
+    exercise,
+    integers,
+    rng,
+)
 
 
 def _pe(pos: float, d_model: int) -> torch.Tensor:
@@ -21,12 +26,13 @@ def _pe(pos: float, d_model: int) -> torch.Tensor:
     chapter="04",
     name="sinusoidal",
     title="The sinusoidal encoding at any position",
-    hint="compute all angles at once, positions[:, None] * ω[None, :] with "
-    "ω_i = 10000 ** (-2i / d_model) for i = 0 .. d_model/2 - 1; then interleave: "
-    "even features get the sines, odd ones the cosines.",
+    hint="compute all angles at once, positions[:, None] * ω[None, :] with ω_i = "
+    "10000 ** (-2i / d_model) for i = 0 .. d_model/2 - 1; then interleave: even "
+    "features get the sines, odd ones the cosines.",
 )
 def check_sinusoidal(m: ModuleType) -> None:
-    positions = torch.tensor([0.0, 1.0, 2.5, 17.0, 99.0])
+    drawn = 100 * torch.rand(3, generator=rng(1))
+    positions = torch.cat([torch.tensor([0.0, 1.0, 2.5, 17.0, 99.0]), drawn])
     expected = torch.stack([_pe(p, 16) for p in positions.tolist()])
     assert_close(m.sinusoidal(positions, 16), expected, "PE", atol=1e-6)
 
@@ -35,11 +41,11 @@ def check_sinusoidal(m: ModuleType) -> None:
     chapter="04",
     name="pe_dot",
     title="Similarity depends on the offset only",
-    hint="each (sin, cos) pair contributes sin a sin b + cos a cos b = cos(a - b), "
-    "and a - b = -k ω_i whatever pos is; sum over the pairs.",
+    hint="each (sin, cos) pair contributes sin a sin b + cos a cos b = cos(a - "
+    "b), and a - b = -k ω_i whatever pos is; sum over the pairs.",
 )
 def check_pe_dot(m: ModuleType) -> None:
-    for k in (0, 1, 3, 10, -7):
+    for k in (0, 1, 3, 10, -7, *integers(2, -50, 50, 2)):
         for pos in (0, 5, 40):
             expected = float(_pe(pos, 32) @ _pe(pos + k, 32))
             got = m.pe_dot(k, 32)
@@ -68,12 +74,12 @@ def check_rotate_by(m: ModuleType) -> None:
     chapter="04",
     name="relative_offset",
     title="Read the offset back from two encodings",
-    hint="the angle of pair i is atan2(sin, cos) = pos ω_i (mod 2π), so the angles "
-    "of the two encodings differ by k ω_i (mod 2π); pick a pair slow enough that "
-    "|k| ω_i < π cannot wrap around, and divide.",
+    hint="the angle of pair i is atan2(sin, cos) = pos ω_i (mod 2π), so the "
+    "angles of the two encodings differ by k ω_i (mod 2π); pick a pair slow "
+    "enough that |k| ω_i < π cannot wrap around, and divide.",
 )
 def check_relative_offset(m: ModuleType) -> None:
-    g = torch.Generator().manual_seed(0)
+    g = rng(0)
     for _ in range(20):
         pos = int(torch.randint(0, 500, (1,), generator=g))
         k = int(torch.randint(-60, 61, (1,), generator=g))

@@ -5,7 +5,14 @@ from types import ModuleType
 import torch
 from torch import nn
 
-from annotated_transformer.exercises.grading import assert_close, exercise
+from annotated_transformer.exercises.grading import (
+    assert_close,
+    exercise,
+    integers,
+    not_called,
+    rng,
+    seed,
+)
 from annotated_transformer.models.encoder_decoder import make_model, tie_weights
 
 
@@ -17,7 +24,7 @@ from annotated_transformer.models.encoder_decoder import make_model, tie_weights
     "position by position; ReLU is max(0, ·), torch.relu.",
 )
 def check_feed_forward(m: ModuleType) -> None:
-    g = torch.Generator().manual_seed(0)
+    g = rng(0)
     x = torch.randn(2, 3, 8, generator=g)
     reference = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 8))
     first, last = reference[0], reference[2]
@@ -33,18 +40,19 @@ def check_feed_forward(m: ModuleType) -> None:
     name="encoder_layer",
     title="One encoder layer, assembled by hand",
     hint="pre-norm: x + self_attn(LN1(x)) with the normalised x as query, key and "
-    "value (self_attn returns (output, weights)); then x + linear2(relu(linear1("
-    "LN2(x)))).",
+    "value (self_attn returns (output, weights)); then x + "
+    "linear2(relu(linear1(LN2(x)))).",
 )
 def check_encoder_layer(m: ModuleType) -> None:
-    torch.manual_seed(1)
+    torch.manual_seed(seed(1))
     layer = nn.TransformerEncoderLayer(
         16, 4, 40, dropout=0.0, batch_first=True, norm_first=True
     ).eval()
     x = torch.randn(2, 5, 16)
     with torch.no_grad():
         expected = layer(x)
-        got = m.encoder_layer(x, layer)
+        with not_called(layer, why="assembled by hand"):
+            got = m.encoder_layer(x, layer)
     assert_close(got, expected, "the output (against nn.TransformerEncoderLayer)")
 
 
@@ -53,11 +61,13 @@ def check_encoder_layer(m: ModuleType) -> None:
     name="tied_parameter_count",
     title="Parameters with one shared embedding table",
     hint="start from this chapter's closed form; with everything tied there is "
-    "one vocab × d_model table instead of three, and the generator's vocab "
-    "biases remain.",
+    "one vocab × d_model table instead of three, and the generator's vocab biases "
+    "remain.",
 )
 def check_tied_parameter_count(m: ModuleType) -> None:
-    for vocab, N, d_model, d_ff in [(50, 1, 16, 32), (37, 2, 8, 24)]:
+    drawn = tuple(integers(0, 2, 40, 4))
+    for vocab, N, d_model, d_ff in [(50, 1, 16, 32), (37, 2, 8, 24), drawn]:
+        d_model += d_model % 2  # h = 2 heads
         model = make_model(vocab, vocab, N=N, d_model=d_model, d_ff=d_ff, h=2)
         tie_weights(model, share_source=True)
         expected = sum(p.numel() for p in model.parameters())  # each tensor once

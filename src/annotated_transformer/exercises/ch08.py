@@ -6,39 +6,51 @@ from types import ModuleType
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer.exercises.grading import assert_close, exercise
+from annotated_transformer.exercises.grading import (
+    assert_close,
+    exercise,
+    integers,
+    rng,
+)
 
 
 @exercise(
     chapter="08",
     name="adam_step",
     title="One Adam step by hand",
-    hint="update m and v first, then divide each by its bias correction "
-    "1 - β^step before the step; eps goes outside the square root.",
+    hint="update m and v first, then divide each by its bias correction 1 - "
+    "β^step before the step; eps goes outside the square root.",
 )
 def check_adam_step(m: ModuleType) -> None:
-    g = torch.Generator().manual_seed(0)
-    start = torch.randn(5, generator=g)
-    reference = torch.nn.Parameter(start.clone())
-    optimizer = torch.optim.Adam([reference], lr=0.01, betas=(0.9, 0.98), eps=1e-9)
-    param, mom, var = start.clone(), torch.zeros(5), torch.zeros(5)
-    for step in (1, 2, 3):
-        grad = torch.randn(5, generator=g)
-        reference.grad = grad.clone()
-        optimizer.step()
-        param, mom, var = m.adam_step(param, grad, mom, var, step, 0.01)
-        assert_close(param, reference.detach(), f"the parameter after step {step}")
+    g = rng(0)
+    # eps = 0.01 with gradients of 0.01: where eps goes (inside the root or out)
+    for eps, scale in [(1e-9, 1.0), (1e-2, 1e-2)]:
+        start = torch.randn(5, generator=g)
+        reference = torch.nn.Parameter(start.clone())
+        betas = (0.9, 0.98)
+        optimizer = torch.optim.Adam([reference], lr=0.01, betas=betas, eps=eps)
+        param, mom, var = start.clone(), torch.zeros(5), torch.zeros(5)
+        for step in (1, 2, 3):
+            grad = scale * torch.randn(5, generator=g)
+            reference.grad = grad.clone()
+            optimizer.step()
+            param, mom, var = m.adam_step(
+                param, grad, mom, var, step, 0.01, betas=betas, eps=eps
+            )
+            what = f"the parameter after step {step} (eps={eps:g})"
+            assert_close(param, reference.detach(), what)
 
 
 @exercise(
     chapter="08",
     name="noam_rate",
     title="The paper's learning-rate schedule",
-    hint="lrate = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5); "
-    "in Python, x ** -0.5.",
+    hint="lrate = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5); in "
+    "Python, x ** -0.5.",
 )
 def check_noam_rate(m: ModuleType) -> None:
-    for d_model, warmup, factor in [(512, 4000, 1.0), (128, 400, 2.0)]:
+    drawn = (*integers(0, 16, 1024, 2), 0.5)
+    for d_model, warmup, factor in [(512, 4000, 1.0), (128, 400, 2.0), drawn]:
         for step in (1, 10, warmup - 1, warmup, warmup + 1, 10 * warmup):
             shape = min(1 / math.sqrt(step), step / warmup**1.5)
             paper = factor * shape / math.sqrt(d_model)
@@ -55,11 +67,11 @@ def check_noam_rate(m: ModuleType) -> None:
     name="smoothed_targets",
     title="Smoothed target distributions",
     hint="start every entry at ε / V, add 1 - ε at each row's target column "
-    "(index with arange(n) and the targets), then zero the rows whose target "
-    "is padding.",
+    "(index with arange(n) and the targets), then zero the rows whose target is "
+    "padding.",
 )
 def check_smoothed_targets(m: ModuleType) -> None:
-    g = torch.Generator().manual_seed(1)
+    g = rng(1)
     scores = torch.randn(6, 7, generator=g)
     target = torch.tensor([3, 1, 0, 6, 2, 0])  # id 0 is padding
     q = m.smoothed_targets(target, 7, 0.1, 0)
@@ -85,12 +97,13 @@ def _kl(log_p: torch.Tensor, target: list[int], eps: float, pad: int) -> float:
     name="label_smoothing_loss",
     title="Find the bug: label smoothing that returns inf or NaN",
     hint="in floating point, 0 · log 0 = 0 · (-inf) = NaN, and so is 0 · log p "
-    "when the model gives a class p = 0; entries with q = 0 contribute nothing "
-    "to the KL divergence, so leave them out of the sum.",
-    bug=True,
+    "when the model gives a class p = 0; entries with q = 0 contribute nothing to "
+    "the KL divergence, so leave them out of the sum.",
+    question="which entries of the sum are not finite? Find the values of the "
+    "target q and of the model's p that produce them.",
 )
 def check_label_smoothing_loss(m: ModuleType) -> None:
-    g = torch.Generator().manual_seed(2)
+    g = rng(2)
     base = torch.randn(5, 6, generator=g)
     cases = {
         "no padding": ([3, 1, 4, 1, 5], False),

@@ -10,6 +10,7 @@ from annotated_transformer.exercises.grading import (
     assert_close,
     assert_equal,
     exercise,
+    rng,
 )
 
 V, START, END = 4, 0, 3
@@ -59,14 +60,20 @@ def check_beam_score(m: ModuleType) -> None:
     assert_close(m.beam_score(logp, length, 0.0), logp, "the scores, α = 0")
     short, long = m.beam_score(logp[:2], length[:2], 0.6).tolist()
     assert long > short, "with α = 0.6 the long hypothesis of the example must win"
+    logp = -10 * torch.rand(6, generator=rng(5))  # a run's own hypotheses
+    length = torch.randint(1, 30, (6,), generator=rng(6)).double()
+    alpha = float(torch.rand((), generator=rng(7)))
+    lp = ((5 + length) / 6) ** alpha  # GNMT's length penalty
+    got = m.beam_score(logp, length, alpha)
+    assert_close(got, logp / lp, f"the scores, α = {alpha:.3f}")
 
 
 @exercise(
     chapter="09",
     name="greedy",
     title="Greedy decoding of any model",
-    hint="start from [start]; while the last token is not end and the sequence "
-    "is shorter than max_len, append int(next_log_probs(tokens).argmax()).",
+    hint="start from [start]; while the last token is not end and the sequence is "
+    "shorter than max_len, append int(next_log_probs(tokens).argmax()).",
 )
 def check_greedy(m: ModuleType) -> None:
     next_log_probs, table = _toy_model(0)
@@ -88,12 +95,12 @@ def check_greedy(m: ModuleType) -> None:
     chapter="09",
     name="top_p_filter",
     title="Top-p (nucleus) filtering",
-    hint="sort the probabilities in descending order; a token stays if the "
-    "tokens before it in that order add up to less than p; put -inf on the "
-    "others, back in the original order (scatter with the sort's indices).",
+    hint="sort the probabilities in descending order; a token stays if the tokens "
+    "before it in that order add up to less than p; put -inf on the others, back "
+    "in the original order (scatter with the sort's indices).",
 )
 def check_top_p_filter(m: ModuleType) -> None:
-    g = torch.Generator().manual_seed(2)
+    g = rng(2)
     logits = 2 * torch.randn(3, 10, generator=g)
     for p in (0.05, 0.5, 0.9, 1.0):
         expected = torch.full_like(logits, -math.inf)

@@ -14,7 +14,7 @@ from types import ModuleType
 from sacrebleu.metrics import BLEU
 
 from annotated_transformer.data.vocab import SPECIALS
-from annotated_transformer.exercises.grading import exercise
+from annotated_transformer.exercises.grading import exercise, seed
 
 CHAPTER = "10"
 
@@ -22,9 +22,11 @@ CHAPTER = "10"
 @exercise(
     chapter=CHAPTER,
     name="train_vocab",
-    bug=True,
     title="Find the bug: a vocabulary that has seen the test set",
-    hint="Which split may a model learn anything from, its vocabulary included?",
+    question="Which split may a model learn anything from, its vocabulary "
+    "included?",
+    hint="learn the vocabulary from the training split alone; the test sentences' "
+    "words are unknown (UNK) to the model, as they would be to a deployed one.",
 )
 def check_train_vocab(module: ModuleType) -> None:
     train = [["a", "dog", "runs"], ["a", "dog", "sleeps"], ["a", "cat", "runs"]]
@@ -82,11 +84,12 @@ def _corpus(rng: random.Random, sentences: int) -> tuple[list, list]:
     chapter=CHAPTER,
     name="brevity_penalty",
     title="BLEU's brevity penalty",
-    hint="Papineni et al. 2002, section 2.2.2: c output tokens against r reference "
-    "tokens; there is no penalty when c > r, and an empty output scores nothing.",
+    hint="Papineni et al. 2002, section 2.2.2: c output tokens against r "
+    "reference tokens; there is no penalty when c > r, and an empty output scores "
+    "nothing.",
 )
 def check_brevity_penalty(module: ModuleType) -> None:
-    rng = random.Random(0)
+    rng = random.Random(seed(10))
     for _ in range(20):
         result = _sacrebleu(*_corpus(rng, 5))
         ours = module.brevity_penalty(result.sys_len, result.ref_len)
@@ -103,9 +106,10 @@ def check_brevity_penalty(module: ModuleType) -> None:
     chapter=CHAPTER,
     name="corpus_bleu",
     title="Corpus BLEU by hand",
-    hint="Count clipped n-gram matches and hypothesis n-grams for n = 1..4, summed "
-    "over the whole corpus before any division; then the geometric mean of the "
-    "four precisions times the brevity penalty of the corpus lengths, times 100.",
+    hint="Count clipped n-gram matches and hypothesis n-grams for n = 1..4, "
+    "summed over the whole corpus before any division; then the geometric mean of "
+    "the four precisions times the brevity penalty of the corpus lengths, times "
+    "100.",
 )
 def check_corpus_bleu(module: ModuleType) -> None:
     repeated = (["the", "the", "the", "the"], ["the", "cat", "is", "here"])
@@ -115,7 +119,7 @@ def check_corpus_bleu(module: ModuleType) -> None:
         "n-gram's "
         "count at its count in the reference (and no 2-gram matches: BLEU is 0)"
     )
-    rng = random.Random(1)
+    rng = random.Random(seed(11))
     for size in (1, 3, 10, 30):
         hyps, refs = _corpus(rng, size)
         expected = _sacrebleu(hyps, refs).score
@@ -131,11 +135,11 @@ def check_corpus_bleu(module: ModuleType) -> None:
     chapter=CHAPTER,
     name="token_budget_batches",
     title="Batches under a token budget",
-    hint="Visit the indices in order of length and start a new batch when one more "
-    "sequence would make len(batch) × longest exceed the budget.",
+    hint="Visit the indices in order of length and start a new batch when one "
+    "more sequence would make len(batch) × longest exceed the budget.",
 )
 def check_token_budget_batches(module: ModuleType) -> None:
-    rng = random.Random(2)
+    rng = random.Random(seed(12))
     for max_tokens in (40, 100, 333):
         lengths = [rng.randint(1, 50) for _ in range(200)]
         batches = module.token_budget_batches(lengths, max_tokens)

@@ -8,7 +8,12 @@ from types import ModuleType
 import torch
 
 from annotated_transformer.blocks.masks import padding_mask
-from annotated_transformer.exercises.grading import assert_close, exercise
+from annotated_transformer.exercises.grading import (
+    assert_close,
+    exercise,
+    rng,
+    seed,
+)
 from annotated_transformer.models.encoder_decoder import make_model
 
 CHAPTER = "11"
@@ -17,14 +22,15 @@ CHAPTER = "11"
 @exercise(
     chapter=CHAPTER,
     name="encoder_attention_maps",
-    bug=True,
     title="Find the bug: attention maps of a model still in training mode",
-    hint="Draw the same map twice: do you get the same picture? Which modules "
+    question="Draw the same map twice: do you get the same picture? Which modules "
     "behave differently while a model trains, and how do you switch them off (and "
     "back)?",
+    hint="dropout: put the model in eval() for the maps and give it back in the "
+    "mode it came in (model.training tells).",
 )
 def check_encoder_attention_maps(module: ModuleType) -> None:
-    torch.manual_seed(0)
+    torch.manual_seed(seed(0))
     model = make_model(12, 12, N=2, d_model=16, d_ff=32, h=2, dropout=0.5)
     # two sentences, the second ending in <pad> (id 0)
     src = torch.tensor([[2, 5, 7, 9, 3], [2, 6, 8, 3, 0]])
@@ -50,6 +56,11 @@ def check_encoder_attention_maps(module: ModuleType) -> None:
     for first, second in zip(maps, again, strict=True):
         assert torch.equal(first, second), "two calls drew different maps"
     assert model.training, "give the model back in the mode you found it (training)"
+    model.eval()
+    module.encoder_attention_maps(model, src, src_mask)
+    assert not model.training, (
+        "give the model back in the mode you found it (evaluation)"
+    )
 
 
 @exercise(
@@ -57,10 +68,11 @@ def check_encoder_attention_maps(module: ModuleType) -> None:
     name="normalised_entropy",
     title="Comparing heads whose rows see different numbers of keys",
     hint="A row over n visible keys has at most log₂ n bits; divide each row's "
-    "entropy (0 · log 0 taken as 0) by that, and average over the rows with n ≥ 2.",
+    "entropy (0 · log 0 taken as 0) by that, and average over the rows with n ≥ "
+    "2.",
 )
 def check_normalised_entropy(module: ModuleType) -> None:
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     n = 6
     causal = torch.ones(n, n, dtype=torch.bool).tril()  # row i sees i + 1 keys
     scores = torch.randn(3, 4, n, n, generator=gen, dtype=torch.float64)
@@ -92,11 +104,11 @@ def _mixed(weights: list) -> list:
     name="attention_rollout",
     title="Attention rollout through the layers",
     hint="Per layer: average the heads, add the identity for the residual "
-    "connection, make the rows sum to 1 again; then multiply the layers, the upper "
-    "one on the left.",
+    "connection, make the rows sum to 1 again; then multiply the layers, the "
+    "upper one on the left.",
 )
 def check_attention_rollout(module: ModuleType) -> None:
-    gen = torch.Generator().manual_seed(1)
+    gen = rng(1)
     shape = (2, 4, 4)  # (heads, n, n)
     maps = [torch.randn(shape, generator=gen).softmax(-1).double() for _ in "abc"]
     mixed = [_mixed(weights.tolist()) for weights in maps]  # rows sum to 1

@@ -6,7 +6,12 @@ from types import ModuleType
 
 import torch
 
-from annotated_transformer.exercises.grading import assert_close, exercise
+from annotated_transformer.exercises.grading import (
+    assert_close,
+    exercise,
+    rng,
+    seed,
+)
 
 CHAPTER = "12"
 
@@ -20,7 +25,7 @@ CHAPTER = "12"
     "the first checkpoint's tensors in place.",
 )
 def check_average_state_dicts(m: ModuleType) -> None:
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     states = [
         {"w": torch.randn(3, 4, generator=gen), "b": torch.randn(4, generator=gen)}
         for _ in range(5)
@@ -48,10 +53,11 @@ def check_average_state_dicts(m: ModuleType) -> None:
     name="ema_update",
     title="From averaging checkpoints to a moving average",
     hint="decay · average + (1 − decay) · weights for every name, in a new dict; "
-    "after T steps it weighs the weights of step s by (1 − decay) · decay^(T − s).",
+    "after T steps it weighs the weights of step s by (1 − decay) · decay^(T − "
+    "s).",
 )
 def check_ema_update(m: ModuleType) -> None:
-    gen = torch.Generator().manual_seed(1)
+    gen = rng(1)
     snapshots = [{"w": torch.randn(3, 2, generator=gen)} for _ in range(8)]
     decay = 0.7
     average = snapshots[0]
@@ -82,7 +88,7 @@ def _rank_data(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 def check_ddp_loss(m: ModuleType) -> None:
     shares = [_rank_data(rows, seed) for seed, rows in enumerate((2, 5, 9))]
     tokens = sum(len(x) for x, _ in shares)
-    torch.manual_seed(0)
+    torch.manual_seed(seed(0))
     model = torch.nn.Linear(3, 1)
     gradients, losses = [], []  # per process, as DDP sees them before averaging
     for x, y in shares:

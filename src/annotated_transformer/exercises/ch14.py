@@ -12,6 +12,8 @@ from torch import Tensor, nn
 from annotated_transformer.exercises.grading import (
     assert_equal,
     exercise,
+    rng,
+    seed,
 )
 from annotated_transformer.models.decoder_only import DecoderLM
 
@@ -21,11 +23,12 @@ CHAPTER = "14"
 @exercise(
     chapter=CHAPTER,
     name="bits_per_byte",
-    bug=True,
-    hint="Score twice as much text with the same model: should the number double? "
-    "A model that knows nothing (uniform over 256 bytes) pays exactly 8 bits a "
-    "byte.",
+    question="Score twice as much text with the same model: should the number "
+    "double? A model that knows nothing (uniform over 256 bytes) pays exactly 8 "
+    "bits a byte.",
     title="Find the bug: total bits reported as bits per byte",
+    hint="bits per byte is the total divided by the number of bytes scored: a "
+    "mean, not a sum.",
 )
 def check_bits_per_byte(m: ModuleType) -> None:
     targets = torch.randint(0, 256, (2, 10))
@@ -33,7 +36,7 @@ def check_bits_per_byte(m: ModuleType) -> None:
     assert math.isclose(uniform, 8.0, rel_tol=1e-6), (
         f"a uniform model scores 8 bits per byte, yours {uniform:.4g}"
     )
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     logits = torch.randn(3, 7, 256, generator=gen, dtype=torch.float64)
     targets = torch.randint(0, 256, (3, 7), generator=gen)
     log_p = logits.log_softmax(-1).gather(-1, targets[..., None])
@@ -56,12 +59,12 @@ def check_bits_per_byte(m: ModuleType) -> None:
     "bisect on T (or on log T, since T may span decades) until it matches.",
 )
 def check_temperature_for_entropy(m: ModuleType) -> None:
-    gen = torch.Generator().manual_seed(1)
+    gen = rng(1)
     logits = 3 * torch.randn(256, generator=gen, dtype=torch.float64)
     for bits in (0.5, 2.0, 5.0, 7.5):
         t = m.temperature_for_entropy(logits, bits)
         p = (logits / t).softmax(-1)
-        got = -(p * p.log2()).sum().item()
+        got = -torch.xlogy(p, p).sum().item() / math.log(2)  # 0 log 0 = 0
         assert abs(got - bits) < 1e-4, (
             f"at your temperature {t:.4g} the distribution has {got:.4f} bits, "
             f"not {bits}; expected to within 1e-4 bits"
@@ -72,8 +75,8 @@ def check_temperature_for_entropy(m: ModuleType) -> None:
     chapter=CHAPTER,
     name="unigram_bits_per_byte",
     title="The order-0 yardstick",
-    hint="Count each of the 256 byte values in the training text, add one to every "
-    "count, and average −log₂ of each scored byte's frequency.",
+    hint="Count each of the 256 byte values in the training text, add one to "
+    "every count, and average −log₂ of each scored byte's frequency.",
 )
 def check_unigram_bits_per_byte(m: ModuleType) -> None:
     train = b"abracadabra, the cat sat on the mat"
@@ -107,11 +110,11 @@ class _Peeking(nn.Module):
     chapter=CHAPTER,
     name="influence",
     title="The leak test",
-    hint="Run the model once, then once per position j with byte j changed (to any "
-    "other byte); compare the logits row by row, under torch.no_grad().",
+    hint="Run the model once, then once per position j with byte j changed (to "
+    "any other byte); compare the logits row by row, under torch.no_grad().",
 )
 def check_influence(m: ModuleType) -> None:
-    torch.manual_seed(0)
+    torch.manual_seed(seed(0))
     model = DecoderLM(vocab=256, d_model=16, h=2, N=2, max_len=8, d_ff=32).eval()
     x = torch.tensor([list(b"[[link]]")])
     n = x.size(1)

@@ -8,7 +8,7 @@ from types import ModuleType
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer.exercises.grading import assert_close, exercise
+from annotated_transformer.exercises.grading import assert_close, exercise, rng
 
 CHAPTER = "15"
 
@@ -17,12 +17,12 @@ CHAPTER = "15"
     chapter=CHAPTER,
     name="rms_norm",
     title="RMSNorm by hand",
-    hint="Divide each vector by the root of the mean of its squared features (plus "
-    "eps, inside the root), then multiply by the gain; no mean is subtracted, no "
-    "bias added.",
+    hint="Divide each vector by the root of the mean of its squared features "
+    "(plus eps, inside the root), then multiply by the gain; no mean is "
+    "subtracted, no bias added.",
 )
 def check_rms_norm(m: ModuleType) -> None:
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     x = 3 * torch.randn(2, 5, 8, generator=gen) + 1
     weight = torch.rand(8, generator=gen) + 0.5
     for eps in (1e-6, 0.5):
@@ -39,7 +39,7 @@ def check_rms_norm(m: ModuleType) -> None:
     "base^(−2i/d): (a, b) -> (a cos − b sin, a sin + b cos).",
 )
 def check_rope(m: ModuleType) -> None:
-    gen = torch.Generator().manual_seed(1)
+    gen = rng(1)
     x = torch.randn(2, 3, 6, 8, generator=gen, dtype=torch.float64)  # (b, h, n, d)
     positions = torch.tensor([0, 1, 2, 7, 100, 1000])
     # pair i as the complex number x₂ᵢ + i·x₂ᵢ₊₁, turned by e^(i·m·θᵢ)
@@ -81,11 +81,11 @@ def _alibi_reference(q, k, v):
     chapter=CHAPTER,
     name="alibi_attention",
     title="ALiBi added to attention",
-    hint="Add −m_h·(i − j) to head h's scaled scores, with m_h = 2^(−8h/H) for h = "
-    "1..H; hide the future keys (j > i) before the softmax.",
+    hint="Add −m_h·(i − j) to head h's scaled scores, with m_h = 2^(−8h/H) for h "
+    "= 1..H; hide the future keys (j > i) before the softmax.",
 )
 def check_alibi_attention(m: ModuleType) -> None:
-    gen = torch.Generator().manual_seed(2)
+    gen = rng(2)
     q, k, v = torch.randn(3, 2, 4, 6, 8, generator=gen, dtype=torch.float64)
     expected = _alibi_reference(q, k, v)
     assert_close(m.alibi_attention(q, k, v), expected, "the output")
@@ -99,7 +99,7 @@ def check_alibi_attention(m: ModuleType) -> None:
     "reads key/value head h // (H / G). The scores are causal and scaled by √d_k.",
 )
 def check_grouped_query_attention(m: ModuleType) -> None:
-    gen = torch.Generator().manual_seed(3)
+    gen = rng(3)
     for kv_heads in (1, 2, 8):
         q = torch.randn(2, 8, 5, 4, generator=gen, dtype=torch.float64)
         k, v = torch.randn(2, 2, kv_heads, 5, 4, generator=gen, dtype=torch.float64)

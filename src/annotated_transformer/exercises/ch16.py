@@ -7,7 +7,13 @@ from types import ModuleType
 
 import torch
 
-from annotated_transformer.exercises.grading import assert_equal, exercise
+from annotated_transformer.exercises.grading import (
+    assert_equal,
+    exercise,
+    integers,
+    rng,
+    seed,
+)
 from annotated_transformer.models.encoder_decoder import count_parameters
 from annotated_transformer.models.encoder_only import (
     EncoderClassifier,
@@ -36,13 +42,13 @@ def _within(count: int, total: int, share: float, what: str) -> None:
     name="mask_exactly",
     title="BERT's masking, 80/10/10, checked statistically",
     hint="Per row: list the positions of ordinary tokens, draw max(1, round(p · "
-    "count)) of them without replacement (torch.randperm), then one uniform number "
-    "each decides [MASK] (< 0.8), a random ordinary id (< 0.9) or unchanged. Use "
-    "the generator.",
+    "count)) of them without replacement (torch.randperm), then one uniform "
+    "number each decides [MASK] (< 0.8), a random ordinary id (< 0.9) or "
+    "unchanged. Use the generator.",
 )
 def check_mask_exactly(m: ModuleType) -> None:
     vocab, mask_id, specials = 60, 4, [0, 1, 2, 3]
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     tokens = torch.randint(5, vocab, (1500, 40), generator=gen)
     tokens[:, 0] = 2  # [CLS]-like
     tokens[::3, 30:] = 0  # padding in every third row
@@ -76,7 +82,7 @@ def check_mask_exactly(m: ModuleType) -> None:
 )
 def check_load_matching(m: ModuleType) -> None:
     sizes = {"d_model": 16, "h": 2, "N": 2, "max_len": 20, "d_ff": 32}
-    torch.manual_seed(0)
+    torch.manual_seed(seed(0))
     pretrained = MaskedLanguageModel(50, **sizes)
     classifier = EncoderClassifier(50, 2, **sizes)
     head = {k: v.clone() for k, v in classifier.to_classes.state_dict().items()}
@@ -106,7 +112,7 @@ def check_load_matching(m: ModuleType) -> None:
     "divide by the bytes those target tokens spell, not by the number of tokens.",
 )
 def check_token_bits_per_byte(m: ModuleType) -> None:
-    gen = torch.Generator().manual_seed(3)
+    gen = rng(3)
     log_probs = torch.randn(12, 10, generator=gen).double().log_softmax(-1)
     targets = torch.randint(0, 10, (12,), generator=gen)
     token_bytes = torch.randint(1, 6, (10,), generator=gen)
@@ -124,19 +130,26 @@ def check_token_bits_per_byte(m: ModuleType) -> None:
     )
 
 
+def _drawn_gpt2() -> tuple[int, ...]:
+    """This run's (vocab, d_model, N, max_len, d_ff); d_model even (2 heads)."""
+    vocab, half_d, N, max_len, d_ff = integers(0, 2, 40, 5)
+    return vocab, 2 * half_d, N % 4 + 1, max_len, d_ff
+
+
 @exercise(
     chapter=CHAPTER,
     name="gpt2_parameters",
     title="Count GPT-2's parameters",
-    hint="Count matrix by matrix: the (tied) token table, the position table, then "
-    "per block two LayerNorms (gain and bias), four d×d projections with biases "
-    "and the two-layer MLP with biases; one more LayerNorm at the end. No output "
-    "matrix.",
+    hint="Count matrix by matrix: the (tied) token table, the position table, "
+    "then per block two LayerNorms (gain and bias), four d×d projections with "
+    "biases and the two-layer MLP with biases; one more LayerNorm at the end. No "
+    "output matrix.",
 )
 def check_gpt2_parameters(m: ModuleType) -> None:
     for vocab, d_model, N, max_len, d_ff in (
         (256, 16, 2, 8, 64),
         (768, 32, 3, 20, 48),
+        _drawn_gpt2(),
     ):
         model = GPT2LM(vocab, d_model, 2, N, max_len, d_ff)
         expected = count_parameters(model)

@@ -11,6 +11,8 @@ from annotated_transformer.exercises.grading import (
     assert_close,
     assert_equal,
     exercise,
+    integers,
+    rng,
 )
 
 CHAPTER = "17"
@@ -30,7 +32,8 @@ def _strided(i: int, j: int, stride: int) -> bool:
     "0).",
 )
 def check_strided_mask(m: ModuleType) -> None:
-    for n, stride in ((16, 4), (10, 3), (7, 1), (9, 9), (33, 5)):
+    drawn = tuple(integers(0, 1, 30, 2))
+    for n, stride in ((16, 4), (10, 3), (7, 1), (9, 9), (33, 5), drawn):
         r = range(n)
         expected = torch.tensor([[_strided(i, j, stride) for j in r] for i in r])
         assert_equal(m.strided_mask(n, stride), expected, f"n={n}, stride={stride}")
@@ -45,7 +48,7 @@ def check_strided_mask(m: ModuleType) -> None:
     "the same numbers with another shape.",
 )
 def check_rel_shift(m: ModuleType) -> None:
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     for qlen, memory in ((3, 2), (4, 0), (1, 5), (5, 5)):
         klen = qlen + memory
         x = torch.randn(2, 3, qlen, klen, generator=gen)
@@ -67,12 +70,12 @@ def check_rel_shift(m: ModuleType) -> None:
     chapter=CHAPTER,
     name="relative_bias",
     title="A learned relative-position bias",
-    hint="Index the table with the distance i − j clipped to [0, D] for every pair "
-    "(advanced indexing with an (n, n) tensor of distances keeps the heads axis), "
-    "then put −inf on the future keys.",
+    hint="Index the table with the distance i − j clipped to [0, D] for every "
+    "pair (advanced indexing with an (n, n) tensor of distances keeps the heads "
+    "axis), then put −inf on the future keys.",
 )
 def check_relative_bias(m: ModuleType) -> None:
-    gen = torch.Generator().manual_seed(1)
+    gen = rng(1)
     # 3 heads; distances 0, 1, 2 and 3, which also stands for any longer distance
     table = torch.randn(3, 4, generator=gen)
     n = 6

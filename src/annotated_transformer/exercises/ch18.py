@@ -13,7 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from annotated_transformer.exercises.grading import assert_close, exercise
+from annotated_transformer.exercises.grading import (
+    assert_close,
+    exercise,
+    rng,
+    seed,
+)
 from annotated_transformer.models.decoder_only import DecoderLM
 from annotated_transformer.training.schedules import make_scheduler
 
@@ -28,7 +33,7 @@ CHAPTER = "18"
     "4-byte float. Sharding divides the parameters over the devices (round up).",
 )
 def check_training_state_bytes(m: ModuleType) -> None:
-    torch.manual_seed(0)
+    torch.manual_seed(seed(0))
     model = DecoderLM(vocab=64, d_model=16, h=2, N=2, max_len=8, d_ff=32)
     optimizer = torch.optim.Adam(model.parameters())
     x = torch.randint(0, 64, (2, 8))
@@ -65,18 +70,19 @@ def _mse(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
 
 
 def _linear() -> nn.Linear:
-    torch.manual_seed(0)
+    torch.manual_seed(seed(0))
     return nn.Linear(3, 1)
 
 
 @exercise(
     chapter=CHAPTER,
     name="accumulate_gradients",
-    bug=True,
     title="Find the bug: the loss not divided for accumulation",
-    hint="Split one batch in 4 and accumulate: should the gradient be 4 times as "
-    "large as the whole batch's? Each micro-batch's loss is a mean over its "
+    question="Split one batch in 4 and accumulate: should the gradient be 4 times "
+    "as large as the whole batch's? Each micro-batch's loss is a mean over its "
     "examples.",
+    hint="divide each micro-batch's loss by the number of micro-batches, so that "
+    "the summed gradients are the mean's.",
 )
 def check_accumulate_gradients(m: ModuleType) -> None:
     micro = _data(0, 4, 5)
@@ -84,6 +90,8 @@ def check_accumulate_gradients(m: ModuleType) -> None:
     reference = _linear()
     _mse(reference, whole).backward()
     model = _linear()
+    for p in model.parameters():  # left over from an earlier step
+        p.grad = torch.randn(p.shape, generator=rng(1))
     m.accumulate_gradients(model, _mse, micro)
     for name, p in model.named_parameters():
         expected = dict(reference.named_parameters())[name].grad
@@ -93,10 +101,11 @@ def check_accumulate_gradients(m: ModuleType) -> None:
 @exercise(
     chapter=CHAPTER,
     name="train_steps",
-    bug=True,
     title="Find the bug: the scheduler stepped per micro-batch",
-    hint="Count the optimiser steps, then ask the scheduler how many steps it has "
-    "seen (scheduler.last_epoch). What does the schedule's warm-up count?",
+    question="Count the optimiser steps, then ask the scheduler how many steps it "
+    "has seen (scheduler.last_epoch). What does the schedule's warm-up count?",
+    hint="step the scheduler once per optimiser step, after optimizer.step(), not "
+    "once per micro-batch.",
 )
 def check_train_steps(m: ModuleType) -> None:
     def warmup(step: int) -> float:  # the schedule's rate during its warm-up
@@ -135,7 +144,7 @@ def check_train_steps(m: ModuleType) -> None:
     "double the scale and restart the count.",
 )
 def check_update_scale(m: ModuleType) -> None:
-    rng = random.Random(0)
+    rng = random.Random(seed(10))
     flags = [rng.random() < 0.3 for _ in range(40)] + [False] * 7
     weight = nn.Parameter(torch.ones(2))
     optimizer = torch.optim.SGD([weight], lr=0.1)

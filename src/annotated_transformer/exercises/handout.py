@@ -1,0 +1,134 @@
+"""The hand-outs: a student edition without solutions, a teacher edition with
+them, and the Otter-Grader export (``make handout``).
+
+``python -m annotated_transformer.exercises.handout OUT`` copies the book's files
+(those git tracks, or every file but build outputs outside a git checkout) to
+
+- ``OUT/teacher/``: everything, the solutions included;
+- ``OUT/student/``: the same less ``notebooks/exercises/solutions/``, with every
+  chapter's solution toggles cut out of its ``.py`` and ``.ipynb`` (the starters
+  and the grader stay: students grade themselves with ``make exercises``);
+- ``OUT/otter/``: the Otter-Grader assignment (see :mod:`exercises.otter`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from annotated_transformer.exercises import otter
+
+SOLUTIONS = Path("notebooks/exercises/solutions")
+SKIPPED = {".git", ".venv", "_build", "dist", "__pycache__", ".ipynb_checkpoints"}
+
+
+def toggle(blank: str, prefix: str) -> re.Pattern[str]:
+    """A solution toggle, the blank line before it included, in a chapter's text
+    whose markdown lines start with ``prefix`` (blank lines: ``blank``)."""
+    p, b = re.escape(prefix), re.escape(blank)
+    opening = rf"\n{b}\n{p}:::\{{dropdown\}} Solution\n"
+    return re.compile(rf"{opening}(?:.*\n)*?{p}:::(?=\n|$)")
+
+
+PY_TOGGLE = toggle("#", "# ")
+MD_TOGGLE = toggle("", "")
+
+
+TOGGLES_SENTENCE = " The solutions are behind the toggles: try first."
+
+
+def without_toggles(path: Path, text: str) -> str:
+    """A chapter's ``.py`` or ``.ipynb`` text with its solution toggles cut (and
+    the sentence that points to them)."""
+    text = text.replace(TOGGLES_SENTENCE, "")
+    if path.suffix == ".py":
+        return PY_TOGGLE.sub("", text)
+    notebook = json.loads(text)
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            source = MD_TOGGLE.sub("", "".join(cell["source"]))
+            cell["source"] = source.splitlines(keepends=True)
+    return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def files(root: Path) -> list[Path]:
+    """The book's files, relative to ``root``."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True
+        ).stdout.decode()
+        names = [Path(n) for n in listed.split("\0") if n]
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout
+        names = [p.relative_to(root) for p in root.rglob("*") if p.is_file()]
+    return [n for n in names if not SKIPPED & set(n.parts) and (root / n).is_file()]
+
+
+def chapter(name: Path) -> bool:
+    """Whether ``name`` is a chapter (notebooks/NN_*.py or .ipynb)."""
+    return (
+        name.parent == Path("notebooks")
+        and name.name[:2].isdigit()
+        and name.suffix in {".py", ".ipynb"}
+    )
+
+
+def student(root: Path, out: Path, names: Iterable[Path]) -> None:
+    """The student edition of ``names`` (under ``root``) in ``out``."""
+    for name in names:
+        if SOLUTIONS in name.parents:
+            continue
+        target = out / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if chapter(name):
+            text = (root / name).read_text(encoding="utf-8")
+            target.write_text(without_toggles(name, text), encoding="utf-8")
+        else:
+            shutil.copy2(root / name, target)
+
+
+def teacher(root: Path, out: Path, names: Iterable[Path]) -> None:
+    """The teacher edition: ``names`` as they are."""
+    for name in names:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, out / name)
+
+
+def build(root: Path, out: Path) -> None:
+    """Both editions and the Otter export of the book at ``root``, in ``out``."""
+    names = files(root)
+    for edition in ("student", "teacher", "otter"):
+        if (out / edition).exists():
+            shutil.rmtree(out / edition)
+    student(root, out / "student", names)
+    teacher(root, out / "teacher", names)
+    otter.export(out / "otter", root=root)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m annotated_transformer.exercises.handout",
+        description="Build the student and teacher editions of the book.",
+    )
+    parser.add_argument("out", type=Path, help="the folder to write them in")
+    parser.add_argument(
+        "--root", type=Path, default=Path.cwd(), help="the book (default: here)"
+    )
+    args = parser.parse_args(argv)
+    if not (args.root / "notebooks" / "exercises").is_dir():
+        print(
+            f"error: {args.root} is not the book's folder; run this from its root"
+        )
+        return 2
+    build(args.root, args.out)
+    print(f"student, teacher and otter editions in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
