@@ -47,7 +47,7 @@ from annotated_transformer.evaluation.decoding import (
     gnmt_length_penalty,
     greedy_decode,
 )
-from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.models.encoder_decoder import make_transformer
 from annotated_transformer.training.schedules import make_scheduler
 from annotated_transformer.training.trainer import (
     Batch,
@@ -139,7 +139,7 @@ EARLY = 100  # a snapshot at the end of warm-up, for comparing decoders later
 EPSILON = 0.1
 
 torch.manual_seed(0)
-model = make_model(
+model = make_transformer(
     V, V, N=2, d_model=D_MODEL, d_ff=2 * D_MODEL, h=HEADS, dropout=0.0
 )
 optimizer = make_optimizer(model)

@@ -5,7 +5,7 @@ import torch
 
 from annotated_transformer.blocks.masks import padding_mask, subsequent_mask
 from annotated_transformer.evaluation.decoding import beam_search, greedy_decode
-from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.models.encoder_decoder import make_transformer
 from annotated_transformer.training.schedules import make_scheduler
 from annotated_transformer.training.trainer import (
     Trainer,
@@ -22,7 +22,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models (see conftest.
 
 def random_model(vocab: int, seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return make_model(vocab, vocab, N=2, d_model=32, d_ff=64, h=4, dropout=0.1)
+    return make_transformer(
+        vocab, vocab, N=2, d_model=32, d_ff=64, h=4, dropout=0.1
+    )
 
 
 def ragged_sources(
@@ -188,7 +190,7 @@ def copy_model() -> torch.nn.Module:
     11, a few hundred steps."""
     torch.manual_seed(0)
     vocab, d_model = 11, 32
-    model = make_model(
+    model = make_transformer(
         vocab, vocab, N=2, d_model=d_model, d_ff=64, h=2, dropout=0.0
     )
     opt = make_optimizer(model)

@@ -25,35 +25,41 @@ import torch
 from torch import Tensor, nn
 
 
-def _positions(
-    x: Tensor, offset: int | Tensor, d_model: int, max_len: int
-) -> Tensor:
-    """The positions of x's tokens: (len,) from an int offset, or the
-    (batch, len) tensor given."""
-    if x.dim() != 3 or x.size(-1) != d_model:
-        raise ValueError(
-            f"expected input (batch, len, d_model={d_model}), got {tuple(x.shape)}"
-        )
+def check_positions(length: int, offset: int | Tensor, max_len: int) -> None:
+    """Raise a ValueError unless a sequence of ``length`` tokens starting at
+    ``offset`` (or at each position of a (batch, length) long tensor) fits a table
+    of ``max_len`` positions. Called where input enters a model, not per layer."""
     if isinstance(offset, Tensor):
-        if offset.shape != x.shape[:2] or offset.dtype != torch.long:
+        if (
+            offset.dim() != 2
+            or offset.size(1) != length
+            or offset.dtype != torch.long
+        ):
             raise ValueError(
-                f"positions must be a long tensor of shape {tuple(x.shape[:2])} "
-                f"(batch, len), got {offset.dtype} {tuple(offset.shape)}"
+                f"positions must be a long tensor of shape (batch, {length}), got "
+                f"{offset.dtype} {tuple(offset.shape)}"
             )
         if (
             offset.numel()
             and not 0 <= int(offset.min()) <= int(offset.max()) < max_len
         ):
             raise ValueError(f"positions must lie in [0, max_len={max_len})")
-        return offset
+        return
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
-    if offset + x.size(1) > max_len:
+    if offset + length > max_len:
         raise ValueError(
-            f"positions {offset}..{offset + x.size(1) - 1} (offset={offset} + "
-            f"len={x.size(1)}) exceed the positional table of max_len={max_len}; "
+            f"positions {offset}..{offset + length - 1} (offset={offset} + "
+            f"len={length}) exceed the positional table of max_len={max_len}; "
             "build the model with a larger max_len or feed shorter sequences"
         )
+
+
+def at(offset: int | Tensor, x: Tensor) -> Tensor:
+    """x's positions: offset .. offset + len - 1 (len,), or the (batch, len)
+    tensor given."""
+    if isinstance(offset, Tensor):
+        return offset
     return torch.arange(offset, offset + x.size(1), device=x.device)
 
 
@@ -65,9 +71,8 @@ def sinusoids(max_len: int, d_model: int) -> Tensor:
     geometrically from 2π to 10000·2π, so nearby positions differ in the fast pairs,
     distant ones in the slow.
     """
-    position = torch.arange(max_len, dtype=torch.float32).unsqueeze(
-        1
-    )  # (max_len, 1)
+    # (max_len, 1)
+    position = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
     # exp(-2i·ln(10000)/d) = 10000^(-2i/d), computed in log space for accuracy.
     omega = torch.exp(
         torch.arange(0, d_model, 2, dtype=torch.float32)
@@ -89,27 +94,14 @@ class PositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, dropout: float, max_len: int = 5000) -> None:
         super().__init__()
-        if d_model <= 0 or d_model % 2 != 0:
-            raise ValueError(
-                f"d_model={d_model} must be a positive even number (sin/cos pairs)"
-            )
-        if max_len <= 0:
-            raise ValueError(f"max_len must be positive, got {max_len}")
-        self.d_model = d_model
-        self.max_len = max_len
         self.dropout = nn.Dropout(p=dropout)
-        # A buffer follows .to(device) but is not trained; not persistent
-        # because it is recomputed exactly from (max_len, d_model), so
-        # checkpoints need not carry it.
-        self.register_buffer(
-            "pe", sinusoids(max_len, d_model).unsqueeze(0), persistent=False
-        )
+        # A buffer follows .to(device) but is not trained; not persistent: it is
+        # recomputed exactly from (max_len, d_model), checkpoints need not carry it.
+        pe = sinusoids(max_len, d_model).unsqueeze(0)
+        self.register_buffer("pe", pe, persistent=False)
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
-        positions = _positions(
-            x, offset, self.d_model, self.max_len
-        )  # (len,) or (batch, len)
-        return self.dropout(x + self.pe[0, positions])
+        return self.dropout(x + self.pe[0, at(offset, x)])
 
 
 class PositionalEmbedding(nn.Module):
@@ -125,17 +117,9 @@ class PositionalEmbedding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int, dropout: float = 0.0) -> None:
         super().__init__()
-        if d_model <= 0 or max_len <= 0:
-            raise ValueError(
-                f"d_model={d_model} and max_len={max_len} must be positive"
-            )
-        self.d_model = d_model
-        self.max_len = max_len
         self.embedding = nn.Embedding(max_len, d_model)
         self.dropout = nn.Dropout(p=dropout)
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
-        positions = _positions(
-            x, offset, self.d_model, self.max_len
-        )  # (len,) or (batch, len)
-        return self.dropout(x + self.embedding(positions))
+        return self.dropout(x + self.embedding(at(offset, x)))
+
