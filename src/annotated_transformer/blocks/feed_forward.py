@@ -42,6 +42,13 @@ class SwiGLU(nn.Module):
         (see :func:`swiglu_width`)
     """
 
+    matrices = 3
+
+    @staticmethod
+    def width(d_ff: int) -> int:
+        """The hidden width with the parameters of a width-``d_ff`` ReLU one."""
+        return swiglu_width(d_ff)
+
     def __init__(
         self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = False
     ) -> None:
@@ -62,6 +69,14 @@ class PositionwiseFeedForward(nn.Module):
     x: (batch, len, d_model) -> (batch, len, d_model); hidden width d_ff (2048 in
         the paper); ``bias=False`` drops b₁ and b₂ (chapter 15's ablation)
     """
+
+    # Chapter 15's table of feed-forwards reads these two: weight matrices, and
+    # the hidden width that gives the parameters of a width-d_ff ReLU one.
+    matrices = 2
+
+    @staticmethod
+    def width(d_ff: int) -> int:
+        return d_ff
 
     def __init__(
         self, d_model: int, d_ff: int, dropout: float = 0.1, bias: bool = True
@@ -84,3 +99,14 @@ class GELUFeedForward(PositionwiseFeedForward):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w_2(self.dropout(F.gelu(self.w_1(x), approximate="tanh")))
+
+
+class ReLU2FeedForward(PositionwiseFeedForward):
+    """FFN(x) = max(0, x W₁ + b₁)² W₂ + b₂: squared ReLU (So et al. 2021,
+    "Primer"), a ReLU whose positive side grows quadratically.
+
+    x: (batch, len, d_model) -> (batch, len, d_model)
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(self.dropout(F.relu(self.w_1(x)).square()))

@@ -24,6 +24,9 @@ import math
 import torch
 from torch import Tensor, nn
 
+from annotated_transformer.blocks.alibi import alibi_bias
+from annotated_transformer.blocks.rope import rope_tables
+
 
 def check_positions(length: int, offset: int | Tensor, max_len: int) -> None:
     """Raise a ValueError unless a sequence of ``length`` tokens starting at
@@ -123,3 +126,99 @@ class PositionalEmbedding(nn.Module):
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         return self.dropout(x + self.embedding(at(offset, x)))
 
+
+# The ways a decoder-only model (``ModernDecoderLM``) is told positions, one class
+# each, named in ``modern_decoder.POSITIONS``. Each is the model's ``position``
+# part: ``forward(x, positions)`` adds to the token vectors what it adds (maybe
+# nothing), and ``attention(positions, past, x)`` gives the (rope, alibi) terms
+# every layer's attention applies (maybe none). ``rotary`` and ``alibi`` say which
+# terms its attention expects.
+Terms = tuple[tuple[Tensor, Tensor] | None, Tensor | None]
+
+
+class NoPositions(nn.Module):
+    """No position information at all: causal attention alone (an ablation)."""
+
+    rotary = alibi = False
+
+    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
+        super().__init__()
+
+    def forward(self, x: Tensor, positions: int | Tensor) -> Tensor:
+        return x
+
+    def attention(self, positions: Tensor, past: int, x: Tensor) -> Terms:
+        """No terms for the attention: (None, None)."""
+        return None, None
+
+    def extend(self, max_len: int) -> None:
+        """Accept contexts up to ``max_len`` (nothing to outgrow here)."""
+
+
+class LearnedPositions(NoPositions):
+    """A learned vector per position, added to the input (GPT-2's); state-dict
+    names those of :class:`PositionalEmbedding` (``embedding.weight``)."""
+
+    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
+        super().__init__(d_model, h, max_len, base)
+        self.max_len = max_len
+        self.embedding = nn.Embedding(max_len, d_model)
+
+    def forward(self, x: Tensor, positions: int | Tensor) -> Tensor:
+        return x + self.embedding(at(positions, x))
+
+    def extend(self, max_len: int) -> None:
+        raise ValueError(
+            "learned positions have no vector past position "
+            f"{self.max_len - 1}: a model with them cannot read a longer context"
+        )
+
+
+class SinusoidalPositions(NoPositions):
+    """The paper's sinusoids, added to the input."""
+
+    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
+        super().__init__(d_model, h, max_len, base)
+        self.d_model = d_model
+        self.register_buffer("pe", sinusoids(max_len, d_model), persistent=False)
+
+    def forward(self, x: Tensor, positions: int | Tensor) -> Tensor:
+        return x + self.pe[at(positions, x)]
+
+    def extend(self, max_len: int) -> None:
+        self.pe = sinusoids(max_len, self.d_model).to(self.pe.device)
+
+
+class RotaryPositions(NoPositions):
+    """RoPE: nothing added to the input; every layer rotates its queries and keys
+    by their positions (:mod:`~annotated_transformer.blocks.rope`)."""
+
+    rotary = True
+
+    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
+        super().__init__(d_model, h, max_len, base)
+        self.d_k, self.base = d_model // h, base
+
+    def attention(self, positions: Tensor, past: int, x: Tensor) -> Terms:
+        """(cos, sin), (len, d_k / 2); with left padding (batch, 1, len, d_k / 2),
+        a table per row."""
+        dtype = torch.promote_types(x.dtype, torch.float32)
+        cos, sin = rope_tables(positions, self.d_k, self.base, dtype)
+        if positions.dim() == 2:
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        return (cos, sin), None
+
+
+class ALiBiPositions(NoPositions):
+    """ALiBi: nothing added to the input; every layer's scores get the distance
+    penalty of :mod:`~annotated_transformer.blocks.alibi`."""
+
+    alibi = True
+
+    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
+        super().__init__(d_model, h, max_len, base)
+        self.h = h
+
+    def attention(self, positions: Tensor, past: int, x: Tensor) -> Terms:
+        """ALiBi's bias (h, len, past + len)."""
+        return None, alibi_bias(self.h, x.size(1), past, x.device)

@@ -38,11 +38,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from annotated_transformer.blocks.alibi import alibi_bias
 from annotated_transformer.blocks.feed_forward import (
+    GELUFeedForward,
     PositionwiseFeedForward,
+    ReLU2FeedForward,
     SwiGLU,
-    swiglu_width,
 )
 from annotated_transformer.blocks.grouped_query_attention import (
     GroupedQueryAttention,
@@ -52,44 +52,45 @@ from annotated_transformer.blocks.masks import (
     left_padding_mask,
     left_padding_positions,
 )
-from annotated_transformer.blocks.norms import RMSNorm
+from annotated_transformer.blocks.norms import layer_norm, rms_norm
 from annotated_transformer.blocks.positional import (
-    PositionalEmbedding,
-    PositionalEncoding,
+    ALiBiPositions,
+    LearnedPositions,
+    NoPositions,
+    RotaryPositions,
+    SinusoidalPositions,
 )
-from annotated_transformer.blocks.rope import rope_tables
 from annotated_transformer.models.decoder_only import check_lm_input
+from annotated_transformer.models.encoder_decoder import count_parameters
 
-NORMS = ("rms", "layer")
-POSITIONS = ("rope", "alibi", "learned", "sinusoidal", "none")
-FEED_FORWARDS = ("swiglu", "relu")
+# The parts a config names, each a class (or a function that builds one); a new
+# variant is a class and one entry here. Names are checked once, where a config is
+# read (check_choices); the model looks them up and branches on none of them.
+NORMS = {"rms": rms_norm, "layer": layer_norm}
+POSITIONS: dict[str, type[NoPositions]] = {
+    "rope": RotaryPositions,
+    "alibi": ALiBiPositions,
+    "learned": LearnedPositions,
+    "sinusoidal": SinusoidalPositions,
+    "none": NoPositions,
+}
+FEED_FORWARDS: dict[str, type[PositionwiseFeedForward] | type[SwiGLU]] = {
+    "swiglu": SwiGLU,
+    "relu": PositionwiseFeedForward,
+    "gelu": GELUFeedForward,
+    "relu2": ReLU2FeedForward,
+}
 
 
 def check_choices(norm: str, positions: str, feed_forward: str) -> None:
     """One clear error for a block option that does not exist."""
-    for name, value, choices in (
+    for name, value, table in (
         ("norm", norm, NORMS),
         ("positions", positions, POSITIONS),
         ("feed_forward", feed_forward, FEED_FORWARDS),
     ):
-        if value not in choices:
-            raise ValueError(f"{name}={value!r}: use one of {', '.join(choices)}")
-
-
-def make_norm(
-    norm: str,
-    d_model: int,
-    bias: bool,
-    eps: float | None = None,
-) -> nn.Module:
-    """RMSNorm (``"rms"``) or LayerNorm (``"layer"``, its bias only if ``bias``).
-
-    eps: added to the variance; None takes each norm's usual one, 1e-6 for RMSNorm
-    and PyTorch's 1e-5 for LayerNorm (Llama's checkpoints set 1e-5 for RMSNorm).
-    """
-    if norm == "rms":
-        return RMSNorm(d_model, 1e-6 if eps is None else eps)
-    return nn.LayerNorm(d_model, eps=1e-5 if eps is None else eps, bias=bias)
+        if value not in table:
+            raise ValueError(f"{name}={value!r}: use one of {', '.join(table)}")
 
 
 class ModernBlock(nn.Module):
@@ -129,20 +130,22 @@ class ModernBlock(nn.Module):
     ) -> None:
         super().__init__()
         check_choices(norm, positions, feed_forward)
-        self.norm1 = make_norm(norm, d_model, bias, eps)
+        self.norm1 = NORMS[norm](d_model, bias, eps)
+        position = POSITIONS[positions]
         self.attention = GroupedQueryAttention(
             d_model,
             h,
             kv_heads,
             dropout,
             bias=bias,
-            rope=positions == "rope",
+            rope=position.rotary,
             rope_base=rope_base,
-            alibi=positions == "alibi",
+            alibi=position.alibi,
         )
-        self.norm2 = make_norm(norm, d_model, bias, eps)
-        ff = SwiGLU if feed_forward == "swiglu" else PositionwiseFeedForward
-        self.feed_forward = ff(d_model, d_ff, dropout, bias)
+        self.norm2 = NORMS[norm](d_model, bias, eps)
+        self.feed_forward = FEED_FORWARDS[feed_forward](
+            d_model, d_ff, dropout, bias
+        )
         self.dropout = nn.Dropout(dropout)
 
     def forward(
@@ -180,7 +183,7 @@ class ModernDecoderLM(nn.Module):
         docstring;
         "learned" and "sinusoidal" positions are added to the token vectors, as in
         chapter 14.
-    eps: the norms' (None: each norm's usual one, see :func:`make_norm`).
+    eps: the norms' (None: each norm's usual one, see :data:`NORMS`).
 
     x: integer (batch, len), ids in [0, vocab); positions start at
         ``cache[0].length`` (0 without a cache) and must stay below max_len.
@@ -217,30 +220,19 @@ class ModernDecoderLM(nn.Module):
                 raise ValueError(f"{name} must be a positive integer, got {value}")
         check_choices(norm, positions, feed_forward)
         if d_ff is None:
-            d_ff = (
-                swiglu_width(4 * d_model)
-                if feed_forward == "swiglu"
-                else 4 * d_model
-            )
+            d_ff = FEED_FORWARDS[feed_forward].width(4 * d_model)
         self.vocab, self.max_len, self.rope_base = vocab, max_len, rope_base
-        self.positions = positions
         self.embed = nn.Embedding(vocab, d_model)
-        self.position: nn.Module | None = (
-            None  # positions added to the input, if any
-        )
-        if positions == "learned":
-            self.position = PositionalEmbedding(d_model, max_len)
-        elif positions == "sinusoidal":
-            self.position = PositionalEncoding(d_model, 0.0, max_len)
+        # What positions add to the input (maybe nothing) and give every layer.
+        self.position = POSITIONS[positions](d_model, h, max_len, rope_base)
         self.dropout = nn.Dropout(dropout)
         sizes = (d_model, h, kv_heads, d_ff, dropout, rope_base, eps)
         switches = {"norm": norm, "positions": positions, "bias": bias}
         switches["feed_forward"] = feed_forward
         blocks = (ModernBlock(*sizes, **switches) for _ in range(N))
         self.blocks = nn.ModuleList(blocks)
-        self.norm = make_norm(norm, d_model, bias, eps)
+        self.norm = NORMS[norm](d_model, bias, eps)
         self.to_logits = nn.Linear(d_model, vocab, bias=bias)
-        self.h, self.d_k = h, d_model // h
 
     def new_cache(self) -> list[KVCache]:
         """An empty key/value cache: one growing :class:`KVCache` per block."""
@@ -254,16 +246,7 @@ class ModernDecoderLM(nn.Module):
         computed for the new length; a learned table has no vectors past the
         length it was trained for.
         """
-        if self.positions == "learned":
-            raise ValueError(
-                "learned positions have no vector past position "
-                f"{self.max_len - 1}: a model with them cannot read a longer "
-                "context"
-            )
-        if self.position is not None:  # sinusoids
-            self.position = PositionalEncoding(
-                self.embed.embedding_dim, 0.0, max_len
-            ).to(self.embed.weight.device)
+        self.position.extend(max_len)
         self.max_len = max_len
 
     def forward(
@@ -273,27 +256,19 @@ class ModernDecoderLM(nn.Module):
         mask: Tensor | None = None,
     ) -> Tensor:
         past = check_lm_input(x, cache, len(self.blocks), self.max_len, mask)
-        keys = None if mask is None else left_padding_mask(mask, x.size(1))
-        positions = (  # (len,), or (batch, len) with padding
-            torch.arange(past, past + x.size(1), device=x.device)
-            if mask is None
-            else left_padding_positions(mask, x.size(1))
-        )
-        h = self.embed(x)  # (batch, len, d_model)
-        if self.position is not None:
-            h = self.position(h, past if mask is None else positions)
+        if mask is None:
+            keys, positions = (
+                None,
+                torch.arange(past, past + x.size(1), device=x.device),
+            )
+        else:
+            # Left padding: each row's own positions, padded keys hidden.
+            keys = left_padding_mask(mask, x.size(1))
+            positions = left_padding_positions(mask, x.size(1))
+        h = self.position(self.embed(x), past if mask is None else positions)
         h = self.dropout(h)
-        # Positions inside the attention are computed once, for every block.
-        rope = alibi = None
-        if self.positions == "rope":  # cos, sin: (len or batch, 1, len; d_k / 2)
-            dtype = torch.promote_types(h.dtype, torch.float32)
-            rope = rope_tables(positions, self.d_k, self.rope_base, dtype)
-            if mask is not None:
-                rope = (rope[0].unsqueeze(1), rope[1].unsqueeze(1))  # a row per row
-        elif self.positions == "alibi":
-            alibi = alibi_bias(
-                self.h, x.size(1), past, x.device
-            )  # (h, len, past + len)
+        # Positions inside the attention, computed once for every block.
+        rope, alibi = self.position.attention(positions, past, h)
         for i, block in enumerate(self.blocks):
             h = block(h, None if cache is None else cache[i], rope, alibi, keys)
         return self.to_logits(self.norm(h))  # (batch, len, vocab)
@@ -317,21 +292,25 @@ def modern_parameter_formula(
 
     attention: W^Q and W^O d², W^K and W^V d · kv_heads · d_k each (d_k = d / h), so
     2d² + 2d²·kv_heads/h: grouping saves 2d²(1 − kv_heads/h) per layer
-    SwiGLU: 3 · d · d_ff;  ReLU: 2 · d · d_ff;  a norm: d (a gain), + d with
-    LayerNorm's bias embedding and output projection (untied): vocab · d each; final
-    norm bias=True adds each linear layer's output width; learned positions
-    max_len · d
+    feed-forward: m · d · d_ff with m its matrices (SwiGLU 3, ReLU 2);  a norm: d
+    (a gain), + d with LayerNorm's bias;  embedding and output projection (untied):
+    vocab · d each;  bias=True adds each linear layer's output width;  learned
+    positions max_len · d
     """
-    d, kv = d_model, kv_heads * (d_model // h)  # kv: the width of W^K and W^V
-    norm_size = d + (d if norm == "layer" and bias else 0)
+    # kv: the width of W^K and W^V
+    d, kv = d_model, kv_heads * (d_model // h)
     attention = 2 * d * d + 2 * d * kv + (2 * d + 2 * kv if bias else 0)
-    ff_bias = (2 * d_ff if feed_forward == "swiglu" else d_ff) + d
-    ff = (3 if feed_forward == "swiglu" else 2) * d * d_ff + (
-        ff_bias if bias else 0
-    )
+    # m weight matrices; biases: (m - 1) hidden layers of d_ff, one output of d
+    m = FEED_FORWARDS[feed_forward].matrices
+    ff = m * d * d_ff + ((m - 1) * d_ff + d if bias else 0)
+    # A norm and the positions are counted from the part itself, built without
+    # memory: a gain (+ a bias), a table of max_len · d or nothing.
+    with torch.device("meta"):
+        norm_size = count_parameters(NORMS[norm](d, bias, None))
+        position = count_parameters(POSITIONS[positions](d, h, max_len, 1e4))
     counts = {"embed": vocab * d}
-    if positions == "learned":
-        counts["position"] = max_len * d
+    if position:
+        counts["position"] = position
     for i in range(N):
         counts[f"blocks.{i}"] = attention + ff + 2 * norm_size
     counts["norm"] = norm_size
