@@ -34,11 +34,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: Tensor) -> Tensor:
-        return (
-            x
-            * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-            * self.weight
-        )
+        rms = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return x * rms * self.weight
 
 
 def rms_norm(d_model: int, bias: bool, eps: float | None) -> RMSNorm:

@@ -257,10 +257,8 @@ class ModernDecoderLM(nn.Module):
     ) -> Tensor:
         past = check_lm_input(x, cache, len(self.blocks), self.max_len, mask)
         if mask is None:
-            keys, positions = (
-                None,
-                torch.arange(past, past + x.size(1), device=x.device),
-            )
+            keys = None
+            positions = torch.arange(past, past + x.size(1), device=x.device)
         else:
             # Left padding: each row's own positions, padded keys hidden.
             keys = left_padding_mask(mask, x.size(1))
