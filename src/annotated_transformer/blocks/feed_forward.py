@@ -70,14 +70,6 @@ class PositionwiseFeedForward(nn.Module):
         the paper); ``bias=False`` drops b₁ and b₂ (chapter 15's ablation)
     """
 
-    # Chapter 15's table of feed-forwards reads these two: weight matrices, and
-    # the hidden width that gives the parameters of a width-d_ff ReLU one.
-    matrices = 2
-
-    @staticmethod
-    def width(d_ff: int) -> int:
-        return d_ff
-
     def __init__(
         self, d_model: int, d_ff: int, dropout: float = 0.1, bias: bool = True
     ) -> None:
@@ -90,7 +82,20 @@ class PositionwiseFeedForward(nn.Module):
         return self.w_2(self.dropout(F.relu(self.w_1(x))))
 
 
-class GELUFeedForward(PositionwiseFeedForward):
+class ReLUFeedForward(PositionwiseFeedForward):
+    """The paper's feed-forward as chapter 15's table of feed-forwards holds it
+    (``modern_decoder.FEED_FORWARDS``): with its count of weight matrices, for the
+    parameter formula, and the hidden width that has the parameters of a
+    width-``d_ff`` ReLU one (itself)."""
+
+    matrices = 2
+
+    @staticmethod
+    def width(d_ff: int) -> int:
+        return d_ff
+
+
+class GELUFeedForward(ReLUFeedForward):
     """FFN(x) = GELU(x W₁ + b₁) W₂ + b₂, GELU(x) ≈ ½x(1 +
     tanh(√(2/π)(x + 0.044715x³))).
 
@@ -101,7 +106,7 @@ class GELUFeedForward(PositionwiseFeedForward):
         return self.w_2(self.dropout(F.gelu(self.w_1(x), approximate="tanh")))
 
 
-class ReLU2FeedForward(PositionwiseFeedForward):
+class ReLU2FeedForward(ReLUFeedForward):
     """FFN(x) = max(0, x W₁ + b₁)² W₂ + b₂: squared ReLU (So et al. 2021,
     "Primer"), a ReLU whose positive side grows quadratically.
 

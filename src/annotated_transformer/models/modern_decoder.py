@@ -40,8 +40,8 @@ from torch import Tensor, nn
 
 from annotated_transformer.blocks.feed_forward import (
     GELUFeedForward,
-    PositionwiseFeedForward,
     ReLU2FeedForward,
+    ReLUFeedForward,
     SwiGLU,
 )
 from annotated_transformer.blocks.grouped_query_attention import (
@@ -74,9 +74,9 @@ POSITIONS: dict[str, type[NoPositions]] = {
     "sinusoidal": SinusoidalPositions,
     "none": NoPositions,
 }
-FEED_FORWARDS: dict[str, type[PositionwiseFeedForward] | type[SwiGLU]] = {
+FEED_FORWARDS: dict[str, type[ReLUFeedForward] | type[SwiGLU]] = {
     "swiglu": SwiGLU,
-    "relu": PositionwiseFeedForward,
+    "relu": ReLUFeedForward,
     "gelu": GELUFeedForward,
     "relu2": ReLU2FeedForward,
 }
