@@ -22,7 +22,7 @@ from annotated_transformer.models.encoder_decoder import (
     make_model,
     make_transformer,
 )
-from annotated_transformer.models.modern_decoder import ModernBlock
+from annotated_transformer.models.modern_decoder import ModernBlock, ModernConfig
 from annotated_transformer.training.memory import per_device_bytes, training_memory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,7 +126,9 @@ def test_full_model_boxes_name_the_classes_that_implement_them() -> None:
 def test_block_today_boxes_name_the_classes_that_implement_them() -> None:
     blocks = {
         "TransformerBlock": TransformerBlock(8, 2, 16),
-        "ModernBlock": ModernBlock(8, 2, 1, 16),
+        "ModernBlock": ModernBlock(
+            ModernConfig(d_model=8, h=2, kv_heads=1, d_ff=16)
+        ),
     }
     seen = set()
     for e in tree("15_block_today").iter():

@@ -35,6 +35,8 @@ pre-norm.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
@@ -93,16 +95,51 @@ def check_choices(norm: str, positions: str, feed_forward: str) -> None:
             raise ValueError(f"{name}={value!r}: use one of {', '.join(table)}")
 
 
+@dataclass(frozen=True)
+class ModernConfig:
+    """Chapter 15's model, its sizes and its parts by name: read and checked once,
+    then the one object every block is built from (``ModernBlock(config)``).
+
+    d_ff: the feed-forward's hidden width; None takes ``width(4 · d_model)`` of
+        the chosen feed-forward (4 · d_model for ReLU, the same parameter count for
+        SwiGLU). kv_heads: key/value heads, dividing h. eps: the norms' (None:
+        each norm's usual one, see :data:`NORMS`).
+    """
+
+    vocab: int = 256
+    d_model: int = 128
+    h: int = 4
+    N: int = 4
+    max_len: int = 256
+    d_ff: int | None = None
+    kv_heads: int = 2
+    dropout: float = 0.0
+    rope_base: float = 10000.0
+    norm: str = "rms"
+    positions: str = "rope"
+    feed_forward: str = "swiglu"
+    bias: bool = False
+    eps: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("vocab", "N", "max_len"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"{name} must be a positive integer, got {getattr(self, name)}"
+                )
+        check_choices(self.norm, self.positions, self.feed_forward)
+        if self.d_ff is None:
+            width = FEED_FORWARDS[self.feed_forward].width(4 * self.d_model)
+            object.__setattr__(self, "d_ff", width)
+
+
 class ModernBlock(nn.Module):
     """Pre-norm block: x + dropout(GQA(RMSNorm(x))), then
     x + dropout(SwiGLU(RMSNorm(x))).
 
-    d_ff: the feed-forward's hidden width itself
-        (``swiglu_width(4 * d_model)`` matches the parameters of the paper's
-        4·d_model ReLU feed-forward); no biases unless ``bias``.
-    norm, feed_forward, bias: the switches of the module docstring;
-        positions: "rope" and "alibi" act here, in the attention, the others
-        at the input of the model.
+    config: the sizes and parts (:class:`ModernConfig`); no biases unless
+        ``config.bias``; positions: rotary and ALiBi ones act here, in the
+        attention, the others at the input of the model.
     x: (batch, new, d_model); cache: a :class:`KVCache` of
         kv_heads heads for generation;
     rope: (cos, sin) tables for the new positions (with RoPE), or
@@ -113,40 +150,25 @@ class ModernBlock(nn.Module):
     returns (batch, new, d_model)
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        h: int,
-        kv_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        rope_base: float = 10000.0,
-        eps: float | None = None,
-        *,
-        norm: str = "rms",
-        positions: str = "rope",
-        feed_forward: str = "swiglu",
-        bias: bool = False,
-    ) -> None:
+    def __init__(self, config: ModernConfig) -> None:
         super().__init__()
-        check_choices(norm, positions, feed_forward)
-        self.norm1 = NORMS[norm](d_model, bias, eps)
-        position = POSITIONS[positions]
+        c = config
+        self.norm1 = NORMS[c.norm](c.d_model, c.bias, c.eps)
+        position = POSITIONS[c.positions]
         self.attention = GroupedQueryAttention(
-            d_model,
-            h,
-            kv_heads,
-            dropout,
-            bias=bias,
+            c.d_model,
+            c.h,
+            c.kv_heads,
+            c.dropout,
+            bias=c.bias,
             rope=position.rotary,
-            rope_base=rope_base,
+            rope_base=c.rope_base,
             alibi=position.alibi,
         )
-        self.norm2 = NORMS[norm](d_model, bias, eps)
-        self.feed_forward = FEED_FORWARDS[feed_forward](
-            d_model, d_ff, dropout, bias
-        )
-        self.dropout = nn.Dropout(dropout)
+        self.norm2 = NORMS[c.norm](c.d_model, c.bias, c.eps)
+        ff = FEED_FORWARDS[c.feed_forward]
+        self.feed_forward = ff(c.d_model, c.d_ff, c.dropout, c.bias)
+        self.dropout = nn.Dropout(c.dropout)
 
     def forward(
         self,
@@ -215,22 +237,18 @@ class ModernDecoderLM(nn.Module):
         eps: float | None = None,
     ) -> None:
         super().__init__()
-        for name, value in (("vocab", vocab), ("N", N), ("max_len", max_len)):
-            if value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value}")
-        check_choices(norm, positions, feed_forward)
-        if d_ff is None:
-            d_ff = FEED_FORWARDS[feed_forward].width(4 * d_model)
+        # The sizes and parts, checked once and handed to every block.
+        c = ModernConfig(
+            vocab, d_model, h, N, max_len, d_ff, kv_heads, dropout, rope_base,
+            norm, positions, feed_forward, bias, eps,
+        )  # fmt: skip
+        self.config = c
         self.vocab, self.max_len, self.rope_base = vocab, max_len, rope_base
         self.embed = nn.Embedding(vocab, d_model)
         # What positions add to the input (maybe nothing) and give every layer.
         self.position = POSITIONS[positions](d_model, h, max_len, rope_base)
         self.dropout = nn.Dropout(dropout)
-        sizes = (d_model, h, kv_heads, d_ff, dropout, rope_base, eps)
-        switches = {"norm": norm, "positions": positions, "bias": bias}
-        switches["feed_forward"] = feed_forward
-        blocks = (ModernBlock(*sizes, **switches) for _ in range(N))
-        self.blocks = nn.ModuleList(blocks)
+        self.blocks = nn.ModuleList(ModernBlock(c) for _ in range(N))
         self.norm = NORMS[norm](d_model, bias, eps)
         self.to_logits = nn.Linear(d_model, vocab, bias=bias)
 
