@@ -75,6 +75,9 @@ class EncoderDecoder(nn.Module):
     """A standard encoder-decoder: memory = encode(src);
     decode(memory, tgt) -> hidden states.
 
+    Built from an :class:`Encoder`, a :class:`Decoder`, two embeddings (token ids
+    -> (batch, len, d_model) vectors with positions) and a :class:`Generator`.
+
     src: integer (batch, src_len); tgt: integer (batch, tgt_len), the
         shifted-right target
     src_mask: bool (batch, 1, src_len)
