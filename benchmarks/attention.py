@@ -2,8 +2,9 @@
 
 And peak GPU memory on CUDA.
 
-``MultiHeadedAttention`` runs the textbook matmul → softmax → matmul
-(``keep_attention = True``, which stores the (batch, h, len, len) weights) or
+``CachedAttention`` (the runner's multi-head attention) runs the textbook
+matmul → softmax → matmul (``keep_attention = True``, which stores the
+(batch, h, len, len) weights) or
 PyTorch's fused ``scaled_dot_product_attention``. This measures both on
 self-attention over random inputs for growing sequence lengths and prints a Markdown
 table.
@@ -26,7 +27,7 @@ from collections.abc import Callable
 
 import torch
 
-from annotated_transformer.blocks.attention import MultiHeadedAttention
+from annotated_transformer.blocks.attention import CachedAttention
 
 LENGTHS = (64, 128, 256, 512, 1024)
 QUICK_LENGTHS = (64, 256)
@@ -65,7 +66,7 @@ def measure(
 
 
 def make_step(
-    mha: MultiHeadedAttention,
+    mha: CachedAttention,
     x: torch.Tensor,
     grad: torch.Tensor,
     keep_attention: bool,
@@ -97,7 +98,7 @@ def benchmark(
     torch.manual_seed(0)
     # Dropout 0 keeps SDPA on its fast kernel and makes both paths
     # compute the same function.
-    mha = MultiHeadedAttention(heads, d_model, dropout=0.0).to(device)
+    mha = CachedAttention(heads, d_model, dropout=0.0).to(device)
     rows = []
     for length in lengths:
         x = torch.randn(batch, length, d_model, device=device, requires_grad=True)
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     threads = f", {torch.get_num_threads()} threads" if device.type == "cpu" else ""
     print(
-        f"MultiHeadedAttention forward+backward on {name}{threads}, torch "
+        f"CachedAttention forward+backward on {name}{threads}, torch "
         f"{torch.__version__}: batch {args.batch}, d_model {args.d_model}, "
         f"{args.heads} heads, fp32, {warmup} warm-up + {repeats} timed steps\n"
     )

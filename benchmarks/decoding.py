@@ -23,7 +23,7 @@ import torch
 
 from annotated_transformer.blocks.masks import padding_mask
 from annotated_transformer.evaluation.decoding import beam_search, greedy_decode
-from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.models.encoder_decoder import make_transformer
 
 VOCAB, PAD, START, END = 8000, 0, 1, 2
 
@@ -52,7 +52,9 @@ def main() -> None:
 
     torch.manual_seed(0)
     model = (
-        make_model(VOCAB, VOCAB, N=3, d_model=256, d_ff=1024, h=8).to(device).eval()
+        make_transformer(VOCAB, VOCAB, N=3, d_model=256, d_ff=1024, h=8)
+        .to(device)
+        .eval()
     )
     gen = torch.Generator().manual_seed(1)
     lengths = torch.randint(10, 31, (n,), generator=gen)

@@ -30,7 +30,7 @@ from torch import nn
 
 from annotated_transformer.blocks.masks import make_std_mask, padding_mask
 from annotated_transformer.blocks.positional import PositionalEncoding
-from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.models.encoder_decoder import make_transformer
 
 SIZES = {"small": (3, 256, 1024, 8), "base": (6, 512, 2048, 8)}
 VOCAB, PAD, SMOOTHING = 8000, 0, 0.1
@@ -99,7 +99,9 @@ def run_one(
     dev = torch.device(device)
     N, d_model, d_ff, h = SIZES[size]
     if impl == "package":
-        model = make_model(VOCAB, VOCAB, N, d_model, d_ff, h, dropout=0.1).to(dev)
+        model = make_transformer(VOCAB, VOCAB, N, d_model, d_ff, h, dropout=0.1).to(
+            dev
+        )
 
         def logits(src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
             out = model(src, tgt, padding_mask(src, PAD), make_std_mask(tgt, PAD))

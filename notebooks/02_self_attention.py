@@ -35,7 +35,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.blocks.attention import MultiHeadedAttention, attention
+from annotated_transformer.blocks.attention import (
+    CachedAttention,
+    MultiHeadedAttention,
+    attention,
+)
 from annotated_transformer.book import viz
 from annotated_transformer.book.source import show_source
 
@@ -432,21 +436,22 @@ print("einsum version == MultiHeadedAttention")
 # %% [markdown]
 # ## The explicit path and the fused path
 #
-# `MultiHeadedAttention` has two ways to compute the same thing. By default it calls
+# `MultiHeadedAttention` is the explicit path: it calls `attention` and keeps the weights in
+# `.attn`, shaped `(batch, h, q_len, k_len)`. The models the runner trains use its subclass
+# `CachedAttention` (same weights; chapter 09 gives it a cache), which by default calls
 # `torch.nn.functional.scaled_dot_product_attention` (SDPA), a fused kernel that never stores
 # the $(t \times t)$ weight matrix for every head and is faster and lighter on memory for long
-# sequences (see `benchmarks/attention.py`). When we want to *look* at the weights, setting
-# `keep_attention = True` switches to the explicit `attention` function and keeps the weights in
-# `.attn`, shaped `(batch, h, q_len, k_len)`. Both paths must agree — here with a look-ahead
-# mask (True = may attend), so that position $i$ sees only positions $\le i$:
+# sequences (see `benchmarks/attention.py`); setting `keep_attention = True` switches it to the
+# explicit path. Both paths must agree — here with a look-ahead mask (True = may attend), so
+# that position $i$ sees only positions $\le i$:
 
 # %%
 causal = torch.tril(torch.ones(t, t, dtype=torch.bool))[None]  # (1, q_len, k_len)
+fast = CachedAttention(h, d_model, dropout=0.0).eval()
+fast.load_state_dict(mha.state_dict())  # the same weights
 with torch.no_grad():
-    mha.keep_attention = False
-    fused = mha(x, x, x, mask=causal)
-    print("fused path keeps no weights:", mha.attn)
-    mha.keep_attention = True
+    fused = fast(x, x, x, mask=causal)
+    print("fused path keeps no weights:", fast.attn)
     explicit = mha(x, x, x, mask=causal)
     print("explicit path keeps weights:", tuple(mha.attn.shape))
 torch.testing.assert_close(explicit, fused)
@@ -518,9 +523,8 @@ with torch.no_grad():
         x, x, x, attn_mask=~causal[0], key_padding_mask=~pad, need_weights=False
     )  # True = blocked
     ours_mask = pad[:, None, :] & causal  # (batch, q_len, k_len), True = may attend
-    for keep in (True, False):
-        mha.keep_attention = keep
-        torch.testing.assert_close(mha(x, x, x, mask=ours_mask), reference)
+    for module in (mha, fast):
+        torch.testing.assert_close(module(x, x, x, mask=ours_mask), reference)
 print("MultiHeadedAttention (explicit and fused) == torch.nn.MultiheadAttention")
 
 # %% [markdown]

@@ -159,9 +159,9 @@ print("layers share no storage:", len(encoder.layers), "independent copies")
 show_source(DecoderLayer, Decoder)
 
 # %% [markdown]
-# The `cache` argument is for generation, where the decoder is fed one new token at a time and
-# keeps the keys and values of earlier positions (Part III). In training it is `None` and the
-# whole shifted target goes through at once:
+# In training the whole shifted target goes through at once. (Generation feeds one new token
+# at a time and keeps the keys and values of earlier positions: chapter 09's subclasses of
+# these layers add that cache.)
 
 # %%
 decoder = Decoder(
@@ -183,8 +183,8 @@ print("decoder output:", tuple(hidden.shape), "= (batch, tgt_len, d_model)")
 #
 # Chapters [03](03_tokens_and_embeddings.ipynb) and [04](04_positional_encoding.ipynb) derive these; here is how they plug in. Token ids become learned vectors
 # scaled by $\sqrt{d_\text{model}}$, then the sinusoidal position of each token is added (with
-# dropout). `TokenAndPosition` chains the two and passes the position `offset` that cached
-# decoding needs.
+# dropout). `TokenAndPosition` chains the two and passes on the position `offset` that cached
+# decoding (chapter 09) needs.
 
 # %%
 show_source(Embeddings, PositionalEncoding, TokenAndPosition)

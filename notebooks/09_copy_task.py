@@ -37,6 +37,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from annotated_transformer.blocks.attention import CachedAttention
+from annotated_transformer.blocks.layers import CachedDecoderLayer
 from annotated_transformer.blocks.masks import padding_mask, subsequent_mask
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick
@@ -47,7 +49,10 @@ from annotated_transformer.evaluation.decoding import (
     gnmt_length_penalty,
     greedy_decode,
 )
-from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.models.encoder_decoder import (
+    Transformer,
+    make_transformer,
+)
 from annotated_transformer.training.schedules import make_scheduler
 from annotated_transformer.training.trainer import (
     Batch,
@@ -139,7 +144,7 @@ EARLY = 100  # a snapshot at the end of warm-up, for comparing decoders later
 EPSILON = 0.1
 
 torch.manual_seed(0)
-model = make_model(
+model = make_transformer(
     V, V, N=2, d_model=D_MODEL, d_ff=2 * D_MODEL, h=HEADS, dropout=0.0
 )
 optimizer = make_optimizer(model)
@@ -336,7 +341,19 @@ for name, value in accuracy.items():
 # positions (and those of the encoder memory, which never change) and the step runs only the
 # newest token: $O(n)$ position passes, each attending over the cached keys ([chapter 02](02_self_attention.ipynb) built
 # the attention, and `blocks/kv_cache.py` holds the cache).
-#
+
+# %% [markdown]
+# The cache enters chapter 07's classes as subclasses with the same weights. `CachedAttention`
+# projects only the new positions and reads the earlier keys and values from the cache (the
+# source memory's are projected once, at the first step); `CachedDecoderLayer` hands each of
+# its attentions its cache; `Transformer.decode` numbers the new positions from
+# `cache.length` and checks its inputs once, where they enter. `make_transformer` builds
+# `make_model`'s model from these classes, weight for weight: the model trained above is one.
+
+# %%
+show_source(CachedAttention.forward, CachedDecoderLayer.forward, Transformer.decode)
+
+# %% [markdown]
 # The cached path must give *exactly* the tokens of the recomputing one. We check it token for
 # token on 64 fresh sequences, for the trained model and for the partly trained one (whose less
 # certain choices would expose a difference sooner):

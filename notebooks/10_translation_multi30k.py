@@ -71,7 +71,7 @@ from annotated_transformer.data.multi30k import (
     tokenize,
 )
 from annotated_transformer.data.vocab import Vocab
-from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.models.encoder_decoder import make_transformer
 from annotated_transformer.runner import Run, ensure_run, rows_with
 from annotated_transformer.tasks.base import TrainConfig
 from annotated_transformer.tasks.translation import (
@@ -392,7 +392,7 @@ mask_chart = functools.partial(
 
 # %%
 torch.manual_seed(0)
-small = make_model(
+small = make_transformer(
     len(src_vocab), len(tgt_vocab), N=2, d_model=32, d_ff=64, h=4
 ).eval()
 padded = make_batch(pairs, short, src_vocab)  # one pair a row, padded
@@ -418,7 +418,7 @@ show_source(Translation.batches)
 # ## Training
 #
 # Everything that trains a model in this book goes through one runner. A *task* says what
-# differs between jobs — here the data and vocabularies, `make_model`, the label-smoothed
+# differs between jobs — here the data and vocabularies, `make_transformer`, the label-smoothed
 # loss, `batches(epoch)`, and the validation and test scores — and the runner does the rest
 # the same way for every task: device and precision, the optimiser and its learning-rate
 # schedule ([chapter 08](08_training.ipynb)), checkpoints, logs and resuming. The whole recipe is one config

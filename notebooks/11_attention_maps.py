@@ -47,7 +47,7 @@ import altair as alt
 import pandas as pd
 import torch
 
-from annotated_transformer.blocks.attention import MultiHeadedAttention, attention
+from annotated_transformer.blocks.attention import CachedAttention, attention
 from annotated_transformer.blocks.masks import padding_mask, subsequent_mask
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick, runs_dir
@@ -80,16 +80,17 @@ print(f"{PRESET} model from {where}; training mode: {model.training}")
 # %% [markdown]
 # ## Keeping the weights
 #
-# `MultiHeadedAttention` normally runs PyTorch's fused `scaled_dot_product_attention`, which
-# never materialises the attention weights. Setting `keep_attention = True` switches a module
-# to the explicit `attention` function of [chapter 02](02_self_attention.ipynb) and keeps its weights in `.attn`,
+# The trained model's attention modules are `CachedAttention`, the subclass of chapter 02's
+# `MultiHeadedAttention` that the runner uses: it normally runs PyTorch's fused
+# `scaled_dot_product_attention`, which never materialises the attention weights. Setting
+# `keep_attention = True` switches a module to the explicit `attention` function of [chapter 02](02_self_attention.ipynb) and keeps its weights in `.attn`,
 # shaped `(batch, heads, queries, keys)`:
 
 # %%
-show_source(MultiHeadedAttention.forward, attention)
+show_source(CachedAttention.forward, attention)
 
 # %% [markdown]
-# The model has one `MultiHeadedAttention` per attention sublayer: one in every encoder
+# The model has one `CachedAttention` per attention sublayer: one in every encoder
 # layer, two in every decoder layer. We name them and switch them all:
 
 # %% tags=["nbval-ignore-output"]

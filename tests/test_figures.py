@@ -18,8 +18,11 @@ from annotated_transformer.blocks.layers import TransformerBlock
 from annotated_transformer.blocks.masks import padding_mask
 from annotated_transformer.book import figures
 from annotated_transformer.data.masking import mask_tokens
-from annotated_transformer.models.encoder_decoder import make_model
-from annotated_transformer.models.modern_decoder import ModernBlock
+from annotated_transformer.models.encoder_decoder import (
+    make_model,
+    make_transformer,
+)
+from annotated_transformer.models.modern_decoder import ModernBlock, ModernConfig
 from annotated_transformer.training.memory import per_device_bytes, training_memory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,7 +126,9 @@ def test_full_model_boxes_name_the_classes_that_implement_them() -> None:
 def test_block_today_boxes_name_the_classes_that_implement_them() -> None:
     blocks = {
         "TransformerBlock": TransformerBlock(8, 2, 16),
-        "ModernBlock": ModernBlock(8, 2, 1, 16),
+        "ModernBlock": ModernBlock(
+            ModernConfig(d_model=8, h=2, kv_heads=1, d_ff=16)
+        ),
     }
     seen = set()
     for e in tree("15_block_today").iter():
@@ -143,10 +148,9 @@ def test_multihead_shapes_are_the_package_shapes() -> None:
     assert stated in chapter, "the figure uses chapter 02's example sizes"
     batch, t, d_model, h = sizes["batch"], sizes["t"], sizes["d_model"], sizes["h"]
     mha = MultiHeadedAttention(h, d_model, dropout=0.0).eval()
-    mha.keep_attention = True
     split = []
-    original = mha._split_heads
-    mha._split_heads = lambda x: split.append(original(x)) or split[-1]  # type: ignore
+    original = mha.split
+    mha.split = lambda x: split.append(original(x)) or split[-1]  # type: ignore
     x = torch.randn(batch, t, d_model)
     out = mha(x, x, x)
     projected = mha.linears[0](x)
@@ -216,7 +220,7 @@ def test_packing_figure_keeps_each_pair_apart() -> None:
 
 
 def test_kv_cache_figure_counts_what_the_cache_holds() -> None:
-    model = make_model(11, 11, N=2, d_model=8, d_ff=16, h=2).eval()
+    model = make_transformer(11, 11, N=2, d_model=8, d_ff=16, h=2).eval()
     src = torch.randint(3, 11, (1, figures.KV_SRC_LEN))
     src_mask = padding_mask(src, 0)
     memory = model.encode(src, src_mask)

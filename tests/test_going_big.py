@@ -12,7 +12,7 @@ from annotated_transformer.blocks.layers import (
     TransformerBlock,
 )
 from annotated_transformer.models.decoder_only import DecoderLM
-from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.models.encoder_decoder import make_transformer
 from annotated_transformer.models.modern_decoder import (
     ModernDecoderLM,
     modern_parameter_formula,
@@ -37,7 +37,7 @@ def test_checkpointed_gradients_equal_the_plain_ones_with_dropout_on(kind):
             return DecoderLM(
                 vocab=50, d_model=16, h=2, N=3, max_len=12, d_ff=32, dropout=0.3
             )
-        return make_model(50, 50, N=2, d_model=16, d_ff=32, h=2, dropout=0.3)
+        return make_transformer(50, 50, N=2, d_model=16, d_ff=32, h=2, dropout=0.3)
 
     def loss(model: torch.nn.Module) -> torch.Tensor:
         torch.manual_seed(1)  # the same dropout masks for both models
@@ -164,7 +164,7 @@ def test_lm_switches_reach_the_modern_model_and_are_refused_for_the_2017_block()
     assert (
         block.attention.alibi
         and not block.attention.rope
-        and model.position is None
+        and not any(model.position.parameters())
     )
     assert block.feed_forward.w_1.out_features == 256  # ReLU keeps d_ff itself
     assert model.to_logits.bias is not None

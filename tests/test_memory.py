@@ -8,7 +8,10 @@ import torch.nn.functional as F
 
 from annotated_transformer.blocks.masks import make_std_mask, padding_mask
 from annotated_transformer.models.decoder_only import DecoderLM
-from annotated_transformer.models.encoder_decoder import make_model, tie_weights
+from annotated_transformer.models.encoder_decoder import (
+    make_transformer,
+    tie_weights,
+)
 from annotated_transformer.training.loss import smoothed_cross_entropy
 from annotated_transformer.training.memory import (
     measured_training_memory,
@@ -30,7 +33,7 @@ def build(
             vocab, d_model, h, N, max_len=12, d_ff=d_ff, dropout=dropout
         )
     else:
-        model = make_model(vocab, vocab, N, d_model, d_ff, h, dropout)
+        model = make_transformer(vocab, vocab, N, d_model, d_ff, h, dropout)
         model = tie_weights(model, share_source=True) if shared else model
     for module in model.modules():
         if hasattr(module, "keep_attention"):

@@ -20,7 +20,9 @@ from annotated_transformer.blocks.masks import (
 )
 from annotated_transformer.models.encoder_decoder import (
     Generator,
+    Transformer,
     make_model,
+    make_transformer,
     parameter_counts,
     parameter_formula,
     tie_weights,
@@ -33,9 +35,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
 SIZES = {"N": 2, "d_model": 32, "d_ff": 64, "h": 4}
 
 
-def small_model(src_vocab=11, tgt_vocab=13, **kwargs):
+def small_model(src_vocab=11, tgt_vocab=13, build=make_transformer, **kwargs):
     torch.manual_seed(0)
-    return make_model(src_vocab, tgt_vocab, **{**SIZES, **kwargs}).eval()
+    return build(src_vocab, tgt_vocab, **{**SIZES, **kwargs}).eval()
 
 
 def copy_attention(ours, theirs):
@@ -79,8 +81,10 @@ def random_batch(src_vocab=11, tgt_vocab=13, batch=3, src_len=7, tgt_len=6):
     return src, tgt
 
 
-def test_matches_torch_nn_transformer():
-    model = small_model()
+@pytest.mark.parametrize("build", [make_model, make_transformer])
+def test_matches_torch_nn_transformer(build):
+    """The chapter's 2017 model and the runner's, each against PyTorch's."""
+    model = small_model(build=build)
     for (
         p
     ) in model.parameters():  # also move LayerNorms and biases off their defaults
@@ -104,6 +108,24 @@ def test_matches_torch_nn_transformer():
     )
     real = tgt != PAD  # padded target positions differ by design and feed no loss
     torch.testing.assert_close(ours[real], expected[real], atol=1e-5, rtol=1e-5)
+
+
+def test_make_transformer_is_make_model_with_the_later_chapters_classes():
+    """Same seed, same weights under the same names (so records written by either
+    load into the other); the same outputs; only the runner's has the cache."""
+    simple, full = small_model(build=make_model), small_model()
+    assert isinstance(full, Transformer) and not isinstance(simple, Transformer)
+    a, b = simple.state_dict(), full.state_dict()
+    assert list(a) == list(b)
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], atol=0, rtol=0)
+    src, tgt = random_batch()
+    masks = padding_mask(src, PAD), make_std_mask(tgt, PAD)
+    torch.testing.assert_close(
+        full(src, tgt, *masks), simple(src, tgt, *masks), atol=1e-5, rtol=1e-5
+    )
+    with pytest.raises(TypeError):
+        simple.decode(simple.encode(src, masks[0]), masks[0], tgt, None, None)
 
 
 def test_changing_future_targets_leaves_earlier_outputs_unchanged():
@@ -237,11 +259,11 @@ def test_attention_dropout_is_separate_from_dropout():
         drops = [m for m in model.modules() if isinstance(m, nn.Dropout)]
         return {(id(m) in attention, m.p) for m in drops}
 
-    assert rates(make_model(11, 11, N=1, d_model=8, d_ff=16, h=2)) == {
+    assert rates(make_transformer(11, 11, N=1, d_model=8, d_ff=16, h=2)) == {
         (True, 0.1),
         (False, 0.1),
     }
-    model = make_model(11, 11, N=1, d_model=8, d_ff=16, h=2, attn_dropout=0.0)
+    model = make_transformer(11, 11, N=1, d_model=8, d_ff=16, h=2, attn_dropout=0.0)
     assert rates(model) == {(True, 0.0), (False, 0.1)}
 
 

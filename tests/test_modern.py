@@ -10,6 +10,7 @@ from annotated_transformer.blocks.feed_forward import swiglu_width
 from annotated_transformer.evaluation.sampling import encode, sample
 from annotated_transformer.models.modern_decoder import (
     ModernBlock,
+    ModernConfig,
     ModernDecoderLM,
     modern_parameter_formula,
 )
@@ -31,7 +32,8 @@ def tokens(batch, length, seed=1):
 
 def test_block_is_pre_norm_rms_gqa_swiglu():
     torch.manual_seed(0)
-    block = ModernBlock(16, 4, 2, 24).double().eval()
+    config = ModernConfig(d_model=16, h=4, kv_heads=2, d_ff=24)
+    block = ModernBlock(config).double().eval()
     x = torch.randn(2, 5, 16, dtype=torch.float64)
     with torch.no_grad():
         block.norm1.weight.uniform_(0.5, 1.5)
@@ -235,7 +237,8 @@ def test_the_ladder_starts_at_pytorchs_pre_norm_layer_with_a_causal_mask():
     causal mask."""
     torch.manual_seed(0)
     d, h, d_ff = 16, 4, 24
-    block = ModernBlock(d, h, h, d_ff, **PRE_NORM_2017).double().eval()
+    config = ModernConfig(d_model=d, h=h, kv_heads=h, d_ff=d_ff, **PRE_NORM_2017)
+    block = ModernBlock(config).double().eval()
     for p in block.parameters():  # move LayerNorm off its (1, 0) start
         torch.nn.init.normal_(p, std=0.3)
     reference = nn.TransformerEncoderLayer(
@@ -293,4 +296,4 @@ def test_unknown_switches_are_refused_in_one_line():
     ):
         ModernDecoderLM(positions="xpos")
     with pytest.raises(ValueError, match="norm='batch': use one of rms, layer"):
-        ModernBlock(16, 4, 2, 24, norm="batch")
+        ModernConfig(d_model=16, h=4, kv_heads=2, d_ff=24, norm="batch")

@@ -14,9 +14,10 @@ from annotated_transformer.blocks.masks import segment_mask, segment_positions
 from annotated_transformer.blocks.positional import (
     PositionalEmbedding,
     PositionalEncoding,
+    check_positions,
 )
 from annotated_transformer.data import batching
-from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.models.encoder_decoder import make_transformer
 from annotated_transformer.training.trainer import Batch, PackedBatch, seq2seq_loss
 
 
@@ -78,10 +79,11 @@ def test_positions_tensor_equals_an_offset_per_row(module):
     torch.testing.assert_close(out[0], module(x[:1], 3)[0])
     torch.testing.assert_close(out[1, :3], module(x[1:, :3], 0)[0])
     torch.testing.assert_close(out[1, 3:], module(x[1:, 3:], 0)[0])
+    # Checked where positions enter a model, once (Transformer.encode, decode).
     with pytest.raises(ValueError, match="positions must lie in"):
-        module(x, positions + 45)
+        check_positions(7, positions + 45, max_len=50)
     with pytest.raises(ValueError, match="long tensor of shape"):
-        module(x, positions[:, :3])
+        check_positions(7, positions[:, :3], max_len=50)
 
 
 def test_pack_rows_fills_the_fewest_rows_and_balances_them():
@@ -164,7 +166,9 @@ def test_packed_batch_gives_the_padded_batchs_loss_and_gradients():
     """Each pair, packed beside others, gets exactly what it
     gets in a padded batch."""
     torch.manual_seed(0)
-    model = make_model(20, 20, N=2, d_model=32, d_ff=64, h=4, dropout=0.0).double()
+    model = make_transformer(
+        20, 20, N=2, d_model=32, d_ff=64, h=4, dropout=0.0
+    ).double()
     pairs = random_pairs(9, 20, seed=1)
     full = [([1, *s, 2], [1, *t, 2]) for s, t in pairs]
     rows = batching.pack_rows([(len(s), len(t)) for s, t in full], 16)

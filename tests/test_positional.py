@@ -8,8 +8,10 @@ import torch
 from annotated_transformer.blocks.positional import (
     PositionalEmbedding,
     PositionalEncoding,
+    check_positions,
     sinusoids,
 )
+from annotated_transformer.models.encoder_decoder import make_transformer
 
 
 def test_sinusoids_match_the_formula():
@@ -60,19 +62,17 @@ def test_learned_embedding_offset_and_training():
     assert module.embedding.weight.grad is not None
 
 
-@pytest.mark.parametrize(
-    "module",
-    [PositionalEncoding(8, 0.0, max_len=10), PositionalEmbedding(8, max_len=10)],
-)
-def test_too_long_raises_with_sizes(module):
+def test_too_long_raises_with_sizes():
+    """Checked where input enters a model (check_positions), once."""
     with pytest.raises(ValueError, match=r"offset=0 \+ len=11.*max_len=10"):
-        module(torch.zeros(1, 11, 8))
+        check_positions(11, 0, max_len=10)
     with pytest.raises(ValueError, match=r"offset=8 \+ len=3.*max_len=10"):
-        module(torch.zeros(1, 3, 8), offset=8)
-    with pytest.raises(ValueError, match="d_model=8"):
-        module(torch.zeros(1, 3, 6))
+        check_positions(3, 8, max_len=10)
+    with pytest.raises(ValueError, match=r"lie in \[0, max_len=10\)"):
+        check_positions(2, torch.tensor([[0, 10]]), max_len=10)
+    check_positions(10, 0, max_len=10)  # the last position is fine
 
 
 def test_odd_d_model_raises():
     with pytest.raises(ValueError, match="d_model=7"):
-        PositionalEncoding(7, 0.1)
+        make_transformer(11, 11, d_model=7, h=7)

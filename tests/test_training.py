@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import annotated_transformer
-from annotated_transformer.models.encoder_decoder import make_model
+from annotated_transformer.models.encoder_decoder import make_transformer
 from annotated_transformer.models.modes import evaluating
 from annotated_transformer.training.checkpoints import load_checkpoint
 from annotated_transformer.training.schedules import make_scheduler, rate
@@ -65,7 +65,7 @@ def test_batch_shifts_the_target_and_counts_tokens() -> None:
 
 def tiny_model(seed: int = 0, dropout: float = 0.0) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return make_model(V, V, N=1, d_model=16, d_ff=32, h=2, dropout=dropout)
+    return make_transformer(V, V, N=1, d_model=16, d_ff=32, h=2, dropout=dropout)
 
 
 def test_one_step_equals_a_hand_written_pytorch_step() -> None:
@@ -266,7 +266,7 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_checkpoint(
 def resume_setup(checkpoint: str | None) -> Trainer:
     """The run the resume test interrupts (also imported by the fresh process)."""
     torch.manual_seed(0)
-    model = make_model(
+    model = make_transformer(
         V, V, N=1, d_model=16, d_ff=32, h=2, dropout=0.2
     )  # dropout draws RNG
     opt = make_optimizer(model)

@@ -40,10 +40,8 @@ def alibi_bias(
     """
     queries = torch.arange(past, past + new, device=device)[:, None]  # (new, 1)
     keys = torch.arange(past + new, device=device)[None, :]  # (1, past + new)
-    distance = (
-        queries - keys
-    ).float()  # (new, past + new): how far back each key is
-    bias = (
-        -alibi_slopes(h).to(device)[:, None, None] * distance
-    )  # (h, new, past + new)
+    # (new, past + new): how far back each key is
+    distance = (queries - keys).float()
+    # (h, new, past + new)
+    bias = -alibi_slopes(h).to(device)[:, None, None] * distance
     return bias.masked_fill(distance < 0, float("-inf"))

@@ -1,17 +1,19 @@
 """Scaled dot-product attention and multi-head attention
 (Vaswani et al. 2017, §3.2).
 
-Two implementations of the same function live here:
-
-- :func:`attention` is the textbook form, matmul → softmax → matmul, written out so
-  the reader sees every step and can look at the attention weights;
-- :class:`MultiHeadedAttention` runs PyTorch's fused
-  ``scaled_dot_product_attention`` when the weights are not needed (faster, less
-  memory), and the explicit form when they are (``keep_attention = True``, e.g. to
-  draw attention maps). Tests check that both agree.
+- :func:`attention`: the textbook form, matmul → softmax → matmul, every step
+  written out, returning the attention weights too;
+- :class:`MultiHeadedAttention`: h attentions side by side, the 2017 module as
+  chapter 02 teaches it (it keeps the weights in ``attn``);
+- :class:`CachedAttention`: the same module with what later chapters add and
+  the runner uses: a key/value cache for decoding (chapter 09), PyTorch's fused
+  ``scaled_dot_product_attention`` kernel, and the explicit path only when the
+  weights are wanted (``keep_attention``, chapter 11). Same parameters, same
+  outputs (``tests/test_attention.py``).
 
 Masks are boolean and ``True`` means *may attend*, the convention of
-``torch.nn.functional.scaled_dot_product_attention``.
+``torch.nn.functional.scaled_dot_product_attention``. Shapes and masks are
+checked once, where they enter a model (its top-level call), not here.
 """
 
 from __future__ import annotations
@@ -25,12 +27,22 @@ from torch import Tensor, nn
 from annotated_transformer.blocks.kv_cache import KVCache
 
 
+def check_heads(h: int, d_model: int) -> None:
+    """Raise a ValueError unless h heads split d_model features evenly."""
+    if h <= 0 or d_model % h != 0:
+        raise ValueError(
+            f"d_model={d_model} is not divisible by h={h} heads; "
+            "choose h so that every head gets d_model / h features (e.g. h=8 "
+            "for 512)"
+        )
+
+
 def check_mask(mask: Tensor, scores_shape: torch.Size | tuple[int, ...]) -> None:
     """Raise a ValueError unless ``mask`` is boolean and fits ``scores_shape``.
 
     Only the dtype and the shape: a check that reads the mask's *values* would, on a
-    GPU, wait for the device in every layer. Whether every query row has a key to
-    attend to is checked once per batch, where the batch is built
+    GPU, wait for the device. Whether every query row has a key to attend to is
+    checked once per batch, where the batch is built
     (:func:`~annotated_transformer.blocks.masks.check_rows`).
 
     scores_shape: ``(..., q_len, k_len)``, the shape of the attention scores.
@@ -55,7 +67,7 @@ def attention(
     key: Tensor,
     value: Tensor,
     mask: Tensor | None = None,
-    dropout: nn.Dropout | None = None,
+    dropout: nn.Module | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Scaled dot-product attention, softmax(Q Kᵀ / √d_k) V
     (Vaswani et al. 2017, eq. 1).
@@ -65,23 +77,9 @@ def attention(
     dropout: applied to the attention weights, as in the paper's reference code
     returns (output (..., q_len, d_v), weights (..., q_len, k_len))
     """
-    if query.size(-1) != key.size(-1):
-        raise ValueError(
-            f"query has d_k={query.size(-1)} features but key has {key.size(-1)}; "
-            "queries and keys must have the same width to be compared by a dot "
-            "product"
-        )
-    if key.size(-2) != value.size(-2):
-        raise ValueError(
-            f"key has {key.size(-2)} positions but value has {value.size(-2)}; "
-            "each key needs exactly one value"
-        )
-    d_k = query.size(-1)
-    # Dot products grow like √d_k; dividing keeps the softmax out of
-    # its flat, saturated tails.
-    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., q_len, k_len)
+    # Dot products grow like √d_k; dividing keeps the softmax out of its flat tails.
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
     if mask is not None:
-        check_mask(mask, scores.shape)
         # -inf gives masked keys a weight of exactly 0 after the softmax.
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
@@ -91,59 +89,64 @@ def attention(
 
 
 class MultiHeadedAttention(nn.Module):
-    """h attention heads in parallel, each on its own
-    d_k = d_model / h slice (§3.2.2).
+    """h attention heads in parallel, each on its own d_k = d_model / h slice
+    (§3.2.2).
 
     MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O,
     head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
-    ``linears`` holds the four projections W^Q, W^K, W^V (all heads at once,
-    d_model → d_model) and W^O, in that order, as in the Annotated Transformer.
-
-    Set ``keep_attention = True`` to run the explicit path and keep the weights in
-    ``attn`` ``(batch, h, q_len, k_len)`` for plotting; otherwise the fused kernel
-    runs and ``attn`` is None.
+    query: (batch, q_len, d_model); key, value: (batch, k_len, d_model)
+    mask:  bool (batch or 1, 1 or q_len, k_len); True = may attend
+    returns (batch, q_len, d_model); the weights stay in ``attn``
+    (batch, h, q_len, k_len), to be drawn.
     """
 
     def __init__(self, h: int, d_model: int, dropout: float = 0.1) -> None:
         super().__init__()
-        if h <= 0 or d_model % h != 0:
-            raise ValueError(
-                f"d_model={d_model} is not divisible by h={h} heads; "
-                "choose h so that every head gets d_model / h features (e.g. h=8 "
-                "for 512)"
-            )
-        self.h = h
-        self.d_k = d_model // h
-        self.d_model = d_model
+        check_heads(h, d_model)
+        self.h, self.d_k = h, d_model // h
+        # W^Q, W^K, W^V (every head at once, d_model → d_model), then W^O
         self.linears = nn.ModuleList(nn.Linear(d_model, d_model) for _ in range(4))
         self.dropout = nn.Dropout(dropout)
-        self.keep_attention = False
         self.attn: Tensor | None = None
 
-    def _split_heads(self, x: Tensor) -> Tensor:
-        """(batch, len, d_model) -> (batch, h, len, d_k): fold the
-        heads next to the batch."""
-        batch, length, _ = x.shape
-        return x.view(batch, length, self.h, self.d_k).transpose(1, 2)
+    def split(self, x: Tensor) -> Tensor:
+        """(batch, len, d_model) -> (batch, h, len, d_k): a head per slice."""
+        return x.view(x.size(0), -1, self.h, self.d_k).transpose(1, 2)
 
-    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> None:
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            if x.dim() != 3 or x.size(-1) != self.d_model:
-                raise ValueError(
-                    f"{name} must be (batch, len, d_model={self.d_model}), got "
-                    f"{tuple(x.shape)}"
-                )
-        if key.shape[:2] != value.shape[:2]:
-            raise ValueError(
-                f"key {tuple(key.shape)} and value {tuple(value.shape)} must have "
-                "the same batch size and number of positions"
-            )
-        if query.size(0) != key.size(0):
-            raise ValueError(
-                f"query has batch size {query.size(0)} but key/value have "
-                f"{key.size(0)}"
-            )
+    def merge(self, x: Tensor) -> Tensor:
+        """(batch, h, len, d_k) -> (batch, len, h · d_k): concatenate the heads."""
+        return x.transpose(1, 2).reshape(x.size(0), -1, self.h * self.d_k)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        if mask is not None:
+            # The same mask for every head: (batch, 1, q_len or 1, k_len).
+            mask = mask.unsqueeze(1)
+        q = self.split(self.linears[0](query))
+        k = self.split(self.linears[1](key))
+        v = self.split(self.linears[2](value))
+        x, self.attn = attention(q, k, v, mask, self.dropout)
+        return self.linears[3](self.merge(x))
+
+
+class CachedAttention(MultiHeadedAttention):
+    """:class:`MultiHeadedAttention` as the runner uses it: with a key/value
+    cache, and PyTorch's fused attention kernel unless the weights are wanted.
+
+    cache: during incremental decoding, earlier keys/values (see :mod:`kv_cache`);
+        then key/value hold only the new positions, and k_len counts the cached
+        ones too. A static cache (the source memory) is projected once.
+    Set ``keep_attention = True`` to run the explicit :func:`attention` and keep
+    the weights in ``attn`` (chapter 11's maps); otherwise ``attn`` is None.
+    """
+
+    keep_attention = False
 
     def forward(
         self,
@@ -153,46 +156,21 @@ class MultiHeadedAttention(nn.Module):
         mask: Tensor | None = None,
         cache: KVCache | None = None,
     ) -> Tensor:
-        """Attend from ``query`` to ``key``/``value``.
-
-        query: (batch, q_len, d_model); key, value: (batch, k_len, d_model)
-        mask:  bool (batch or 1, 1 or q_len, k_len); True = may attend. (batch, 1,
-               k_len) hides padding, (batch or 1, q_len, k_len) also hides the
-               future.
-        cache: during incremental decoding, earlier keys/values (see
-               :mod:`kv_cache`); with a cache, k_len counts the cached positions
-               too.
-        returns (batch, q_len, d_model)
-        """
-        self._check_inputs(query, key, value)
-        q = self._split_heads(self.linears[0](query))  # (batch, h, q_len, d_k)
+        q = self.split(self.linears[0](query))
         if cache is not None and cache.ready:
-            k, v = (
-                cache.key,
-                cache.value,
-            )  # source memory, projected at the first step
+            # The source memory, projected at the first step.
+            k, v = cache.key, cache.value
         else:
-            k = self._split_heads(self.linears[1](key))
-            v = self._split_heads(self.linears[2](value))
+            k = self.split(self.linears[1](key))
+            v = self.split(self.linears[2](value))
             if cache is not None:
                 k, v = cache.update(k, v)
         if mask is not None:
-            if mask.dim() != 3:
-                raise ValueError(
-                    f"mask must be (batch, 1, k_len) or (batch, q_len, k_len), "
-                    f"got shape {tuple(mask.shape)}"
-                )
-            mask = mask.unsqueeze(
-                1
-            )  # same mask for every head: (batch, 1, q_len|1, k_len)
-            check_mask(mask, (q.size(0), self.h, q.size(2), k.size(2)))
-
+            mask = mask.unsqueeze(1)
         if self.keep_attention:
-            x, self.attn = attention(q, k, v, mask=mask, dropout=self.dropout)
+            x, self.attn = attention(q, k, v, mask, self.dropout)
         else:
             p = self.dropout.p if self.training else 0.0
             x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
             self.attn = None
-        # (batch, h, q_len, d_k) -> (batch, q_len, h * d_k): concatenate the heads.
-        x = x.transpose(1, 2).reshape(query.size(0), -1, self.h * self.d_k)
-        return self.linears[3](x)
+        return self.linears[3](self.merge(x))

@@ -42,6 +42,13 @@ class SwiGLU(nn.Module):
         (see :func:`swiglu_width`)
     """
 
+    matrices = 3
+
+    @staticmethod
+    def width(d_ff: int) -> int:
+        """The hidden width with the parameters of a width-``d_ff`` ReLU one."""
+        return swiglu_width(d_ff)
+
     def __init__(
         self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = False
     ) -> None:
@@ -75,7 +82,20 @@ class PositionwiseFeedForward(nn.Module):
         return self.w_2(self.dropout(F.relu(self.w_1(x))))
 
 
-class GELUFeedForward(PositionwiseFeedForward):
+class ReLUFeedForward(PositionwiseFeedForward):
+    """The paper's feed-forward as chapter 15's table of feed-forwards holds it
+    (``modern_decoder.FEED_FORWARDS``): with its count of weight matrices, for the
+    parameter formula, and the hidden width that has the parameters of a
+    width-``d_ff`` ReLU one (itself)."""
+
+    matrices = 2
+
+    @staticmethod
+    def width(d_ff: int) -> int:
+        return d_ff
+
+
+class GELUFeedForward(ReLUFeedForward):
     """FFN(x) = GELU(x W₁ + b₁) W₂ + b₂, GELU(x) ≈ ½x(1 +
     tanh(√(2/π)(x + 0.044715x³))).
 
@@ -84,3 +104,14 @@ class GELUFeedForward(PositionwiseFeedForward):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w_2(self.dropout(F.gelu(self.w_1(x), approximate="tanh")))
+
+
+class ReLU2FeedForward(ReLUFeedForward):
+    """FFN(x) = max(0, x W₁ + b₁)² W₂ + b₂: squared ReLU (So et al. 2021,
+    "Primer"), a ReLU whose positive side grows quadratically.
+
+    x: (batch, len, d_model) -> (batch, len, d_model)
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(self.dropout(F.relu(self.w_1(x)).square()))

@@ -76,12 +76,8 @@ class GroupedQueryAttention(nn.Module):
                 f"kv_heads={kv_heads}; kv_heads must divide h (1: multi-query, h: "
                 "multi-head)"
             )
-        self.d_model, self.h, self.kv_heads, self.d_k = (
-            d_model,
-            h,
-            kv_heads,
-            d_model // h,
-        )
+        self.d_model, self.h, self.kv_heads = d_model, h, kv_heads
+        self.d_k = d_model // h
         if rope and self.d_k % 2 != 0:
             raise ValueError(
                 f"RoPE rotates pairs of features but each head has d_k={self.d_k}; "
@@ -130,9 +126,8 @@ class GroupedQueryAttention(nn.Module):
             )
         past, new = (0 if cache is None else cache.length), x.size(1)
         q = self._split_heads(self.w_q(x), self.h)  # (batch, h, new, d_k)
-        k = self._split_heads(
-            self.w_k(x), self.kv_heads
-        )  # (batch, kv_heads, new, d_k)
+        # (batch, kv_heads, new, d_k)
+        k = self._split_heads(self.w_k(x), self.kv_heads)
         v = self._split_heads(self.w_v(x), self.kv_heads)
         if self.rope:
             if rope is None:
@@ -167,6 +162,7 @@ class GroupedQueryAttention(nn.Module):
         else:
             future = None if past == 0 else subsequent_mask(new, past, x.device)
             scores_mask = None if future is None else future.unsqueeze(1)
+        # (batch, h, new, d_k)
         out = F.scaled_dot_product_attention(
             q,
             k,
@@ -175,5 +171,5 @@ class GroupedQueryAttention(nn.Module):
             dropout_p=self.dropout_p if self.training else 0.0,
             is_causal=past == 0 and not self.alibi and mask is None,
             enable_gqa=True,  # query head j uses key/value head j // (h / kv_heads)
-        )  # (batch, h, new, d_k)
+        )
         return self.w_o(out.transpose(1, 2).flatten(2))

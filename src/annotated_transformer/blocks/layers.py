@@ -4,20 +4,22 @@ et al. 2017, §3.1, §3.3).
 Encoder-decoder (the paper, as coded in the Annotated Transformer — pre-norm):
 
 - :class:`SublayerConnection`: x + dropout(sublayer(norm(x)));
-- :class:`PositionwiseFeedForward`: FFN(x) = max(0, x W₁ + b₁) W₂ + b₂ (eq. 2);
 - :class:`EncoderLayer` (self-attention, FFN), :class:`DecoderLayer` (masked
   self-attention, source attention, FFN);
-- :class:`Encoder`, :class:`Decoder`: N layers and a final norm.
+- :class:`Encoder`, :class:`Decoder`: N layers and a final norm;
+- :class:`CachedDecoderLayer`, :class:`CachedDecoder`: the decoder as chapter 09
+  extends it, passing each layer its key/value cache (the runner's).
 
 One block for encoder-only and decoder-only models (Bloem's ``former`` — post-norm,
 as the paper's text): :class:`TransformerBlock`.
 
-Normalisation: :class:`LayerNorm` is the original's hand-written one, kept to teach
-the formula. The stacks use ``nn.LayerNorm``: it is the exact formula of Ba et al.
-(biased variance, ε inside the square root), one fused kernel, and what
-``nn.Transformer`` uses, so the model can be checked against PyTorch's. The original
-divides by the *unbiased* std plus ε instead, which scales outputs by √(n/(n-1))
-relative to the standard (harvardnlp/annotated-transformer #122).
+Normalisation: :class:`~annotated_transformer.blocks.norms.LayerNorm` is the
+original's hand-written one, kept to teach the formula. The stacks use
+``nn.LayerNorm``: it is the exact formula of Ba et al. (biased variance, ε inside
+the square root), one fused kernel, and what ``nn.Transformer`` uses, so the model
+can be checked against PyTorch's. The original divides by the *unbiased* std plus ε
+instead, which scales outputs by √(n/(n-1)) relative to the standard
+(harvardnlp/annotated-transformer #122).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ import copy
 from collections.abc import Callable
 
 from torch import Tensor, nn
+from torch.nn import Module
 
-from annotated_transformer.blocks.attention import MultiHeadedAttention
+from annotated_transformer.blocks.attention import CachedAttention
 from annotated_transformer.blocks.feed_forward import PositionwiseFeedForward
 from annotated_transformer.blocks.kv_cache import DecoderCache, KVCache
 from annotated_transformer.blocks.masks import subsequent_mask
@@ -60,16 +63,12 @@ class SublayerConnection(nn.Module):
 class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each in a pre-norm residual connection.
 
-    x: (batch, src_len, size); mask: bool (batch, 1,
-        src_len) -> (batch, src_len, size)
+    x: (batch, src_len, size); mask: bool (batch, 1, src_len)
+    returns (batch, src_len, size)
     """
 
     def __init__(
-        self,
-        size: int,
-        self_attn: MultiHeadedAttention,
-        feed_forward: PositionwiseFeedForward,
-        dropout: float,
+        self, size: int, self_attn: Module, feed_forward: Module, dropout: float
     ) -> None:
         super().__init__()
         self.self_attn = self_attn
@@ -98,23 +97,21 @@ class Encoder(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """Masked self-attention, source attention over the
-    encoder memory, feed-forward.
+    """Masked self-attention, source attention over the encoder memory,
+    feed-forward.
 
-    x: (batch, new, size); memory: (batch, src_len, size)
-    src_mask: bool (batch, 1, src_len); tgt_mask: bool (batch or 1, new, past + new)
-    cache: this layer's ``(self_kv, src_kv)`` from a :class:`DecoderCache`, or
-        None; with it, x holds only the new positions and the earlier
-        keys/values come from the cache.
-    returns (batch, new, size)
+    x: (batch, tgt_len, size); memory: (batch, src_len, size)
+    src_mask: bool (batch, 1, src_len)
+    tgt_mask: bool (batch or 1, tgt_len, tgt_len)
+    returns (batch, tgt_len, size)
     """
 
     def __init__(
         self,
         size: int,
-        self_attn: MultiHeadedAttention,
-        src_attn: MultiHeadedAttention,
-        feed_forward: PositionwiseFeedForward,
+        self_attn: Module,
+        src_attn: Module,
+        feed_forward: Module,
         dropout: float,
     ) -> None:
         super().__init__()
@@ -130,24 +127,15 @@ class DecoderLayer(nn.Module):
         memory: Tensor,
         src_mask: Tensor | None,
         tgt_mask: Tensor | None,
-        cache: tuple[KVCache, KVCache] | None = None,
     ) -> Tensor:
-        self_kv, src_kv = cache if cache is not None else (None, None)
         m = memory
-        x = self.sublayer[0](
-            x, lambda x: self.self_attn(x, x, x, tgt_mask, cache=self_kv)
-        )
-        x = self.sublayer[1](
-            x, lambda x: self.src_attn(x, m, m, src_mask, cache=src_kv)
-        )
+        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, tgt_mask))
+        x = self.sublayer[1](x, lambda x: self.src_attn(x, m, m, src_mask))
         return self.sublayer[2](x, self.feed_forward)
 
 
 class Decoder(nn.Module):
-    """N decoder layers, then a final norm. x: (batch, new, d_model) -> same.
-
-    With a :class:`DecoderCache`, layer i gets ``cache.layers[i]``.
-    """
+    """N decoder layers, then a final norm. x: (batch, tgt_len, d_model) -> same."""
 
     def __init__(self, layer: DecoderLayer, N: int) -> None:
         super().__init__()
@@ -160,22 +148,54 @@ class Decoder(nn.Module):
         memory: Tensor,
         src_mask: Tensor | None,
         tgt_mask: Tensor | None,
+    ) -> Tensor:
+        for layer in self.layers:
+            x = layer(x, memory, src_mask, tgt_mask)
+        return self.norm(x)
+
+
+class CachedDecoderLayer(DecoderLayer):
+    """:class:`DecoderLayer` with a key/value cache (chapter 09); its attentions
+    are :class:`~annotated_transformer.blocks.attention.CachedAttention`.
+
+    cache: this layer's ``(self_kv, src_kv)`` from a :class:`DecoderCache`, or
+        None; with it, x holds only the new positions (batch, new, size), the
+        earlier keys/values come from the cache, and tgt_mask is
+        (batch or 1, new, past + new).
+    """
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        tgt_mask: Tensor | None,
+        cache: tuple[KVCache, KVCache] | None = None,
+    ) -> Tensor:
+        self_kv, src_kv = (None, None) if cache is None else cache
+        m = memory
+        x = self.sublayer[0](
+            x, lambda x: self.self_attn(x, x, x, tgt_mask, self_kv)
+        )
+        x = self.sublayer[1](x, lambda x: self.src_attn(x, m, m, src_mask, src_kv))
+        return self.sublayer[2](x, self.feed_forward)
+
+
+class CachedDecoder(Decoder):
+    """:class:`Decoder` of :class:`CachedDecoderLayer` s: with a
+    :class:`DecoderCache`, layer i gets ``cache.layers[i]``."""
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        tgt_mask: Tensor | None,
         cache: DecoderCache | None = None,
     ) -> Tensor:
-        if cache is not None and len(cache.layers) != len(self.layers):
-            raise ValueError(
-                f"the cache has {len(cache.layers)} layers but the decoder has "
-                f"{len(self.layers)}; build it with "
-                f"DecoderCache({len(self.layers)})"
-            )
         for i, layer in enumerate(self.layers):
-            x = layer(
-                x,
-                memory,
-                src_mask,
-                tgt_mask,
-                None if cache is None else cache.layers[i],
-            )
+            kv = None if cache is None else cache.layers[i]
+            x = layer(x, memory, src_mask, tgt_mask, kv)
         return self.norm(x)
 
 
@@ -202,7 +222,7 @@ class TransformerBlock(nn.Module):
         causal: bool = False,
     ) -> None:
         super().__init__()
-        self.attention = MultiHeadedAttention(h, d_model, dropout)
+        self.attention = CachedAttention(h, d_model, dropout)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
         self.norm1 = nn.LayerNorm(d_model)
         self.norm2 = nn.LayerNorm(d_model)

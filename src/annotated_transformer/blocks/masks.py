@@ -58,12 +58,10 @@ def subsequent_mask(
     returns bool (1, size, offset + size), lower-triangular
         (diagonal included) for offset=0
     """
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+    if size < 1:
         raise ValueError(
             f"subsequent_mask needs a positive integer size, got {size!r}"
         )
-    if offset < 0:
-        raise ValueError(f"subsequent_mask needs offset >= 0, got {offset}")
     ones = torch.ones(size, offset + size, dtype=torch.bool, device=device)
     return ones.tril(diagonal=offset).unsqueeze(0)
 
@@ -145,15 +143,12 @@ def segment_mask(
     padding query attends to every key: its row is never empty (no NaN) and its
     output is never used.
     """
-    same = q_segments.unsqueeze(-1) == k_segments.unsqueeze(
-        -2
-    )  # (batch, q_len, k_len)
+    # (batch, q_len, k_len)
+    same = q_segments.unsqueeze(-1) == k_segments.unsqueeze(-2)
     if causal:
         q_len, k_len = q_segments.size(-1), k_segments.size(-1)
-        same = (
-            same
-            & torch.ones(q_len, k_len, dtype=torch.bool, device=same.device).tril()
-        )
+        past = torch.ones(q_len, k_len, dtype=torch.bool, device=same.device)
+        same = same & past.tril()
     padding_query = (q_segments == 0).unsqueeze(-1)  # (batch, q_len, 1)
     return (same & ~padding_query) | padding_query
 
@@ -166,14 +161,12 @@ def segment_positions(segments: Tensor) -> Tensor:
     E.g. segments [1, 1, 1, 2, 2, 0] -> positions [0, 1, 2, 0, 1, 0] (padding counts
     too; its position is never used).
     """
-    index = torch.arange(segments.size(-1), device=segments.device).expand_as(
-        segments
-    )
+    index = torch.arange(segments.size(-1), device=segments.device)
+    index = index.expand_as(segments)
     starts = torch.ones_like(segments, dtype=torch.bool)
-    starts[:, 1:] = segments[:, 1:] != segments[:, :-1]  # a new segment begins here
-    first = (
-        torch.where(starts, index, torch.zeros_like(index)).cummax(dim=-1).values
-    )
+    # True where a new segment begins
+    starts[:, 1:] = segments[:, 1:] != segments[:, :-1]
+    first = torch.where(starts, index, 0).cummax(dim=-1).values
     return index - first
 
 

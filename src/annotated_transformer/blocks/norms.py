@@ -34,11 +34,20 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: Tensor) -> Tensor:
-        return (
-            x
-            * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-            * self.weight
-        )
+        rms = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return x * rms * self.weight
+
+
+def rms_norm(d_model: int, bias: bool, eps: float | None) -> RMSNorm:
+    """RMSNorm for a model's table of norms: no bias to drop; eps 1e-6 unless
+    given (Llama's checkpoints set 1e-5)."""
+    return RMSNorm(d_model, 1e-6 if eps is None else eps)
+
+
+def layer_norm(d_model: int, bias: bool, eps: float | None) -> nn.LayerNorm:
+    """``nn.LayerNorm`` for a model's table of norms: its bias only if ``bias``;
+    eps PyTorch's 1e-5 unless given."""
+    return nn.LayerNorm(d_model, eps=1e-5 if eps is None else eps, bias=bias)
 
 
 class LayerNorm(nn.Module):

@@ -24,36 +24,45 @@ import math
 import torch
 from torch import Tensor, nn
 
+from annotated_transformer.blocks.alibi import alibi_bias
+from annotated_transformer.blocks.rope import rope_tables
 
-def _positions(
-    x: Tensor, offset: int | Tensor, d_model: int, max_len: int
-) -> Tensor:
-    """The positions of x's tokens: (len,) from an int offset, or the
-    (batch, len) tensor given."""
-    if x.dim() != 3 or x.size(-1) != d_model:
-        raise ValueError(
-            f"expected input (batch, len, d_model={d_model}), got {tuple(x.shape)}"
-        )
+
+def check_positions(length: int, offset: int | Tensor, max_len: int) -> None:
+    """Raise a ValueError unless a sequence of ``length`` tokens starting at
+    ``offset`` (or at each position of a (batch, length) long tensor) fits a table
+    of ``max_len`` positions. Called where input enters a model, not per layer."""
     if isinstance(offset, Tensor):
-        if offset.shape != x.shape[:2] or offset.dtype != torch.long:
+        if (
+            offset.dim() != 2
+            or offset.size(1) != length
+            or offset.dtype != torch.long
+        ):
             raise ValueError(
-                f"positions must be a long tensor of shape {tuple(x.shape[:2])} "
-                f"(batch, len), got {offset.dtype} {tuple(offset.shape)}"
+                f"positions must be a long tensor of shape (batch, {length}), got "
+                f"{offset.dtype} {tuple(offset.shape)}"
             )
         if (
             offset.numel()
             and not 0 <= int(offset.min()) <= int(offset.max()) < max_len
         ):
             raise ValueError(f"positions must lie in [0, max_len={max_len})")
-        return offset
+        return
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
-    if offset + x.size(1) > max_len:
+    if offset + length > max_len:
         raise ValueError(
-            f"positions {offset}..{offset + x.size(1) - 1} (offset={offset} + "
-            f"len={x.size(1)}) exceed the positional table of max_len={max_len}; "
+            f"positions {offset}..{offset + length - 1} (offset={offset} + "
+            f"len={length}) exceed the positional table of max_len={max_len}; "
             "build the model with a larger max_len or feed shorter sequences"
         )
+
+
+def at(offset: int | Tensor, x: Tensor) -> Tensor:
+    """x's positions: offset .. offset + len - 1 (len,), or the (batch, len)
+    tensor given."""
+    if isinstance(offset, Tensor):
+        return offset
     return torch.arange(offset, offset + x.size(1), device=x.device)
 
 
@@ -65,9 +74,8 @@ def sinusoids(max_len: int, d_model: int) -> Tensor:
     geometrically from 2π to 10000·2π, so nearby positions differ in the fast pairs,
     distant ones in the slow.
     """
-    position = torch.arange(max_len, dtype=torch.float32).unsqueeze(
-        1
-    )  # (max_len, 1)
+    # (max_len, 1)
+    position = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
     # exp(-2i·ln(10000)/d) = 10000^(-2i/d), computed in log space for accuracy.
     omega = torch.exp(
         torch.arange(0, d_model, 2, dtype=torch.float32)
@@ -89,27 +97,14 @@ class PositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, dropout: float, max_len: int = 5000) -> None:
         super().__init__()
-        if d_model <= 0 or d_model % 2 != 0:
-            raise ValueError(
-                f"d_model={d_model} must be a positive even number (sin/cos pairs)"
-            )
-        if max_len <= 0:
-            raise ValueError(f"max_len must be positive, got {max_len}")
-        self.d_model = d_model
-        self.max_len = max_len
         self.dropout = nn.Dropout(p=dropout)
-        # A buffer follows .to(device) but is not trained; not persistent
-        # because it is recomputed exactly from (max_len, d_model), so
-        # checkpoints need not carry it.
-        self.register_buffer(
-            "pe", sinusoids(max_len, d_model).unsqueeze(0), persistent=False
-        )
+        # A buffer follows .to(device) but is not trained; not persistent: it is
+        # recomputed exactly from (max_len, d_model), checkpoints need not carry it.
+        pe = sinusoids(max_len, d_model).unsqueeze(0)
+        self.register_buffer("pe", pe, persistent=False)
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
-        positions = _positions(
-            x, offset, self.d_model, self.max_len
-        )  # (len,) or (batch, len)
-        return self.dropout(x + self.pe[0, positions])
+        return self.dropout(x + self.pe[0, at(offset, x)])
 
 
 class PositionalEmbedding(nn.Module):
@@ -125,17 +120,105 @@ class PositionalEmbedding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int, dropout: float = 0.0) -> None:
         super().__init__()
-        if d_model <= 0 or max_len <= 0:
-            raise ValueError(
-                f"d_model={d_model} and max_len={max_len} must be positive"
-            )
-        self.d_model = d_model
-        self.max_len = max_len
         self.embedding = nn.Embedding(max_len, d_model)
         self.dropout = nn.Dropout(p=dropout)
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
-        positions = _positions(
-            x, offset, self.d_model, self.max_len
-        )  # (len,) or (batch, len)
-        return self.dropout(x + self.embedding(positions))
+        return self.dropout(x + self.embedding(at(offset, x)))
+
+
+# The ways a decoder-only model (``ModernDecoderLM``) is told positions, one class
+# each, named in ``modern_decoder.POSITIONS``. Each is the model's ``position``
+# part: ``forward(x, positions)`` adds to the token vectors what it adds (maybe
+# nothing), and ``attention(positions, past, x)`` gives the (rope, alibi) terms
+# every layer's attention applies (maybe none). ``rotary`` and ``alibi`` say which
+# terms its attention expects.
+Terms = tuple[tuple[Tensor, Tensor] | None, Tensor | None]
+
+
+class NoPositions(nn.Module):
+    """No position information at all: causal attention alone (an ablation)."""
+
+    rotary = alibi = False
+
+    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
+        super().__init__()
+
+    def forward(self, x: Tensor, positions: int | Tensor) -> Tensor:
+        return x
+
+    def attention(self, positions: Tensor, past: int, x: Tensor) -> Terms:
+        """No terms for the attention: (None, None)."""
+        return None, None
+
+    def extend(self, max_len: int) -> None:
+        """Accept contexts up to ``max_len`` (nothing to outgrow here)."""
+
+
+class LearnedPositions(NoPositions):
+    """A learned vector per position, added to the input (GPT-2's); state-dict
+    names those of :class:`PositionalEmbedding` (``embedding.weight``)."""
+
+    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
+        super().__init__(d_model, h, max_len, base)
+        self.max_len = max_len
+        self.embedding = nn.Embedding(max_len, d_model)
+
+    def forward(self, x: Tensor, positions: int | Tensor) -> Tensor:
+        return x + self.embedding(at(positions, x))
+
+    def extend(self, max_len: int) -> None:
+        raise ValueError(
+            "learned positions have no vector past position "
+            f"{self.max_len - 1}: a model with them cannot read a longer context"
+        )
+
+
+class SinusoidalPositions(NoPositions):
+    """The paper's sinusoids, added to the input."""
+
+    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
+        super().__init__(d_model, h, max_len, base)
+        self.d_model = d_model
+        self.register_buffer("pe", sinusoids(max_len, d_model), persistent=False)
+
+    def forward(self, x: Tensor, positions: int | Tensor) -> Tensor:
+        return x + self.pe[at(positions, x)]
+
+    def extend(self, max_len: int) -> None:
+        self.pe = sinusoids(max_len, self.d_model).to(self.pe.device)
+
+
+class RotaryPositions(NoPositions):
+    """RoPE: nothing added to the input; every layer rotates its queries and keys
+    by their positions (:mod:`~annotated_transformer.blocks.rope`)."""
+
+    rotary = True
+
+    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
+        super().__init__(d_model, h, max_len, base)
+        self.d_k, self.base = d_model // h, base
+
+    def attention(self, positions: Tensor, past: int, x: Tensor) -> Terms:
+        """(cos, sin), (len, d_k / 2); with left padding (batch, 1, len, d_k / 2),
+        a table per row."""
+        dtype = torch.promote_types(x.dtype, torch.float32)
+        cos, sin = rope_tables(positions, self.d_k, self.base, dtype)
+        if positions.dim() == 2:
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        return (cos, sin), None
+
+
+class ALiBiPositions(NoPositions):
+    """ALiBi: nothing added to the input; every layer's scores get the distance
+    penalty of :mod:`~annotated_transformer.blocks.alibi`."""
+
+    alibi = True
+
+    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
+        super().__init__(d_model, h, max_len, base)
+        self.h = h
+
+    def attention(self, positions: Tensor, past: int, x: Tensor) -> Terms:
+        """ALiBi's bias (h, len, past + len)."""
+        return None, alibi_bias(self.h, x.size(1), past, x.device)

@@ -108,9 +108,8 @@ class RelativeMultiHeadAttention(nn.Module):
     def _mask(self, mask: Tensor | None, x: Tensor, klen: int) -> Tensor:
         """The user's mask (checked) or the causal one, (batch or 1, len, klen)."""
         batch, qlen, _ = x.shape
-        causal = subsequent_mask(
-            qlen, offset=klen - qlen, device=x.device
-        )  # (1, qlen, klen)
+        # (1, qlen, klen)
+        causal = subsequent_mask(qlen, offset=klen - qlen, device=x.device)
         if mask is None:
             return causal
         if mask.dim() not in (2, 3):
@@ -148,25 +147,18 @@ class RelativeMultiHeadAttention(nn.Module):
         mask = self._mask(mask, x, klen).unsqueeze(1)  # (batch|1, 1, len, klen)
 
         q = self._split_heads(self.w_q(x))  # (batch, h, len, d_k)
-        k, v = (
-            self._split_heads(self.w_k(context)),
-            self._split_heads(self.w_v(context)),
-        )
-        distances = relative_positions(klen, self.d_model).to(
-            x
-        )  # (klen, d_model), descending
+        k = self._split_heads(self.w_k(context))
+        v = self._split_heads(self.w_v(context))
+        # (klen, d_model), distances descending
+        distances = relative_positions(klen, self.d_model).to(x)
         r = self._split_heads(self.w_r(distances))  # (h, klen, d_k)
-        content = (q + self.u[:, None]) @ k.transpose(
-            -2, -1
-        )  # (batch, h, len, klen)
-        position = rel_shift(
-            (q + self.v[:, None]) @ r.transpose(-2, -1)
-        )  # distance m + i − j
+        # (batch, h, len, klen)
+        content = (q + self.u[:, None]) @ k.transpose(-2, -1)
+        # (batch, h, len, klen): column j holds distance m + i − j
+        position = rel_shift((q + self.v[:, None]) @ r.transpose(-2, -1))
         scores = (content + position) / math.sqrt(self.d_k)
-        weights = self.dropout(
-            scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        )
-        out = (
-            (weights @ v).transpose(1, 2).flatten(2)
-        )  # (batch, len, h · d_k): concat heads
+        scores = scores.masked_fill(~mask, float("-inf"))
+        weights = self.dropout(scores.softmax(dim=-1))
+        # (batch, len, h · d_k): concatenate the heads
+        out = (weights @ v).transpose(1, 2).flatten(2)
         return self.w_o(out)

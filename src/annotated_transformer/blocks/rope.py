@@ -51,9 +51,9 @@ def rope_tables(
             "RoPE rotates pairs of features, so the width must be a positive even "
             f"number, got d={d}; choose d_model / h even"
         )
-    theta = base ** (
-        -torch.arange(0, d, 2, dtype=dtype, device=positions.device) / d
-    )  # (d/2,)
+    # (d/2,)
+    pair = torch.arange(0, d, 2, dtype=dtype, device=positions.device)
+    theta = base ** (-pair / d)
     angles = positions.to(dtype).unsqueeze(-1) * theta  # (..., len, d/2)
     return angles.cos(), angles.sin()
 
@@ -74,9 +74,8 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
             "x.size(-1))"
         )
     pairs = x.to(torch.promote_types(x.dtype, cos.dtype)).unflatten(-1, (-1, 2))
-    x1, x2 = pairs.unbind(
-        -1
-    )  # (..., len, d/2): the first and second member of each pair
+    # (..., len, d/2): the first and second member of each pair
+    x1, x2 = pairs.unbind(-1)
     rotated = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
     return rotated.flatten(-2).to(x.dtype)
 

@@ -209,9 +209,8 @@ def fixed_sparse_attention(
     batch, heads, n, d_k = q.shape
     m = n // stride
     qb, kb, vb = (t.reshape(batch, heads, m, stride, t.size(-1)) for t in (q, k, v))
-    k_sum = kb[..., stride - c :, :].reshape(
-        batch, heads, 1, m * c, d_k
-    )  # every block's last c
+    # every block's last c keys and values
+    k_sum = kb[..., stride - c :, :].reshape(batch, heads, 1, m * c, d_k)
     v_sum = vb[..., stride - c :, :].reshape(batch, heads, 1, m * c, v.size(-1))
 
     own = torch.ones(
@@ -276,24 +275,20 @@ def strided_sparse_attention(
     local = (t[None, None, :] > r[None, :, None]) & (
         t[None, None, :] <= stride + r[None, :, None]
     )
-    local = local & (
-        (a[:, None, None] > 0) | (t[None, None, :] >= stride)
-    )  # (m, stride, 2·stride)
+    # (m, stride, 2·stride)
+    local = local & ((a[:, None, None] > 0) | (t[None, None, :] >= stride))
 
-    qc, kc, vc = (
-        x.transpose(2, 3) for x in (qb, kb, vb)
-    )  # columns: (.., stride, m, d)
+    # columns: (.., stride, m, d)
+    qc, kc, vc = (x.transpose(2, 3) for x in (qb, kb, vb))
+    # strided: rows a' < a, (m, 1, m)
+    strided = (a[None, :] < a[:, None])[:, None, :]
     w_loc, w_col = _softmax_parts(
         [qb @ k_loc.transpose(-2, -1), (qc @ kc.transpose(-2, -1)).transpose(2, 3)],
-        [
-            local,
-            (a[None, :] < a[:, None])[:, None, :],
-        ],  # strided: rows a' < a, (m, 1, m)
+        [local, strided],
         1 / math.sqrt(d_k),
     )
-    out = w_loc @ v_loc + (w_col.transpose(2, 3) @ vc).transpose(
-        2, 3
-    )  # (.., m, stride, d_v)
+    # (.., m, stride, d_v)
+    out = w_loc @ v_loc + (w_col.transpose(2, 3) @ vc).transpose(2, 3)
     return out.reshape(batch, heads, n, v.size(-1))
 
 
@@ -368,13 +363,8 @@ class SparseSelfAttention(nn.Module):
             raise ValueError(
                 f"pattern={pattern!r}: use one of {', '.join(PATTERNS)}"
             )
-        self.h, self.d_k, self.pattern, self.stride, self.c = (
-            h,
-            d_model // h,
-            pattern,
-            stride,
-            c,
-        )
+        self.h, self.d_k = h, d_model // h
+        self.pattern, self.stride, self.c = pattern, stride, c
         self.w_q, self.w_k, self.w_v, self.w_o = (
             nn.Linear(d_model, d_model, bias=bias) for _ in range(4)
         )

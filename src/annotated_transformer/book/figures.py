@@ -1287,7 +1287,7 @@ def block_today() -> str:
 
     c = Canvas("The 2017 block against today's")
     old = [
-        ("attention", attention.MultiHeadedAttention, "blue", "h key/value heads"),
+        ("attention", attention.CachedAttention, "blue", "h key/value heads"),
         ("+", None, "", ""),
         ("norm1", torch.nn.LayerNorm, "purple", ""),
         ("feed_forward", layers.PositionwiseFeedForward, "green", "ReLU, biases"),

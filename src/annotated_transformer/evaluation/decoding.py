@@ -25,7 +25,7 @@ from torch import Tensor
 
 from annotated_transformer.blocks.kv_cache import DecoderCache
 from annotated_transformer.blocks.masks import subsequent_mask
-from annotated_transformer.models.encoder_decoder import EncoderDecoder
+from annotated_transformer.models.encoder_decoder import EncoderDecoder, Transformer
 from annotated_transformer.models.modes import evaluating
 
 
@@ -65,6 +65,12 @@ class _Stepper:
     def __init__(
         self, model: EncoderDecoder, memory: Tensor, src_mask: Tensor, cached: bool
     ):
+        if cached and not isinstance(model, Transformer):
+            raise ValueError(
+                "use_cache=True needs make_transformer's model (make_model's 2017 "
+                "one has no cache); build it with make_transformer or pass "
+                "use_cache=False"
+            )
         self.model, self.memory, self.src_mask = model, memory, src_mask
         self.cache = DecoderCache(len(model.decoder.layers)) if cached else None
 

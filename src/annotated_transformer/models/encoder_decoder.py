@@ -1,10 +1,13 @@
 """The paper's model: the encoder-decoder Transformer (Vaswani et al. 2017).
 
-- :class:`EncoderDecoder`: encode the source once, decode the target (all at once in
-  training, a few new positions at a time with a cache when generating);
+- :class:`EncoderDecoder`: encode the source once, decode the target;
+- :class:`Transformer`: the same with what later chapters add (inputs checked at
+  the door, a key/value cache for generating, packed rows), built by
+  :func:`make_transformer`, the model the runner trains;
 - :class:`Generator`: the final linear layer and softmax over the target vocabulary;
 - :func:`make_model`: build the whole model from hyper-parameters,
-  Glorot-initialised;
+  Glorot-initialised, and :func:`make_transformer`, the same with :data:`FULL`'s
+  classes;
 - :func:`tie_weights`: share the target embeddings with the generator (and the
   source);
 - :func:`count_parameters`, :func:`parameter_counts` (measured per block) and
@@ -22,11 +25,16 @@ import copy
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from annotated_transformer.blocks.attention import MultiHeadedAttention
+from annotated_transformer.blocks.attention import (
+    CachedAttention,
+    MultiHeadedAttention,
+)
 from annotated_transformer.blocks.embeddings import Embeddings, TokenAndPosition
 from annotated_transformer.blocks.feed_forward import PositionwiseFeedForward
 from annotated_transformer.blocks.kv_cache import DecoderCache
 from annotated_transformer.blocks.layers import (
+    CachedDecoder,
+    CachedDecoderLayer,
     Decoder,
     DecoderLayer,
     Encoder,
@@ -38,6 +46,8 @@ from annotated_transformer.blocks.masks import (
 )
 from annotated_transformer.blocks.positional import (
     PositionalEncoding,
+    check_positions,
+    sinusoids,
 )
 
 
@@ -65,13 +75,78 @@ class EncoderDecoder(nn.Module):
     """A standard encoder-decoder: memory = encode(src);
     decode(memory, tgt) -> hidden states.
 
-    src: integer (batch, src_len); tgt: integer (batch,
-        tgt_len), the shifted-right target
+    Built from an :class:`Encoder`, a :class:`Decoder`, two embeddings (token ids
+    -> (batch, len, d_model) vectors with positions) and a :class:`Generator`.
+
+    src: integer (batch, src_len); tgt: integer (batch, tgt_len), the
+        shifted-right target
     src_mask: bool (batch, 1, src_len)
         (:func:`~annotated_transformer.blocks.masks.padding_mask`)
     tgt_mask: bool (batch, tgt_len, tgt_len)
-        (:func:`~annotated_transformer.blocks.masks.make_std_mask`) forward returns
-        (batch, tgt_len, d_model); apply ``generator`` for the vocabulary.
+        (:func:`~annotated_transformer.blocks.masks.make_std_mask`)
+    returns (batch, tgt_len, d_model); apply ``generator`` for the vocabulary.
+    """
+
+    def __init__(self, encoder, decoder, src_embed, tgt_embed, generator) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.decoder = decoder
+        self.src_embed = src_embed
+        self.tgt_embed = tgt_embed
+        self.generator = generator
+
+    def forward(
+        self, src: Tensor, tgt: Tensor, src_mask: Tensor, tgt_mask: Tensor
+    ) -> Tensor:
+        return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        return self.encoder(self.src_embed(src), src_mask)
+
+    def decode(
+        self, memory: Tensor, src_mask: Tensor, tgt: Tensor, tgt_mask: Tensor
+    ) -> Tensor:
+        return self.decoder(self.tgt_embed(tgt), memory, src_mask, tgt_mask)
+
+
+def make_model(
+    src_vocab: int,
+    tgt_vocab: int,
+    N: int = 6,
+    d_model: int = 512,
+    d_ff: int = 2048,
+    h: int = 8,
+    dropout: float = 0.1,
+) -> EncoderDecoder:
+    """The Transformer of the paper (base model by default: N=6,
+    d_model=512, d_ff=2048, h=8).
+
+    Matrices get Glorot/Xavier-uniform initialisation, as in the Annotated
+    Transformer; biases keep PyTorch's defaults and LayerNorms start as the
+    identity. :func:`make_transformer` builds the same model, weight for weight,
+    with what the later chapters add.
+    """
+    c = copy.deepcopy
+    attn = MultiHeadedAttention(h, d_model, dropout)
+    ff = PositionwiseFeedForward(d_model, d_ff, dropout)
+    position = PositionalEncoding(d_model, dropout)
+    model = EncoderDecoder(
+        Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout), N),
+        Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout), N),
+        TokenAndPosition(Embeddings(d_model, src_vocab), c(position)),
+        TokenAndPosition(Embeddings(d_model, tgt_vocab), c(position)),
+        Generator(d_model, tgt_vocab),
+    )
+    for p in model.parameters():
+        if p.dim() > 1:
+            nn.init.xavier_uniform_(p)
+    return model
+
+
+class Transformer(EncoderDecoder):
+    """:class:`EncoderDecoder` as the runner trains and decodes it: inputs checked
+    where they enter, a key/value cache for decoding (chapter 09) and packed rows
+    (chapter 10). Built by :func:`make_transformer`.
 
     Packed rows (several sentence pairs per row,
     :class:`~annotated_transformer.training.trainer.PackedBatch`) also pass
@@ -80,21 +155,6 @@ class EncoderDecoder(nn.Module):
     ``src_pos``/``tgt_pos`` (batch, len), each token's position within its own
     sentence.
     """
-
-    def __init__(
-        self,
-        encoder: Encoder,
-        decoder: Decoder,
-        src_embed: nn.Module,
-        tgt_embed: nn.Module,
-        generator: Generator,
-    ) -> None:
-        super().__init__()
-        self.encoder = encoder
-        self.decoder = decoder
-        self.src_embed = src_embed
-        self.tgt_embed = tgt_embed
-        self.generator = generator
 
     def forward(
         self,
@@ -110,18 +170,22 @@ class EncoderDecoder(nn.Module):
         memory_mask = src_mask if memory_mask is None else memory_mask
         return self.decode(memory, memory_mask, tgt, tgt_mask, positions=tgt_pos)
 
+    @property
+    def max_len(self) -> int:
+        """The longest sequence the positional table covers."""
+        return self.src_embed.position.pe.size(1)
+
     def encode(
         self, src: Tensor, src_mask: Tensor | None, positions: Tensor | None = None
     ) -> Tensor:
         """src (batch, src_len) -> memory (batch, src_len, d_model)."""
         check_tokens(src, "src")
+        batch, length = src.shape
         if src_mask is not None:
-            check_mask(
-                src_mask, src.size(0), src.size(1), src.size(1), name="src_mask"
-            )
-        return self.encoder(
-            self.src_embed(src, 0 if positions is None else positions), src_mask
-        )
+            check_mask(src_mask, batch, length, length, name="src_mask")
+        offset = 0 if positions is None else positions
+        check_positions(length, offset, self.max_len)
+        return self.encoder(self.src_embed(src, offset), src_mask)
 
     def decode(
         self,
@@ -140,31 +204,44 @@ class EncoderDecoder(nn.Module):
         ``cache.length`` on, earlier keys and values come from the cache (which this
         call extends), and tgt_mask is (batch or 1, new, cache.length + new) or None
         (a single new token may see everything).
-        src_mask: (batch, 1 or new, src_len). positions:
-            (batch, new) for packed rows.
+        src_mask: (batch, 1 or new, src_len). positions: (batch, new) for packed
+        rows.
         """
         check_tokens(tgt, "tgt")
-        batch, src_len = memory.size(0), memory.size(1)
-        if tgt.size(0) != batch:
+        batch, new = tgt.shape
+        if memory.size(0) != batch:
             raise ValueError(
-                f"tgt has batch size {tgt.size(0)} but memory has {batch}"
+                f"tgt has batch size {batch} but memory has {memory.size(0)}"
             )
         if src_mask is not None:
-            check_mask(src_mask, batch, tgt.size(1), src_len, name="src_mask")
-        past = (
-            0 if cache is None else cache.length
-        )  # read before the layers extend the cache
-        if tgt_mask is not None:
-            check_mask(
-                tgt_mask, batch, tgt.size(1), past + tgt.size(1), name="tgt_mask"
+            check_mask(src_mask, batch, new, memory.size(1), name="src_mask")
+        layers = len(self.decoder.layers)
+        if cache is not None and len(cache.layers) != layers:
+            raise ValueError(
+                f"the cache has {len(cache.layers)} layers but the decoder has "
+                f"{layers}; build it with DecoderCache({layers})"
             )
-        x = self.tgt_embed(
-            tgt, past if positions is None else positions
-        )  # past .. past+new-1
+        # Read before the layers extend the cache: positions past .. past + new - 1.
+        past = 0 if cache is None else cache.length
+        if tgt_mask is not None:
+            check_mask(tgt_mask, batch, new, past + new, name="tgt_mask")
+        offset = past if positions is None else positions
+        check_positions(new, offset, self.max_len)
+        x = self.tgt_embed(tgt, offset)
         return self.decoder(x, memory, src_mask, tgt_mask, cache)
 
 
-def make_model(
+FULL: dict[type[nn.Module], type[nn.Module]] = {
+    MultiHeadedAttention: CachedAttention,
+    DecoderLayer: CachedDecoderLayer,
+    Decoder: CachedDecoder,
+    EncoderDecoder: Transformer,
+}
+"""Each 2017 class and its subclass with what later chapters add: the same
+parameters, more methods."""
+
+
+def make_transformer(
     src_vocab: int,
     tgt_vocab: int,
     N: int = 6,
@@ -174,45 +251,30 @@ def make_model(
     dropout: float = 0.1,
     max_len: int = 5000,
     attn_dropout: float | None = None,
-) -> EncoderDecoder:
-    """The Transformer of the paper (base model by default: N=6,
-    d_model=512, d_ff=2048, h=8).
+) -> Transformer:
+    """:func:`make_model`'s model with the :data:`FULL` classes, as the runner
+    trains it: the same weights for the same seed, the same state-dict keys.
 
-    ``attn_dropout``: dropout on the attention weights (None: ``dropout``, as in the
+    max_len: the longest sequence (the positional table's length).
+    attn_dropout: dropout on the attention weights (None: ``dropout``, as in the
     paper's code); 0 lets PyTorch use its fused attention kernels in training too.
-
-    Matrices get Glorot/Xavier-uniform initialisation, as in the Annotated
-    Transformer; biases keep PyTorch's defaults and LayerNorms start as the
-    identity.
     """
-    positive = {
-        "src_vocab": src_vocab,
-        "tgt_vocab": tgt_vocab,
-        "N": N,
-        "d_ff": d_ff,
-    }
-    for name, value in (positive | {"max_len": max_len}).items():
+    sizes = {"src_vocab": src_vocab, "tgt_vocab": tgt_vocab, "N": N, "d_ff": d_ff}
+    for name, value in (sizes | {"max_len": max_len}).items():
         if value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value}")
     if d_model % 2 != 0 or d_model < 2:
         raise ValueError(
             f"d_model={d_model} must be a positive even number (sin/cos pairs)"
         )
-    c = copy.deepcopy
-    attn_p = dropout if attn_dropout is None else attn_dropout
-    attn = MultiHeadedAttention(h, d_model, attn_p)  # raises if d_model % h != 0
-    ff = PositionwiseFeedForward(d_model, d_ff, dropout)
-    position = PositionalEncoding(d_model, dropout, max_len)
-    model = EncoderDecoder(
-        Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout), N),
-        Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout), N),
-        TokenAndPosition(Embeddings(d_model, src_vocab), c(position)),
-        TokenAndPosition(Embeddings(d_model, tgt_vocab), c(position)),
-        Generator(d_model, tgt_vocab),
-    )
-    for p in model.parameters():
-        if p.dim() > 1:
-            nn.init.xavier_uniform_(p)
+    model = make_model(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout)
+    for module in model.modules():
+        # A subclass that adds no state: the module keeps its weights.
+        module.__class__ = FULL.get(type(module), type(module))
+        if isinstance(module, CachedAttention) and attn_dropout is not None:
+            module.dropout.p = attn_dropout
+        if isinstance(module, PositionalEncoding):
+            module.pe = sinusoids(max_len, d_model).unsqueeze(0)
     return model
 
 

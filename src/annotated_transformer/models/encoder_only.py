@@ -104,16 +104,13 @@ class EncoderClassifier(nn.Module):
         ``pad`` -> logits (batch, n_classes)."""
         x, real = self.encode(tokens)
         if self.cls is not None:
-            pooled = x[
-                :, 0
-            ]  # (batch, d_model): the [CLS] position gathers the sequence
+            # (batch, d_model): the [CLS] position gathers the sequence
+            pooled = x[:, 0]
         else:
-            weights = real.unsqueeze(-1).to(
-                x.dtype
-            )  # (batch, len, 1): 1 real, 0 padding
-            pooled = (x * weights).sum(dim=1) / weights.sum(
-                dim=1
-            )  # masked mean (batch, d)
+            # (batch, len, 1): 1 real, 0 padding
+            weights = real.unsqueeze(-1).to(x.dtype)
+            # the mean over the real tokens, (batch, d_model)
+            pooled = (x * weights).sum(dim=1) / weights.sum(dim=1)
         return self.to_classes(pooled)
 
     def encode(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
@@ -128,15 +125,13 @@ class EncoderClassifier(nn.Module):
                 f"max_len={self.max_len}: truncate them (imdb.encode does) or "
                 "build the model with a larger max_len"
             )
-        real = (
-            tokens != self.pad
-        )  # (batch, len); a row of padding only would give NaN
+        # (batch, len); a row of padding only would give NaN
+        real = tokens != self.pad
         x = self.embed(tokens)  # (batch, len, d_model)
         if self.cls is not None:
             x = torch.cat([self.cls.expand(batch, 1, -1).to(x.dtype), x], dim=1)
-            real = torch.cat(
-                [real.new_ones(batch, 1), real], dim=1
-            )  # [CLS] is never padding
+            # [CLS] is never padding
+            real = torch.cat([real.new_ones(batch, 1), real], dim=1)
         x = self.position(x)
         mask = real.unsqueeze(1)  # (batch, 1, len): every query sees the real keys
         for i, block in enumerate(self.blocks):

@@ -114,9 +114,8 @@ class GPT2LM(ModernDecoderLM):
         for block in self.blocks:
             block.feed_forward = GELUFeedForward(d_model, d_ff, dropout)
         self.to_logits = nn.Linear(d_model, vocab, bias=False)
-        self.to_logits.weight = (
-            self.embed.weight
-        )  # tied: one (vocab, d_model) table
+        # Tied: one (vocab, d_model) table.
+        self.to_logits.weight = self.embed.weight
         gpt2_init_(self)
 
     @classmethod

@@ -35,14 +35,16 @@ pre-norm.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
-from annotated_transformer.blocks.alibi import alibi_bias
 from annotated_transformer.blocks.feed_forward import (
-    PositionwiseFeedForward,
+    GELUFeedForward,
+    ReLU2FeedForward,
+    ReLUFeedForward,
     SwiGLU,
-    swiglu_width,
 )
 from annotated_transformer.blocks.grouped_query_attention import (
     GroupedQueryAttention,
@@ -52,56 +54,92 @@ from annotated_transformer.blocks.masks import (
     left_padding_mask,
     left_padding_positions,
 )
-from annotated_transformer.blocks.norms import RMSNorm
+from annotated_transformer.blocks.norms import layer_norm, rms_norm
 from annotated_transformer.blocks.positional import (
-    PositionalEmbedding,
-    PositionalEncoding,
+    ALiBiPositions,
+    LearnedPositions,
+    NoPositions,
+    RotaryPositions,
+    SinusoidalPositions,
 )
-from annotated_transformer.blocks.rope import rope_tables
 from annotated_transformer.models.decoder_only import check_lm_input
+from annotated_transformer.models.encoder_decoder import count_parameters
 
-NORMS = ("rms", "layer")
-POSITIONS = ("rope", "alibi", "learned", "sinusoidal", "none")
-FEED_FORWARDS = ("swiglu", "relu")
+# The parts a config names, each a class (or a function that builds one); a new
+# variant is a class and one entry here. Names are checked once, where a config is
+# read (check_choices); the model looks them up and branches on none of them.
+NORMS = {"rms": rms_norm, "layer": layer_norm}
+POSITIONS: dict[str, type[NoPositions]] = {
+    "rope": RotaryPositions,
+    "alibi": ALiBiPositions,
+    "learned": LearnedPositions,
+    "sinusoidal": SinusoidalPositions,
+    "none": NoPositions,
+}
+FEED_FORWARDS: dict[str, type[ReLUFeedForward] | type[SwiGLU]] = {
+    "swiglu": SwiGLU,
+    "relu": ReLUFeedForward,
+    "gelu": GELUFeedForward,
+    "relu2": ReLU2FeedForward,
+}
 
 
 def check_choices(norm: str, positions: str, feed_forward: str) -> None:
     """One clear error for a block option that does not exist."""
-    for name, value, choices in (
+    for name, value, table in (
         ("norm", norm, NORMS),
         ("positions", positions, POSITIONS),
         ("feed_forward", feed_forward, FEED_FORWARDS),
     ):
-        if value not in choices:
-            raise ValueError(f"{name}={value!r}: use one of {', '.join(choices)}")
+        if value not in table:
+            raise ValueError(f"{name}={value!r}: use one of {', '.join(table)}")
 
 
-def make_norm(
-    norm: str,
-    d_model: int,
-    bias: bool,
-    eps: float | None = None,
-) -> nn.Module:
-    """RMSNorm (``"rms"``) or LayerNorm (``"layer"``, its bias only if ``bias``).
+@dataclass(frozen=True)
+class ModernConfig:
+    """Chapter 15's model, its sizes and its parts by name: read and checked once,
+    then the one object every block is built from (``ModernBlock(config)``).
 
-    eps: added to the variance; None takes each norm's usual one, 1e-6 for RMSNorm
-    and PyTorch's 1e-5 for LayerNorm (Llama's checkpoints set 1e-5 for RMSNorm).
+    d_ff: the feed-forward's hidden width; None takes ``width(4 · d_model)`` of
+        the chosen feed-forward (4 · d_model for ReLU, the same parameter count for
+        SwiGLU). kv_heads: key/value heads, dividing h. eps: the norms' (None:
+        each norm's usual one, see :data:`NORMS`).
     """
-    if norm == "rms":
-        return RMSNorm(d_model, 1e-6 if eps is None else eps)
-    return nn.LayerNorm(d_model, eps=1e-5 if eps is None else eps, bias=bias)
+
+    vocab: int = 256
+    d_model: int = 128
+    h: int = 4
+    N: int = 4
+    max_len: int = 256
+    d_ff: int | None = None
+    kv_heads: int = 2
+    dropout: float = 0.0
+    rope_base: float = 10000.0
+    norm: str = "rms"
+    positions: str = "rope"
+    feed_forward: str = "swiglu"
+    bias: bool = False
+    eps: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("vocab", "N", "max_len"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"{name} must be a positive integer, got {getattr(self, name)}"
+                )
+        check_choices(self.norm, self.positions, self.feed_forward)
+        if self.d_ff is None:
+            width = FEED_FORWARDS[self.feed_forward].width(4 * self.d_model)
+            object.__setattr__(self, "d_ff", width)
 
 
 class ModernBlock(nn.Module):
     """Pre-norm block: x + dropout(GQA(RMSNorm(x))), then
     x + dropout(SwiGLU(RMSNorm(x))).
 
-    d_ff: the feed-forward's hidden width itself
-        (``swiglu_width(4 * d_model)`` matches the parameters of the paper's
-        4·d_model ReLU feed-forward); no biases unless ``bias``.
-    norm, feed_forward, bias: the switches of the module docstring;
-        positions: "rope" and "alibi" act here, in the attention, the others
-        at the input of the model.
+    config: the sizes and parts (:class:`ModernConfig`); no biases unless
+        ``config.bias``; positions: rotary and ALiBi ones act here, in the
+        attention, the others at the input of the model.
     x: (batch, new, d_model); cache: a :class:`KVCache` of
         kv_heads heads for generation;
     rope: (cos, sin) tables for the new positions (with RoPE), or
@@ -112,38 +150,25 @@ class ModernBlock(nn.Module):
     returns (batch, new, d_model)
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        h: int,
-        kv_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        rope_base: float = 10000.0,
-        eps: float | None = None,
-        *,
-        norm: str = "rms",
-        positions: str = "rope",
-        feed_forward: str = "swiglu",
-        bias: bool = False,
-    ) -> None:
+    def __init__(self, config: ModernConfig) -> None:
         super().__init__()
-        check_choices(norm, positions, feed_forward)
-        self.norm1 = make_norm(norm, d_model, bias, eps)
+        c = config
+        self.norm1 = NORMS[c.norm](c.d_model, c.bias, c.eps)
+        position = POSITIONS[c.positions]
         self.attention = GroupedQueryAttention(
-            d_model,
-            h,
-            kv_heads,
-            dropout,
-            bias=bias,
-            rope=positions == "rope",
-            rope_base=rope_base,
-            alibi=positions == "alibi",
+            c.d_model,
+            c.h,
+            c.kv_heads,
+            c.dropout,
+            bias=c.bias,
+            rope=position.rotary,
+            rope_base=c.rope_base,
+            alibi=position.alibi,
         )
-        self.norm2 = make_norm(norm, d_model, bias, eps)
-        ff = SwiGLU if feed_forward == "swiglu" else PositionwiseFeedForward
-        self.feed_forward = ff(d_model, d_ff, dropout, bias)
-        self.dropout = nn.Dropout(dropout)
+        self.norm2 = NORMS[c.norm](c.d_model, c.bias, c.eps)
+        ff = FEED_FORWARDS[c.feed_forward]
+        self.feed_forward = ff(c.d_model, c.d_ff, c.dropout, c.bias)
+        self.dropout = nn.Dropout(c.dropout)
 
     def forward(
         self,
@@ -180,7 +205,7 @@ class ModernDecoderLM(nn.Module):
         docstring;
         "learned" and "sinusoidal" positions are added to the token vectors, as in
         chapter 14.
-    eps: the norms' (None: each norm's usual one, see :func:`make_norm`).
+    eps: the norms' (None: each norm's usual one, see :data:`NORMS`).
 
     x: integer (batch, len), ids in [0, vocab); positions start at
         ``cache[0].length`` (0 without a cache) and must stay below max_len.
@@ -212,35 +237,20 @@ class ModernDecoderLM(nn.Module):
         eps: float | None = None,
     ) -> None:
         super().__init__()
-        for name, value in (("vocab", vocab), ("N", N), ("max_len", max_len)):
-            if value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value}")
-        check_choices(norm, positions, feed_forward)
-        if d_ff is None:
-            d_ff = (
-                swiglu_width(4 * d_model)
-                if feed_forward == "swiglu"
-                else 4 * d_model
-            )
+        # The sizes and parts, checked once and handed to every block.
+        c = ModernConfig(
+            vocab, d_model, h, N, max_len, d_ff, kv_heads, dropout, rope_base,
+            norm, positions, feed_forward, bias, eps,
+        )  # fmt: skip
+        self.config = c
         self.vocab, self.max_len, self.rope_base = vocab, max_len, rope_base
-        self.positions = positions
         self.embed = nn.Embedding(vocab, d_model)
-        self.position: nn.Module | None = (
-            None  # positions added to the input, if any
-        )
-        if positions == "learned":
-            self.position = PositionalEmbedding(d_model, max_len)
-        elif positions == "sinusoidal":
-            self.position = PositionalEncoding(d_model, 0.0, max_len)
+        # What positions add to the input (maybe nothing) and give every layer.
+        self.position = POSITIONS[positions](d_model, h, max_len, rope_base)
         self.dropout = nn.Dropout(dropout)
-        sizes = (d_model, h, kv_heads, d_ff, dropout, rope_base, eps)
-        switches = {"norm": norm, "positions": positions, "bias": bias}
-        switches["feed_forward"] = feed_forward
-        blocks = (ModernBlock(*sizes, **switches) for _ in range(N))
-        self.blocks = nn.ModuleList(blocks)
-        self.norm = make_norm(norm, d_model, bias, eps)
+        self.blocks = nn.ModuleList(ModernBlock(c) for _ in range(N))
+        self.norm = NORMS[norm](d_model, bias, eps)
         self.to_logits = nn.Linear(d_model, vocab, bias=bias)
-        self.h, self.d_k = h, d_model // h
 
     def new_cache(self) -> list[KVCache]:
         """An empty key/value cache: one growing :class:`KVCache` per block."""
@@ -254,16 +264,7 @@ class ModernDecoderLM(nn.Module):
         computed for the new length; a learned table has no vectors past the
         length it was trained for.
         """
-        if self.positions == "learned":
-            raise ValueError(
-                "learned positions have no vector past position "
-                f"{self.max_len - 1}: a model with them cannot read a longer "
-                "context"
-            )
-        if self.position is not None:  # sinusoids
-            self.position = PositionalEncoding(
-                self.embed.embedding_dim, 0.0, max_len
-            ).to(self.embed.weight.device)
+        self.position.extend(max_len)
         self.max_len = max_len
 
     def forward(
@@ -273,27 +274,17 @@ class ModernDecoderLM(nn.Module):
         mask: Tensor | None = None,
     ) -> Tensor:
         past = check_lm_input(x, cache, len(self.blocks), self.max_len, mask)
-        keys = None if mask is None else left_padding_mask(mask, x.size(1))
-        positions = (  # (len,), or (batch, len) with padding
-            torch.arange(past, past + x.size(1), device=x.device)
-            if mask is None
-            else left_padding_positions(mask, x.size(1))
-        )
-        h = self.embed(x)  # (batch, len, d_model)
-        if self.position is not None:
-            h = self.position(h, past if mask is None else positions)
+        if mask is None:
+            keys = None
+            positions = torch.arange(past, past + x.size(1), device=x.device)
+        else:
+            # Left padding: each row's own positions, padded keys hidden.
+            keys = left_padding_mask(mask, x.size(1))
+            positions = left_padding_positions(mask, x.size(1))
+        h = self.position(self.embed(x), past if mask is None else positions)
         h = self.dropout(h)
-        # Positions inside the attention are computed once, for every block.
-        rope = alibi = None
-        if self.positions == "rope":  # cos, sin: (len or batch, 1, len; d_k / 2)
-            dtype = torch.promote_types(h.dtype, torch.float32)
-            rope = rope_tables(positions, self.d_k, self.rope_base, dtype)
-            if mask is not None:
-                rope = (rope[0].unsqueeze(1), rope[1].unsqueeze(1))  # a row per row
-        elif self.positions == "alibi":
-            alibi = alibi_bias(
-                self.h, x.size(1), past, x.device
-            )  # (h, len, past + len)
+        # Positions inside the attention, computed once for every block.
+        rope, alibi = self.position.attention(positions, past, h)
         for i, block in enumerate(self.blocks):
             h = block(h, None if cache is None else cache[i], rope, alibi, keys)
         return self.to_logits(self.norm(h))  # (batch, len, vocab)
@@ -317,21 +308,25 @@ def modern_parameter_formula(
 
     attention: W^Q and W^O d², W^K and W^V d · kv_heads · d_k each (d_k = d / h), so
     2d² + 2d²·kv_heads/h: grouping saves 2d²(1 − kv_heads/h) per layer
-    SwiGLU: 3 · d · d_ff;  ReLU: 2 · d · d_ff;  a norm: d (a gain), + d with
-    LayerNorm's bias embedding and output projection (untied): vocab · d each; final
-    norm bias=True adds each linear layer's output width; learned positions
-    max_len · d
+    feed-forward: m · d · d_ff with m its matrices (SwiGLU 3, ReLU 2);  a norm: d
+    (a gain), + d with LayerNorm's bias;  embedding and output projection (untied):
+    vocab · d each;  bias=True adds each linear layer's output width;  learned
+    positions max_len · d
     """
-    d, kv = d_model, kv_heads * (d_model // h)  # kv: the width of W^K and W^V
-    norm_size = d + (d if norm == "layer" and bias else 0)
+    # kv: the width of W^K and W^V
+    d, kv = d_model, kv_heads * (d_model // h)
     attention = 2 * d * d + 2 * d * kv + (2 * d + 2 * kv if bias else 0)
-    ff_bias = (2 * d_ff if feed_forward == "swiglu" else d_ff) + d
-    ff = (3 if feed_forward == "swiglu" else 2) * d * d_ff + (
-        ff_bias if bias else 0
-    )
+    # m weight matrices; biases: (m - 1) hidden layers of d_ff, one output of d
+    m = FEED_FORWARDS[feed_forward].matrices
+    ff = m * d * d_ff + ((m - 1) * d_ff + d if bias else 0)
+    # A norm and the positions are counted from the part itself, built without
+    # memory: a gain (+ a bias), a table of max_len · d or nothing.
+    with torch.device("meta"):
+        norm_size = count_parameters(NORMS[norm](d, bias, None))
+        position = count_parameters(POSITIONS[positions](d, h, max_len, 1e4))
     counts = {"embed": vocab * d}
-    if positions == "learned":
-        counts["position"] = max_len * d
+    if position:
+        counts["position"] = position
     for i in range(N):
         counts[f"blocks.{i}"] = attention + ff + 2 * norm_size
     counts["norm"] = norm_size

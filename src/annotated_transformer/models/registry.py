@@ -27,11 +27,14 @@ from typing import Any
 
 from torch import nn
 
-from annotated_transformer.blocks.feed_forward import swiglu_width
 from annotated_transformer.blocks.layers import TransformerBlock
 from annotated_transformer.models.decoder_only import DecoderLM
 from annotated_transformer.models.gpt2 import GPT2LM
-from annotated_transformer.models.modern_decoder import ModernBlock, ModernDecoderLM
+from annotated_transformer.models.modern_decoder import (
+    FEED_FORWARDS,
+    ModernBlock,
+    ModernDecoderLM,
+)
 from annotated_transformer.models.transformer_xl import (
     TransformerXLBlock,
     TransformerXLLM,
@@ -81,7 +84,7 @@ def build_modern(config: Any, vocab: int) -> ModernDecoderLM:
     ``swiglu_width(d_ff)`` wide, the parameter count of a ReLU feed-forward of
     width ``d_ff``; ``kv_heads=0`` means one key/value head per query head."""
     c = config
-    width = swiglu_width(c.d_ff) if c.feed_forward == "swiglu" else c.d_ff
+    width = FEED_FORWARDS[c.feed_forward].width(c.d_ff)
     return ModernDecoderLM(
         vocab=vocab,
         **(sizes(c) | {"d_ff": width}),

@@ -51,7 +51,7 @@ from annotated_transformer.evaluation.decoding import (
 )
 from annotated_transformer.models.encoder_decoder import (
     EncoderDecoder,
-    make_model,
+    make_transformer,
     tie_weights,
 )
 from annotated_transformer.models.modes import evaluating
@@ -490,7 +490,7 @@ class Translation(Task):
 
     # --- model and loss
     def build_model(self) -> EncoderDecoder:
-        model = make_model(
+        model = make_transformer(
             len(self.src_vocab), len(self.tgt_vocab), **self.config.model
         )
         return tie_weights(model, share_source=True) if self.config.tie else model

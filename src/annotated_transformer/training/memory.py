@@ -75,7 +75,7 @@ from torch.profiler import ProfilerActivity, profile
 from annotated_transformer.blocks.masks import make_std_mask, padding_mask
 from annotated_transformer.models.decoder_only import DecoderLM
 from annotated_transformer.models.encoder_decoder import (
-    make_model,
+    make_transformer,
     parameter_formula,
     tie_weights,
 )
@@ -379,7 +379,7 @@ def training_memory(
     activation_checkpointing: bool = False,
 ) -> MemoryBreakdown:
     """Bytes of one training step of a ``DecoderLM`` (kind "lm") or a
-    ``make_model`` ``EncoderDecoder`` (kind "seq2seq"), with Adam, batch × length
+    ``make_transformer`` ``Transformer`` (kind "seq2seq"), with Adam, batch × length
     tokens (source and target).
 
     attention: "fused" (``F.scaled_dot_product_attention``, the default) or
@@ -633,7 +633,7 @@ def measured_training_memory(
                 model(x).flatten(0, 1), y.flatten(), reduction="sum"
             )
     else:
-        model = make_model(vocab, vocab, N, d_model, d_ff, h, dropout)
+        model = make_transformer(vocab, vocab, N, d_model, d_ff, h, dropout)
         model = (tie_weights(model, share_source=True) if shared else model).to(dev)
         src = torch.randint(1, vocab, (batch, length), generator=gen).to(dev)
         tgt = torch.randint(1, vocab, (batch, length + 1), generator=gen).to(dev)
