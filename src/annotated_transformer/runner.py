@@ -513,8 +513,8 @@ class Run:
             "parameters": count_parameters(self.model),
             "final": pick,
             "validation": {k: float(v) for k, v in choice.items()},
-            "test": test,
         }
+        metrics = records.file_scores(metrics, test)
         write_json(self.out / METRICS, metrics)
         return metrics
 
@@ -744,7 +744,7 @@ def retest(result: RunResult, wanted: Any) -> RunResult:
     result.task.config = dataclasses.replace(result.task.config, **changes)
     metrics = {**result.metrics, "config": {**saved, **changes}}
     with run_precision(result.task, result.model):
-        metrics["test"] = result.task.test(result.model)
+        metrics = records.file_scores(metrics, result.task.test(result.model))
     write_json(result.out / METRICS, metrics)
     return dataclasses.replace(result, metrics=metrics)
 
@@ -754,7 +754,7 @@ def load_run(out: str | Path, *, data_dir: str | Path | None = None) -> RunResul
     weights, in eval mode)."""
     out = Path(out)
     task, model = load_model(out / FINAL, data_dir=data_dir)
-    metrics = json.loads((out / METRICS).read_text())
+    metrics = records.current(json.loads((out / METRICS).read_text()))
     return RunResult(out, task, model, pd.read_csv(out / "history.csv"), metrics)
 
 
