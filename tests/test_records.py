@@ -344,9 +344,13 @@ def test_readme_is_a_front_door():
     lines = [line for line in section.splitlines() if line.startswith("- ")]
     assert len(lines) <= 6
     assert all(page.cited_figures(line) for line in lines), "a figure, no record"
-    pages = re.findall(r"\]\(book/_build/html/notebooks/(\d\d_\w+)\.html\)", readme)
+    # links that work on the repository's host and in a clone: the stored notebooks
+    pages = re.findall(r"\]\(notebooks/(\d\d_\w+)\.ipynb\)", readme)
     chapters = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
     assert sorted(pages) == chapters
+    targets = re.findall(r"\]\(([^)#]+)", readme)
+    missing = [t for t in targets if "://" not in t and not (ROOT / t).exists()]
+    assert not missing, f"README links to files not in the repository: {missing}"
 
 
 def test_results_page_is_up_to_date_and_in_the_toc():
