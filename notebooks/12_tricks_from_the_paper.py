@@ -509,9 +509,8 @@ alt.Chart(
 # another order of batches could change. Five rows stand out:
 #
 # - **twice the peak learning rate** (31.96<!-- record translate-cpu-3ep-lr2 metrics.validation.best -->): on a budget this short a higher rate
-#   simply gets further. An earlier run of 12 epochs (among the measurements made before
-#   the records, on the [Results](../book/results.ipynb) page) gained on validation and
-#   test2016 but not on the 2017 and 2018 test sets, so the preset keeps its rate;
+#   simply gets further. Whether the gain holds over 12 epochs is not measured here, so
+#   the preset keeps its rate;
 # - **twice the tokens per batch** (16.83<!-- record translate-cpu-3ep-double-tokens metrics.validation.best -->): the same epochs in half the optimiser
 #   steps leave the model far behind; on a short budget, steps count for more than tokens
 #   per step;
@@ -521,8 +520,7 @@ alt.Chart(
 # - **tied** (23.75<!-- record translate-cpu-3ep-tied metrics.validation.best -->): one matrix for all three costs two points, which is why
 #   the preset keeps three;
 # - **length buckets instead of packed batches** (22.42<!-- record translate-cpu-3ep-buckets metrics.validation.best -->): packing, the preset's
-#   batching, learns faster on this budget. Over 12 epochs the two ended level in an
-#   earlier comparison (also among the measurements made before the records).
+#   batching, learns faster on this budget.
 #
 # Attention dropout 0 (27.16<!-- record translate-cpu-3ep-attn0 metrics.validation.best -->), no label smoothing (26.10<!-- record translate-cpu-3ep-ls0 metrics.validation.best -->) and half the
 # warm-up (25.00<!-- record translate-cpu-3ep-half-warmup metrics.validation.best -->) are within about a point and a half of the preset, one

@@ -487,8 +487,8 @@ table.style.format(
 #   2.103<!-- record e6-cpu metrics.validation.bits_per_byte -->, ahead of XL. XL trained on
 #   somewhat less CPU time (the table's CPU seconds, from the per-step costs measured
 #   above); the overlapping windows cost twice the reading at evaluation. The
-#   wall-clock "train seconds" in the runs' logs are not comparable: the runs shared their
-#   machine with different loads.
+#   wall-clock "train seconds" in the runs' logs measure the machine as much as the
+#   model: the CPU seconds are the comparison.
 # * One seed each, on one small text: the gaps between the two models (0.03 to 0.04) are
 #   small enough that another seed or a longer run could close or reverse them; the 0.19 that
 #   the memory is worth within XL is not.
@@ -803,7 +803,7 @@ viz.line_chart(
 # %% [markdown]
 # In the stored runs (400<!-- record e8-dense-cpu steps --> steps of two 2,048-byte windows, on one CPU core) the fixed
 # pattern scored 3.566<!-- record e8-fixed-cpu metrics.validation.bits_per_byte --> bits per byte on the validation split against dense attention's
-# 3.806<!-- record e8-dense-cpu metrics.validation.bits_per_byte -->, and trained in 3.6<!-- record e8-fixed-cpu train_minutes --> minutes against 5.6<!-- record e8-dense-cpu train_minutes --> (wall-clock time on a shared machine,
+# 3.806<!-- record e8-dense-cpu metrics.validation.bits_per_byte -->, and trained in 3.6<!-- record e8-fixed-cpu train_minutes --> minutes against 5.6<!-- record e8-dense-cpu train_minutes --> (wall-clock time,
 # so only a rough measure of cost). Both models are far from trained
 # ([chapter 14](14_generation_characters.ipynb)'s `cpu` model reaches about 2.1<!-- record e6-cpu metrics.validation.bits_per_byte --> bits per byte on this text), so this says only
 # that at the start of training the sparse pattern costs nothing: its block mask is a strong

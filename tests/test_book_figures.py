@@ -33,8 +33,8 @@ PAGES = [
 ]
 STRICT = {p.relative_to(ROOT).as_posix() for p in PAGES}
 
-# Code and math (a MyST directive, ```{note}, is prose).
-CODE = re.compile(r"```(?!\{).*?```|`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]*\$", re.S)
+# Inline code and math.
+CODE = re.compile(r"`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]*\$", re.S)
 LINK = re.compile(r"\]\([^)]*\)")
 COMMENT = re.compile(r"<!--.*?-->", re.S)
 # A time: a unit after a number or a word of quantity, or a magnitude without
@@ -60,16 +60,35 @@ DECIMAL = re.compile(
 # A figure quoted from a publication: the number, then the comment naming it.
 SOURCED = re.compile(r"\d[\d,.]*(?:\s+\w+)?\s*<!--\s*source\b[^>]*-->")
 LAB_LOG = re.compile(
-    r"measured before the records|open questions|borrowed machine|"
-    r"an earlier session|earlier sessions|superseded",
+    r"before the records|open questions|borrowed machine|earlier sessions?|"
+    r"superseded|different loads|(?:shared|loaded|idle) machine",
     re.I,
 )
+
+
+def without_code_blocks(text: str) -> str:
+    """``text`` without its fenced code blocks; a MyST directive's body (a
+    ```{note} fence) is prose and stays."""
+    kept, code, directives = [], False, 0
+    for line in text.splitlines():
+        fence = line.lstrip("# ").startswith("```")
+        if fence and code:
+            code = False
+        elif fence and line.lstrip("# ")[3:].startswith("{"):
+            directives += 1
+        elif fence and directives and line.strip("# ") == "```":
+            directives -= 1
+        elif fence:
+            code = True
+        elif not code:
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def prose(text: str) -> str:
     """``text`` without code, math, link targets and the generated times; cited
     figures (number + record marker) become the word FIGURE."""
-    text = times.BLOCK.sub("", text)
+    text = times.BLOCK.sub("", without_code_blocks(text))
     text = re.sub(r"^(?:# )?- \*\*Time:\*\*.*$", "", text, flags=re.M)
     text = page.CITED.sub("FIGURE", SOURCED.sub("FIGURE", CODE.sub(" ", text)))
     text = re.sub(r"FIGURE\s+(?:minutes|hours|seconds)\b", "FIGURE", text)
