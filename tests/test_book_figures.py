@@ -230,7 +230,7 @@ def test_a_run_time_is_the_sum_of_the_stored_cell_timings():
     assert times.running(59.9) == "under a minute"
     assert times.running(150) == "about 2 minutes"  # 2.5 rounds to even
     notebook.cells.append(nbformat.v4.new_code_cell("2"))
-    assert times.run_seconds(notebook) is None
+    assert times.run_seconds(notebook) is None  # never executed whole
 
 
 def test_read_times_are_stated_once():

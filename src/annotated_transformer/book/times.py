@@ -46,13 +46,13 @@ NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four"}
 @dataclass(frozen=True)
 class Chapter:
     """One chapter's times: ``read`` minutes as stated, ``run`` seconds as
-    measured (None: a code cell has no timing), its runs' records."""
+    measured, its runs' records."""
 
     number: int
     title: str
     stem: str
     read: int
-    run: float | None
+    run: float
     records: tuple[dict[str, Any], ...]
 
 
@@ -91,6 +91,12 @@ def chapter(py: Path, records: Sequence[dict[str, Any]]) -> Chapter:
         )
     number = int(py.stem[:2])
     notebook = nbformat.read(py.with_suffix(".ipynb"), as_version=4)
+    seconds = run_seconds(notebook)
+    if seconds is None:
+        raise ValueError(
+            f"{py.with_suffix('.ipynb').name}: code cells with no stored timing: "
+            f"make execute CHAPTER={py.stem}"
+        )
     title = TITLE.search(_markdown(text))
     reads = [
         r
@@ -102,7 +108,7 @@ def chapter(py: Path, records: Sequence[dict[str, Any]]) -> Chapter:
         title["title"].strip() if title else py.stem,
         py.stem,
         int(found["read"]),
-        run_seconds(notebook),
+        seconds,
         tuple(reads),
     )
 
@@ -121,10 +127,8 @@ def chapters(root: Path = ROOT) -> list[Chapter]:
     return [chapter(py, records) for py in found]
 
 
-def running(seconds: float | None) -> str:
+def running(seconds: float) -> str:
     """A chapter's measured run time in words."""
-    if seconds is None:
-        return "not measured (run make execute)"
     if seconds < 60:
         return "under a minute"
     minutes = round(seconds / 60)
@@ -254,12 +258,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         record = record_build(args.build_seconds, args.jobs)
         print(f"make book EXECUTE=1 took {record['minutes']} minutes: {BUILD}")
         return 0
-    stale = [p for p, text in expected().items() if p.read_text() != text]
+    try:
+        wanted = expected()
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    stale = [p for p, text in wanted.items() if p.read_text() != text]
     if args.check:
         for path in stale:
             print(f"{path} is stale: run python -m {MODULE}")
         return 1 if stale else 0
-    for path, text in expected().items():
+    for path, text in wanted.items():
         if path in stale:
             if path.suffix == ".py":
                 write_chapter(path, text)
