@@ -165,15 +165,15 @@ def commands(record: dict[str, Any], prefix: str) -> str:
 
 
 def table(records: Sequence[dict[str, Any]]) -> str:
-    """A markdown row per record: what it scored, the figure, steps, minutes,
-    machine, commands (without ``python -m annotated_transformer``, said once)."""
+    """A markdown row per record: what it scored, the figure, steps, minutes and
+    machine; then a row per record with its commands (without
+    ``python -m annotated_transformer``, said once)."""
     from annotated_transformer.book.runs import BY_NAME
 
     prefix = "python -m annotated_transformer "
     rows = [
-        f"Each command starts with `{prefix.strip()}`.\n",
-        "| Run (chapter) | Scored | Value | Steps | Minutes | Machine | Command |",
-        "|---|---|---:|---:|---:|---|---|",
+        "| Run (chapters) | Scored | Value | Steps | Minutes | Machine |",
+        "|---|---|---:|---:|---:|---|",
     ]
     for r in records:
         _, value = headline(r)
@@ -182,8 +182,16 @@ def table(records: Sequence[dict[str, Any]]) -> str:
         rows.append(
             f"| `{r['name']}` ({chapters or r['task']}) | {scored(r)} "
             f"| {shown(r['task'], value)} | {steps(r)} | {r['train_minutes']:.1f} "
-            f"| {machine_line(r)} | {commands(r, prefix)} |"
+            f"| {machine_line(r)} |"
         )
+    rows += [
+        "",
+        f"The commands that trained them, each after `{prefix.strip()}`:",
+        "",
+        "| Run | Command |",
+        "|---|---|",
+    ]
+    rows += [f"| `{r['name']}` | {commands(r, prefix)} |" for r in records]
     return "\n".join(rows)
 
 
