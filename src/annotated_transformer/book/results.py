@@ -135,7 +135,7 @@ def shown(task: str, value: float) -> str:
     bits per byte as numbers, to the record's decimals."""
     key, decimals = HEADLINE[task]
     if "accuracy" in key:
-        return f"{100 * value:.{decimals - 2}f} %"
+        return f"{100 * value:.{decimals - 2}f}\u00a0%"  # no break before %
     return f"{value:.{decimals}f}"
 
 
