@@ -391,3 +391,32 @@ def test_a_records_weights_stored_again_in_half(
     assert (folder / "history.csv").is_file() and (folder / "state.json").is_file()
     with pytest.raises(records.RecordError, match="no float32 weights"):
         records.record_run(folder, "cls2", weights=True, half=True, root=res)
+
+
+def test_old_metrics_are_refiled_under_the_split_they_scored():
+    """Metrics written when every final score was filed as ``test``: a score on
+    the validation split moves beside the validation scores (``val_`` dropped),
+    a test split's stays; written out by hand."""
+    lm = {
+        "validation": {"last": 2.2},
+        "test": {"split": "val", "bits_per_byte": 2.1},
+    }
+    assert records.current(lm) == {
+        "validation": {"last": 2.2, "split": "val", "bits_per_byte": 2.1}
+    }
+    mlm = {
+        "validation": {"last": 4.3},
+        "test": {"split": "val", "val_accuracy": 0.3},
+    }
+    assert records.current(mlm)["validation"] == {
+        "last": 4.3,
+        "split": "val",
+        "accuracy": 0.3,
+    }
+    imdb = {
+        "validation": {"last": 0.9},
+        "test": {"split": "test", "accuracy": 0.88},
+    }
+    assert records.current(imdb) == imdb
+    assert records.scored_section(records.current(lm)) == "validation"
+    assert records.scored_section(imdb) == "test"
