@@ -8,6 +8,7 @@
 #
 # Smaller steps: make setup | doctor | lint | unit | nbval | site | site-check | sync | format
 #                make listings   (refresh the package listings stored in the chapters)
+#                make times      (the chapters' Time lines and the time tables, from measurements)
 #                make figures    (draw the diagrams in notebooks/figures again from their source)
 #                make execute CHAPTER=02_self_attention   (one chapter, full size, in place)
 #                make records [JOBS=2 THREADS=1]   (train and record the book's unrecorded runs)
@@ -58,7 +59,7 @@ NBVAL := -p no:cacheprovider --nbval --nbval-current-env --nbval-cell-timeout=90
          --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: help setup doctor lock test book lint unit nbval site site-check chromium sync format records \
-        execute listings figures exercises handout clean
+        execute times listings figures exercises handout clean
 
 help:
 	@sed -n '1,17p' Makefile
@@ -133,12 +134,19 @@ nbval: setup
 	echo "==> chapters $(notdir $(basename $(NBVAL_FIRST)))" && \
 	cat $$log && rm -f $$log && test $$first = 0 && test $$second = 0
 
-# EXECUTE=1: the chapters JOBS at a time (each on one thread), in the order of the book.
+# EXECUTE=1: the chapters JOBS at a time (each on one thread), in the order of the book;
+# the whole build's wall time, site included, is recorded in book/build.json.
 book: setup
 ifeq ($(EXECUTE),1)
-	$(MAKE) --no-print-directory -j$(JOBS) $(CHAPTERS:notebooks/%.py=execute-%)
-endif
+	@start=$$(date +%s) && \
+	$(MAKE) --no-print-directory -j$(JOBS) $(CHAPTERS:notebooks/%.py=execute-%) && \
+	$(PY) -m annotated_transformer.book.times && \
+	$(MAKE) --no-print-directory site && \
+	$(PY) -m annotated_transformer.book.times --jobs $(JOBS) \
+	  --build-seconds $$(( $$(date +%s) - start ))
+else
 	$(MAKE) --no-print-directory site
+endif
 	@echo
 	@echo "The book is built. Open: file://$(abspath $(SITE))/index.html"
 
@@ -148,7 +156,9 @@ site: setup
 site-check: setup chromium
 	$(PY) tests/site_check.py $(SITE)
 
-# Re-execute one chapter at full size, keeping the .py/.ipynb pair in sync.
+# Re-execute one chapter at full size, keeping the .py/.ipynb pair in sync. Jupyter stores
+# each cell's start and end in the notebook: the chapter's measured run time, which its
+# Time line and the preface's and teachers' tables state (make times writes them again).
 execute: setup
 	@test -n "$(CHAPTER)" || { echo "usage: make execute CHAPTER=02_self_attention"; exit 2; }
 	@echo "==> executing notebooks/$(CHAPTER) at full size"
@@ -157,7 +167,7 @@ execute: setup
 	$(NOTEBOOK_ENV) AT_SIZE=full $(BIN)/jupyter execute --inplace --timeout=-1 \
 	  notebooks/$(CHAPTER).ipynb && \
 	$(BIN)/jupytext --sync notebooks/$(CHAPTER).ipynb && \
-	echo "==> notebooks/$(CHAPTER) executed in $$(( $$(date +%s) - start )) s"
+	echo "==> notebooks/$(CHAPTER) executed in $$(( $$(date +%s) - start )) s (make times: its Time line)"
 
 execute-%: setup
 	@$(MAKE) --no-print-directory execute CHAPTER=$*
@@ -184,6 +194,10 @@ exercises: setup
 OUT ?= dist/handout
 handout: setup
 	PYTHONPATH=src $(PY) -m annotated_transformer.exercises.handout $(OUT)
+
+# The times the book states, from the chapters, their stored cell timings and the records.
+times: setup
+	$(PY) -m annotated_transformer.book.times
 
 # After a change to package code that a chapter shows: render its stored listings again.
 listings: setup

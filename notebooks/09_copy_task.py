@@ -14,12 +14,13 @@
 #
 # - **You will learn** to train a small Transformer end to end, and to decode with it greedily, with a key/value cache and with beam search.
 # - **It assumes** [chapter 08](08_training.ipynb).
-# - **Time:** about 20 minutes to read; it runs in about 2 minutes, training included.
+# - **Time:** about 20 minutes to read; it runs in about 2 minutes.
 #
-# Before training on real translations, which takes hours and can fail for a hundred reasons,
+# Before training on real translations, which takes far longer and can fail for a hundred reasons,
 # the Annotated Transformer trains on the simplest sequence-to-sequence task there is: given a
 # random sequence of symbols, output the same sequence. A correct model, loss, optimiser and
-# schedule learn it in a few minutes on a CPU; a bug in a mask or in the shifting of the
+# schedule learn it quickly on a CPU (the Time line above says how quickly, training included);
+# a bug in a mask or in the shifting of the
 # target usually shows up as a model that never gets past a fraction of right symbols.
 #
 # This chapter trains a 2-layer Transformer on the copy task with the pieces of [chapter 08](08_training.ipynb),
@@ -129,8 +130,8 @@ print("target tokens in this batch:", example.ntokens)
 # ## The model and its training
 #
 # Two encoder and two decoder layers, as in the original's copy example, but narrower
-# ($d_{model}$ = 32 at CI size, 64 at full size) so that it trains on a CPU in seconds to
-# minutes. Dropout is off: every batch is fresh random data, so the model cannot memorise its
+# ($d_{model}$ = 32 at CI size, 64 at full size) so that it trains on a CPU as the chapter
+# runs. Dropout is off: every batch is fresh random data, so the model cannot memorise its
 # training set and needs no regularisation. Everything else is the paper's recipe from
 # [chapter 08](08_training.ipynb): Adam with $\beta_2 = 0.98$, the Noam schedule (here with a short warm-up of 100
 # steps, as the whole run is a few hundred), and label smoothing $\epsilon = 0.1$. Gradients

@@ -14,9 +14,10 @@
 #
 # - **You will learn** a real translation task end to end: data, tokenizers, vocabularies, batches with little padding, the task runner, training and BLEU.
 # - **It assumes** [chapter 09](09_copy_task.ipynb), and [chapter 03](03_tokens_and_embeddings.ipynb) for byte-pair encoding.
-# - **Time:** about 20 minutes to read; about a minute to run from a finished run, whose training takes 128.3<!-- record translate-cpu train_minutes --> minutes on one CPU core.
+# - **Time:** about 20 minutes to read; it runs in under a minute from its run's record; training its run took 128.3 minutes on one CPU thread.
 #
-# ```{note}
+# ```{admonition} Where the outputs come from, and CI size
+# :class: dropdown
 # The stored outputs on this page come from the `cpu` preset (3 + 3 layers, d_model 256, all
 # 29,000 training pairs, 12 epochs, one shared byte-pair vocabulary, packed random batches),
 # trained with
@@ -27,8 +28,8 @@
 # in 128.3<!-- record translate-cpu train_minutes --> minutes on one CPU core, and read from its record,
 # `results/translate-cpu`, which publishes the weights: `make execute
 # CHAPTER=10_translation_multi30k` re-executes this chapter from it without training. In CI
-# the chapter trains the `tiny` preset (one layer, 1,000 pairs, well under a minute), whose
-# BLEU is near zero.
+# the chapter trains the `tiny` preset (one layer, 1,000 pairs) into `runs/translate-tiny`,
+# afresh each time, whose BLEU is near zero, and translates only the first 50 sentences.
 # ```
 #
 # The copy task of chapter 09 showed that the model, loss and decoding work. Now the real
@@ -94,8 +95,8 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # Multi30k ([Elliott et al. 2016](../book/references.md#elliott-et-al-2016)) pairs English descriptions of Flickr photos with German
 # translations made by professional translators. Its task 1 has 29,000 training pairs, 1,014
 # for validation and several test sets; `test2016` is the one Multi30k results are usually
-# reported on. The sentences are short and the vocabulary small, which is why a model trained
-# for minutes on a CPU can already translate many of them.
+# reported on. The sentences are short and the vocabulary small, which is why a small model
+# trained on a CPU can already translate many of them.
 #
 # The package downloads the raw files (checking their SHA-256) or reads them from a local
 # mirror:
@@ -429,9 +430,9 @@ show_source(TrainConfig, TranslationConfig)
 
 # %% [markdown]
 # A *preset* is such a config with its values filled in. Three matter here: `tiny` (what
-# continuous integration runs: seconds, a model that learns next to nothing), `cpu` (the size
+# continuous integration runs: a model that learns next to nothing), `cpu` (the size
 # of this chapter: 3 + 3 layers, d_model 256, all training pairs, one byte-pair vocabulary
-# shared by both languages, packed random batches; about an hour on one CPU core) and `base` (for a GPU: the paper's base size, 6 + 6 layers and d_model 512, but with
+# shared by both languages, packed random batches; its training time is in the Time line above) and `base` (for a GPU: the paper's base size, 6 + 6 layers and d_model 512, but with
 # word vocabularies and untied embeddings, as the table shows). Compared with
 # the paper, `cpu` is smaller in every direction because the data set is small: 29,000 short
 # sentences, not 4.5 million. It uses a linear warm-up then a cosine decay of the learning
@@ -439,7 +440,7 @@ show_source(TrainConfig, TranslationConfig)
 # beam size and length penalty α were chosen on the validation set, from greedy decoding and
 # beams 4 and 8 with five values of α ([chapter 12](12_tricks_from_the_paper.ipynb) has the grid and explains both).
 
-# %%
+# %% tags=["hide-output"]
 presets = {name: vars(PRESETS[name]) for name in ("tiny", "cpu", "base")}
 table = pd.DataFrame(presets).rename_axis("setting")
 table.map(lambda v: f"{v:.3g}" if isinstance(v, float) else str(v))  # 3 digits
@@ -474,7 +475,7 @@ show_source(Run.finish)
 # `python -m annotated_transformer translate train --preset cpu --out runs/translate-cpu`. If
 # that folder already holds a finished run (for instance one trained beforehand with that
 # command, on all cores), it is reused; an interrupted one is resumed; otherwise training
-# starts there. The CI build trains `tiny` into `runs/translate-tiny`, afresh each time.
+# starts there.
 
 # %% tags=["nbval-ignore-output"]
 PRESET = pick(ci="tiny", full="cpu")
@@ -608,8 +609,7 @@ show_source(score)
 # %% [markdown]
 # The model in `final.pt` (`run.model`) translates test2016 twice: greedily (the most likely
 # next token at every step, [chapter 09](09_copy_task.ipynb)) and with beam search, with the preset's beam size and
-# GNMT length penalty α ([chapter 12](12_tricks_from_the_paper.ipynb) chooses both on the validation set). At CI size only the
-# first 50 sentences are translated.
+# GNMT length penalty α ([chapter 12](12_tricks_from_the_paper.ipynb) chooses both on the validation set).
 
 # %% tags=["nbval-ignore-output"]
 task, model = run.task, run.model

@@ -14,7 +14,7 @@
 #
 # - **You will learn** the same blocks as a decoder-only language model over bytes: bits per byte, sampling with a temperature, and what the model learned.
 # - **It assumes** [chapter 06](06_masks.ipynb), [chapter 07](07_the_full_model.ipynb) and [chapter 13](13_classification_imdb.ipynb).
-# - **Time:** about 15 minutes to read; under a minute to run from a finished run, whose training takes 26.0<!-- record e6-cpu train_minutes --> minutes on one CPU core.
+# - **Time:** about 15 minutes to read; it runs in under a minute from its run's record; training its run took 26.0 minutes on one CPU thread.
 #
 # The translation model of Part IV has two stacks: an encoder reads the source, a decoder
 # writes the target one token at a time while looking back at what it wrote and across at the
@@ -76,7 +76,7 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # enwik8 is the first $10^8$ bytes of a 2006 English Wikipedia dump, the text of the Hutter
 # Prize for compression; the usual split is 90M bytes for training, 5M for validation and 5M
 # for testing. Here we use only its first $10^6$ bytes (`enwik8_prefix`, sometimes called
-# enwik6), split 90/5/5 in the same way, so that a CPU can train on it in minutes. **Scores on
+# enwik6), split 90/5/5 in the same way, so that a CPU can train on it. **Scores on
 # this prefix are not comparable with published enwik8 results**: the model sees 100 times
 # less text and is tested on different bytes.
 #
@@ -322,8 +322,8 @@ viz.line_chart(
 # %% [markdown]
 # And the number that counts, the whole validation split scored once more (the same function
 # that `python -m annotated_transformer lm evaluate` and the run's final test call), next to
-# the yardsticks. For the stored `cpu` run it is 2.103<!-- record e6-cpu metrics.test.bits_per_byte --> bits per byte over the
-# 49,999<!-- record e6-cpu metrics.test.bytes_scored --> predicted bytes of the split, well below zlib's rate for the same text:
+# the yardsticks. For the stored `cpu` run it is 2.103<!-- record e6-cpu metrics.validation.bits_per_byte --> bits per byte over the
+# 49,999<!-- record e6-cpu metrics.validation.bytes_scored --> predicted bytes of the split, well below zlib's rate for the same text:
 
 # %% tags=["nbval-ignore-output"]
 val_bpb, _ = windowed_bits_per_byte(lm, val)

@@ -14,7 +14,7 @@
 #
 # - **You will learn** the changes between the 2017 block and today's (RoPE, RMSNorm, SwiGLU, grouped-query attention, ALiBi) and what each buys on the same budget.
 # - **It assumes** [chapter 04](04_positional_encoding.ipynb) and [chapter 14](14_generation_characters.ipynb).
-# - **Time:** about 20 minutes to read; about a minute to run from finished runs, whose training takes a few minutes per run.
+# - **Time:** about 20 minutes to read; it runs in about a minute from its runs' records; training its 18 runs took 8.6–13.6 minutes each on one CPU thread.
 #
 # A model released in 2026 still has the 2017 skeleton: embeddings, a stack of attention and
 # feed-forward blocks with residual connections, a softmax over the vocabulary. Its block
@@ -284,7 +284,7 @@ viz.heatmap(
 # One more change is common in the newest models and left out here: QK-norm, a norm on the
 # queries and keys before their dot product (Dehghani et al. 2023; OLMo 2, Qwen 3). It stops
 # attention logits from growing without bound, which destabilises training of large models at
-# high learning rates; a model of a million parameters trained for minutes never gets there.
+# high learning rates; a model of a million parameters trained this briefly never gets there.
 
 # %%
 show_source(ModernBlock)
@@ -352,7 +352,7 @@ table = pd.DataFrame(
             "block": name,
             "seed": seed,
             "parameters": run.metrics["parameters"],
-            "bits per byte": run.metrics["test"]["bits_per_byte"],
+            "bits per byte": run.metrics["validation"]["bits_per_byte"],
             "minutes": minutes(run),
             "at equal time": bpb_after(run, equal_time),
         }
@@ -427,35 +427,35 @@ alt.Chart(table, title="Each rung of the ladder, one point per seed").mark_point
 # differ by about a hundredth of a bit, see `seeds`), in bits per byte, the mean of the
 # seeds:
 #
-# - **Pre-norm costs bits here**: 2.60<!-- record ladder-pre-norm-s0+ladder-pre-norm-s1 metrics.test.bits_per_byte --> against post-norm's 2.52<!-- record ladder-2017-s0+ladder-2017-s1 metrics.test.bits_per_byte -->. With a
+# - **Pre-norm costs bits here**: 2.60<!-- record ladder-pre-norm-s0+ladder-pre-norm-s1 metrics.validation.bits_per_byte --> against post-norm's 2.52<!-- record ladder-2017-s0+ladder-2017-s1 metrics.validation.bits_per_byte -->. With a
 #   warm-up and four layers, post-norm trains without trouble, and then it tends to end lower:
 #   every block's output is normalised, including the last. Pre-norm's gift is stability, not
 #   quality: in a post-norm stack the gradient reaching the bottom layers depends on the depth,
 #   so deep post-norm models need a long warm-up or diverge (Xiong et al. 2020; Liu et al.
 #   2020), while pre-norm trains a hundred layers with a plain schedule. It pays off with
 #   depth, which this model does not have.
-# - **RMSNorm changes nothing we can measure** (2.61<!-- record ladder-rmsnorm-s0+ladder-rmsnorm-s1 metrics.test.bits_per_byte -->, within the seeds). Its gain is
+# - **RMSNorm changes nothing we can measure** (2.61<!-- record ladder-rmsnorm-s0+ladder-rmsnorm-s1 metrics.validation.bits_per_byte -->, within the seeds). Its gain is
 #   speed: one reduction instead of two, which matters on GPUs, where norms are limited by
 #   memory traffic rather than arithmetic.
-# - **RoPE is the big win**, down to 2.32<!-- record ladder-rope-s0+ladder-rope-s1 metrics.test.bits_per_byte -->: more than all the other changes together.
+# - **RoPE is the big win**, down to 2.32<!-- record ladder-rope-s0+ladder-rope-s1 metrics.validation.bits_per_byte -->: more than all the other changes together.
 #   A learned table must learn each of its 128 position vectors from the windows that put a
 #   byte there; RoPE hands every layer the relative offset for free, and a character model
 #   lives on relative patterns (the letters just before, the start of the current word).
-# - **SwiGLU gains again**, to 2.27<!-- record ladder-swiglu-s0+ladder-swiglu-s1 metrics.test.bits_per_byte -->, at equal parameters (three matrices instead of
+# - **SwiGLU gains again**, to 2.27<!-- record ladder-swiglu-s0+ladder-swiglu-s1 metrics.validation.bits_per_byte -->, at equal parameters (three matrices instead of
 #   two, each narrower), and at equal time too (the last column).
-# - **Removing the biases costs a little**: 2.29<!-- record ladder-no-bias-s0+ladder-no-bias-s1 metrics.test.bits_per_byte -->. At this size a bias is a cheap
+# - **Removing the biases costs a little**: 2.29<!-- record ladder-no-bias-s0+ladder-no-bias-s1 metrics.validation.bits_per_byte -->. At this size a bias is a cheap
 #   degree of freedom. Large models drop them because, at scale, they cost nothing measurable
 #   and their absence made training more stable (PaLM's report); it is a large-scale choice.
-# - **Grouped-query attention gains a little with fewer parameters**: 2.28<!-- record ladder-gqa-s0+ladder-gqa-s1 metrics.test.bits_per_byte --> with
+# - **Grouped-query attention gains a little with fewer parameters**: 2.28<!-- record ladder-gqa-s0+ladder-gqa-s1 metrics.validation.bits_per_byte --> with
 #   791,680<!-- record ladder-gqa-s0 metrics.parameters --> parameters against 857,216<!-- record ladder-no-bias-s0 metrics.parameters -->, and half the cache.
 #   We do not read the gain as a law: Ainslie et al. find grouped-query attention slightly
 #   *worse* than multi-head at scale. It is chosen for the cache.
 #
-# Together: today's block ends at 2.28<!-- record ladder-gqa-s0+ladder-gqa-s1 metrics.test.bits_per_byte --> bits per byte against the 2017 block's
-# 2.52<!-- record ladder-2017-s0+ladder-2017-s1 metrics.test.bits_per_byte --> after the same 1,000 steps, and at the same training time the gap is as
+# Together: today's block ends at 2.28<!-- record ladder-gqa-s0+ladder-gqa-s1 metrics.validation.bits_per_byte --> bits per byte against the 2017 block's
+# 2.52<!-- record ladder-2017-s0+ladder-2017-s1 metrics.validation.bits_per_byte --> after the same 1,000 steps, and at the same training time the gap is as
 # large (the last column). The 2017 block needs three times the steps, the `cpu` preset's
 # full 3,000, to come level (the preset's own run, `results/ts-cpu`:
-# 2.27<!-- record ts-cpu metrics.test.bits_per_byte -->). Most of the difference is the position encoding.
+# 2.27<!-- record ts-cpu metrics.validation.bits_per_byte -->). Most of the difference is the position encoding.
 #
 # ## Longer than trained: positions that extrapolate
 #
@@ -554,7 +554,7 @@ viz.line_chart(
 #   SwiGLU and grouped-query attention, with the biases removed. Each is a switch of
 #   `ModernDecoderLM` and of the `lm` task, each checked here against PyTorch or a formula.
 # - RoPE makes the attention score depend on the offset of query and key alone, by rotating
-#   them; it was the largest gain of the ladder, from 2.61<!-- record ladder-rmsnorm-s0+ladder-rmsnorm-s1 metrics.test.bits_per_byte --> to 2.32<!-- record ladder-rope-s0+ladder-rope-s1 metrics.test.bits_per_byte -->
+#   them; it was the largest gain of the ladder, from 2.61<!-- record ladder-rmsnorm-s0+ladder-rmsnorm-s1 metrics.validation.bits_per_byte --> to 2.32<!-- record ladder-rope-s0+ladder-rope-s1 metrics.validation.bits_per_byte -->
 #   bits per byte.
 # - SwiGLU and grouped-query attention also helped at this scale; pre-norm, RMSNorm and the
 #   removal of biases did not. Those buy stability, speed and simplicity for deep, wide models

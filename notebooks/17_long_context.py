@@ -14,13 +14,14 @@
 #
 # - **You will learn** how Transformer-XL's memory and relative positions and sparse attention's patterns let a model see further.
 # - **It assumes** [chapter 14](14_generation_characters.ipynb), [chapter 15](15_the_transformer_today.ipynb) and [chapter 16](16_bert_and_gpt2.ipynb).
-# - **Time:** about 25 minutes to read; about 2 minutes to run from finished runs (a timing benchmark included), whose training takes from a few minutes to an hour per run on one CPU core.
+# - **Time:** about 25 minutes to read; it runs in about 2 minutes from its runs' records; training its 4 runs took 3.6–26.4 minutes each on one CPU thread.
 #
-# ```{note}
+# ```{admonition} Where the outputs come from, and CI size
+# :class: dropdown
 # The stored outputs on this page come from the `cpu`-size runs named in each section,
-# trained once from the repository root, from a few minutes to an hour each on one CPU
-# core (the commands are printed with the results). In CI every section trains its `tiny`
-# size, where the numbers mean nothing.
+# trained once from the repository root (the commands are printed with the results; the
+# Time line above says what they took). At CI size every section trains its `tiny` size
+# instead, where the numbers mean nothing.
 # ```
 #
 # [Chapter 16](16_bert_and_gpt2.ipynb) changed what a transformer is trained *for* (BERT, GPT-2).
@@ -472,7 +473,7 @@ table.style.format(
 #
 # * **The memory is worth most of the gain, and one segment of it is enough here.** The same
 #   weights score 2.321 bits per byte without memory and
-#   2.130<!-- record xl-cpu metrics.test.bits_per_byte --> with one segment (128 bytes) of
+#   2.130<!-- record xl-cpu metrics.validation.bits_per_byte --> with one segment (128 bytes) of
 #   it. Two and four segments give 2.127 and 2.128: a model trained with 128 states of memory
 #   uses longer memories without harm (the sinusoids extend to the new distances) but, after
 #   1,400 steps on a million bytes, gains nothing from them. Without its memory the XL model
@@ -483,11 +484,11 @@ table.style.format(
 #   without context, the vanilla model scores 2.166, behind XL's 2.130. Read with overlapping
 #   windows (stride 64: every byte read twice, and each after the first window predicted from
 #   at least 64 bytes of context), it scores
-#   2.103<!-- record e6-cpu metrics.test.bits_per_byte -->, ahead of XL. XL trained on
+#   2.103<!-- record e6-cpu metrics.validation.bits_per_byte -->, ahead of XL. XL trained on
 #   somewhat less CPU time (the table's CPU seconds, from the per-step costs measured
 #   above); the overlapping windows cost twice the reading at evaluation. The
-#   wall-clock "train seconds" in the runs' logs are not comparable: the runs shared their
-#   machine with different loads.
+#   wall-clock "train seconds" in the runs' logs measure the machine as much as the
+#   model: the CPU seconds are the comparison.
 # * One seed each, on one small text: the gaps between the two models (0.03 to 0.04) are
 #   small enough that another seed or a longer run could close or reverse them; the 0.19 that
 #   the memory is worth within XL is not.
@@ -773,11 +774,11 @@ lm_runs = {
 pd.DataFrame.from_dict(
     {
         name: {
-            "context": run.metrics["test"]["context"],
+            "context": run.metrics["validation"]["context"],
             "steps": run.metrics["steps"],
             "train seconds (shared machine)": run.metrics["train_seconds"],
-            "validation bytes scored": run.metrics["test"]["bytes_scored"],
-            "bits per byte": round(run.metrics["test"]["bits_per_byte"], 3),
+            "validation bytes scored": run.metrics["validation"]["bytes_scored"],
+            "bits per byte": round(run.metrics["validation"]["bits_per_byte"], 3),
         }
         for name, run in lm_runs.items()
     },
@@ -801,10 +802,10 @@ viz.line_chart(
 
 # %% [markdown]
 # In the stored runs (400<!-- record e8-dense-cpu steps --> steps of two 2,048-byte windows, on one CPU core) the fixed
-# pattern scored 3.566<!-- record e8-fixed-cpu metrics.test.bits_per_byte --> bits per byte on the validation split against dense attention's
-# 3.806<!-- record e8-dense-cpu metrics.test.bits_per_byte -->, and trained in 3.6<!-- record e8-fixed-cpu train_minutes --> minutes against 5.6<!-- record e8-dense-cpu train_minutes --> (wall-clock time on a shared machine,
+# pattern scored 3.566<!-- record e8-fixed-cpu metrics.validation.bits_per_byte --> bits per byte on the validation split against dense attention's
+# 3.806<!-- record e8-dense-cpu metrics.validation.bits_per_byte -->, and trained in 3.6<!-- record e8-fixed-cpu train_minutes --> minutes against 5.6<!-- record e8-dense-cpu train_minutes --> (wall-clock time,
 # so only a rough measure of cost). Both models are far from trained
-# ([chapter 14](14_generation_characters.ipynb)'s `cpu` model reaches about 2.1<!-- record e6-cpu metrics.test.bits_per_byte --> bits per byte on this text), so this says only
+# ([chapter 14](14_generation_characters.ipynb)'s `cpu` model reaches about 2.1<!-- record e6-cpu metrics.validation.bits_per_byte --> bits per byte on this text), so this says only
 # that at the start of training the sparse pattern costs nothing: its block mask is a strong
 # hint that nearby bytes matter most, which a dense model has yet to learn. Whether it keeps
 # up over a long run, where the far context starts to pay, is the paper's claim (0.99 bits per

@@ -14,7 +14,7 @@
 #
 # - **You will learn** where the memory of a training step goes, and half precision, gradient accumulation, activation checkpointing, data-parallel and sharded training and `torch.compile`, each measured.
 # - **It assumes** [chapter 08](08_training.ipynb) and [chapter 10](10_translation_multi30k.ipynb) (the runner).
-# - **Time:** about 25 minutes to read; it runs in about 5 minutes.
+# - **Time:** about 25 minutes to read; it runs in about 2 minutes.
 #
 # Peter Bloem's *Transformers from scratch* ends with the tricks that let transformers grow:
 # half precision, gradient accumulation, gradient checkpointing and many GPUs. Every model in
@@ -788,8 +788,8 @@ else:
     print("not measured at CI size (compilation alone takes about a minute here)")
 
 # %% [markdown]
-# Compiling costs tens of seconds on a CPU before the first step (the full-size run's
-# figure above, with the compiler's caches off), and here it did not make the steps faster: at this size a step is a few
+# Compiling costs time before the first step (the full-size run's figure above, with the
+# compiler's caches off), and here it did not make the steps faster: at this size a step is a few
 # dozen large matrix products that the eager mode already hands to oneDNN, and the fusions
 # that pay on a GPU (where launching a kernel costs microseconds and memory traffic is the
 # bottleneck) gain little on one CPU thread. The package does not compile by default.
@@ -803,8 +803,8 @@ else:
 # each token passes through about half the weights (a source token through the encoder, a
 # target token through the decoder), so with batches of about 25,000 source and 25,000
 # target tokens (the paper's) one step costs about $6 \cdot P \cdot 25{,}000$. The paper
-# trained the base model for 100,000 steps (12 hours on 8 P100 GPUs) and the big one for
-# 300,000 (3.5 days).
+# trained the base model for 100,000 steps (12 hours<!-- source Vaswani et al. 2017, §5.2 --> on 8 P100 GPUs) and the big one for
+# 300,000 (3.5 days<!-- source Vaswani et al. 2017, §5.2 -->).
 #
 # The rate of this CPU is measured on the operation that dominates, a large matrix product,
 # on one thread; a GPU's is its published peak (NVIDIA H100 SXM: about 989 TFLOP/s dense
@@ -850,9 +850,9 @@ estimate.round(3)
 
 # %% [markdown]
 # On one core of a CPU the base model would train for months in fp32 (a week or more in
-# bf16 on a CPU with bf16 matrix units) and the big one for years (months in bf16). One modern GPU would need about an hour (base) to several hours
-# (big) at a realistic fraction of its peak; the paper's 8 P100 GPUs took 12 hours and 3.5
-# days, at a few times less peak rate in all. That gap, more than three orders of magnitude
+# bf16 on a CPU with bf16 matrix units) and the big one for years (months in bf16). One modern GPU, at a realistic fraction of its peak, needs
+# the table's last rows; the paper's 8 P100 GPUs took 12 hours<!-- source Vaswani et al. 2017, §5.2 --> and 3.5
+# days<!-- source Vaswani et al. 2017, §5.2 -->, at a few times less peak rate in all. That gap, more than three orders of magnitude
 # between one CPU thread and one GPU in bf16, is why the book's chapters train small models,
 # and why the runner's presets for the paper's sizes (`--preset base`, `--preset gpu`) are
 # meant for a GPU.

@@ -2,7 +2,6 @@
 stored outputs, in the TOC."""
 
 import json
-import re
 from pathlib import Path
 
 import jupytext
@@ -72,16 +71,6 @@ def test_toc_lists_every_chapter():
     assert not missing, f"chapters missing from book/_toc.yml: {missing}"
 
 
-def preface_times() -> dict[str, str]:
-    """The preface's table of chapters: notebook name -> its time column."""
-    rows = re.findall(
-        r"^\| \[[^]]+\]\(notebooks/(\w+)\.ipynb\) \| (.+) \|$",
-        (ROOT / "book" / "intro.md").read_text(),
-        flags=re.MULTILINE,
-    )
-    return dict(rows)
-
-
 @pytest.mark.parametrize("py", CHAPTERS, ids=lambda p: p.stem)
 def test_chapter_opens_and_ends_as_a_lesson(py: Path):
     markdown = [text for kind, text in cells(py) if kind == "markdown"]
@@ -96,11 +85,6 @@ def test_chapter_opens_and_ends_as_a_lesson(py: Path):
     assert "You can now" in ending, f"{py.name}: its summary says no 'You can now'"
     if py != CHAPTERS[-1]:
         assert "**Next:**" in ending, f"{py.name}: its summary has no **Next:**"
-    # The preface's time for the chapter is the chapter's own Time line.
-    time = re.search(r"\*\*Time:\*\* (.+?)\.?$", opening, re.MULTILINE)
-    assert preface_times().get(py.stem) == time.group(1), (
-        f"{py.name}: its Time line and book/intro.md's table differ"
-    )
 
 
 @pytest.mark.parametrize("py", CHAPTERS, ids=lambda p: p.stem)

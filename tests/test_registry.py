@@ -160,6 +160,6 @@ def test_the_runner_trains_a_new_variant_end_to_end(
         echo=False,
     )
     assert result is not None and isinstance(result.model, ToyLM)
-    assert math.isfinite(result.metrics["test"]["bits_per_byte"])
+    assert math.isfinite(result.metrics["validation"]["bits_per_byte"])
     _, loaded = runner.load_model(tmp_path / "toy" / "final.pt")
     assert isinstance(loaded, ToyLM)

@@ -271,7 +271,8 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
         )
         if result is not None and result.metrics:
-            print(json.dumps(result.metrics["test"], indent=2, ensure_ascii=False))
+            scores = result.metrics[records.scored_section(result.metrics)]
+            print(json.dumps(scores, indent=2, ensure_ascii=False))
         return 0
     checkpoint = (
         args.checkpoint[0] if len(args.checkpoint) == 1 else args.checkpoint

@@ -74,13 +74,17 @@ from annotated_transformer.training.published import (
 
 COPIED = ("history.csv", "train.log")
 
-# The figure a run is cited by: (section of metrics.json, key, decimals shown).
+# The figure a run is cited by: (key of its final scores, decimals shown).
 HEADLINE = {
-    "classify": ("test", "accuracy", 4),
-    "translate": ("test", "bleu", 2),
-    "lm": ("test", "bits_per_byte", 3),
-    "mlm": ("test", "val_accuracy", 4),
+    "classify": ("accuracy", 4),
+    "translate": ("bleu", 2),
+    "lm": ("bits_per_byte", 3),
+    "mlm": ("accuracy", 4),
 }
+
+# The splits whose final scores are filed as ``validation``: a language model or a
+# masked LM without a test split of its own is scored on its validation split.
+VALIDATION_SPLITS = ("val",)
 
 # The subset a published model is scored on, fast enough for a unit test: the
 # settings applied to its config, the task's method that scores, the figure's key.
@@ -96,16 +100,58 @@ def all_records(root: str | Path | None = None) -> list[tuple[Path, dict]]:
     """Every record under ``root`` (default :func:`results_dir`), by name."""
     root = Path(root) if root is not None else results_dir()
     found = sorted(root.glob(f"*/{RECORD}"))
-    return [(path.parent, read_record(path.parent)) for path in found]
+    return [(path.parent, _read(path.parent)) for path in found]
+
+
+def _read(folder: Path) -> dict[str, Any]:
+    """A record, its final scores named by their split (:func:`current`)."""
+    record = read_record(folder)
+    record["metrics"] = current(record["metrics"])
+    if "headline" in record:
+        metric, value = headline(record)
+        record["headline"] = {"metric": metric, "value": value}
+    return record
 
 
 # ------------------------------------------------------------- recording a run
 
 
+def scored_section(metrics: dict[str, Any]) -> str:
+    """The section of a run's metrics that holds its final scores, named by the
+    split they scored: ``test``, or ``validation`` (``VALIDATION_SPLITS``)."""
+    return "test" if "test" in metrics else "validation"
+
+
+def file_scores(metrics: dict[str, Any], scores: dict[str, Any]) -> dict[str, Any]:
+    """``metrics`` with the final ``scores`` filed under the split they scored:
+    ``test``, or beside the validation scores that chose the final weights.
+
+    The one place that knows the old name too: metrics written before the split
+    named its section filed every final score as ``test``; ``current`` refiles
+    them through here."""
+    kept = {k: v for k, v in metrics.items() if k != "test"}
+    if scores.get("split") in VALIDATION_SPLITS:
+        renamed = {k.removeprefix("val_"): v for k, v in scores.items()}
+        return kept | {"validation": kept.get("validation", {}) | renamed}
+    return kept | {"test": scores}
+
+
+def current(metrics: dict[str, Any]) -> dict[str, Any]:
+    """A run's metrics with its final scores under the name of the split they
+    scored (:func:`file_scores`), whichever way they were written."""
+    scores = metrics.get("test")
+    if isinstance(scores, dict) and scores.get("split") in VALIDATION_SPLITS:
+        return file_scores(metrics, scores)
+    return metrics
+
+
 def headline(record: dict[str, Any]) -> tuple[str, float]:
-    """The figure a record is cited by: its name (``test.accuracy``), value."""
-    section, key, _ = HEADLINE[record["task"]]
-    return f"{section}.{key}", float(record["metrics"][section][key])
+    """The figure a record is cited by: its name (``test.accuracy``,
+    ``validation.bits_per_byte``), value."""
+    key, _ = HEADLINE[record["task"]]
+    metrics = current(record["metrics"])
+    section = scored_section(metrics)
+    return f"{section}.{key}", float(metrics[section][key])
 
 
 def lookup(record: dict[str, Any], path: str) -> Any:
@@ -161,12 +207,13 @@ def _weights(model: nn.Module, half: bool) -> tuple[dict[str, torch.Tensor], dic
 
 
 def read_metrics(path: str | Path) -> dict[str, Any]:
-    """A run's ``metrics.json``; a damaged one is one line that names it."""
+    """A run's ``metrics.json``, its scores filed under the split they scored
+    (:func:`current`); a damaged one is one line that names it."""
     fix = (
         "the run writes it when it finishes: delete it, then finish the run "
         "again with train --resume"
     )
-    return read_json(path, fix)
+    return current(read_json(path, fix))
 
 
 def _finished_metrics(run: Path) -> dict[str, Any]:
@@ -181,8 +228,9 @@ def _finished_metrics(run: Path) -> dict[str, Any]:
             "still training, was stopped or failed; finish it with --resume first"
         )
     metrics = read_metrics(metrics_file)
-    if metrics.get("task") not in TASKS or "test" not in metrics:
-        raise RecordError(f"{metrics_file} has no task or test: not a finished run")
+    final = metrics.get(scored_section(metrics), {})
+    if metrics.get("task") not in TASKS or "split" not in final:
+        raise RecordError(f"{metrics_file} has no task or scores: not finished")
     return metrics
 
 
@@ -312,7 +360,7 @@ def _halved(
     """The record in ``folder`` with its float32 weights stored in float16 instead,
     into ``out`` (``folder`` itself, with ``--replace``): refused, as for a run,
     unless the full test from the float16 weights gives the record's figure."""
-    record = read_record(folder)
+    record = _read(folder)
     if (record.get("weights") or {}).get("dtype") != "float32":
         raise RecordError(f"{folder} has no float32 weights to store in float16")
     saved = read_weights(folder)  # before ``out`` (maybe ``folder``) is replaced
@@ -357,12 +405,13 @@ def _publish(
         "bytes": path.stat().st_size,
         "sha256": sha256_of(path),
     }
-    if half:  # the full test from the stored weights must give the run's figure
-        section, key, decimals = HEADLINE[task_name]
+    if half:  # the final scores from the stored weights must give the run's figure
+        key, decimals = HEADLINE[task_name]
+        section = scored_section(metrics)
         say(f"scoring the full {section} from the float16 weights ...")
         task, published = _load(folder, task_name, settings, data_dir)
         with run_precision(task, published):
-            again = task.test(published)[key]
+            again = file_scores({}, task.test(published))[section][key]
         reported = metrics[section][key]
         if round(again, decimals) != round(reported, decimals):
             raise RecordError(
@@ -478,7 +527,7 @@ def load_result(
     from annotated_transformer.runner import RunResult
 
     folder = Path(folder)
-    record = read_record(folder)
+    record = _read(folder)
     model: nn.Module | None = None
     if record.get("weights") is not None or weights:
         task, model = load_model(folder, data_dir=data_dir)

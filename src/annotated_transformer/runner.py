@@ -563,8 +563,8 @@ class Run:
             "parameters": count_parameters(self.model),
             "final": pick,
             "validation": {k: float(v) for k, v in choice.items()},
-            "test": test,
         }
+        metrics = records.file_scores(metrics, test)
         write_json(self.out / METRICS, metrics)
         return metrics
 
@@ -858,7 +858,7 @@ def retest(result: RunResult, wanted: Any) -> RunResult:
     result.task.config = dataclasses.replace(result.task.config, **changes)
     metrics = {**result.metrics, "config": {**saved, **changes}}
     with run_precision(result.task, result.model):
-        metrics["test"] = result.task.test(result.model)
+        metrics = records.file_scores(metrics, result.task.test(result.model))
     write_json(result.out / METRICS, metrics)
     return dataclasses.replace(result, metrics=metrics)
 

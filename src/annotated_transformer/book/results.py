@@ -2,11 +2,10 @@
 the check of the figures the text cites from them.
 
 ``python -m annotated_transformer.book.results`` writes ``book/results.ipynb``:
-one table of every record (task, metric, value, command, machine, minutes), the
-learning curves (Altair, stored as the page's output) and ``results/notes.md``,
-the hand-written notes on runs measured before the records. ``--check`` only
-says whether the page is up to date (a unit test does the same), so a new record
-cannot leave the page behind.
+one table of every record (what it scored, the figure, steps, minutes, machine,
+command) and the learning curves (Altair, stored as the page's output).
+``--check`` only says whether the page is up to date (a unit test does the
+same), so a new record cannot leave the page behind.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ from annotated_transformer.tasks import TASKS
 
 ROOT = repository_root(Path(__file__).parent) or Path.cwd()
 PAGE = ROOT / "book" / "results.ipynb"
-NOTES = "notes.md"
 MODULE = "annotated_transformer.book.results"
 CHART_ID = "altair-viz-results"  # Altair's ids are random: a fixed one is stable
 
@@ -49,7 +47,23 @@ evaluates live, the weights too (`model.safetensors`).
 finished run, and a chapter loads a record instead of training its run again.
 This page is generated from the records
 (`python -m annotated_transformer.book.results`); a test fails when it is
-stale."""
+stale.
+
+## What the figures are
+
+Each record is scored once, when its run finishes, on the split its name says:
+
+- **test**: data the run never saw while training or choosing its final weights:
+  all of IMDb's test reviews (accuracy), Multi30k's test2016 (sacreBLEU, with the
+  beam and length penalty in the record's config);
+- **validation**: the language models' corpora (Tiny Shakespeare, a prefix of
+  enwik8) have no test split of their own here, so their bits per byte are over
+  the whole validation split; the masked language model is scored on the hidden
+  words of the validation reviews.
+
+*Steps* counts optimiser steps (a run set in epochs says how many); *minutes*
+is training time, validation included, on the machine named; where a run was
+resumed elsewhere, the machine and the command from that step on follow."""
 
 CURVES = """\
 ## Learning curves
@@ -109,31 +123,75 @@ def check_citations(text: str, root: str | Path | None = None) -> list[str]:
     return problems
 
 
+METRICS = {
+    "accuracy": "accuracy",
+    "bleu": "sacreBLEU",
+    "bits_per_byte": "bits per byte",
+}
+
+
 def shown(task: str, value: float) -> str:
     """A headline figure as the book writes it: accuracy in per cent, BLEU and
     bits per byte as numbers, to the record's decimals."""
-    _, key, decimals = HEADLINE[task]
+    key, decimals = HEADLINE[task]
     if "accuracy" in key:
-        return f"{100 * value:.{decimals - 2}f} %"
+        return f"{100 * value:.{decimals - 2}f}\u00a0%"  # no break before %
     return f"{value:.{decimals}f}"
 
 
+def scored(record: dict[str, Any]) -> str:
+    """What a record's headline figure measures, e.g. ``test2016 sacreBLEU``."""
+    metric, _ = headline(record)
+    section, _, key = metric.partition(".")
+    split = record["metrics"][section].get("split", section)
+    where = split if split.startswith("test") else "validation"
+    return f"{where} {METRICS[key]}"
+
+
+def steps(record: dict[str, Any]) -> str:
+    """Optimiser steps, and the epochs of a run set in epochs."""
+    epochs = record["config"].get("epochs") or 0
+    return f"{record['steps']:,}" + (f" ({epochs} epochs)" if epochs else "")
+
+
+def commands(record: dict[str, Any], prefix: str) -> str:
+    """The command that started the run, and each that resumed it."""
+    started = f"`{record['command'].removeprefix(prefix)}`"
+    resumed = [
+        f"from step {part['step']:,}: `{part['command'].removeprefix(prefix)}`"
+        for part in record.get("resumed") or []
+    ]
+    return "; ".join([started, *resumed])
+
+
 def table(records: Sequence[dict[str, Any]]) -> str:
-    """A markdown row per record: task, metric, value, minutes, machine, command
-    (without its ``python -m annotated_transformer``, said once above)."""
+    """A markdown row per record: what it scored, the figure, steps, minutes and
+    machine; then a row per record with its commands (without
+    ``python -m annotated_transformer``, said once)."""
+    from annotated_transformer.book.runs import BY_NAME
+
     prefix = "python -m annotated_transformer "
     rows = [
-        f"Each command starts with `{prefix.strip()}`; minutes of training.\n",
-        "| Run (task) | Metric | Value | Minutes | Machine | Command |",
-        "|---|---|---|---:|---|---|",
+        "| Run (chapters) | Scored | Value | Steps | Minutes | Machine |",
+        "|---|---|---:|---:|---:|---|",
     ]
     for r in records:
-        metric, value = headline(r)
-        command = r["command"].removeprefix(prefix)
+        _, value = headline(r)
+        listed = BY_NAME.get(r["name"])
+        chapters = ", ".join(f"{c:02d}" for c in listed.chapters) if listed else ""
         rows.append(
-            f"| `{r['name']}` ({r['task']}) | {metric} | {shown(r['task'], value)} "
-            f"| {r['train_minutes']:.1f} | {machine_line(r)} | `{command}` |"
+            f"| `{r['name']}` ({chapters or r['task']}) | {scored(r)} "
+            f"| {shown(r['task'], value)} | {steps(r)} | {r['train_minutes']:.1f} "
+            f"| {machine_line(r)} |"
         )
+    rows += [
+        "",
+        f"The commands that trained them, each after `{prefix.strip()}`:",
+        "",
+        "| Run | Command |",
+        "|---|---|",
+    ]
+    rows += [f"| `{r['name']}` | {commands(r, prefix)} |" for r in records]
     return "\n".join(rows)
 
 
@@ -196,7 +254,7 @@ def chart_html(chart: alt.TopLevelMixin) -> str:
 
 
 def notebook(root: str | Path | None = None) -> nbformat.NotebookNode:
-    """The Results page: intro, table, curves (code and stored output) and notes."""
+    """The Results page: intro, table and curves (code and stored output)."""
     root = Path(root) if root is not None else ROOT / "results"
     records = [record for _, record in all_records(root)]
     new = nbformat.v4
@@ -214,8 +272,6 @@ def notebook(root: str | Path | None = None) -> nbformat.NotebookNode:
             )
         ]
         cells += [new.new_markdown_cell(CURVES), code]
-    if (root / NOTES).is_file():
-        cells.append(new.new_markdown_cell((root / NOTES).read_text().strip()))
     for index, cell in enumerate(cells):
         cell["id"] = f"results-{index}"  # the file changes only with the records
     page = new.new_notebook(cells=cells)

@@ -1,0 +1,245 @@
+"""Every figure a reader meets is read from a record or generated from a
+measurement: no time, score or lab note typed into the README, the preface, the
+teachers' page or a chapter's prose.
+
+What the text may hold: a figure followed by its record's marker (checked
+against the record by ``test_records``), the generated Time lines and time
+tables (checked by ``test_times_are_generated``), and the Results page, which is
+generated as a whole. What it may not: any other time (a number or a word such as
+"hours" before a unit of time), an unmarked decimal or percentage in the README,
+preface or teachers' page, an issue number, a validation score called a test
+score, a chapter figure that repeats a record's value without its marker.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+from annotated_transformer.book import results as page
+from annotated_transformer.book import times
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "book" / "intro.md",
+    ROOT / "book" / "teachers.md",
+]
+STRICT = {p.relative_to(ROOT).as_posix() for p in PAGES}
+
+# Inline code and math.
+CODE = re.compile(r"`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]*\$", re.S)
+LINK = re.compile(r"\]\([^)]*\)")
+COMMENT = re.compile(r"<!--.*?-->", re.S)
+# A time: a unit after a number or a word of quantity, or a magnitude without
+# one ("takes hours", "in minutes", "minutes on a CPU").
+UNIT = r"(?:minutes?|mins?|hours?|seconds|days)"
+QUANTITY = (
+    r"\d+(?:[.,]\d+)*|an?|one|two|three|four|five|six|ten|twenty|thirty|forty|few|"
+    r"several|many|some"
+)
+TIMED = re.compile(
+    rf"\b(?:{QUANTITY})(?:\s*(?:–|-|to|or)\s*(?:{QUANTITY}))?[\s-]+{UNIT}\b"
+    rf"|\b(?:in|takes?|took|of|for|costs?|within)\s+(?:minutes|hours|seconds)\b"
+    rf"|(?<!the )\b(?:minutes|hours|seconds)\s+(?:on|per|each)\b",
+    re.I,
+)
+# The project's own issues (another project's is cited as "issue #122").
+ISSUE = re.compile(r"\bissues?\s+\d+", re.I)
+# A measured-looking figure: two decimals or more, or a percentage (not a version).
+DECIMAL = re.compile(
+    r"(?<!Python )(?<!PyTorch \()(?<![\w.])\d[\d,]*\.\d{2,}(?![\w.])"
+    r"|\d+(?:\.\d+)?\s?%"
+)
+# A figure quoted from a publication: the number, then the comment naming it.
+SOURCED = re.compile(r"\d[\d,.]*(?:\s+\w+)?\s*<!--\s*source\b[^>]*-->")
+LAB_LOG = re.compile(
+    r"before the records|open questions|borrowed machine|earlier sessions?|"
+    r"superseded|different loads|(?:shared|loaded|idle) machine",
+    re.I,
+)
+
+
+def without_code_blocks(text: str) -> str:
+    """``text`` without its fenced code blocks; a MyST directive's body (a
+    ```{note} fence) is prose and stays."""
+    kept, code, directives = [], False, 0
+    for line in text.splitlines():
+        fence = line.lstrip("# ").startswith("```")
+        if fence and code:
+            code = False
+        elif fence and line.lstrip("# ")[3:].startswith("{"):
+            directives += 1
+        elif fence and directives and line.strip("# ") == "```":
+            directives -= 1
+        elif fence:
+            code = True
+        elif not code:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def prose(text: str) -> str:
+    """``text`` without code, math, link targets and the generated times; cited
+    figures (number + record marker) become the word FIGURE."""
+    text = times.BLOCK.sub("", without_code_blocks(text))
+    text = re.sub(r"^(?:# )?- \*\*Time:\*\*.*$", "", text, flags=re.M)
+    text = page.CITED.sub("FIGURE", SOURCED.sub("FIGURE", CODE.sub(" ", text)))
+    text = re.sub(r"FIGURE\s+(?:minutes|hours|seconds)\b", "FIGURE", text)
+    return COMMENT.sub(" ", LINK.sub("]", text))
+
+
+def chapter_prose(py: Path) -> str:
+    cells = jupytext.read(py).cells
+    return "\n\n".join(c.source for c in cells if c.cell_type == "markdown")
+
+
+def texts() -> dict[str, str]:
+    """The README, preface and teachers' page, each chapter's prose, and the
+    Results page's (generated, so held to the rules but for its figures)."""
+    found = {p.relative_to(ROOT).as_posix(): p.read_text() for p in PAGES}
+    results = nbformat.read(page.PAGE, as_version=4).cells
+    found["results"] = "\n\n".join(
+        c.source for c in results if c.cell_type == "markdown"
+    )
+    return found | {py.stem: chapter_prose(py) for py in CHAPTERS}
+
+
+def untimed(text: str) -> list[str]:
+    """Every time typed into ``text``'s prose, with a little context."""
+    clean = prose(text)
+    return [
+        clean[max(0, m.start() - 30) : m.end() + 10] for m in TIMED.finditer(clean)
+    ]
+
+
+def problems(name: str, text: str) -> list[str]:
+    """What in ``text`` is a figure with no source, one line each."""
+    clean = prose(text)
+    found = [f"{name}: a time not measured: {t!r}" for t in untimed(text)]
+    found += [f"{name}: an issue number: {m[0]!r}" for m in ISSUE.finditer(clean)]
+    found += [f"{name}: a lab note: {m[0]!r}" for m in LAB_LOG.finditer(clean)]
+    if name in STRICT:  # hand-written pages: every figure from a record
+        found += [
+            f"{name}: a figure without its record: {m[0]!r} in "
+            f"{clean[max(0, m.start() - 40) : m.end() + 20]!r}"
+            for m in DECIMAL.finditer(clean)
+        ]
+    for match in page.cited_figures(text):
+        after = text[match.end() : match.end() + 40]
+        if ".validation." in match["path"] and re.match(r"[\s*]*test\b", after):
+            found.append(f"{name}: a validation score called test: {match[0]!r}")
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(texts()))
+def test_every_figure_has_a_source(name):
+    text = texts()[name]
+    assert not problems(name, text), "\n".join(problems(name, text))
+
+
+def test_chapter_figures_that_repeat_a_record_cite_it():
+    """A chapter figure equal to a record's headline value, to the decimals
+    written, without the record's marker (two decimals or more)."""
+    values = {
+        f"{record['headline']['value']:.{d}f}"
+        for path in (ROOT / "results").glob("*/record.json")
+        for record in [json.loads(path.read_text())]
+        for d in (2, 3)
+        if "accuracy" not in record["headline"]["metric"]
+    }
+    bare = [
+        f"{py.stem}: {m[0]}"
+        for py in CHAPTERS
+        for m in re.finditer(
+            r"(?<![\w.])\d+\.\d{2,}(?![\w.])", prose(chapter_prose(py))
+        )
+        if m[0] in values
+    ]
+    assert not bare, (
+        "figures equal to a record's, without its marker: " + ", ".join(bare)
+    )
+
+
+# The check itself, on text of the kinds it must refuse and accept.
+REFUSED = [
+    "it runs in about 7 minutes",
+    "whose training takes a few minutes per run",
+    "the runs short (minutes on a laptop CPU)",
+    "about an hour on one CPU core",
+    "took 15 minutes, site included",
+    "whose training takes hours on a CPU",
+    "| 16 BERT and GPT-2 | 50 min | under a minute |",
+    "the same preset at 65.4 min",
+    "Issue 13's BERT target is met",
+    "test accuracy **87.96%** on 25,000 reviews",
+    "**2.103**<!-- record e6-cpu metrics.validation.bits_per_byte --> test bits",
+]
+ACCEPTED = [
+    "100,000 steps (12 hours<!-- source Vaswani et al. 2017 --> on 8 GPUs)",
+    "Python 3.11, PyTorch (2.13); exercises 1.1 and 1.2; the original's issue #122",
+    "**2.103**<!-- record e6-cpu metrics.validation.bits_per_byte --> validation",
+    "after 26.0<!-- record e6-cpu train_minutes --> minutes on one CPU thread",
+    "the minutes each model took, from its record",
+    "the second half of the split",
+]
+
+
+@pytest.mark.parametrize("text", REFUSED)
+def test_the_check_refuses_an_unsourced_figure(text):
+    assert problems("README.md", text)
+
+
+@pytest.mark.parametrize("text", ACCEPTED)
+def test_the_check_accepts_a_sourced_figure(text):
+    assert not problems("README.md", text)
+
+
+def test_times_are_generated():
+    stale = [
+        str(path.relative_to(ROOT))
+        for path, text in times.expected().items()
+        if path.read_text() != text
+    ]
+    assert not stale, f"stale times in {stale}: run python -m {times.MODULE}"
+
+
+def test_a_run_time_is_the_sum_of_the_stored_cell_timings():
+    """Checked against timings written out by hand: 2.5 s and 61 s of cells,
+    a markdown cell in between, and a cell never executed."""
+
+    def cell(start: str, end: str) -> nbformat.NotebookNode:
+        timing = {"iopub.execute_input": start, "shell.execute_reply": end}
+        return nbformat.v4.new_code_cell("1", metadata={"execution": timing})
+
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            cell("2026-01-01T10:00:00.000Z", "2026-01-01T10:00:02.500Z"),
+            nbformat.v4.new_markdown_cell("text"),
+            cell("2026-01-01T10:05:00Z", "2026-01-01T10:06:01Z"),
+        ]
+    )
+    assert times.run_seconds(notebook) == pytest.approx(63.5)
+    assert times.running(63.5) == "about a minute"
+    assert times.running(59.9) == "under a minute"
+    assert times.running(150) == "about 2 minutes"  # 2.5 rounds to even
+    notebook.cells.append(nbformat.v4.new_code_cell("2"))
+    assert times.run_seconds(notebook) is None  # never executed whole
+
+
+def test_read_times_are_stated_once():
+    """The teachers' page and the preface give each chapter's own read time."""
+    found = times.chapters()
+    for path in times.PAGES:
+        block = times.BLOCK.search(path.read_text())
+        assert block, f"{path.name} has no generated times block"
+        for ch in found:
+            starts = (f"| [{ch.number:02d} ·", f"| {ch.number:02d} ")
+            row = next(r for r in block[0].splitlines() if r.startswith(starts))
+            assert f"| {ch.read} min |" in row, (path.name, row)
