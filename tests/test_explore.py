@@ -5,6 +5,7 @@ package's functions that computed them."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -66,15 +67,23 @@ def paper_rate(step: int, d_model: int, factor: float, warmup: int) -> float:
 
 
 def test_schedule_explorer_scales_to_the_paper_rate() -> None:
-    frame = chart_data(explore.schedule_explorer(total=10_000, points=20))
+    chart = explore.schedule_explorer(total=10_000, points=20)
+    frame = chart_data(chart)
+    # the chart's own formula, read from its spec and evaluated here
+    (formula,) = [
+        t["calculate"] for t in chart.to_dict()["transform"] if "calculate" in t
+    ]
     noam = frame[frame.k == "noam"]
-    for d_model, factor in ((512, 1.0), (128, 2.5)):
-        # the chart's calculate: v · factor / sqrt(d_model)
+    for width, factor in ((512, 1.0), (128, 2.5)):
         for step, warmup, v in noam[["s", "u", "v"]].itertuples(index=False):
-            expected = paper_rate(step, d_model, factor, warmup)
-            assert v * factor / math.sqrt(d_model) == pytest.approx(
-                expected, rel=1e-3
-            )
+            names = {
+                "datum": SimpleNamespace(v=v),
+                "factor": factor,
+                "width": width,
+            }
+            drawn = eval(formula, {"sqrt": math.sqrt}, names)
+            expected = paper_rate(step, width, factor, warmup)
+            assert drawn == pytest.approx(expected, rel=1e-3)
     # every shape has the same peak, (d_model · warmup)^-0.5 at d_model 1, reached
     # at the end of the warm-up
     for (_, warmup), curve in frame.groupby(["k", "u"]):
