@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -89,18 +88,17 @@ def check_page(page, path: Path) -> tuple[list[str], int]:
 
 
 def main() -> int:
+    start = time.perf_counter()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("site", type=Path, help="the built site (book/_build/html)")
     parser.add_argument(
-        "site", type=Path, help="the built site, e.g. book/_build/html"
-    )
-    parser.add_argument(
-        "--browser", default=find_browser(), help="Chromium, Chrome or Edge"
+        "--browser", help="Chromium, Chrome or Edge (default: found)"
     )
     args = parser.parse_args()
-    if args.browser is None:
+    executable = args.browser or find_browser()
+    if executable is None:
         print(BROWSER_HINT)
         return 1
-    start = time.perf_counter()
     # pages whose charts bind a parameter to an input
     pages = [
         path
@@ -111,17 +109,12 @@ def main() -> int:
         print(f"explorables check: no page under {args.site} has a bound control")
         return 1
     problems: list[str] = []
-    with tempfile.TemporaryDirectory() as profile, sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(
-            profile,
-            executable_path=args.browser,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-        )
+    with sync_playwright() as p:
+        chromium = {"executable_path": executable, "args": CHROMIUM_FLAGS}
+        browser = p.chromium.launch(headless=True, **chromium)
         for width in WIDTHS:
             for path in pages:
-                page = browser.new_page()
-                page.set_viewport_size({"width": width, "height": 900})
+                page = browser.new_page(viewport={"width": width, "height": 900})
                 outside: list[str] = []
                 page.on(
                     "request",

@@ -305,12 +305,10 @@ def record_attention(
     returns {(kind, layer from 1): weights (heads, queries, keys)}, ``kind`` one of
     :data:`KINDS`; the model's modules are switched back to the fused kernel after.
     """
-    modules = {}
-    for i, layer in enumerate(model.encoder.layers, 1):
-        modules[("encoder self", i)] = layer.self_attn
-    for i, layer in enumerate(model.decoder.layers, 1):
-        modules[("decoder self", i)] = layer.self_attn
-        modules[("cross", i)] = layer.src_attn
+    encoder, decoder = model.encoder.layers, model.decoder.layers
+    modules = {("encoder self", i): x.self_attn for i, x in enumerate(encoder, 1)}
+    modules |= {("decoder self", i): x.self_attn for i, x in enumerate(decoder, 1)}
+    modules |= {("cross", i): x.src_attn for i, x in enumerate(decoder, 1)}
     src_mask = padding_mask(src, pad)
     try:
         for module in modules.values():
