@@ -144,3 +144,16 @@ def test_try_it_turns_bad_input_into_one_line(capsys) -> None:
         == "error: review 1 is empty or blank: give some text\n"
     )
     assert explore.try_it(lambda: 42) == 42
+
+
+def test_attention_explorer_offers_only_controls_that_change_the_map() -> None:
+    maps = {(kind, 1): torch.full((2, 2, 2), 0.5) for kind in explore.KINDS}
+    one = ("one", ["a", "b"], ["x", "y"], maps)
+    bound = {
+        p["name"]
+        for p in explore.attention_explorer([one]).to_dict()["params"]
+        if "bind" in p
+    }
+    assert bound == {"kind", "layer", "head"}  # one sentence: nothing to choose
+    two = explore.attention_explorer([one, one]).to_dict()["params"]
+    assert "bind" in next(p for p in two if p["name"] == "sentence")

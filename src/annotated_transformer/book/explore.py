@@ -226,7 +226,7 @@ def schedule_explorer(total: int = 20_000, points: int = 50) -> alt.Chart:
             x=alt.X("s:Q", title="optimiser step"),
             y=alt.Y(
                 "lr:Q",
-                title="learning rate (axis fixed: compare settings)",
+                title="learning rate",
                 axis=alt.Axis(format=".1e"),
                 scale=alt.Scale(domain=[0, 2e-3]),
             ),
@@ -385,6 +385,7 @@ def attention_explorer(
     first = examples[0][3]
     layers = sorted({layer for _, layer in first})
     heads = first[(KINDS[0], 1)].size(0)
+    # a dropdown of sentences only when there is more than one
     sentence = alt.param(
         name="sentence",
         value=0,
@@ -392,7 +393,9 @@ def attention_explorer(
             options=list(range(len(examples))),
             labels=[name for name, *_ in examples],
             name="sentence ",
-        ),
+        )
+        if len(examples) > 1
+        else alt.Undefined,
     )
     kind = dropdown("kind", KINDS, "attention ", "cross")
     layer = dropdown("layer", layers, "layer ")
