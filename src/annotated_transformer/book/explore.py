@@ -27,6 +27,7 @@ from annotated_transformer.blocks.masks import (
     subsequent_mask,
 )
 from annotated_transformer.blocks.positional import sinusoids
+from annotated_transformer.book.page import wrap
 from annotated_transformer.data.batching import collate
 from annotated_transformer.evaluation.sampling import next_byte_distribution
 from annotated_transformer.tasks.base import check_texts
@@ -457,7 +458,9 @@ def translate_try_it(
 
     def answer() -> alt.Chart:
         english, *kept = translate_with_attention(task, model, sentence, beam)
-        print(f"German:  {sentence.strip()}\nEnglish: {english}")
+        print(
+            wrap(f"German:  {sentence.strip()}\nEnglish: {english}", indent=" " * 9)
+        )
         return attention_explorer([(sentence.strip()[:40], *kept)])
 
     return try_it(answer)
@@ -476,8 +479,8 @@ def continue_try_it(
     task: Any, model: torch.nn.Module, prompt: str, **options: Any
 ) -> None:
     """Try it: a reader's ``prompt`` and the model's continuation, sampled as
-    ``lm predict`` samples (``options``: length, temperature, top_k, seed); bad
-    input gets one line."""
+    ``lm predict`` samples (``options``: length, temperature, top_k, seed), wrapped
+    to the page; bad input gets one line."""
     answer = try_it(lambda: task.predict(model, [prompt], **options)[0])
     if answer is not None:
-        print(answer)
+        print(wrap(answer))
