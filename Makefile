@@ -155,6 +155,7 @@ site: setup
 
 site-check: setup chromium
 	$(PY) tests/site_check.py $(SITE)
+	$(PY) tests/explorables_check.py $(SITE)
 
 # Re-execute one chapter at full size, keeping the .py/.ipynb pair in sync. Jupyter stores
 # each cell's start and end in the notebook: the chapter's measured run time, which its

@@ -40,7 +40,7 @@ from annotated_transformer.blocks.attention import (
     MultiHeadedAttention,
     attention,
 )
-from annotated_transformer.book import viz
+from annotated_transformer.book import explore, viz
 from annotated_transformer.book.source import show_source
 
 torch.manual_seed(0)
@@ -297,6 +297,22 @@ alt.hconcat(
         title="…and its gradient vanishes", width=200, height=200
     ),
 ).configure_legend(orient="bottom")
+
+# %% [markdown]
+# **Explore.** Dividing the scores by a number is a *temperature*: the softmax of $s / T$.
+# The scaling above is $T = \sqrt{d_k}$. Move the slider over the scores of one query for
+# eight keys: a low temperature (large scores) puts nearly all the weight on one key, a high
+# one spreads it evenly. (The chart holds the softmax at every temperature offered, so the
+# slider works on the page without a kernel.)
+
+# %%
+scores = torch.randn(8, generator=torch.Generator().manual_seed(1)) * 2
+explore.distribution_explorer(
+    scores,
+    [f"key {j + 1}" for j in range(8)],
+    title="softmax(scores / T) for one query",
+    x_title="key",
+)
 
 # %% [markdown]
 # With raw dot products, by $d_k = 64$ (the paper's head width) the softmax already puts most of

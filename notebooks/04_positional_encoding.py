@@ -42,7 +42,7 @@ from annotated_transformer.blocks.positional import (
     PositionalEncoding,
     sinusoids,
 )
-from annotated_transformer.book import viz
+from annotated_transformer.book import explore, viz
 from annotated_transformer.book.source import show_source
 
 _ = torch.manual_seed(0)
@@ -326,6 +326,16 @@ print(
     "PE[pos] @ M_k == PE[pos + k] for all pos and k in (1, 5, 17, 60);\n"
     "each M_k is orthogonal"
 )
+
+# %% [markdown]
+# **Explore.** Pick a pair $i$ (its frequency $\omega_i$), a position and an offset $k$. Top:
+# the pair's sine and cosine over the positions, the two positions marked. Bottom: the same
+# pair as a point on the circle. Moving the position turns both points together; the angle
+# between them, $k\,\omega_i$, depends on $k$ alone. Slow pairs (large $i$) barely turn, fast
+# ones wrap around. (The controls work on the page without a kernel.)
+
+# %%
+explore.rotation_explorer()
 
 # %% [markdown]
 # Because $M_k$ is a rotation, the dot product of two position vectors depends only on how far

@@ -52,7 +52,7 @@ from annotated_transformer.blocks.masks import (
     padding_mask,
     subsequent_mask,
 )
-from annotated_transformer.book import viz
+from annotated_transformer.book import explore, viz
 from annotated_transformer.book.source import show_source
 from annotated_transformer.models.encoder_decoder import make_model
 
@@ -226,6 +226,16 @@ assert torch.equal(ours[real], original[real])
 assert torch.equal(ours[0], subsequent_mask(7)[0])
 assert ours.any(-1).all()  # every query row has at least one key
 print("real query rows identical; padded rows attend only to themselves")
+
+# %% [markdown]
+# **Explore.** Set the sequence's length, how many of its last tokens are padding, and
+# whether the look-ahead mask applies: causal is the decoder's `make_std_mask`, not causal
+# the encoder's `padding_mask`. Padding removes columns (keys); the causal mask removes the
+# upper triangle, and its padded rows keep only their own key. (The controls work on the page
+# without a kernel.)
+
+# %%
+explore.mask_explorer()
 
 # %% [markdown]
 # :::{admonition} Find the bug

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from annotated_transformer.book import viz
+from annotated_transformer.book import explore, viz
 from annotated_transformer.book.source import show_source
 from annotated_transformer.models.encoder_decoder import make_model
 from annotated_transformer.models.modes import evaluating
@@ -464,6 +464,16 @@ viz.line_chart(
     x_title="optimiser step",
     y_title="learning rate",
 )
+
+# %% [markdown]
+# **Explore.** The paper's rate and the three later shapes at its peak: change the warm-up,
+# the model width $d_{model}$ and the factor (the axis stays fixed, so a larger factor or a
+# smaller model raises the whole curve), or show one schedule at a time. The paper's `noam`
+# coincides with `inverse_sqrt` after the warm-up and with the linear ramp during it. (The
+# controls work on the page without a kernel.)
+
+# %%
+explore.schedule_explorer()
 
 # %% [markdown]
 # ## Label smoothing

@@ -54,7 +54,7 @@ import pandas as pd
 import torch
 
 from annotated_transformer.blocks.masks import segment_mask
-from annotated_transformer.book import viz
+from annotated_transformer.book import explore, viz
 from annotated_transformer.book.page import print_log, wrap
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
@@ -657,7 +657,8 @@ print(wrap(str(outputs["greedy"][0])))
 
 # %% [markdown]
 # The same model from the command line, `python -m annotated_transformer translate predict
-# --checkpoint runs/translate-cpu/final.pt --beam 4 "Zwei Hunde spielen im Schnee."`, which
+# --checkpoint results/translate-cpu --beam 4 "Zwei Hunde spielen im Schnee."` (the
+# published record; a run of your own is `runs/translate-cpu/final.pt`), which
 # calls the task's `predict`. A word it has never seen is spelled in smaller pieces, never
 # read as `<unk>`:
 
@@ -669,6 +670,17 @@ print(
         beam,
     )
 )
+
+# %% [markdown]
+# **Try it: type your own German sentence** between the quotes and run the cell. The model
+# above translates it with beam search (beam 4) and draws its attention: pick the kind
+# (cross-attention first: which German piece each English token looked at), the layer and
+# the head. [Chapter 11](11_attention_maps.ipynb) reads such maps. An empty sentence gets one
+# line saying so.
+
+# %% tags=["nbval-ignore-output"]
+SENTENCE = "Ein kleines Mädchen spielt mit einem roten Ball."  # ← type here
+explore.translate_try_it(task, model, SENTENCE, beam=beam)
 
 # %% [markdown]
 # [Chapter 11](11_attention_maps.ipynb) looks inside this model at what its attention heads attend to; [chapter 12](12_tricks_from_the_paper.ipynb)

@@ -50,7 +50,7 @@ import torch
 
 from annotated_transformer.blocks.attention import CachedAttention, attention
 from annotated_transformer.blocks.masks import padding_mask, subsequent_mask
-from annotated_transformer.book import viz
+from annotated_transformer.book import explore, viz
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.data.batching import collate
@@ -309,6 +309,34 @@ strongest("decoder-source attention", layer=min(2, n_layers), head=1)
 
 # %% tags=["nbval-ignore-output"]
 layer_grids("decoder-source attention")
+
+# %% [markdown]
+# ## Explore every map
+#
+# **Explore.** Every map of this sentence and of two more short test2016 sentences, one at a
+# time: pick the sentence, the kind of attention, the layer and the head. Here each sentence
+# is translated with beam search (beam 4, as for the test score), so its English can differ
+# from the greedy one above. (The chart holds all the maps, so the dropdowns work on the page
+# without a kernel.)
+
+# %% tags=["nbval-ignore-output"]
+others = [i for i, s in enumerate(test.src) if len(s) <= 10 and i != index]
+picked = [index, *others[:2]]
+examples = []
+for i in picked:
+    english, *kept = explore.translate_with_attention(task, model, test.de[i])
+    print(f"{test.de[i]}  →  {english}")
+    examples.append((test.de[i], *kept))
+explore.attention_explorer(examples)
+
+# %% [markdown]
+# **Try it: type your own German sentence** between the quotes and run the cell: its
+# beam translation and the same explorable maps, for your sentence. An empty sentence gets
+# one line saying so.
+
+# %% tags=["nbval-ignore-output"]
+SENTENCE = "Eine Frau liest im Park ein Buch."  # ← type here
+explore.translate_try_it(task, model, SENTENCE)
 
 # %% [markdown]
 # ## How focused is each head?

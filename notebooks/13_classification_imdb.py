@@ -52,7 +52,7 @@ import altair as alt
 import pandas as pd
 import torch
 
-from annotated_transformer.book import viz
+from annotated_transformer.book import explore, viz
 from annotated_transformer.book.page import print_log, wrap
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
@@ -304,6 +304,15 @@ print(
     f"after {metrics['steps']:,} steps ({epochs:.2f} epochs), "
     f"{metrics['parameters']:,} parameters"
 )
+
+# %% [markdown]
+# **Try it: type your own review** between the quotes and run the cell: the model above
+# reads it and says positive or negative, with its probability (as `classify predict`
+# prints them). An empty review gets one line saying so.
+
+# %% tags=["nbval-ignore-output"]
+REVIEW = "Thin plot, but the acting kept me watching to the end."  # ← type here
+explore.classify_try_it(result.task, model, REVIEW)
 
 # %% [markdown]
 # ## Where it goes wrong

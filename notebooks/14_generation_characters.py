@@ -46,7 +46,7 @@ import torch
 
 from annotated_transformer.blocks.layers import TransformerBlock
 from annotated_transformer.blocks.masks import subsequent_mask
-from annotated_transformer.book import viz
+from annotated_transformer.book import explore, viz
 from annotated_transformer.book.page import print_log, wrap
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
@@ -352,6 +352,33 @@ for T, k in ((1.0, None), (0.5, None), (2.0, None), (1.0, 2)):
     print(f"T={T}, top_k={k}: {probs[0].numpy().round(3)}")
 
 # %% [markdown]
+# **Explore.** The trained model's distribution over the next byte after a stretch of
+# validation text (the 16 likeliest bytes of 256; `␣` is a space, `\n` a new line). Move
+# the temperature and choose a top-k cut: at a low temperature the likeliest byte takes
+# nearly everything, at a high one the rare bytes gain; top-k sets all but the k likeliest
+# to zero. (The chart holds every setting offered, so the controls work on the page without
+# a kernel.)
+
+# %% tags=["nbval-ignore-output"]
+context = val[: run.task.config.max_len].long()  # as long as the model reads
+with torch.no_grad():
+    logits = lm(context[None])[0, -1]  # (256,) scores of the next byte
+print(repr(decode(context[-60:])), "→ ?")
+# each byte as it reads: a character, an escape such as \n, or (not ASCII) its value
+names = [
+    repr(chr(b))[1:-1].replace(" ", "␣") if b < 128 else f"{b:#x}"
+    for b in range(256)
+]
+explore.distribution_explorer(
+    logits,
+    names,
+    top_ks=(1, 3, 10),
+    shown=16,
+    title="The next byte's distribution",
+    x_title="next byte",
+)
+
+# %% [markdown]
 # Generation reuses the key/value cache of [chapter 09](09_copy_task.ipynb): the prompt is run once, and each later
 # step feeds only the newest byte, whose keys and values join those of the earlier positions
 # (the tests check that this gives the same bytes as re-running the whole context). When the
@@ -452,6 +479,15 @@ print(
     f"validation text: {val_closed}/{val_opened} links closed "
     f"({val_closed / val_opened:.0%})"
 )
+
+# %% [markdown]
+# **Try it: type your own prompt** between the quotes and run the cell: the model continues
+# it with 300 sampled bytes (temperature 0.8, top-k 40; change them in the call). A bad
+# setting (a temperature of 0, say) gets one line saying so.
+
+# %% tags=["nbval-ignore-output"]
+PROMPT = "The history of the city"  # ← type here
+explore.continue_try_it(run.task, lm, PROMPT, length=300, temperature=0.8, top_k=40)
 
 # %% [markdown]
 # ## Running it yourself

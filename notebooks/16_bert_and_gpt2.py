@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from annotated_transformer.book import viz
+from annotated_transformer.book import explore, viz
 from annotated_transformer.book.page import wrap
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
@@ -845,6 +845,17 @@ rows = max(len(c) for c in columns)
 print("".join(f"{name:<44}" for name in samples).rstrip())
 for i in range(rows):
     print("".join(f"{(c[i] if i < len(c) else ''):<44}" for c in columns).rstrip())
+
+# %% [markdown]
+# **Try it: type your own prompt** between the quotes and run the cell: the GPT-2-recipe
+# model above continues it with 120 sampled tokens (about 400 bytes; temperature 0.8, as for
+# the samples above). A bad setting (a temperature of 0, say) gets one line saying so.
+
+# %% tags=["nbval-ignore-output"]
+PROMPT = "JULIET:\nO Romeo,"  # ← type here
+explore.continue_try_it(
+    gpt2_run.task, gpt2_run.model, PROMPT, length=120, temperature=0.8
+)
 
 # %% [markdown]
 # ### The published GPT-2, in the reader's own classes

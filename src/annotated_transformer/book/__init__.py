@@ -4,6 +4,8 @@ chapters use to show things.
 - :mod:`~annotated_transformer.book.sizes`: run sizes (``AT_SIZE``) and the
   repository's ``runs/`` folder, where chapters find finished command-line runs;
 - :mod:`~annotated_transformer.book.viz`: Altair charts (heatmaps, line charts);
+- :mod:`~annotated_transformer.book.explore`: explorable charts (controls that
+  work without a kernel) and the try-it helpers that run a published model;
 - :mod:`~annotated_transformer.book.figures`: the diagrams, as hand-written SVG;
 - :mod:`~annotated_transformer.book.source`: ``show_source``, the
   package's code in a chapter, and :mod:`~annotated_transformer.book.listings`,
