@@ -5,19 +5,24 @@ A chart is stored as a Vega-Lite MIME bundle (a JSON object, see
 ``tests/nbval_sanitize.cfg`` (four decimals, a data set's hash name) only to
 outputs that are strings and compares the rest exactly, so a chart stored on one
 CPU would fail on another by a last digit. Here a JSON output is written out as
-sorted, indented text first, and then sanitized and compared like any text.
+sorted, indented text first (whole numbers as ints, as JupyterLab saves them), and
+then sanitized and compared like any text.
 """
 
 import json
 
 from nbval.plugin import IPyNbCell
 
+from annotated_transformer.book.rendering import plain_numbers
+
 _sanitize_text = IPyNbCell.sanitize
 
 
 def _sanitize(self: IPyNbCell, value: object) -> object:
     if isinstance(value, dict | list):
-        value = json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False)
+        value = json.dumps(
+            plain_numbers(value), indent=1, sort_keys=True, ensure_ascii=False
+        )
     return _sanitize_text(self, value)
 
 

@@ -18,7 +18,7 @@ from annotated_transformer.book import jupyter, rendering
 
 @pytest.fixture
 def chart() -> alt.Chart:
-    frame = pd.DataFrame({"x": [0, 1, 2], "y": [0.5, 0.25, 0.125]})
+    frame = pd.DataFrame({"x": [0, 1, 2], "y": [1.0, 0.5, 0.25]})
     return alt.Chart(frame, title="a line").mark_line().encode(x="x:Q", y="y:Q")
 
 
@@ -34,6 +34,8 @@ def test_the_book_renderer_emits_the_spec_under_jupyters_vega_lite_type(chart):
     bundle = bundle[0] if isinstance(bundle, tuple) else bundle
     assert set(bundle) == {"application/vnd.vegalite.v5+json"}
     assert bundle[rendering.MIME_TYPE] == chart.to_dict()
+    # whole numbers as a browser writes them: JSON.stringify(0.5, 1.0) is "0.5" "1"
+    assert json.dumps(bundle[rendering.MIME_TYPE]["datasets"]).count("1.0") == 0
 
 
 def test_stored_html_charts_become_mime_bundles_and_the_rest_stays(chart):

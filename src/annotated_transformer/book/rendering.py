@@ -35,12 +35,28 @@ MIME_TYPE = "application/vnd.vegalite.v5+json"
 RENDERER = "book"
 
 
+def plain_numbers(value: Any) -> Any:
+    """``value`` with every whole float written as an int (``1.0`` -> ``1``).
+
+    JSON in a browser has one kind of number: JupyterLab saves ``1.0`` as ``1``.
+    Stored that way from the start, a chart is the same whether the kernel wrote
+    it or JupyterLab saved it again.
+    """
+    if isinstance(value, dict):
+        return {key: plain_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain_numbers(item) for item in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def mimebundle(spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
     """Altair's renderer for the book: the spec under ``MIME_TYPE``.
 
     IPython adds the chart's ``text/plain`` (``alt.Chart(...)``) itself.
     """
-    return {MIME_TYPE: spec}
+    return {MIME_TYPE: plain_numbers(spec)}
 
 
 def enable() -> None:
