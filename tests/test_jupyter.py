@@ -81,10 +81,26 @@ def test_install_sets_the_viewer_and_the_hook_and_keeps_other_settings(tmp_path)
     )
     hook = server["ContentsManager"]["pre_save_hook"]
     module, name = hook.rsplit(".", 1)
-    assert (
-        getattr(__import__(module, fromlist=[name]), name)
-        is jupyter.refuse_ci_outputs
-    )
+    assert getattr(__import__(module, fromlist=[name]), name) is jupyter.pre_save
+
+
+def test_saving_leaves_out_the_png_jupyterlab_adds_to_a_chart():
+    chart = {rendering.MIME_TYPE: {"mark": "bar"}, "image/png": "iVBOR"}
+    picture = {"image/png": "iVBOR"}  # a PNG the kernel wrote stays
+    model = {
+        "type": "notebook",
+        "content": {
+            "cells": [
+                {"outputs": [{"data": dict(chart)}, {"data": dict(picture)}]},
+                {"source": "markdown"},
+            ]
+        },
+    }
+    jupyter.drop_chart_pngs(model)
+    assert model["content"]["cells"][0]["outputs"] == [
+        {"data": {rendering.MIME_TYPE: {"mark": "bar"}}},
+        {"data": picture},
+    ]
 
 
 class Contents:

@@ -8,7 +8,9 @@ hand without make) sets up the Jupyter of this environment (``sys.prefix``):
 - JupyterLab opens a ``.py`` chapter as a notebook (Jupytext's viewer), so editing
   and saving it keeps the pair in step;
 - the server refuses to save a chapter while ``AT_SIZE=ci`` (chapters shrunk for
-  CI): its outputs would replace the full-size ones stored in the ``.ipynb``.
+  CI): its outputs would replace the full-size ones stored in the ``.ipynb``;
+- it saves a chart as the kernel wrote it: JupyterLab adds a PNG of each chart it
+  draws to the notebook (tens of kB a chart), which the save leaves out.
 
 With ``--user`` it registers only the kernel, for the user's own Jupyter (conda,
 pipx, an editor): any Jupyter then runs the chapters with this environment.
@@ -24,12 +26,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from annotated_transformer.book.rendering import MIME_TYPE
 from annotated_transformer.book.sizes import run_size
 
 KERNEL = "transformers-from-scratch"
 DISPLAY_NAME = "Transformers from Scratch"
 CHAPTER = re.compile(r"^\d\d_\w+\.(ipynb|py)$")
-HOOK = "annotated_transformer.book.jupyter.refuse_ci_outputs"
+HOOK = "annotated_transformer.book.jupyter.pre_save"
 VIEWERS = {"python": "Jupytext Notebook"}  # Jupytext's own setting
 
 
@@ -54,6 +57,27 @@ def refuse_ci_outputs(
             "full-size outputs. Start Jupyter without AT_SIZE (make lab) to save, "
             "or File > Save As under another name.",
         )
+
+
+def drop_chart_pngs(model: dict[str, Any]) -> None:
+    """Leave out the PNG that JupyterLab adds to every chart output it draws."""
+    if model.get("type") != "notebook" or not isinstance(
+        model.get("content"), dict
+    ):
+        return
+    for cell in model["content"].get("cells", []):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if MIME_TYPE in data:
+                data.pop("image/png", None)
+
+
+def pre_save(
+    model: dict[str, Any], path: str, contents_manager: Any, **kwargs: Any
+) -> None:
+    """The pre-save hook of this environment's Jupyter server."""
+    refuse_ci_outputs(model, path, contents_manager)
+    drop_chart_pngs(model)
 
 
 def _merge(settings: dict[str, Any], update: dict[str, Any]) -> None:
