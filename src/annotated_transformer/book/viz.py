@@ -16,15 +16,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from annotated_transformer.book import rendering
-
 # The book's heatmaps (positional encodings, attention over 30 tokens × 8
 # heads) exceed Altair's default 5,000-row guard; the chapters keep their data
 # small on purpose instead.
 alt.data_transformers.disable_max_rows()
-# Charts are shown as a Vega-Lite MIME bundle, which Jupyter and the site draw
-# offline (see rendering).
-rendering.enable()
 
 
 def _as_array(
