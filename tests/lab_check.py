@@ -64,6 +64,11 @@ MARKDOWN_TEXT = f"""() => [...{ROOT_NODE}.querySelectorAll('.jp-MarkdownCell')]
     .map(el => el.innerText).join('\\n')"""
 ADMONITIONS = f"""() => {ROOT_NODE}.querySelectorAll(
     '.jp-MarkdownCell aside.myst-admonition').length"""
+# Figures in markdown cells, and how many of them loaded.
+FIGURES = f"""() => {{ const images = [...{ROOT_NODE}.querySelectorAll(
+    '.jp-MarkdownCell img')];
+  return [images.length, images.filter(i => i.naturalWidth > 0).length];
+}}"""
 # The notebook's outputs, from JupyterLab's own model: errors, and whether all ran.
 RUN_STATE = """() => {
   const panel = window.jupyterapp.shell.currentWidget;
@@ -88,8 +93,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def expected(chapter: str) -> tuple[int, int]:
-    """(charts, admonitions) of the chapter, counted in its files."""
+def expected(chapter: str) -> tuple[int, int, int]:
+    """(charts, admonitions, figures) of the chapter, counted in its files."""
     notebook = json.loads((NOTEBOOKS / f"{chapter}.ipynb").read_text())
     # a chart in either form: the MIME bundle, or Altair's HTML (which must draw)
     charts = sum(
@@ -98,12 +103,9 @@ def expected(chapter: str) -> tuple[int, int]:
         for cell in notebook["cells"]
         for output in cell.get("outputs", [])
     )
-    admonitions = len(
-        re.findall(
-            r"^# :::\{admonition\}", (NOTEBOOKS / f"{chapter}.py").read_text(), re.M
-        )
-    )
-    return charts, admonitions
+    source = (NOTEBOOKS / f"{chapter}.py").read_text()
+    admonitions = len(re.findall(r"^# :::\{admonition\}", source, re.M))
+    return charts, admonitions, source.count("](figures/")
 
 
 def start_lab(root: Path, config: Path, port: int, token: str) -> subprocess.Popen:
@@ -149,9 +151,9 @@ def wait_for(page: Page, script: str, what: str, timeout: float) -> object:
 
 
 def check_rendered(
-    page: Page, where: str, charts: int, admonitions: int
+    page: Page, where: str, charts: int, admonitions: int, figures: int
 ) -> list[str]:
-    """Charts drawn and MyST rendered in the notebook open in ``page``."""
+    """Charts drawn, MyST rendered and figures shown in the notebook in ``page``."""
     problems = []
     drawn = wait_for(
         page,
@@ -171,6 +173,9 @@ def check_rendered(
     shown = page.evaluate(ADMONITIONS)
     if shown < admonitions:
         problems.append(f"{where}: {shown} of {admonitions} admonitions rendered")
+    found, loaded = page.evaluate(FIGURES)
+    if found < figures or loaded < found:
+        problems.append(f"{where}: {loaded} of {figures} figures shown")
     return problems
 
 
@@ -217,7 +222,7 @@ def main() -> int:
         print("lab check: run it with AT_SIZE=ci (make lab-check)")
         return 2
     chapter = args.chapter
-    charts, admonitions = expected(chapter)
+    charts, admonitions, figures = expected(chapter)
     problems: list[str] = []
     start = time.monotonic()
     # inside the repository (its ignored build/), where a chapter finds results/
@@ -267,11 +272,11 @@ def main() -> int:
                         page, f"{base}/lab/tree/{name}?reset&token={token}"
                     )
                     problems += check_rendered(
-                        page, f"{where}, stored", charts, admonitions
+                        page, f"{where}, stored", charts, admonitions, figures
                     )
                     problems += run_all(page, where)
                     problems += check_rendered(
-                        page, f"{where}, run", charts, admonitions
+                        page, f"{where}, run", charts, admonitions, figures
                     )
                     if args.screenshot:
                         page.screenshot(path=args.screenshot / f"lab-{name}.png")
@@ -298,6 +303,7 @@ def main() -> int:
                     f"Notebook 7 {chapter}.ipynb at 390 px",
                     charts,
                     admonitions,
+                    figures,
                 )
                 if args.screenshot:
                     page.screenshot(path=args.screenshot / "notebook-390.png")
