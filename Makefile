@@ -157,7 +157,7 @@ site-check: setup chromium
 # JupyterLab on the chapters, with the kernel "Transformers from Scratch" (this venv), .py
 # chapters opening as notebooks; Ctrl-C stops it. (`make setup` registered the kernel.)
 lab: setup
-	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # The same kernel for a Jupyter installed elsewhere (conda, pipx) or an editor (VS Code).
 kernel: setup
