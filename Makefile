@@ -1,12 +1,16 @@
-# Transformers from Scratch — two commands do everything:
+# Transformers from Scratch — three commands do everything:
 #
 #   make book            set up .venv, build the site from the stored outputs
 #   make book EXECUTE=1  first re-execute every chapter at full size (refreshes stored outputs;
 #                        JOBS=2 chapters at a time)
 #   make test            set up .venv, check it (make doctor), run ruff, the unit tests, every
-#                        chapter (nbval, CI size), build the site and check it in a headless browser
+#                        chapter (nbval, CI size), build the site and check it and a chapter in
+#                        JupyterLab in a headless browser
+#   make lab             set up .venv and open JupyterLab on the chapters, with the book's kernel
 #
-# Smaller steps: make setup | doctor | lint | unit | nbval | site | site-check | sync | format
+# Smaller steps: make setup | doctor | lint | unit | nbval | site | site-check | lab-check | sync
+#                make format | make kernel  (register the kernel for your own Jupyter or editor)
+#                make charts     (store the chapters' charts as Vega-Lite MIME bundles, in place)
 #                make listings   (refresh the package listings stored in the chapters)
 #                make times      (the chapters' Time lines and the time tables, from measurements)
 #                make figures    (draw the diagrams in notebooks/figures again from their source)
@@ -59,10 +63,10 @@ NBVAL := -p no:cacheprovider --nbval --nbval-current-env --nbval-cell-timeout=90
          --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: help setup doctor lock test book lint unit nbval site site-check chromium sync format records \
-        execute times listings figures exercises handout clean
+        execute times listings figures exercises handout clean lab kernel lab-check charts
 
 help:
-	@sed -n '1,17p' Makefile
+	@sed -n '1,22p' Makefile
 
 # The venv's Python must be 3.11 or newer: say so, instead of failing deep inside pip.
 $(PY):
@@ -80,6 +84,7 @@ $(STAMP): pyproject.toml $(LOCK) | $(PY)
 	$(PIP) "torch==$(TORCH_VERSION)" -c $(LOCK) $(TORCH_FROM)
 	$(PIP) -r $(LOCK)
 	$(PIP) --no-deps -e .
+	$(PY) -m annotated_transformer.book.jupyter
 	touch $@
 
 setup: $(STAMP)
@@ -95,7 +100,7 @@ doctor:
 lock: | $(PY)
 	$(PIP) "uv==$(UV_VERSION)"
 	echo "torch==$(TORCH_VERSION)" > $(VENV)/torch-pin.txt
-	$(BIN)/uv pip compile pyproject.toml --extra dev --extra book --universal --python-version 3.11 \
+	$(BIN)/uv pip compile pyproject.toml --extra dev --extra book --extra lab --universal --python-version 3.11 \
 	  --constraints $(VENV)/torch-pin.txt --excludes .ci/lock-excludes.txt $(if $(UPGRADE),--upgrade) \
 	  --custom-compile-command "make lock" --quiet --output-file $(LOCK)
 	@echo "==> $(LOCK) re-resolved: make setup, make book EXECUTE=1 (stored outputs), make test"
@@ -111,6 +116,8 @@ test: setup chromium
 	$(MAKE) --no-print-directory nbval
 	@echo "==> site"
 	$(MAKE) --no-print-directory site site-check
+	@echo "==> a chapter in JupyterLab"
+	$(MAKE) --no-print-directory lab-check
 
 lint: setup
 	$(BIN)/ruff check .
@@ -156,6 +163,24 @@ site: setup
 site-check: setup chromium
 	$(PY) tests/site_check.py $(SITE)
 	$(PY) tests/explorables_check.py $(SITE)
+
+# JupyterLab on the chapters, with the kernel "Transformers from Scratch" (this venv), .py
+# chapters opening as notebooks; Ctrl-C stops it. (`make setup` registered the kernel.)
+lab: setup
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+
+# The same kernel for a Jupyter installed elsewhere (conda, pipx) or an editor (VS Code).
+kernel: setup
+	$(PY) -m annotated_transformer.book.jupyter --user
+
+# A chapter (as .py and as .ipynb, a copy) in headless JupyterLab on 127.0.0.1, network
+# blocked: stored charts and MyST drawn, every cell run at CI size, no error.
+lab-check: setup chromium
+	$(NOTEBOOK_ENV) AT_SIZE=ci $(PY) tests/lab_check.py
+
+# After merging chapters whose stored outputs still hold Altair's HTML charts.
+charts: setup
+	$(PY) -m annotated_transformer.book.rendering $(CHAPTERS:.py=.ipynb)
 
 # Re-execute one chapter at full size, keeping the .py/.ipynb pair in sync. Jupyter stores
 # each cell's start and end in the notebook: the chapter's measured run time, which its

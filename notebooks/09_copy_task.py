@@ -2,7 +2,7 @@
 # jupyter:
 #   jupytext:
 #     cell_metadata_filter: tags,-all
-#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version,-kernelspec
 #     text_representation:
 #       extension: .py
 #       format_name: percent

@@ -1,18 +1,58 @@
-"""Sphinx extension: serve Vega, Vega-Lite and vega-embed from the site itself.
+"""Sphinx extension: draw the chapters' charts with Vega, Vega-Lite and vega-embed
+served from the site itself.
 
-Altair's HTML output loads these libraries from a CDN unless a global ``VEGA_DEBUG``
-object already names the versions it expects. We write one self-contained bundle
-(from vl-convert, which ships the libraries) into ``_static`` and announce its
-versions, so charts render with no network. The bundle is wrapped in a function: its
-top-level names (``_``) would otherwise clash with Sphinx's own scripts.
+The chapters store each chart as a Vega-Lite MIME bundle (see
+``annotated_transformer.book.rendering``), which Jupyter draws by itself; MyST-NB
+does not know that type. As each chapter is read, every such output gets the HTML
+Altair would have written for it. That HTML loads the libraries from a CDN unless a
+global ``VEGA_DEBUG`` object already names the versions it expects: we write one
+self-contained bundle (from vl-convert, which ships the libraries) into ``_static``
+and announce its versions, so charts render with no network. The bundle is wrapped
+in a function: its top-level names (``_``) would otherwise clash with Sphinx's own
+scripts.
 """
 
+import hashlib
+import json
 from pathlib import Path
 
 import vl_convert
+from altair.utils.html import spec_to_html
 from altair.vegalite.v6 import display
 
+from annotated_transformer.book.rendering import MIME_TYPE
+
 BUNDLE = "vega-offline.js"
+
+
+def chart_html(spec: dict) -> str:
+    """Altair's notebook HTML for ``spec``; its element id is the spec's hash."""
+    text = json.dumps(spec, sort_keys=True)
+    div = "altair-viz-" + hashlib.sha256(text.encode()).hexdigest()[:32]
+    return spec_to_html(
+        spec,
+        mode="vega-lite",
+        vega_version=display.VEGA_VERSION,
+        vegalite_version=display.VEGALITE_VERSION,
+        vegaembed_version=display.VEGAEMBED_VERSION,
+        output_div=div,
+        fullhtml=False,
+        template="universal",
+    )
+
+
+def _charts_as_html(app, docname: str, source: list[str]) -> None:
+    """Give each Vega-Lite MIME output of a notebook its HTML (``source-read``)."""
+    notebook_file = str(app.env.doc2path(docname)).endswith(".ipynb")
+    if not notebook_file or MIME_TYPE not in source[0]:
+        return
+    notebook = json.loads(source[0])
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if MIME_TYPE in data and "text/html" not in data:
+                data["text/html"] = chart_html(data[MIME_TYPE])
+    source[0] = json.dumps(notebook)
 
 
 def _write_bundle(app) -> None:
@@ -32,6 +72,7 @@ def _write_bundle(app) -> None:
 
 def setup(app):
     app.connect("builder-inited", _write_bundle)
+    app.connect("source-read", _charts_as_html)
     # Loaded in <head> without defer: the charts' inline scripts
     # run while the body parses.
     app.add_js_file(BUNDLE, priority=100)

@@ -18,3 +18,9 @@ chapters use to show things.
 The top layer of the package: it may import any other (see
 ``tests/test_layout.py``).
 """
+
+from annotated_transformer.book import rendering
+
+# Every chart a chapter shows (each imports from here) is a Vega-Lite MIME bundle,
+# which Jupyter and the site draw offline: see rendering.
+rendering.enable()

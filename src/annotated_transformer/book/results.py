@@ -249,7 +249,8 @@ def learning_curves(root: str | Path | None = None) -> alt.VConcatChart:
 
 def chart_html(chart: alt.TopLevelMixin) -> str:
     """Altair's notebook HTML for ``chart``, with a fixed element id."""
-    html = chart._repr_mimebundle_()["text/html"]
+    with alt.renderers.enable("html"):  # whichever renderer the chapters use
+        html = chart._repr_mimebundle_()["text/html"]
     return re.sub(r"altair-viz-[0-9a-f]{32}", CHART_ID, html)
 
 
