@@ -40,6 +40,7 @@ from annotated_transformer.blocks.embeddings import Embeddings
 from annotated_transformer.blocks.positional import (
     PositionalEmbedding,
     PositionalEncoding,
+    check_positions,
     sinusoids,
 )
 from annotated_transformer.book import explore, viz
@@ -422,8 +423,9 @@ right = viz.heatmap(
 # Suppose training sentences were at most 100 tokens. The sinusoidal formula is defined for
 # every position, so its table simply extends (the first 100 rows are unchanged, and the
 # module's default `max_len=5000` covers far longer inputs). A learned table has no row for
-# position 100: it was never trained, and the package says so instead of failing with an
-# index error deep inside `nn.Embedding`.
+# position 100: it was never trained, and looking it up fails with an index error deep
+# inside `nn.Embedding`. So the package's models check a sequence once, where it enters
+# (`check_positions`), and say what to do in one line.
 
 # %%
 torch.testing.assert_close(
@@ -436,8 +438,12 @@ print(
 )
 try:
     learned(long_input)
+except IndexError as error:
+    print("learned, 120 positions: IndexError:", error)
+try:
+    check_positions(long_input.size(1), 0, max_len)
 except ValueError as error:
-    print("learned, 120 positions: ValueError:")
+    print("a model's check on entry: ValueError:")
     print(textwrap.indent(textwrap.fill(str(error), 78), "  "))
 
 # %% [markdown]
