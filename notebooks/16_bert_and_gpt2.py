@@ -622,7 +622,7 @@ stds
 def stream_variance(model: GPT2LM, x: torch.Tensor) -> list[float]:
     """Variance of the residual stream after the embeddings and after each block."""
     with torch.no_grad():
-        h = model.position(model.embed(x))
+        h = model.position(model.embed(x), 0)
         out = [h.var().item()]
         for block in model.blocks:
             h = block(h)
