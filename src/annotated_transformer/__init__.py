@@ -54,7 +54,7 @@ _EXPORTS = {
     "Generator": "models.encoder_decoder",
     "make_model": "models.encoder_decoder",
     "LabelSmoothing": "training.loss",
-    "Batch": "training.trainer",
+    "Batch": "data.batching",
     "greedy_decode": "evaluation.decoding",
 }
 

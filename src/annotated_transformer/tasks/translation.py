@@ -12,7 +12,7 @@ the paper was written for.
   sorts by length only within random pools of that many pairs (more padding, more
   varied batches). ``pack_width`` instead keeps batches random and packs their pairs
   several to a row of that many tokens (``batching.packed_batches``,
-  :class:`~annotated_transformer.training.trainer.PackedBatch`).
+  :class:`~annotated_transformer.data.batching.PackedBatch`).
 - Loss: label-smoothed cross-entropy summed over the target tokens.
 - Validation: loss per target token and greedy BLEU; test:
   test2016 with beam search.
@@ -36,6 +36,8 @@ from torch import Tensor, nn
 from annotated_transformer.blocks.masks import padding_mask
 from annotated_transformer.data import multi30k
 from annotated_transformer.data.batching import (
+    Batch,
+    PackedBatch,
     bucket_batches,
     collate,
     packed_batches,
@@ -56,7 +58,7 @@ from annotated_transformer.models.encoder_decoder import (
 )
 from annotated_transformer.models.modes import evaluating
 from annotated_transformer.tasks.base import Task, TrainConfig, check_texts
-from annotated_transformer.training.trainer import Batch, PackedBatch, seq2seq_loss
+from annotated_transformer.training.loss import seq2seq_loss
 
 Pair = tuple[list[int], list[int]]  # (source ids, target ids), without <s> and </s>
 
