@@ -14,7 +14,8 @@ layers below it (``tests/test_layout.py`` checks):
 - ``evaluation/``: metrics, decoding, sampling;
 - ``tasks/``: what the runner trains (translation, classification, language
   models);
-- ``runner``, ``records`` and ``machine``: runs, their records and provenance;
+- ``runner``, ``records``, ``finished`` and ``machine``: runs, their records, a
+  finished run read back, provenance;
 - ``cli``, ``doctor`` and ``__main__``: the command lines;
 - ``book/`` and ``exercises/``: the chapters' machinery, the graded exercises.
 

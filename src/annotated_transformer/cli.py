@@ -61,6 +61,7 @@ import torch
 
 from annotated_transformer import records, runner
 from annotated_transformer.files import DiskFullError, disk_full, is_disk_full
+from annotated_transformer.finished import run_precision
 from annotated_transformer.tasks import PRESETS, TASKS
 from annotated_transformer.tasks.base import LARGEST
 from annotated_transformer.training.trainer import NonFiniteLossError
@@ -284,14 +285,14 @@ def run(args: argparse.Namespace) -> int:
             f"{args.checkpoint[0]} is a {task.name} checkpoint, not {args.task}"
         )
     if args.command == "evaluate":
-        with runner.run_precision(task, model):
+        with run_precision(task, model):
             scores = task.evaluate_split(model, args)
         print(json.dumps(scores, indent=2, ensure_ascii=False))
     else:
         inputs = texts(args)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
-            with runner.run_precision(task, model):
+            with run_precision(task, model):
                 lines = task.predict(model, inputs, **task.predict_options(args))
         for warning in caught:
             print(f"warning: {warning.message}", file=sys.stderr)
