@@ -22,7 +22,6 @@ the paper was written for.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import warnings
 from collections.abc import Iterator, Sequence
@@ -583,35 +582,6 @@ class Translation(Task):
                 for t in translator.translate_tokens(tokens, beam, alpha)
             ]
 
-    # --- the command line
-    @classmethod
-    def add_evaluate_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--split", default="test2016", choices=list(multi30k.SPLITS)
-        )
-        add_decoding_arguments(parser)
-
-    @classmethod
-    def add_predict_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        add_decoding_arguments(parser)
-
-    def evaluate_split(
-        self, model: nn.Module, args: argparse.Namespace
-    ) -> dict[str, Any]:
-        return {
-            "split": args.split,
-            **self.scores(model, args.split, args.beam, args.alpha),
-        }
-
-    def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
-        return {"beam": args.beam, "alpha": args.alpha}
-
 
 class UnknownTokens(UserWarning):
     """Input words that the vocabulary lacks: the model reads them as ``<unk>``."""
-
-
-def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
-    help_alpha = "beam search's length penalty α (default: the run's)"
-    parser.add_argument("--alpha", type=float, default=None, help=help_alpha)
