@@ -1,5 +1,5 @@
 """The copy task (Annotated Transformer): random sequences whose target is the
-source, the smallest problem an encoder-decoder can learn (chapters 08 and 09).
+source, the first task chapters 08 and 09 train an encoder-decoder on.
 
 Batches of it are :class:`~annotated_transformer.data.batching.Batch`es, seeded,
 so ``lambda epoch: copy_task_batches(..., seed=epoch)`` is a resumable data

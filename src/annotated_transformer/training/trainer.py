@@ -1,7 +1,7 @@
 """Training: the optimiser of the paper and one loop for every task.
 
-The loop knows nothing about translation (its batches are
-:mod:`~annotated_transformer.data.batching`'s, its loss is
+The loop knows nothing about translation (the sentence-pair batches are
+:mod:`~annotated_transformer.data.batching`'s, the translation loss
 :mod:`~annotated_transformer.training.loss`'s). A task gives it
 
 - ``batches(epoch) -> iterable of batches``: the training data of one epoch, the
