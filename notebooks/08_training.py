@@ -20,7 +20,7 @@
 # *Attention Is All You Need* ([Vaswani et al., 2017](../book/references.md#vaswani-et-al-2017)): batches that hold a source, a shifted
 # target and their masks; a training loop that counts tokens; the Adam optimiser with the
 # paper's unusual settings; the warm-up-then-decay learning rate schedule; and label smoothing.
-# Each piece comes from the package (`annotated_transformer.training.trainer`, `.schedule`, `.loss`),
+# Each piece comes from the package (`annotated_transformer.data.batching`, `.training.loss`, `.training.trainer`, `.training.schedules`),
 # shown with `show_source` and then checked against a derivation written out here.
 #
 # Two of these pieces went wrong in the Annotated Transformer, and we look at both: its loop
@@ -40,10 +40,13 @@ import torch
 
 from annotated_transformer.book import explore, viz
 from annotated_transformer.book.source import show_source
+from annotated_transformer.data.batching import Batch
+from annotated_transformer.data.copy_task import copy_task_batches
 from annotated_transformer.models.encoder_decoder import make_model
 from annotated_transformer.models.modes import evaluating
 from annotated_transformer.training.loss import (
     LabelSmoothing,
+    seq2seq_loss,
     smoothed_cross_entropy,
 )
 from annotated_transformer.training.schedules import (
@@ -55,12 +58,9 @@ from annotated_transformer.training.schedules import (
     rate,
 )
 from annotated_transformer.training.trainer import (
-    Batch,
     Trainer,
-    copy_task_batches,
     make_optimizer,
     mean_loss,
-    seq2seq_loss,
 )
 
 torch.manual_seed(0)

@@ -44,6 +44,11 @@ from annotated_transformer.blocks.masks import padding_mask, subsequent_mask
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick
 from annotated_transformer.book.source import show_source
+from annotated_transformer.data.batching import Batch
+from annotated_transformer.data.copy_task import (
+    copy_task_batches,
+    variable_copy_batch,
+)
 from annotated_transformer.evaluation.decoding import (
     _Stepper,
     beam_search,
@@ -54,15 +59,12 @@ from annotated_transformer.models.encoder_decoder import (
     Transformer,
     make_transformer,
 )
+from annotated_transformer.training.loss import seq2seq_loss
 from annotated_transformer.training.schedules import make_scheduler
 from annotated_transformer.training.trainer import (
-    Batch,
     Trainer,
-    copy_task_batches,
     make_optimizer,
     mean_loss,
-    seq2seq_loss,
-    variable_copy_batch,
 )
 
 torch.manual_seed(0)

@@ -84,7 +84,7 @@ from annotated_transformer.tasks.translation import (
     pair_lengths,
     score,
 )
-from annotated_transformer.training.trainer import seq2seq_loss
+from annotated_transformer.training.loss import seq2seq_loss
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)

@@ -4,18 +4,15 @@ import pytest
 import torch
 
 from annotated_transformer.blocks.masks import padding_mask, subsequent_mask
+from annotated_transformer.data.copy_task import copy_task_batches
 from annotated_transformer.evaluation.decoding import beam_search, greedy_decode
 from annotated_transformer.models.encoder_decoder import (
     make_model,
     make_transformer,
 )
+from annotated_transformer.training.loss import seq2seq_loss
 from annotated_transformer.training.schedules import make_scheduler
-from annotated_transformer.training.trainer import (
-    Trainer,
-    copy_task_batches,
-    make_optimizer,
-    seq2seq_loss,
-)
+from annotated_transformer.training.trainer import Trainer, make_optimizer
 
 PAD, START, END = 0, 1, 2
 

@@ -21,7 +21,8 @@ from annotated_transformer.models.encoder_decoder import make_transformer
 from annotated_transformer.tasks.translation import make_batch, pair_lengths
 from annotated_transformer.training import distributed
 from annotated_transformer.training.checkpoints import read_checkpoint
-from annotated_transformer.training.trainer import Trainer, seq2seq_loss
+from annotated_transformer.training.loss import seq2seq_loss
+from annotated_transformer.training.trainer import Trainer
 
 WORLD = 2
 STEPS = 3

@@ -11,14 +11,15 @@ the bottom:
 2. ``models/``: whole models built from blocks (and ``models.modes``, the eval
    mode every evaluation runs in); ``data/``: corpora, tokenizers, vocabularies,
    batches. Models and data know nothing of each other.
-3. ``training/``: the trainer and its batches, loss, schedules, checkpoints,
+3. ``training/``: the trainer, losses, schedules, checkpoints,
    distributed training, memory accounting, progress bars.
 4. ``evaluation/``: metrics, decoding, sampling, segment-wise scoring.
 5. ``tasks/``: what the runner trains, each task joining data, a model, its loss
    and its scores.
 6. runs: ``runner`` (around the training loop), ``records`` (finished runs kept in
-   ``results/``) and ``machine`` (a run's provenance, written by the runner and
-   copied by records, and used by nothing else).
+   ``results/``), ``finished`` (a finished run read back, for both of them) and
+   ``machine`` (a run's provenance, written by the runner and copied by records,
+   and used by nothing else).
 7. commands: ``cli``, ``doctor``, ``__main__``.
 8. ``book/`` (the chapters' machinery) and ``exercises/`` (graded exercises): may
    import anything below.
@@ -29,11 +30,20 @@ always allowed: Python imports it before any of its modules anyway.
 
 Imports inside functions and under ``if TYPE_CHECKING`` count like the others:
 a lazy import is still a dependency.
+
+Nor does any module import, through any chain of others, itself: two modules of
+one layer may import each other's names (the layers allow it), but then neither
+can be read, tested or moved without the other; the piece they share belongs in
+a module both import. Only the imports a module writes count as its edges: that
+importing ``a.b.c`` runs ``a/b/__init__.py`` first is Python's, not a
+dependency (a package's ``__init__`` imports its own modules).
 """
 
 from __future__ import annotations
 
 import ast
+import graphlib
+import itertools
 from pathlib import Path
 
 import annotated_transformer
@@ -54,6 +64,7 @@ LAYERS: dict[str, tuple[str, int]] = {
     "runner": ("runs", 6),
     "records": ("runs", 6),
     "machine": ("runs", 6),
+    "finished": ("runs", 6),
     "cli": ("commands", 7),
     "doctor": ("commands", 7),
     "__main__": ("commands", 7),
@@ -159,3 +170,36 @@ def late():
     ]
     allowed = [may_import(f"{ROOT}.data.download", m) for _, m in found]
     assert allowed == [True, False, False, False, False]  # models: a sibling
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every module of the package -> the package's modules it imports."""
+    graph = {}
+    for path in modules():
+        name = module_name(path)
+        found = imports(path.read_text(), name, path.name == "__init__.py")
+        graph[name] = {target for _, target in found if target != name}
+    return graph
+
+
+def circle(graph: dict[str, set[str]]) -> list[str]:
+    """One chain of imports that comes back to where it began (``[a, b, a]``:
+    a imports b, b imports a), or [] when there is none."""
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as error:
+        return list(reversed(error.args[1]))  # graphlib lists it importer last
+    return []
+
+
+def test_a_circle_is_found() -> None:
+    chain = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    found = circle(chain)
+    assert len(found) == 4 and found[0] == found[-1]
+    assert all(b in chain[a] for a, b in itertools.pairwise(found))
+    assert circle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_no_import_circles() -> None:
+    found = circle(import_graph())
+    assert found == [], "modules that import each other: " + " -> ".join(found)

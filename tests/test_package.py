@@ -27,7 +27,7 @@ HOMES = {
     "PositionalEncoding": "blocks.positional",
     "LabelSmoothing": "training.loss",
     "greedy_decode": "evaluation.decoding",
-    "Batch": "training.trainer",
+    "Batch": "data.batching",
     "clones": "blocks.layers",
 }
 

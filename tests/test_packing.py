@@ -17,8 +17,9 @@ from annotated_transformer.blocks.positional import (
     check_positions,
 )
 from annotated_transformer.data import batching
+from annotated_transformer.data.batching import Batch, PackedBatch
 from annotated_transformer.models.encoder_decoder import make_transformer
-from annotated_transformer.training.trainer import Batch, PackedBatch, seq2seq_loss
+from annotated_transformer.training.loss import seq2seq_loss
 
 
 def random_segments(rows: int, length: int, seed: int) -> torch.Tensor:

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from annotated_transformer import records, runner
+from annotated_transformer.finished import RunResult
 from annotated_transformer.tasks import TASKS
 from annotated_transformer.training import checkpoints
 from annotated_transformer.training.checkpoints import (
@@ -51,7 +52,7 @@ def mirror(multi30k_mirror, imdb_mirror, chars_mirror) -> Path:
     return multi30k_mirror
 
 
-def train(task: str, out: Path, mirror: Path, **options) -> runner.RunResult | None:
+def train(task: str, out: Path, mirror: Path, **options) -> RunResult | None:
     """``runner.train`` in this process, quietly, on the CPU."""
     quiet = {"data_dir": mirror, "device": "cpu", "progress": False, "echo": False}
     return runner.train(task, out, **quiet, **options)
@@ -71,9 +72,9 @@ def same_history(out: Path, whole_dir: Path, task: str) -> None:
 def uninterrupted(mirror, tmp_path_factory, one_thread):
     """``uninterrupted(task)``: the folder and result of one whole
     run of SETTINGS[task]."""
-    runs: dict[str, tuple[Path, runner.RunResult]] = {}
+    runs: dict[str, tuple[Path, RunResult]] = {}
 
-    def get(task: str) -> tuple[Path, runner.RunResult]:
+    def get(task: str) -> tuple[Path, RunResult]:
         if task not in runs:
             out = tmp_path_factory.mktemp(task) / "whole"
             runs[task] = (

@@ -20,6 +20,7 @@ from annotated_transformer.blocks.embeddings import check_ids
 from annotated_transformer.data import imdb
 from annotated_transformer.data.batching import collate
 from annotated_transformer.data.bpe import BPE
+from annotated_transformer.finished import RunResult
 from annotated_transformer.models.decoder_only import DecoderLM
 from annotated_transformer.models.encoder_only import EncoderClassifier
 from annotated_transformer.tasks import PRESETS
@@ -467,7 +468,7 @@ def test_review_tokenizer_spells_the_words_in_pieces():
 
 def quiet_train(
     task: str, out: Path, mirror: Path, settings: list[str]
-) -> runner.RunResult:
+) -> RunResult:
     options = {
         "data_dir": mirror,
         "device": "cpu",

@@ -11,17 +11,17 @@ import torch
 import torch.nn.functional as F
 
 import annotated_transformer
+from annotated_transformer.data.batching import Batch
+from annotated_transformer.data.copy_task import copy_task_batches
 from annotated_transformer.models.encoder_decoder import make_transformer
 from annotated_transformer.models.modes import evaluating
 from annotated_transformer.training.checkpoints import load_checkpoint
+from annotated_transformer.training.loss import seq2seq_loss
 from annotated_transformer.training.schedules import make_scheduler, rate
 from annotated_transformer.training.trainer import (
-    Batch,
     NonFiniteLossError,
     Trainer,
-    copy_task_batches,
     make_optimizer,
-    seq2seq_loss,
 )
 
 PAD = 0

@@ -14,7 +14,8 @@ layers below it (``tests/test_layout.py`` checks):
 - ``evaluation/``: metrics, decoding, sampling;
 - ``tasks/``: what the runner trains (translation, classification, language
   models);
-- ``runner``, ``records`` and ``machine``: runs, their records and provenance;
+- ``runner``, ``records``, ``finished`` and ``machine``: runs, their records, a
+  finished run read back, provenance;
 - ``cli``, ``doctor`` and ``__main__``: the command lines;
 - ``book/`` and ``exercises/``: the chapters' machinery, the graded exercises.
 
@@ -54,7 +55,7 @@ _EXPORTS = {
     "Generator": "models.encoder_decoder",
     "make_model": "models.encoder_decoder",
     "LabelSmoothing": "training.loss",
-    "Batch": "training.trainer",
+    "Batch": "data.batching",
     "greedy_decode": "evaluation.decoding",
 }
 

@@ -54,15 +54,23 @@ import os
 import sys
 import tarfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch import nn
 
 from annotated_transformer import records, runner
+from annotated_transformer.data import multi30k
 from annotated_transformer.files import DiskFullError, disk_full, is_disk_full
-from annotated_transformer.tasks import PRESETS, TASKS
+from annotated_transformer.finished import run_precision
+from annotated_transformer.tasks import PRESETS, TASKS, Task
 from annotated_transformer.tasks.base import LARGEST
+from annotated_transformer.tasks.classification import Classification
+from annotated_transformer.tasks.lm import LanguageModel
+from annotated_transformer.tasks.translation import Translation
 from annotated_transformer.training.trainer import NonFiniteLossError
 
 
@@ -142,6 +150,159 @@ def texts(args: argparse.Namespace) -> list[str]:
     return given
 
 
+# ------------------------------------ each task's options of evaluate and predict
+# (a split, a beam size, sampling): here, so that a task module holds the task and
+# not its command line.
+
+Arguments = Callable[[argparse.ArgumentParser], None]
+
+
+def no_arguments(parser: argparse.ArgumentParser) -> None:
+    """No options of the task's own."""
+    del parser
+
+
+def validation(task: Task, model: nn.Module, args: argparse.Namespace) -> dict:
+    """``evaluate`` without options of the task's own: the validation scores."""
+    del args
+    return task.evaluate(model)
+
+
+def no_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``predict`` without options of the task's own."""
+    del args
+    return {}
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """What ``evaluate`` and ``predict`` take for one task beyond a checkpoint
+    (and ``predict``'s texts), and what they do with it: ``evaluate_arguments``
+    and ``predict_arguments`` add the options to each command's parser,
+    ``evaluate`` scores a model under them, ``predict`` turns them into keyword
+    options of the task's ``predict``. A task without an entry in
+    :data:`OPTIONS` has none: ``evaluate`` gives its validation scores."""
+
+    evaluate_arguments: Arguments = no_arguments
+    predict_arguments: Arguments = no_arguments
+    evaluate: Callable[[Any, nn.Module, argparse.Namespace], dict] = validation
+    predict: Callable[[argparse.Namespace], dict[str, Any]] = no_options
+
+
+def decoding_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
+    help_alpha = "beam search's length penalty α (default: the run's)"
+    parser.add_argument("--alpha", type=float, default=None, help=help_alpha)
+
+
+def translation_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--split", default="test2016", choices=list(multi30k.SPLITS)
+    )
+    decoding_arguments(parser)
+
+
+def translation_scores(
+    task: Translation, model: nn.Module, args: argparse.Namespace
+) -> dict[str, Any]:
+    return {
+        "split": args.split,
+        **task.scores(model, args.split, args.beam, args.alpha),
+    }
+
+
+def review_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--split", default="test", choices=["val", "test"])
+
+
+def review_accuracy(
+    task: Classification, model: nn.Module, args: argparse.Namespace
+) -> dict[str, Any]:
+    return {"split": args.split, **task.accuracy(model, args.split)}
+
+
+def text_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--split", default="val", choices=("train", "val", "test"))
+    parser.add_argument(
+        "--stride", type=int, help="window step (default: half the context)"
+    )
+    parser.add_argument(
+        "--max-bytes", type=int, help="score only the first N bytes"
+    )
+    parser.add_argument(
+        "--batch-size", type=int, help="windows per forward (default: 32)"
+    )
+    parser.add_argument(
+        "--mem-len", type=int, help="block=xl: memory per layer (states)"
+    )
+
+
+def text_scores(
+    task: LanguageModel, model: nn.Module, args: argparse.Namespace
+) -> dict[str, Any]:
+    least = {"--batch-size": 1, "--max-bytes": 2, "--stride": 1, "--mem-len": 0}
+    for option, low in least.items():
+        value = getattr(args, option[2:].replace("-", "_"))
+        if value is not None and value < low:
+            raise ValueError(f"{option} must be >= {low}, got {value}")
+    given = {"mem_len": args.mem_len, "stride": args.stride}
+    given["batch_size"] = args.batch_size
+    chosen = {k: v for k, v in given.items() if v is not None}
+    return task.bits_per_byte(model, args.split, args.max_bytes, **chosen)
+
+
+def sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--length",
+        type=int,
+        default=256,
+        help="new bytes (BPE: tokens) to sample",
+    )
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument(
+        "--top-k", type=int, help="sample among the k likeliest bytes only"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
+    keys = ("length", "temperature", "top_k", "seed")
+    return {k: getattr(args, k) for k in keys}
+
+
+def fill_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--top", type=int, default=3, help="candidates shown per [MASK]"
+    )
+
+
+OPTIONS: dict[str, TaskOptions] = {
+    "translate": TaskOptions(
+        evaluate_arguments=translation_arguments,
+        predict_arguments=decoding_arguments,
+        evaluate=translation_scores,
+        predict=lambda args: {"beam": args.beam, "alpha": args.alpha},
+    ),
+    "classify": TaskOptions(
+        evaluate_arguments=review_arguments, evaluate=review_accuracy
+    ),
+    "lm": TaskOptions(
+        evaluate_arguments=text_arguments,
+        predict_arguments=sampling_arguments,
+        evaluate=text_scores,
+        predict=sampling_options,
+    ),
+    "mlm": TaskOptions(
+        predict_arguments=fill_arguments, predict=lambda args: {"top": args.top}
+    ),
+}
+
+
+def options(task: str) -> TaskOptions:
+    """The command-line options of ``task`` (a name in ``TASKS``)."""
+    return OPTIONS.get(task, TaskOptions())
+
+
 def _settings_help(task: str) -> str:
     config = PRESETS[task]["tiny"]
     return "settings: " + ", ".join(f.name for f in dataclasses.fields(config))
@@ -193,11 +354,11 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument(
                 "--checkpoint", required=True, type=Path, action="append", help=SOUP
             )
-        cls.add_evaluate_arguments(evaluate)
+        options(name).evaluate_arguments(evaluate)
         predict.add_argument(
             "inputs", nargs="*", help="texts (default: lines on stdin)"
         )
-        cls.add_predict_arguments(predict)
+        options(name).predict_arguments(predict)
 
         for command in (train, evaluate, predict):
             command.add_argument(
@@ -284,15 +445,16 @@ def run(args: argparse.Namespace) -> int:
             f"{args.checkpoint[0]} is a {task.name} checkpoint, not {args.task}"
         )
     if args.command == "evaluate":
-        with runner.run_precision(task, model):
-            scores = task.evaluate_split(model, args)
+        with run_precision(task, model):
+            scores = options(args.task).evaluate(task, model, args)
         print(json.dumps(scores, indent=2, ensure_ascii=False))
     else:
         inputs = texts(args)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
-            with runner.run_precision(task, model):
-                lines = task.predict(model, inputs, **task.predict_options(args))
+            with run_precision(task, model):
+                chosen = options(args.task).predict(args)
+                lines = task.predict(model, inputs, **chosen)
         for warning in caught:
             print(f"warning: {warning.message}", file=sys.stderr)
         for line in lines:

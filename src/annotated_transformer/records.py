@@ -49,6 +49,13 @@ from annotated_transformer.files import (
     read_json,
     write_json,
 )
+from annotated_transformer.finished import (
+    RunResult,
+    run_precision,
+    same_run,
+    saved_run,
+    test_settings,
+)
 from annotated_transformer.machine import (
     PROVENANCE,
     describe,
@@ -288,8 +295,6 @@ def record_run(
         return _halved(run, out, data_dir=data_dir, say=say)
     metrics = _finished_metrics(run)
 
-    from annotated_transformer.runner import saved_run  # runner imports us
-
     saved = read_checkpoint(run / "final.pt")
     saved_run(saved["config"], run / "final.pt")  # fits this version
     origin = run / PROVENANCE
@@ -388,8 +393,6 @@ def _publish(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Write the weights into ``folder`` (which holds the task's state);
     returns the record's ``weights`` and ``subset`` entries."""
-    from annotated_transformer.runner import run_precision  # runner imports us
-
     config = saved["config"]
     task_name, settings = config["task"], config["config"]
     cls = TASKS[task_name]
@@ -498,8 +501,6 @@ def matching_record(
     None: what ``ensure_run`` loads instead of training. ``weights``: only a
     record that publishes them; False: one without counts too (its history and
     metrics are all that is asked for)."""
-    from annotated_transformer.runner import same_run, test_settings
-
     tests = test_settings(wanted)
     for folder, record in all_records(root):
         if weights and record.get("weights") is None:
@@ -517,15 +518,13 @@ def load_result(
     *,
     data_dir: str | Path | None = None,
     weights: bool = True,
-) -> Any:
+) -> RunResult:
     """A record as the ``RunResult`` a chapter gets from ``ensure_run``: the
     published model, the run's history and metrics (``metrics["parameters"]``:
     its parameter count); ``out`` is the record. ``weights=False`` reads a
     record without weights too: its result has no model (reading ``model``
     raises :func:`no_weights`'s error), its task is rebuilt from ``state.json``.
     A record with weights always gives its model."""
-    from annotated_transformer.runner import RunResult
-
     folder = Path(folder)
     record = _read(folder)
     model: nn.Module | None = None

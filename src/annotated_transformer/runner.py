@@ -14,8 +14,9 @@ it; the runner owns the rest:
   CPU; ``precision`` is fp32, bf16, fp16 (with loss scaling) or ``auto``: bf16 where
   its matrix products are faster than fp32's, decided once when the run is built;
   every forward pass of the run, training, validation, test and a loaded run's
-  predictions, runs in it (:func:`run_precision`); ``activation_checkpointing``
-  recomputes every layer's activations in the backward pass instead of keeping them;
+  predictions, runs in it (:func:`~annotated_transformer.finished.run_precision`);
+  ``activation_checkpointing`` recomputes every layer's activations in the
+  backward pass instead of keeping them;
 - **optimiser and schedule**: Adam (the paper's) or AdamW,
   ``schedule.make_scheduler``;
 - **checkpoints**, every file written atomically and checked when read: ``last.pt``
@@ -37,7 +38,9 @@ it; the runner owns the rest:
   (DDP) or, with ``sharding="fsdp"``, sharded layer by layer (:func:`stack_layers`).
 
 What a chapter calls is :func:`ensure_run`; the command line is
-:mod:`annotated_transformer.cli`.
+:mod:`annotated_transformer.cli`. What a finished run's checkpoint says about
+it, and the result a chapter gets, are :mod:`annotated_transformer.finished`'s:
+the records read them too.
 """
 
 from __future__ import annotations
@@ -70,11 +73,18 @@ from annotated_transformer.files import (
     is_stale,
     write_json,
 )
+from annotated_transformer.finished import (
+    RunResult,
+    run_precision,
+    same_run,
+    saved_run,
+    test_settings,
+)
 from annotated_transformer.machine import write_provenance
 from annotated_transformer.models.encoder_decoder import count_parameters
 from annotated_transformer.models.registry import VARIANTS
 from annotated_transformer.tasks import PRESETS, TASKS, Task
-from annotated_transformer.tasks.base import apply_settings, saved_config
+from annotated_transformer.tasks.base import apply_settings
 from annotated_transformer.training import distributed as dist
 from annotated_transformer.training.checkpoints import (
     CheckpointError,
@@ -87,11 +97,10 @@ from annotated_transformer.training.checkpoints import (
     save_checkpoint,
 )
 from annotated_transformer.training.precision import (
-    precision_context,
     resolve_precision,
 )
 from annotated_transformer.training.progress import tqdm
-from annotated_transformer.training.published import no_weights, read_weights
+from annotated_transformer.training.published import read_weights
 from annotated_transformer.training.schedules import make_scheduler
 from annotated_transformer.training.trainer import (
     Trainer,
@@ -154,17 +163,6 @@ def pick_device(name: str = "auto") -> torch.device:
             f"in [0, {count - 1}]"
         )
     return torch.device(name)
-
-
-def run_precision(
-    task: Task, model: nn.Module
-) -> contextlib.AbstractContextManager:
-    """The precision of ``task``'s run around ``model``'s forward passes: what the
-    runner puts around every evaluation, test and prediction. The task's config
-    holds the resolved name (a run resolves ``auto`` when it is built, and saves
-    the result); the device is the model's."""
-    device = next(model.parameters()).device
-    return precision_context(device, task.config.precision)
 
 
 def make_optimizer_for(model: nn.Module, config: Any) -> torch.optim.Optimizer:
@@ -569,37 +567,6 @@ class Run:
         return metrics
 
 
-@dataclass
-class RunResult:
-    """A finished run: its folder, task (with its data), model (final
-    weights), history and metrics (``metrics["parameters"]``: the model's
-    parameter count).
-
-    A run record read without weights (``ensure_run(..., weights=False)``, a
-    record that publishes none) holds ``None`` as its model: reading ``model``
-    then raises a one-line
-    :class:`~annotated_transformer.training.published.RecordError` that says so
-    and what to do, instead of failing later on ``None``.
-    """
-
-    out: Path
-    task: Task
-    _model: nn.Module | None
-    history: pd.DataFrame
-    metrics: dict[str, Any]
-
-    @property
-    def model(self) -> nn.Module:
-        if self._model is None:
-            raise no_weights(self.out, records.read_record(self.out))
-        return self._model
-
-    @property
-    def has_model(self) -> bool:
-        """Are the run's weights here (False: a record's figures only)?"""
-        return self._model is not None
-
-
 def train(
     task: str,
     out: str | Path,
@@ -788,63 +755,6 @@ def ensure_run(
         assert result is not None
         return result
     return retest(load_run(out, data_dir=data_dir), wanted)
-
-
-def same_run(
-    saved: dict[str, Any],
-    task: str,
-    preset: str,
-    wanted: Any,
-    *,
-    source: str | Path,
-) -> bool:
-    """Is ``saved`` (the config of a checkpoint, ``metrics.json`` or record: the
-    file ``source``) a run of ``task``/``preset`` with config ``wanted``?
-
-    Settings added to the config after the run was saved count as their defaults,
-    ``precision="auto"`` matches whatever it became on the machine that trained the
-    run, and the config's ``test_only`` settings (how the finished model is tested)
-    do not count. Saved settings that this version does not know are refused.
-    """
-    if not isinstance(saved, dict):
-        return False
-    if saved.get("task") != task or saved.get("preset") != preset:
-        return False
-    have = saved_config(TASKS[task].Config, saved.get("config"), source)
-    if wanted.precision == "auto":
-        wanted = dataclasses.replace(wanted, precision=have.precision)
-    return dataclasses.replace(have, **test_settings(wanted)) == wanted
-
-
-def saved_run(
-    saved: Any, source: str | Path
-) -> tuple[type[Task], str, Any, dict[str, Any]]:
-    """What a run's checkpoint (or a record) in the file ``source`` says about its
-    run, checked against this version of the package: its task's class, preset,
-    config and state (what the task learned before training). One line names the
-    file when it does not fit (:func:`~.tasks.base.saved_config`)."""
-    if not isinstance(saved, dict) or saved.get("task") not in TASKS:
-        raise CheckpointError(
-            f"{source} is a checkpoint, but not one a run wrote (its config "
-            "names no task): pass the final.pt, best.pt or last.pt of a run's "
-            "folder"
-        )
-    parts = {"preset": str, "config": dict, "state": dict}
-    missing = [k for k, kind in parts.items() if not isinstance(saved.get(k), kind)]
-    if missing:
-        raise CheckpointError(
-            f"{source} lacks its run's {' and '.join(missing)} (damaged, or "
-            "written by another version of this package): use another "
-            "checkpoint, or train again"
-        )
-    cls = TASKS[saved["task"]]
-    config = saved_config(cls.Config, saved["config"], source)
-    return cls, saved["preset"], config, saved["state"]
-
-
-def test_settings(config: Any) -> dict[str, Any]:
-    """The settings of ``config`` that change only how a finished run is tested."""
-    return {k: getattr(config, k) for k in config.test_only}
 
 
 def retest(result: RunResult, wanted: Any) -> RunResult:

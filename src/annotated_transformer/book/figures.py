@@ -41,8 +41,8 @@ from annotated_transformer.blocks.masks import (
     padding_mask,
     subsequent_mask,
 )
+from annotated_transformer.data.batching import PackedBatch
 from annotated_transformer.models import encoder_decoder as model
-from annotated_transformer.training.trainer import PackedBatch
 
 WIDTH = 380  # viewBox units; shown 1.25x on a wide screen, scaled down on a phone
 SCALE = 1.25

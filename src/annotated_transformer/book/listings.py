@@ -5,7 +5,7 @@ A chapter shows package code with
 soon as that code changes and the stored output does not. Most chapters re-execute
 in seconds, but those that read long training runs do not, and a docstring edit
 should not need hours of training. A listing's stored output names what it shows
-(``"`Batch` in `annotated_transformer/training/trainer.py`"``), so it can be
+(``"`Batch` in `annotated_transformer/data/batching.py`"``), so it can be
 rendered again from the package as it is now, leaving every other output
 untouched (an object that moved to another module is found by its name)::
 

@@ -14,8 +14,12 @@ sentences is a less varied sample than a random one, and one epoch of bucketed
 batches ends at a worse validation loss than random batches at the same number of
 steps (``benchmarks/batching.py``). ``packed_batches`` keeps the batches random and
 removes the padding another way: it packs several pairs into each row
-(``pack_rows``), and masks keep the pairs apart
-(:class:`~annotated_transformer.training.trainer.PackedBatch`).
+(``pack_rows``), and masks keep the pairs apart (:class:`PackedBatch`).
+
+A batch of sentence pairs then becomes tensors with their masks: :class:`Batch`
+(padded pairs, the decoder's input and target shifted by one) and
+:class:`PackedBatch` (pairs packed several to a row), what the translation loss
+(:func:`~annotated_transformer.training.loss.seq2seq_loss`) reads.
 
 Everything random takes ``seed`` and ``epoch``, so the same arguments give
 the same batches on every run and every rank, and training can resume
@@ -31,6 +35,15 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import torch
+from torch import Tensor
+
+from annotated_transformer.blocks.masks import (
+    check_rows,
+    make_std_mask,
+    padding_mask,
+    segment_mask,
+    segment_positions,
+)
 
 Length = (
     int | Sequence[int]
@@ -282,3 +295,114 @@ def collate(
         row = row[:width]
         out[r, : len(row)] = torch.tensor(row, dtype=torch.long)
     return out
+
+
+class Batch:
+    """A batch of sentence pairs for teacher forcing, with its masks.
+
+    src: (batch, src_len) ids; tgt: (batch, tgt_len) ids starting with <s>, or None;
+        pad: the padding id (0, ``<pad>`` in
+        :data:`~annotated_transformer.data.vocab.SPECIALS`; the original Annotated
+        Transformer used 2).
+    The decoder reads ``tgt`` = tgt[:, :-1] and must predict ``tgt_y`` = tgt[:, 1:]:
+    src_mask (batch, 1, src_len); tgt, tgt_y (batch, tgt_len - 1);
+    tgt_mask (batch, tgt_len - 1, tgt_len - 1); ntokens = number of non-padding
+    ``tgt_y``. ``packing``: the model's extra inputs for packed rows
+    (:class:`PackedBatch`); empty here.
+    """
+
+    def __init__(
+        self, src: Tensor, tgt: Tensor | None = None, pad: int = 0
+    ) -> None:
+        self.src = src
+        self.src_mask = padding_mask(src, pad)
+        self.tgt = self.tgt_y = self.tgt_mask = None
+        self.ntokens = 0
+        self.packing: dict[str, Tensor] = {}
+        if tgt is not None:
+            if tgt.dim() != 2 or tgt.size(1) < 2 or tgt.size(0) != src.size(0):
+                raise ValueError(
+                    f"tgt must be (batch={src.size(0)}, tgt_len >= 2) ids (<s> "
+                    f"then at least one token to predict), got {tuple(tgt.shape)}"
+                )
+            self.tgt = tgt[:, :-1]
+            self.tgt_y = tgt[:, 1:]
+            self.tgt_mask = make_std_mask(self.tgt, pad)
+            self.ntokens = int((self.tgt_y != pad).sum())
+        check_rows(self.src_mask, "src_mask")  # once per batch, not in every layer
+
+    def to(self, device: torch.device | str) -> Batch:
+        """Move every tensor to ``device`` (in place; returns self)."""
+        for name in ("src", "src_mask", "tgt", "tgt_y", "tgt_mask"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, value.to(device, non_blocking=True))
+        self.packing = {
+            k: v.to(device, non_blocking=True) for k, v in self.packing.items()
+        }
+        return self
+
+    def __len__(self) -> int:
+        return self.src.size(0)
+
+
+class PackedBatch(Batch):
+    """Sentence pairs packed several to a row, one after another (sequence packing).
+
+    rows: per row, its pairs ``(src_ids, tgt_ids)``, each side already holding
+        ``<s>`` and ``</s>``. Pair k of a row is segment k + 1 of that row on both
+        sides (0: padding). The decoder reads ``<s> y`` and predicts ``y </s>`` of
+        every pair, and the masks
+        (:func:`~annotated_transformer.blocks.masks.segment_mask`) keep each token
+        inside its own pair: src_mask (rows, src_len, src_len); tgt_mask (rows,
+        tgt_len, tgt_len), causal; ``packing["memory_mask"]`` (rows, tgt_len,
+        src_len) for the source attention; and ``packing["src_pos"]``,
+        ``packing["tgt_pos"]`` (rows, len) restart at 0 for every pair. So the model
+        computes for each pair what it would in a padded batch, while the padding
+        shrinks to the ends of the rows, whatever the mix of lengths.
+    """
+
+    def __init__(
+        self,
+        rows: Sequence[Sequence[tuple[Sequence[int], Sequence[int]]]],
+        pad: int = 0,
+    ):
+        if not rows or not all(rows):
+            raise ValueError(
+                "a packed batch needs at least one row and a pair in every row"
+            )
+        if any(len(src) < 1 or len(tgt) < 2 for row in rows for src, tgt in row):
+            raise ValueError(
+                "every pair needs a source token and a target of >= 2 (<s> ... "
+                "</s>)"
+            )
+        src, src_seg = _pack([[s for s, _ in row] for row in rows], pad)
+        tgt, tgt_seg = _pack([[t[:-1] for _, t in row] for row in rows], pad)
+        self.tgt_y, _ = _pack([[t[1:] for _, t in row] for row in rows], pad)
+        self.src, self.tgt = src, tgt
+        self.src_mask = segment_mask(src_seg, src_seg)
+        self.tgt_mask = segment_mask(tgt_seg, tgt_seg, causal=True)
+        self.ntokens = int((tgt_seg > 0).sum())
+        self.packing = {
+            "memory_mask": segment_mask(tgt_seg, src_seg),
+            "src_pos": segment_positions(src_seg),
+            "tgt_pos": segment_positions(tgt_seg),
+        }
+
+
+def _pack(
+    rows: Sequence[Sequence[Sequence[int]]], pad: int
+) -> tuple[Tensor, Tensor]:
+    """Rows of id lists -> (ids, segments), both (rows, longest row): each
+    row's lists one after another, then ``pad``; segments number the lists of a
+    row from 1 (0: padding)."""
+    width = max(sum(len(ids) for ids in row) for row in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    segments = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, row in enumerate(rows):
+        flat = [i for seq in row for i in seq]
+        ids[r, : len(flat)] = torch.tensor(flat, dtype=torch.long)
+        segments[r, : len(flat)] = torch.repeat_interleave(
+            torch.arange(1, len(row) + 1), torch.tensor([len(seq) for seq in row])
+        )
+    return ids, segments

@@ -27,7 +27,6 @@ continues with it.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import types
@@ -359,27 +358,3 @@ class Task(ABC):
     def predict(
         self, model: nn.Module, inputs: Sequence[str], **options: Any
     ) -> list[str]: ...
-
-    # The command line: what `evaluate` and `predict` take beyond a checkpoint.
-    @classmethod
-    def add_evaluate_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Task-specific options of ``evaluate`` (e.g. a split, a
-        beam size); none here."""
-        del parser
-
-    @classmethod
-    def add_predict_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Task-specific options of ``predict`` (the inputs are
-        positional texts); none here."""
-        del parser
-
-    def evaluate_split(
-        self, model: nn.Module, args: argparse.Namespace
-    ) -> dict[str, Any]:
-        """``evaluate``'s result for the command line's options
-        (default: validation)."""
-        return self.evaluate(model)
-
-    def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
-        """Keyword options for :meth:`predict` from the command line's options."""
-        return {}

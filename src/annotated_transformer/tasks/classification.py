@@ -24,7 +24,6 @@ encoder-only Transformer (Part V).
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property
@@ -556,12 +555,3 @@ class Classification(ReviewsTask):
             label = int(probs.argmax())
             out.append(f"{LABELS[label]}\t{float(probs[label]):.3f}")
         return out
-
-    @classmethod
-    def add_evaluate_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--split", default="test", choices=["val", "test"])
-
-    def evaluate_split(
-        self, model: nn.Module, args: argparse.Namespace
-    ) -> dict[str, Any]:
-        return {"split": args.split, **self.accuracy(model, args.split)}

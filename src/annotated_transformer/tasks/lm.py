@@ -70,7 +70,6 @@ enwik8 results, which train on 90M bytes and score the last 5M.
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
@@ -747,52 +746,3 @@ class LanguageModel(Task):
             ids = sample(model, prompt, length, **options)[0].tolist()
             out.append(self.bpe.decode(ids).decode("utf-8", errors="replace"))
         return out
-
-    @classmethod
-    def add_evaluate_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--split", default="val", choices=("train", "val", "test")
-        )
-        parser.add_argument(
-            "--stride", type=int, help="window step (default: half the context)"
-        )
-        parser.add_argument(
-            "--max-bytes", type=int, help="score only the first N bytes"
-        )
-        parser.add_argument(
-            "--batch-size", type=int, help="windows per forward (default: 32)"
-        )
-        parser.add_argument(
-            "--mem-len", type=int, help="block=xl: memory per layer (states)"
-        )
-
-    @classmethod
-    def add_predict_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--length",
-            type=int,
-            default=256,
-            help="new bytes (BPE: tokens) to sample",
-        )
-        parser.add_argument("--temperature", type=float, default=1.0)
-        parser.add_argument(
-            "--top-k", type=int, help="sample among the k likeliest bytes only"
-        )
-        parser.add_argument("--seed", type=int, default=0)
-
-    def evaluate_split(
-        self, model: nn.Module, args: argparse.Namespace
-    ) -> dict[str, Any]:
-        least = {"--batch-size": 1, "--max-bytes": 2, "--stride": 1, "--mem-len": 0}
-        for option, low in least.items():
-            value = getattr(args, option[2:].replace("-", "_"))
-            if value is not None and value < low:
-                raise ValueError(f"{option} must be >= {low}, got {value}")
-        given = {"mem_len": args.mem_len, "stride": args.stride}
-        given["batch_size"] = args.batch_size
-        options = {k: v for k, v in given.items() if v is not None}
-        return self.bits_per_byte(model, args.split, args.max_bytes, **options)
-
-    def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
-        keys = ("length", "temperature", "top_k", "seed")
-        return {k: getattr(args, k) for k in keys}

@@ -21,7 +21,7 @@ here instead. The same five methods, another regime:
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -36,8 +36,20 @@ from annotated_transformer.evaluation.segments import (
 from annotated_transformer.tasks.base import epoch_generator
 from annotated_transformer.training import distributed as dist
 
-if TYPE_CHECKING:
-    from annotated_transformer.tasks.lm import LanguageModel
+
+class TextTask(Protocol):
+    """What a reader reads of its ``lm`` task
+    (:class:`~annotated_transformer.tasks.lm.LanguageModel`): the config (sizes,
+    seed, ``eval_bytes``), the text's splits and the training ids."""
+
+    @property
+    def config(self) -> Any: ...
+
+    @property
+    def splits(self) -> dict[str, Tensor]: ...
+
+    @property
+    def train_ids(self) -> Tensor: ...
 
 
 class ConsecutiveSegments:
@@ -47,7 +59,7 @@ class ConsecutiveSegments:
     training batch leaves to the next.
     """
 
-    def __init__(self, task: LanguageModel) -> None:
+    def __init__(self, task: TextTask) -> None:
         self.task, self.stream = task, Memory()
 
     def batches(self, epoch: int) -> list[Segments]:

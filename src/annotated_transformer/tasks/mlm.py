@@ -28,7 +28,6 @@ classifier's encoder (BERT, Part V).
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property
@@ -288,12 +287,3 @@ class MaskedLM(ReviewsTask):
             ]
             out.append(" ".join(shown))
         return out
-
-    @classmethod
-    def add_predict_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--top", type=int, default=3, help="candidates shown per [MASK]"
-        )
-
-    def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
-        return {"top": args.top}

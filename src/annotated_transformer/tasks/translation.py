@@ -12,7 +12,7 @@ the paper was written for.
   sorts by length only within random pools of that many pairs (more padding, more
   varied batches). ``pack_width`` instead keeps batches random and packs their pairs
   several to a row of that many tokens (``batching.packed_batches``,
-  :class:`~annotated_transformer.training.trainer.PackedBatch`).
+  :class:`~annotated_transformer.data.batching.PackedBatch`).
 - Loss: label-smoothed cross-entropy summed over the target tokens.
 - Validation: loss per target token and greedy BLEU; test:
   test2016 with beam search.
@@ -22,7 +22,6 @@ the paper was written for.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import warnings
 from collections.abc import Iterator, Sequence
@@ -36,6 +35,8 @@ from torch import Tensor, nn
 from annotated_transformer.blocks.masks import padding_mask
 from annotated_transformer.data import multi30k
 from annotated_transformer.data.batching import (
+    Batch,
+    PackedBatch,
     bucket_batches,
     collate,
     packed_batches,
@@ -56,7 +57,7 @@ from annotated_transformer.models.encoder_decoder import (
 )
 from annotated_transformer.models.modes import evaluating
 from annotated_transformer.tasks.base import Task, TrainConfig, check_texts
-from annotated_transformer.training.trainer import Batch, PackedBatch, seq2seq_loss
+from annotated_transformer.training.loss import seq2seq_loss
 
 Pair = tuple[list[int], list[int]]  # (source ids, target ids), without <s> and </s>
 
@@ -581,35 +582,6 @@ class Translation(Task):
                 for t in translator.translate_tokens(tokens, beam, alpha)
             ]
 
-    # --- the command line
-    @classmethod
-    def add_evaluate_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--split", default="test2016", choices=list(multi30k.SPLITS)
-        )
-        add_decoding_arguments(parser)
-
-    @classmethod
-    def add_predict_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        add_decoding_arguments(parser)
-
-    def evaluate_split(
-        self, model: nn.Module, args: argparse.Namespace
-    ) -> dict[str, Any]:
-        return {
-            "split": args.split,
-            **self.scores(model, args.split, args.beam, args.alpha),
-        }
-
-    def predict_options(self, args: argparse.Namespace) -> dict[str, Any]:
-        return {"beam": args.beam, "alpha": args.alpha}
-
 
 class UnknownTokens(UserWarning):
     """Input words that the vocabulary lacks: the model reads them as ``<unk>``."""
-
-
-def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
-    help_alpha = "beam search's length penalty α (default: the run's)"
-    parser.add_argument("--alpha", type=float, default=None, help=help_alpha)

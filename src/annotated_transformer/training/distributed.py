@@ -29,15 +29,14 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
-if TYPE_CHECKING:  # the trainer imports this module: no cycle at run time
-    from annotated_transformer.training.trainer import LossFn
+from annotated_transformer.training.loss import LossFn
 
 
 def is_distributed() -> bool:

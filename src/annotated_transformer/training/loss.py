@@ -22,13 +22,26 @@ Two ways to compute the same thing:
 They differ by a constant: KL(q ‖ p) = H(q, p) - H(q), and the entropy H(q) of the
 target does not depend on the model, so both give the same gradients
 (tests/test_loss.py checks this).
+
+What the :class:`~annotated_transformer.training.trainer.Trainer` calls is a
+``LossFn``: ``loss_fn(model, batch) -> (loss_sum, n_tokens)``, the loss summed over
+a batch's tokens and their count. ``seq2seq_loss`` is the translation's (and the
+copy task's), on a :class:`~annotated_transformer.data.batching.Batch`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
+
+from annotated_transformer.data.batching import Batch
+from annotated_transformer.training.checkpoints import unwrap
+
+LossFn = Callable[[nn.Module, Any], tuple[Tensor, Tensor | int]]
 
 
 def _check_smoothing(smoothing: float) -> None:
@@ -146,3 +159,22 @@ def smoothed_cross_entropy(
     )
     n_tokens = (target != ignore).sum()
     return loss_sum, n_tokens
+
+
+def seq2seq_loss(padding_idx: int, smoothing: float = 0.1) -> LossFn:
+    """The translation loss: label-smoothed cross-entropy of an
+    ``EncoderDecoder`` on a ``Batch``.
+
+    Returns ``loss_fn(model, batch) -> (loss_sum, n_tokens)`` for ``Trainer``. The
+    logits come from ``generator.logits`` so that ``F.cross_entropy`` does the
+    fused log-softmax in fp32.
+    """
+
+    def loss_fn(model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
+        hidden = model(
+            batch.src, batch.tgt, batch.src_mask, batch.tgt_mask, **batch.packing
+        )
+        logits = unwrap(model).generator.logits(hidden)  # (b, len, vocab)
+        return smoothed_cross_entropy(logits, batch.tgt_y, padding_idx, smoothing)
+
+    return loss_fn

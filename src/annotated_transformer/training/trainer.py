@@ -1,7 +1,8 @@
-"""Training: batches with masks, the optimiser of the paper,
-and one loop for every task.
+"""Training: the optimiser of the paper and one loop for every task.
 
-The loop knows nothing about translation. A task gives it
+The loop knows nothing about translation (the sentence-pair batches are
+:mod:`~annotated_transformer.data.batching`'s, the translation loss
+:mod:`~annotated_transformer.training.loss`'s). A task gives it
 
 - ``batches(epoch) -> iterable of batches``: the training data of one epoch, the
   *same* batches in the same order every time it is called with the same epoch (seed
@@ -58,13 +59,6 @@ import torch
 import torch.utils.checkpoint
 from torch import Tensor, nn
 
-from annotated_transformer.blocks.masks import (
-    check_rows,
-    make_std_mask,
-    padding_mask,
-    segment_mask,
-    segment_positions,
-)
 from annotated_transformer.models.modes import evaluating
 from annotated_transformer.training import distributed
 from annotated_transformer.training.checkpoints import (
@@ -73,143 +67,10 @@ from annotated_transformer.training.checkpoints import (
     keep_previous,
     load_checkpoint,
     save_checkpoint,
-    unwrap,
 )
-from annotated_transformer.training.loss import smoothed_cross_entropy
+from annotated_transformer.training.loss import LossFn
 from annotated_transformer.training.precision import precision_context
 from annotated_transformer.training.progress import tqdm
-
-LossFn = Callable[[nn.Module, Any], tuple[Tensor, Tensor | int]]
-
-
-class Batch:
-    """A batch of sentence pairs for teacher forcing, with its masks.
-
-    src: (batch, src_len) ids; tgt: (batch, tgt_len) ids starting with <s>, or None;
-        pad: the padding id (0, ``<pad>`` in
-        :data:`~annotated_transformer.data.vocab.SPECIALS`; the original Annotated
-        Transformer used 2).
-    The decoder reads ``tgt`` = tgt[:, :-1] and must predict ``tgt_y`` = tgt[:, 1:]:
-    src_mask (batch, 1, src_len); tgt, tgt_y (batch, tgt_len - 1);
-    tgt_mask (batch, tgt_len - 1, tgt_len - 1); ntokens = number of non-padding
-    ``tgt_y``. ``packing``: the model's extra inputs for packed rows
-    (:class:`PackedBatch`); empty here.
-    """
-
-    def __init__(
-        self, src: Tensor, tgt: Tensor | None = None, pad: int = 0
-    ) -> None:
-        self.src = src
-        self.src_mask = padding_mask(src, pad)
-        self.tgt = self.tgt_y = self.tgt_mask = None
-        self.ntokens = 0
-        self.packing: dict[str, Tensor] = {}
-        if tgt is not None:
-            if tgt.dim() != 2 or tgt.size(1) < 2 or tgt.size(0) != src.size(0):
-                raise ValueError(
-                    f"tgt must be (batch={src.size(0)}, tgt_len >= 2) ids (<s> "
-                    f"then at least one token to predict), got {tuple(tgt.shape)}"
-                )
-            self.tgt = tgt[:, :-1]
-            self.tgt_y = tgt[:, 1:]
-            self.tgt_mask = make_std_mask(self.tgt, pad)
-            self.ntokens = int((self.tgt_y != pad).sum())
-        check_rows(self.src_mask, "src_mask")  # once per batch, not in every layer
-
-    def to(self, device: torch.device | str) -> Batch:
-        """Move every tensor to ``device`` (in place; returns self)."""
-        for name in ("src", "src_mask", "tgt", "tgt_y", "tgt_mask"):
-            value = getattr(self, name)
-            if value is not None:
-                setattr(self, name, value.to(device, non_blocking=True))
-        self.packing = {
-            k: v.to(device, non_blocking=True) for k, v in self.packing.items()
-        }
-        return self
-
-    def __len__(self) -> int:
-        return self.src.size(0)
-
-
-class PackedBatch(Batch):
-    """Sentence pairs packed several to a row, one after another (sequence packing).
-
-    rows: per row, its pairs ``(src_ids, tgt_ids)``, each side already holding
-        ``<s>`` and ``</s>``. Pair k of a row is segment k + 1 of that row on both
-        sides (0: padding). The decoder reads ``<s> y`` and predicts ``y </s>`` of
-        every pair, and the masks
-        (:func:`~annotated_transformer.blocks.masks.segment_mask`) keep each token
-        inside its own pair: src_mask (rows, src_len, src_len); tgt_mask (rows,
-        tgt_len, tgt_len), causal; ``packing["memory_mask"]`` (rows, tgt_len,
-        src_len) for the source attention; and ``packing["src_pos"]``,
-        ``packing["tgt_pos"]`` (rows, len) restart at 0 for every pair. So the model
-        computes for each pair what it would in a padded batch, while the padding
-        shrinks to the ends of the rows, whatever the mix of lengths.
-    """
-
-    def __init__(
-        self,
-        rows: Sequence[Sequence[tuple[Sequence[int], Sequence[int]]]],
-        pad: int = 0,
-    ):
-        if not rows or not all(rows):
-            raise ValueError(
-                "a packed batch needs at least one row and a pair in every row"
-            )
-        if any(len(src) < 1 or len(tgt) < 2 for row in rows for src, tgt in row):
-            raise ValueError(
-                "every pair needs a source token and a target of >= 2 (<s> ... "
-                "</s>)"
-            )
-        src, src_seg = _pack([[s for s, _ in row] for row in rows], pad)
-        tgt, tgt_seg = _pack([[t[:-1] for _, t in row] for row in rows], pad)
-        self.tgt_y, _ = _pack([[t[1:] for _, t in row] for row in rows], pad)
-        self.src, self.tgt = src, tgt
-        self.src_mask = segment_mask(src_seg, src_seg)
-        self.tgt_mask = segment_mask(tgt_seg, tgt_seg, causal=True)
-        self.ntokens = int((tgt_seg > 0).sum())
-        self.packing = {
-            "memory_mask": segment_mask(tgt_seg, src_seg),
-            "src_pos": segment_positions(src_seg),
-            "tgt_pos": segment_positions(tgt_seg),
-        }
-
-
-def _pack(
-    rows: Sequence[Sequence[Sequence[int]]], pad: int
-) -> tuple[Tensor, Tensor]:
-    """Rows of id lists -> (ids, segments), both (rows, longest row): each
-    row's lists one after another, then ``pad``; segments number the lists of a
-    row from 1 (0: padding)."""
-    width = max(sum(len(ids) for ids in row) for row in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    segments = torch.zeros((len(rows), width), dtype=torch.long)
-    for r, row in enumerate(rows):
-        flat = [i for seq in row for i in seq]
-        ids[r, : len(flat)] = torch.tensor(flat, dtype=torch.long)
-        segments[r, : len(flat)] = torch.repeat_interleave(
-            torch.arange(1, len(row) + 1), torch.tensor([len(seq) for seq in row])
-        )
-    return ids, segments
-
-
-def seq2seq_loss(padding_idx: int, smoothing: float = 0.1) -> LossFn:
-    """The translation loss: label-smoothed cross-entropy of an
-    ``EncoderDecoder`` on a ``Batch``.
-
-    Returns ``loss_fn(model, batch) -> (loss_sum, n_tokens)`` for ``Trainer``. The
-    logits come from ``generator.logits`` so that ``F.cross_entropy`` does the
-    fused log-softmax in fp32.
-    """
-
-    def loss_fn(model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
-        hidden = model(
-            batch.src, batch.tgt, batch.src_mask, batch.tgt_mask, **batch.packing
-        )
-        logits = unwrap(model).generator.logits(hidden)  # (b, len, vocab)
-        return smoothed_cross_entropy(logits, batch.tgt_y, padding_idx, smoothing)
-
-    return loss_fn
 
 
 def make_optimizer(model: nn.Module, lr: float = 1.0) -> torch.optim.Adam:
@@ -218,56 +79,6 @@ def make_optimizer(model: nn.Module, lr: float = 1.0) -> torch.optim.Adam:
     ``schedule.make_scheduler`` then sets the rate at every step.
     """
     return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
-
-
-def copy_task_batches(
-    vocab: int,
-    batch_size: int,
-    n_batches: int,
-    seq_len: int = 10,
-    *,
-    seed: int = 0,
-    variable: bool = False,
-) -> Iterator[Batch]:
-    """The copy task (Annotated Transformer): random sequences
-    whose target is the source.
-
-    Ids are drawn from 2..vocab-1 after a start symbol 1; 0 is padding (never
-    drawn). Seeded, so ``lambda epoch: copy_task_batches(..., seed=epoch)``
-    is a resumable data source.
-
-    ``variable=True`` is chapter 09's version, closer to translation: sources of 1
-    to ``seq_len`` symbols drawn from 3..vocab-1, closed by an end symbol 2 and
-    padded with 0, src (batch, seq_len + 1); the target is the start symbol 1
-    followed by the source, so the decoder must learn when to stop.
-    """
-    least_vocab, least_len = (4, 1) if variable else (3, 2)
-    if vocab < least_vocab or seq_len < least_len:
-        raise ValueError(
-            f"the copy task needs vocab >= {least_vocab} and seq_len >= "
-            f"{least_len}, got {vocab}, {seq_len}"
-        )
-    gen = torch.Generator().manual_seed(seed)
-    for _ in range(n_batches):
-        if variable:
-            yield variable_copy_batch(vocab, batch_size, seq_len, gen)
-        else:
-            data = torch.randint(2, vocab, (batch_size, seq_len), generator=gen)
-            data[:, 0] = 1
-            yield Batch(data, data.clone(), pad=0)
-
-
-def variable_copy_batch(
-    vocab: int, n: int, max_len: int, gen: torch.Generator
-) -> Batch:
-    """``n`` variable-length copy examples: src (n,
-    max_len + 1), tgt (n, max_len + 2)."""
-    lengths = torch.randint(1, max_len + 1, (n,), generator=gen)
-    symbols = torch.randint(3, vocab, (n, max_len + 1), generator=gen)
-    src = symbols.masked_fill(torch.arange(max_len + 1) >= lengths.unsqueeze(1), 0)
-    src[torch.arange(n), lengths] = 2  # </s> right after the last symbol
-    tgt = torch.cat([torch.ones(n, 1, dtype=src.dtype), src], dim=1)  # <s> + source
-    return Batch(src, tgt, pad=0)
 
 
 def mean_loss(model: nn.Module, loss_fn: LossFn, batches: Iterable[Any]) -> float:
