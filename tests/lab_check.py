@@ -6,12 +6,15 @@ JupyterLab is started on 127.0.0.1 over a copy of the chapter (its ``.py``, its
 the browser may reach nothing but the loopback address. Then:
 
 - the ``.ipynb`` in JupyterLab (1280 px): the stored charts are drawn and the MyST
-  markup is rendered before any cell runs; all cells run (``AT_SIZE=ci``) with no
+  markup is rendered before any cell runs; each control of an explorable chart
+  (a slider, a dropdown) redraws its chart when moved, with no kernel involved;
+  all cells run (``AT_SIZE=ci``) with no
   error output and every chart drawn again; saving is refused (the guard on CI-size
   outputs) and the file on disk is unchanged;
 - the ``.py`` opens as a notebook (Jupytext's viewer), with the stored charts of its
   pair, and runs the same way;
-- the ``.ipynb`` in Notebook 7 at a phone's 390 px: charts and MyST rendered.
+- the ``.ipynb`` in Notebook 7 at a phone's 390 px: charts and MyST rendered, the
+  controls redraw their charts.
 
 The number of charts and admonitions expected is read from the chapter's files, not
 from the page. Run by ``make lab-check`` (part of ``make test``):
@@ -35,6 +38,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from explorables_check import check_page
 from playwright.sync_api import Page, sync_playwright
 
 from annotated_transformer.book.rendering import MIME_TYPE
@@ -179,6 +183,15 @@ def check_rendered(
     return problems
 
 
+def check_controls(page: Page, where: str, explorable: bool) -> list[str]:
+    """Move each slider and dropdown of the stored charts (Vega-Lite parameters,
+    no kernel involved): every chart must draw again, differently."""
+    problems, moved = check_page(page, Path(where))
+    if explorable and not moved:
+        problems.append(f"{where}: no control of an explorable chart found")
+    return problems
+
+
 def run_all(page: Page, where: str, timeout: float = 600) -> list[str]:
     """Run every cell; the errors it printed, or that it did not finish."""
     page.evaluate(
@@ -236,6 +249,7 @@ def main() -> int:
             shutil.copy2(NOTEBOOKS / name, root / name)
         shutil.copytree(NOTEBOOKS / "figures", root / "figures")
         stored = (root / f"{chapter}.ipynb").read_bytes()
+        explorable = b'"bind"' in stored  # a chart with controls
         overrides = config / "labconfig" / "default_setting_overrides.json"
         overrides.parent.mkdir(parents=True)
         overrides.write_text(json.dumps(SETTINGS))
@@ -274,6 +288,8 @@ def main() -> int:
                     problems += check_rendered(
                         page, f"{where}, stored", charts, admonitions, figures
                     )
+                    if name.endswith(".ipynb"):
+                        problems += check_controls(page, where, explorable)
                     problems += run_all(page, where)
                     problems += check_rendered(
                         page, f"{where}, run", charts, admonitions, figures
@@ -304,6 +320,9 @@ def main() -> int:
                     charts,
                     admonitions,
                     figures,
+                )
+                problems += check_controls(
+                    page, f"Notebook 7 {chapter}.ipynb at 390 px", explorable
                 )
                 if args.screenshot:
                     page.screenshot(path=args.screenshot / "notebook-390.png")
