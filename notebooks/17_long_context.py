@@ -472,16 +472,18 @@ table.style.format(
 # anything into):
 #
 # * **The memory is worth most of the gain, and one segment of it is enough here.** The same
-#   weights score 2.321 bits per byte without memory and
-#   2.130<!-- record xl-cpu metrics.validation.bits_per_byte --> with one segment (128 bytes) of
-#   it. Two and four segments give 2.127 and 2.128: a model trained with 128 states of memory
+#   weights score 2.130<!-- record xl-cpu metrics.validation.bits_per_byte --> bits per byte
+#   with one segment (128 bytes) of memory, and far worse without it (the table above); two
+#   and four segments give about the same as one: a model trained with 128 states of memory
 #   uses longer memories without harm (the sinusoids extend to the new distances) but, after
 #   1,400 steps on a million bytes, gains nothing from them. Without its memory the XL model
-#   is worse than the vanilla model read in the same non-overlapping windows (2.166): it was
+#   is worse than the vanilla model read in the same non-overlapping windows: it was
 #   trained with a memory, and for fewer steps.
 # * **Against the vanilla model, the verdict depends on how the vanilla model reads.** Read
 #   in non-overlapping windows, each byte once as XL reads it but every window starting
-#   without context, the vanilla model scores 2.166, behind XL's 2.130. Read with overlapping
+#   without context, the vanilla model scores
+#   2.166<!-- record e6-cpu metrics.validation.last -->, behind XL's
+#   2.130<!-- record xl-cpu metrics.validation.bits_per_byte -->. Read with overlapping
 #   windows (stride 64: every byte read twice, and each after the first window predicted from
 #   at least 64 bytes of context), it scores
 #   2.103<!-- record e6-cpu metrics.validation.bits_per_byte -->, ahead of XL. XL trained on
@@ -489,9 +491,9 @@ table.style.format(
 #   above); the overlapping windows cost twice the reading at evaluation. The
 #   wall-clock "train seconds" in the runs' logs measure the machine as much as the
 #   model: the CPU seconds are the comparison.
-# * One seed each, on one small text: the gaps between the two models (0.03 to 0.04) are
-#   small enough that another seed or a longer run could close or reverse them; the 0.19 that
-#   the memory is worth within XL is not.
+# * One seed each, on one small text: the gaps between the two models (a few hundredths of a
+#   bit per byte) are small enough that another seed or a longer run could close or reverse
+#   them; what the memory is worth within XL, several times more, is not.
 
 # %% [markdown]
 # ## Sparse attention at long lengths
@@ -808,7 +810,7 @@ viz.line_chart(
 # ([chapter 14](14_generation_characters.ipynb)'s `cpu` model reaches about 2.1<!-- record e6-cpu metrics.validation.bits_per_byte --> bits per byte on this text), so this says only
 # that at the start of training the sparse pattern costs nothing: its block mask is a strong
 # hint that nearby bytes matter most, which a dense model has yet to learn. Whether it keeps
-# up over a long run, where the far context starts to pay, is the paper's claim (0.99 bits per
+# up over a long run, where the far context starts to pay, is the paper's claim (0.99<!-- source Child et al. 2019 --> bits per
 # byte on enwik8 with 12k-byte contexts), not something these runs measure. The command lines:
 #
 # ```
