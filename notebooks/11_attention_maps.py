@@ -65,10 +65,9 @@ torch.set_printoptions(precision=3, sci_mode=False)
 #
 # The model of [chapter 10](10_translation_multi30k.ipynb): its record,
 # `results/translate-cpu`, publishes the weights, and a finished run in
-# `runs/translate-<preset>` is reused too; otherwise the runner trains it (in CI, [chapter
-# 10](10_translation_multi30k.ipynb) has just trained the tiny preset afresh, and this
-# chapter reuses that run). Either carries the config and both vocabularies, so the runner
-# rebuilds the task and the model, loads the weights and puts the model in evaluation mode.
+# `runs/translate-<preset>` is reused too; otherwise the runner trains it. Either carries
+# the config and both vocabularies, so the runner rebuilds the task and the model, loads the
+# weights and puts the model in evaluation mode.
 
 # %% tags=["nbval-ignore-output"]
 PRESET = pick(ci="tiny", full="cpu")

@@ -248,7 +248,7 @@ show_source(Classification.evaluate, Classification.accuracy)
 # %% [markdown]
 # `python -m annotated_transformer classify train --preset cpu --out runs/imdb-cpu` trains it;
 # `ensure_run` loads that run if `runs/imdb-cpu` already holds a finished one of the same
-# configuration, and trains it otherwise (the CI run always trains afresh). Its log:
+# configuration, and trains it otherwise. Its log:
 
 # %% tags=["nbval-ignore-output"]
 result = ensure_run(

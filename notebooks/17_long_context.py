@@ -21,7 +21,7 @@
 # The stored outputs on this page come from the `cpu`-size runs named in each section,
 # trained once from the repository root (the commands are printed with the results; the
 # Time line above says what they took). At CI size every section trains its `tiny` size
-# instead, where the numbers mean nothing.
+# instead, and times attention at shorter lengths, where the numbers mean nothing.
 # ```
 #
 # [Chapter 16](16_bert_and_gpt2.ipynb) changed what a transformer is trained *for* (BERT, GPT-2).
@@ -468,8 +468,7 @@ table.style.format(
 ).hide(axis="index")
 
 # %% [markdown]
-# What the full-size runs showed (`AT_SIZE` unset; the tiny CI runs are too short to read
-# anything into):
+# What the runs showed:
 #
 # * **The memory is worth most of the gain, and one segment of it is enough here.** The same
 #   weights score 2.130<!-- record xl-cpu metrics.validation.bits_per_byte --> bits per byte
@@ -684,7 +683,7 @@ show_source(SparseSelfAttention.forward, sparsify_)
 # implementations at each length in turn (one thread, batch 1, 2 heads of 64): the explicit
 # softmax(QKᵀ)V, PyTorch's fused `scaled_dot_product_attention`, and the two block-sparse
 # kernels (l the smallest power of two ≥ √n, c = 4); memory is the PyTorch allocator's peak
-# during the call. In CI it runs at small lengths; the stored figures are its full run,
+# during the call. The stored figures are its full run,
 # `PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/sparse.py` (n = 512 … 8192).
 
 # %% tags=["nbval-ignore-output"]
@@ -746,7 +745,7 @@ alt.vconcat(*charts)
 # The same small model ([chapter 15](15_the_transformer_today.ipynb)'s block: 2 layers, d_model 64, 4 heads) on the enwik8
 # prefix with 2,048-byte windows, dense and with the fixed pattern (l = 64, c = 4), the same
 # seed, data and steps; scored on the whole validation split with overlapping 2,048-byte
-# windows. In CI the windows are 256 bytes and the runs a few dozen steps.
+# windows.
 
 # %% tags=["nbval-ignore-output"]
 from annotated_transformer.book.runs import BY_NAME
