@@ -68,7 +68,7 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # Accuracy is measured on sentences the read-out was not fitted on; guessing gives 1/8.
 
 # %% [markdown]
-# ![Two diagrams. Top: an RNN encoder reads the, European, Economic, Area, full stop into states h1 to h5; only the last state, c = h5, passes to the decoder states s1 to s5 that write la zone économique européenne. Bottom: with attention, decoder state s3 receives c3, a weighted sum of all five encoder states, with the largest weight, 0.70, on h3 (Economic).](figures/01_rnn_bottleneck.svg)
+# ![Two diagrams. Top: an RNN encoder reads the, European, Economic, Area, full stop into states h1 to h5; only the last state, c = h5, passes to the decoder states s1 to s5 that write la zone économique européenne. Bottom: with attention, decoder state s3 receives c3, a weighted sum of all five encoder states, with most of its weight on h3 (Economic).](figures/01_rnn_bottleneck.svg)
 #
 # *The classic encoder–decoder squeezes the sentence into one vector $c = h_n$;
 # with attention, every decoder step reads its own weighted sum of all encoder

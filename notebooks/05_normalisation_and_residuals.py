@@ -106,7 +106,7 @@ show_source(LayerNorm)
 # Ignoring ε, the unbiased std is larger by a factor $\sqrt{d/(d-1)}$, so every output of
 # the original is smaller than the standard layer norm's by the factor
 # $\sqrt{(d-1)/d}$ (harvardnlp/annotated-transformer issue #122). For $d = 512$ that is
-# $0.99902$: a relative difference of about 0.1%. Let us measure it rather than believe it,
+# $0.99902$: a relative difference of about $10^{-3}$. Let us measure it rather than believe it,
 # for several widths:
 
 # %%

@@ -315,12 +315,12 @@ print("accumulating summed losses gives the update of one big batch")
 show_source(evaluating, mean_loss)
 
 # %% [markdown]
-# ## The optimiser: Adam with β₂ = 0.98
+# ## The optimiser: Adam with the paper's β₂
 #
 # "We used the Adam optimizer with $\beta_1 = 0.9$, $\beta_2 = 0.98$ and $\epsilon = 10^{-9}$"
 # (§5.3). Adam keeps running averages of each parameter's gradient ($\beta_1$) and squared
 # gradient ($\beta_2$) and divides the first by the square root of the second. PyTorch's
-# default $\beta_2 = 0.999$ averages the squares over about 1,000 steps; 0.98 over about 50, so
+# default $\beta_2 = 0.999$ averages the squares over about 1,000 steps; $\beta_2 = 0.98$ over about 50, so
 # the step size reacts faster when gradients change — as they do early in training, and when
 # the learning rate changes under the schedule. The rate given here is only a starting value:
 # the scheduler sets it at every step.

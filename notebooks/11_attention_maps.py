@@ -65,10 +65,9 @@ torch.set_printoptions(precision=3, sci_mode=False)
 #
 # The model of [chapter 10](10_translation_multi30k.ipynb): its record,
 # `results/translate-cpu`, publishes the weights, and a finished run in
-# `runs/translate-<preset>` is reused too; otherwise the runner trains it (in CI, [chapter
-# 10](10_translation_multi30k.ipynb) has just trained the tiny preset afresh, and this
-# chapter reuses that run). Either carries the config and both vocabularies, so the runner
-# rebuilds the task and the model, loads the weights and puts the model in evaluation mode.
+# `runs/translate-<preset>` is reused too; otherwise the runner trains it. Either carries
+# the config and both vocabularies, so the runner rebuilds the task and the model, loads the
+# weights and puts the model in evaluation mode.
 
 # %% tags=["nbval-ignore-output"]
 PRESET = pick(ci="tiny", full="cpu")
@@ -264,9 +263,9 @@ def layer_grids(kind: str) -> alt.VConcatChart:
 # ### Encoder self-attention
 #
 # Layer 1 works on words. Take **layer 1, head 6** (printed below): "Reparieren" arrives as
-# three pieces, `▁R`, `epar`, `ieren`, and all three look at `epar` (0.62, 0.93 and 0.81 of
-# their weight), so the word's pieces read as one; whole words look at themselves (`Leute`
-# 1.00, `▁Dach` 0.88, `▁Hauses` 0.89). Every head of layer 1 sends `ieren` to `epar`. By
+# three pieces, `▁R`, `epar`, `ieren`, and all three give most of their weight to `epar`,
+# so the word's pieces read as one; whole words (`Leute`, `▁Dach`, `▁Hauses`) look at
+# themselves. Every head of layer 1 sends `ieren` to `epar`. By
 # layer 3 the rows have spread out: in head 3 no key gets more than about 0.4 of any row's
 # weight. (Hover over a cell for its value.)
 
@@ -281,11 +280,11 @@ layer_grids("encoder self-attention")
 # ### Decoder self-attention
 #
 # The look-ahead mask leaves only the lower triangle: token $i$ can look at tokens $1 … i$.
-# The first row has one key, so it is always 1.00 on `<s>`. In **layer 2, head 6** the early
-# rows stay there (`People` and `▁are` put 0.96 and 0.87 on `<s>`) while later rows look at
-# the last content word so far: `▁fixing` at itself, `▁the` at `▁fixing` (0.69), `▁roof`
-# at itself (0.79), the full stop at itself (0.91). `<s>` serves as a resting place for a
-# query with nothing to read yet.
+# The first row has one key, so all its weight is on `<s>`. In **layer 2, head 6** (printed
+# below) the early rows stay there (`People` and `▁are` put most of their weight on `<s>`)
+# while later rows look at the last content word so far: `▁fixing` at itself, `▁the` at
+# `▁fixing`, `▁roof` at itself, the full stop at itself. `<s>` serves as a resting place for
+# a query with nothing to read yet.
 
 # %% tags=["nbval-ignore-output"]
 strongest("decoder self-attention", layer=min(2, n_layers), head=min(6, heads))
@@ -298,10 +297,10 @@ layer_grids("decoder self-attention")
 #
 # Each English token (row) against the German sentence (columns). A row is the decoder's
 # input at one step, so it is looking for the *next* English word. Take **layer 2, head
-# 1**: the row `▁the` puts 0.99 of its weight on `▁Dach` (the next word is "roof"), the
-# row `▁a` 0.99 on `▁Hauses` ("house"), the row `▁fixing` 0.97 on `▁Dach` (next comes
-# "the roof"), and the rows `People` and `▁are` 0.65 and 0.52 on `epar`, a piece of
-# "Reparieren" ("are fixing"). That is a word alignment, one step ahead. Most heads of
+# 1** (printed below): the row `▁the` puts nearly all its weight on `▁Dach` (the next word
+# is "roof"), the row `▁a` on `▁Hauses` ("house"), the row `▁fixing` on `▁Dach` (next
+# comes "the roof"), and the rows `People` and `▁are` more than half of theirs on `epar`, a
+# piece of "Reparieren" ("are fixing"). That is a word alignment, one step ahead. Most heads of
 # layers 2 and 3 find the same cells (`▁the` → `▁Dach` above 0.9 in 13 of their 16).
 
 # %% tags=["nbval-ignore-output"]

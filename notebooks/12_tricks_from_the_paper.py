@@ -84,8 +84,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 
 # %% [markdown]
 # [Chapter 10](10_translation_multi30k.ipynb)'s run is the starting point: its folder is reused when it holds a finished run,
-# otherwise the runner trains it (in CI, [chapter 10](10_translation_multi30k.ipynb) has just trained the tiny preset afresh,
-# and this chapter reuses that run).
+# otherwise the runner trains it.
 
 # %% tags=["nbval-ignore-output"]
 PRESET = pick(ci="tiny", full="cpu")

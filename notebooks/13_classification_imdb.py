@@ -248,7 +248,7 @@ show_source(Classification.evaluate, Classification.accuracy)
 # %% [markdown]
 # `python -m annotated_transformer classify train --preset cpu --out runs/imdb-cpu` trains it;
 # `ensure_run` loads that run if `runs/imdb-cpu` already holds a finished one of the same
-# configuration, and trains it otherwise (the CI run always trains afresh). Its log:
+# configuration, and trains it otherwise. Its log:
 
 # %% tags=["nbval-ignore-output"]
 result = ensure_run(
@@ -323,8 +323,8 @@ explore.classify_try_it(result.task, model, REVIEW)
 # times"), one calls the film "a quite entertaining, silly diversion", and one is a single
 # line of comparison. That is **label noise**: IMDb's labels come from the star rating a
 # reviewer gave, not from the text, and a text can praise a film its rating pans. A model
-# that reads the text is right to call the two plain ones positive, and no model can reach
-# 100 % on this test set.
+# that reads the text is right to call the two plain ones positive, and no model can be
+# right on every review of this test set.
 
 # %% tags=["nbval-ignore-output"]
 probs = task.probabilities(model, data["test"])  # (reviews, 2)
@@ -445,8 +445,8 @@ pd.DataFrame(rows).set_index("tokens").round(4)
 # - The most confident "mistakes" are label noise: reviews that praise a film but carry a
 #   negative label.
 #
-# The `gpu` preset is Bloem's depth-6 model at full length (512 tokens); he reports about 85%
-# test accuracy for his depth-6 classifier.
+# The `gpu` preset is Bloem's depth-6 model at full length (512 tokens); he reports about
+# 85%<!-- source Bloem 2019 --> test accuracy for his depth-6 classifier.
 #
 # You can now
 #
@@ -503,8 +503,8 @@ pd.DataFrame(rows).set_index("tokens").round(4)
 # ### Exercise 13.3 · How sure is an accuracy?
 #
 # A test accuracy is the mean of $n$ outcomes, each right (1) or wrong (0), so it has a
-# standard error, $\sqrt{p(1 - p)/n}$. Return both. Then use it: at about 90 % on the
-# 25,000 test reviews, is a difference of a few tenths of a point between two models
+# standard error, $\sqrt{p(1 - p)/n}$. Return both. Then use it: at an accuracy near
+# $p = 0.9$ on the 25,000 test reviews, is a difference of a few tenths of a point between two models
 # (chapter 16 meets some) more than the noise of the test set?
 #
 # Write `accuracy_and_standard_error(predictions, labels)`; grade with `make exercises

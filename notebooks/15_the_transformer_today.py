@@ -380,8 +380,8 @@ ladder.round(3)
 # loss (the first 64 KiB of the split, measured every 100 steps) interpolated at the training
 # time of the fastest run, so that no rung gains from being given more time.
 #
-# Time matters as much as steps: a change that costs 15% more per step must gain more than 15%
-# worth of steps. The validation curves against wall-clock minutes:
+# Time matters as much as steps: a change that makes each step slower must gain more than
+# the steps that time would have bought. The validation curves against wall-clock minutes:
 
 # %% tags=["nbval-ignore-output"]
 curves = pd.concat(
@@ -541,12 +541,13 @@ viz.line_chart(
 #   covered part of their circle. This is why long-context models rescale RoPE's frequencies
 #   after training (position interpolation, NTK scaling, YaRN) and fine-tune briefly at the new
 #   length.
-# - **No positions at all** trains worst (2.67 at 128 bytes) and drifts up as the window grows:
+# - **No positions at all** trains worst (the table above) and drifts up as the window grows:
 #   the model infers position from how attention spreads over the prefix, and a longer prefix
 #   spreads it thinner than anything it learned.
-# - **ALiBi gets better with length**: 2.38 bits on 128-byte windows, 2.34 on 512. A larger
-#   distance only means a larger penalty, a situation seen in training, so the extra context is
-#   used rather than misread. At the training length it pays 0.04 bits against RoPE.
+# - **ALiBi gets better with length**: fewer bits per byte on 512-byte windows than on
+#   128-byte ones (the table above). A larger distance only means a larger penalty, a
+#   situation seen in training, so the extra context is used rather than misread. At the
+#   training length it scores a little worse than RoPE.
 #
 # ## Summary
 #

@@ -25,10 +25,9 @@
 # ```
 #
 # The 2017 model was an encoder-decoder for translation. Within two years its blocks had
-# been rearranged into the models that every later system descends from. This chapter builds
-# four of them from the package's pieces, runs each through the same task runner as the rest
-# of the book, and measures on this book's data what each idea buys. This chapter has the
-# first two; [chapter 17](17_long_context.ipynb), *Longer contexts*, the other two:
+# been rearranged into the models that every later system descends from. This chapter and
+# the next build four of them from the package's pieces, run each through the same task
+# runner as the rest of the book, and measure on this book's data what each idea buys:
 #
 # - **BERT** ([Devlin et al. 2019](../book/references.md#devlin-et-al-2019)): an encoder alone, *pretrained* to fill in hidden words in
 #   unlabelled text, then fine-tuned on a small labelled task;
@@ -38,6 +37,10 @@
 #   segment and scores positions by their *distance*, so its context outgrows its window;
 # - **Sparse transformers** ([Child et al. 2019](../book/references.md#child-et-al-2019)): fixed sparse attention patterns, so the cost
 #   of a layer grows like $n\sqrt{n}$ instead of $n^2$.
+#
+# This chapter has the first two, in three sections: BERT's pretraining and fine-tuning,
+# GPT-2's recipe trained on this book's text, and the published GPT-2 loaded into the book's
+# own classes. [Chapter 17](17_long_context.ipynb), *Longer contexts*, has the other two.
 #
 # The models are small and the runs short: the point is to see
 # each mechanism work and to measure its effect against a baseline trained the same way, not
@@ -109,13 +112,14 @@ PRESET = pick("tiny", "cpu")
 FRESH = PRESET == "tiny"  # CI: the same small runs every time
 
 # %% [markdown]
-# ### Hiding words: 80 % `[MASK]`, 10 % a random word, 10 % unchanged
+# ### Hiding words: `[MASK]`, a random word, or unchanged
 #
-# Each ordinary token is *selected* with probability 0.15, and the loss is the cross-entropy
+# Each ordinary token is *selected* with probability 0.15<!-- source Devlin et al. 2019, §3.1 -->, and the loss is the cross-entropy
 # at the selected positions only. If every selected token became `[MASK]`, the model would
 # learn to predict only where it sees `[MASK]`, a token that never occurs in a review it
-# classifies later. So of the selected tokens 80 % become `[MASK]`, 10 % a random word and
-# 10 % stay as they are: the model cannot tell which visible words are genuine and must keep
+# classifies later. So of the selected tokens 80 %<!-- source Devlin et al. 2019, §3.1 --> become
+# `[MASK]`, 10 %<!-- source Devlin et al. 2019, §3.1 --> a random word and
+# 10 %<!-- source Devlin et al. 2019, §3.1 --> stay as they are: the model cannot tell which visible words are genuine and must keep
 # a good representation of every one of them.
 
 # %% [markdown]
@@ -311,7 +315,7 @@ long = ensure_run(
 #
 # Before crediting the Transformer with anything, compare it with the classic recipe: count
 # the words and word pairs of each review, weight them by tf-idf, fit a logistic regression.
-# Published bag-of-words results on this split are around 88–89 %; [chapter 13](13_classification_imdb.ipynb)'s
+# Published bag-of-words results on this split are around 88–89 %<!-- source Maas et al. 2011, Table 2 -->; [chapter 13](13_classification_imdb.ipynb)'s
 # Transformer, at 88.04 %<!-- record imdb-cpu metrics.test.accuracy % --> (the table below), is no better. We train ours on the same training reviews, choose its
 # L2 penalty on the same validation reviews and test it once.
 
@@ -343,11 +347,9 @@ print(wrap(f"validation accuracy by L2: {by_l2}", indent="  "))
 # ### What pretraining bought
 #
 # Test accuracy on the 25,000 test reviews, and the minutes each model took to train (for
-# the fine-tuned model, pretraining included). The minutes count training steps only (the
-# history's `seconds`); a run's `train.log`, whose timestamps also cover its evaluations,
-# shows a little more. The bag of words' minutes include building its tf-idf table. Each
-# run's minutes are its own record's, on the machine the Results page names: read them as
-# orders of magnitude, not as ratios.
+# the fine-tuned model, pretraining included). Each run's minutes are its record's
+# training time, on the machine the Results page names (the bag of words' include building
+# its tf-idf table): read them as orders of magnitude, not as ratios.
 
 # %% tags=["nbval-ignore-output"]
 pretrain_min = mlm.metrics["train_seconds"] / 60
@@ -726,8 +728,7 @@ show_source(windowed_token_bits_per_byte)
 # 128-token windows, batch 32) and the same optimiser and schedule; its step costs about a
 # fifth more than the byte model's (measured by alternating steps of the two models in one
 # process), so equal training time is about 2,480 steps against 3,000. (The table's
-# wall-clock seconds are each run's own, on its record's machine: not a comparison.) In
-# CI both are the `tiny` preset.
+# wall-clock seconds are each run's own, on its record's machine: not a comparison.)
 
 # %% tags=["nbval-ignore-output"]
 PRESET = pick("tiny", "cpu")
@@ -786,8 +787,8 @@ pd.DataFrame({name: halves_bits_per_byte(run) for name, run in runs.items()}).ro
 
 # %% [markdown]
 # The two models tie on the whole validation split, 2.268<!-- record ts-cpu metrics.validation.bits_per_byte --> bits per byte for the
-# bytes and 2.261<!-- record ts-gpt2-cpu metrics.validation.bits_per_byte --> for GPT-2's recipe: GPT-2 is ahead on the first half (2.113
-# against 2.155) and behind on the second (2.408 against 2.379). The curves below show why it does not
+# bytes and 2.261<!-- record ts-gpt2-cpu metrics.validation.bits_per_byte --> for GPT-2's recipe: GPT-2 is ahead on the first half
+# and behind on the second (the table above). The curves below show why it does not
 # pull ahead: its validation score stops improving after about 2,000 of its 2,480 steps and
 # then rises, while its training loss keeps falling. With 512 merges the 1.0 MB of training
 # text is about 480,000 tokens, and 2,480 steps of 4,096 tokens pass over them 21 times (the
@@ -858,7 +859,7 @@ explore.continue_try_it(
 )
 
 # %% [markdown]
-# ### The published GPT-2, in the reader's own classes
+# ## The published GPT-2, in the book's own classes
 #
 # The published GPT-2 (124M: 12 blocks, d_model 768, 12 heads, 1,024 positions,
 # 50,257 tokens) is `GPT2LM` with bigger numbers, and its weights load into it.
@@ -1023,7 +1024,7 @@ if folder is not None:
 # ### Exercise 16.1 · BERT's masking, 80/10/10, checked statistically
 #
 # The package's `mask_tokens` selects each token on its own with probability $p$, so a
-# review may get more or fewer than 15 % of its tokens selected, as in many later
+# review may get more or fewer than a fraction $p$ of its tokens selected, as in many later
 # implementations. The original BERT code chose a fixed number per sequence instead,
 # about $p$ of its length. Write that variant: in each row select exactly $\max(1,
 # \mathrm{round}(p k))$ of its $k$ ordinary tokens, then apply the same 80/10/10 rule,
@@ -1031,8 +1032,8 @@ if folder is not None:
 #
 # The grader checks the count per row, that no special token is selected or drawn as a
 # replacement, that one seed gives one masking, and, over several thousand selected
-# tokens, that 80 % became `[MASK]` and 10 % a random word, to within five standard
-# errors.
+# tokens, that the shares that became `[MASK]` and a random word are the rule's, to within
+# five standard errors.
 #
 # Write `mask_exactly(tokens, mask_id, vocab_size, special_ids, p, generator)`; grade
 # with `make exercises CHAPTER=16`.

@@ -21,7 +21,7 @@
 # The stored outputs on this page come from the `cpu`-size runs named in each section,
 # trained once from the repository root (the commands are printed with the results; the
 # Time line above says what they took). At CI size every section trains its `tiny` size
-# instead, where the numbers mean nothing.
+# instead, and times attention at shorter lengths, where the numbers mean nothing.
 # ```
 #
 # [Chapter 16](16_bert_and_gpt2.ipynb) changed what a transformer is trained *for* (BERT, GPT-2).
@@ -468,20 +468,21 @@ table.style.format(
 ).hide(axis="index")
 
 # %% [markdown]
-# What the full-size runs showed (`AT_SIZE` unset; the tiny CI runs are too short to read
-# anything into):
+# What the runs showed:
 #
 # * **The memory is worth most of the gain, and one segment of it is enough here.** The same
-#   weights score 2.321 bits per byte without memory and
-#   2.130<!-- record xl-cpu metrics.validation.bits_per_byte --> with one segment (128 bytes) of
-#   it. Two and four segments give 2.127 and 2.128: a model trained with 128 states of memory
+#   weights score 2.130<!-- record xl-cpu metrics.validation.bits_per_byte --> bits per byte
+#   with one segment (128 bytes) of memory, and far worse without it (the table above); two
+#   and four segments give about the same as one: a model trained with 128 states of memory
 #   uses longer memories without harm (the sinusoids extend to the new distances) but, after
 #   1,400 steps on a million bytes, gains nothing from them. Without its memory the XL model
-#   is worse than the vanilla model read in the same non-overlapping windows (2.166): it was
+#   is worse than the vanilla model read in the same non-overlapping windows: it was
 #   trained with a memory, and for fewer steps.
 # * **Against the vanilla model, the verdict depends on how the vanilla model reads.** Read
 #   in non-overlapping windows, each byte once as XL reads it but every window starting
-#   without context, the vanilla model scores 2.166, behind XL's 2.130. Read with overlapping
+#   without context, the vanilla model scores
+#   2.166<!-- record e6-cpu metrics.validation.last -->, behind XL's
+#   2.130<!-- record xl-cpu metrics.validation.bits_per_byte -->. Read with overlapping
 #   windows (stride 64: every byte read twice, and each after the first window predicted from
 #   at least 64 bytes of context), it scores
 #   2.103<!-- record e6-cpu metrics.validation.bits_per_byte -->, ahead of XL. XL trained on
@@ -489,9 +490,9 @@ table.style.format(
 #   above); the overlapping windows cost twice the reading at evaluation. The
 #   wall-clock "train seconds" in the runs' logs measure the machine as much as the
 #   model: the CPU seconds are the comparison.
-# * One seed each, on one small text: the gaps between the two models (0.03 to 0.04) are
-#   small enough that another seed or a longer run could close or reverse them; the 0.19 that
-#   the memory is worth within XL is not.
+# * One seed each, on one small text: the gaps between the two models (a few hundredths of a
+#   bit per byte) are small enough that another seed or a longer run could close or reverse
+#   them; what the memory is worth within XL, several times more, is not.
 
 # %% [markdown]
 # ## Sparse attention at long lengths
@@ -682,7 +683,7 @@ show_source(SparseSelfAttention.forward, sparsify_)
 # implementations at each length in turn (one thread, batch 1, 2 heads of 64): the explicit
 # softmax(QKᵀ)V, PyTorch's fused `scaled_dot_product_attention`, and the two block-sparse
 # kernels (l the smallest power of two ≥ √n, c = 4); memory is the PyTorch allocator's peak
-# during the call. In CI it runs at small lengths; the stored figures are its full run,
+# during the call. The stored figures are its full run,
 # `PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/sparse.py` (n = 512 … 8192).
 
 # %% tags=["nbval-ignore-output"]
@@ -744,7 +745,7 @@ alt.vconcat(*charts)
 # The same small model ([chapter 15](15_the_transformer_today.ipynb)'s block: 2 layers, d_model 64, 4 heads) on the enwik8
 # prefix with 2,048-byte windows, dense and with the fixed pattern (l = 64, c = 4), the same
 # seed, data and steps; scored on the whole validation split with overlapping 2,048-byte
-# windows. In CI the windows are 256 bytes and the runs a few dozen steps.
+# windows.
 
 # %% tags=["nbval-ignore-output"]
 from annotated_transformer.book.runs import BY_NAME
@@ -808,7 +809,7 @@ viz.line_chart(
 # ([chapter 14](14_generation_characters.ipynb)'s `cpu` model reaches about 2.1<!-- record e6-cpu metrics.validation.bits_per_byte --> bits per byte on this text), so this says only
 # that at the start of training the sparse pattern costs nothing: its block mask is a strong
 # hint that nearby bytes matter most, which a dense model has yet to learn. Whether it keeps
-# up over a long run, where the far context starts to pay, is the paper's claim (0.99 bits per
+# up over a long run, where the far context starts to pay, is the paper's claim (0.99<!-- source Child et al. 2019 --> bits per
 # byte on enwik8 with 12k-byte contexts), not something these runs measure. The command lines:
 #
 # ```

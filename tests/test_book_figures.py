@@ -6,14 +6,14 @@ What the text may hold: a figure followed by its record's marker (checked
 against the record by ``test_records``), the generated Time lines and time
 tables (checked by ``test_times_are_generated``), and the Results page, which is
 generated as a whole. What it may not: any other time (a number or a word such as
-"hours" before a unit of time), an unmarked decimal or percentage in the README,
-preface or teachers' page, an issue number, a validation score called a test
-score, a chapter figure that repeats a record's value without its marker.
+"hours" before a unit of time), an unmarked decimal or percentage, an issue
+number, a lab note, a validation score called a test score. A figure a chapter's
+cell measures is printed by that cell, not typed into the prose; one quoted from
+a publication is followed by ``<!-- source AUTHOR YEAR -->``.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -31,7 +31,7 @@ PAGES = [
     ROOT / "book" / "intro.md",
     ROOT / "book" / "teachers.md",
 ]
-STRICT = {p.relative_to(ROOT).as_posix() for p in PAGES}
+GENERATED = "results"  # the Results page: its figures are the records'
 
 # Inline code and math.
 CODE = re.compile(r"`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]*\$", re.S)
@@ -57,8 +57,9 @@ DECIMAL = re.compile(
     r"(?<!Python )(?<!PyTorch \()(?<![\w.])\d[\d,]*\.\d{2,}(?![\w.])"
     r"|\d+(?:\.\d+)?\s?%"
 )
-# A figure quoted from a publication: the number, then the comment naming it.
-SOURCED = re.compile(r"\d[\d,.]*(?:\s+\w+)?\s*<!--\s*source\b[^>]*-->")
+# A figure quoted from a publication: the number (a "%" or one word may follow),
+# then the comment naming the publication.
+SOURCED = re.compile(r"\d[\d,.]*(?:\s?%|\s+\w+)?\s*<!--\s*source\b[^>]*-->")
 LAB_LOG = re.compile(
     r"before the records|open questions|borrowed machine|earlier sessions?|"
     r"superseded|different loads|(?:shared|loaded|idle) machine",
@@ -125,9 +126,10 @@ def problems(name: str, text: str) -> list[str]:
     found = [f"{name}: a time not measured: {t!r}" for t in untimed(text)]
     found += [f"{name}: an issue number: {m[0]!r}" for m in ISSUE.finditer(clean)]
     found += [f"{name}: a lab note: {m[0]!r}" for m in LAB_LOG.finditer(clean)]
-    if name in STRICT:  # hand-written pages: every figure from a record
+    if name != GENERATED:  # written by hand: every figure has its source
         found += [
-            f"{name}: a figure without its record: {m[0]!r} in "
+            f"{name}: a figure with no source (a record's marker, a cell that "
+            f"prints it, <!-- source AUTHOR YEAR -->): {m[0]!r} in "
             f"{clean[max(0, m.start() - 40) : m.end() + 20]!r}"
             for m in DECIMAL.finditer(clean)
         ]
@@ -144,32 +146,14 @@ def test_every_figure_has_a_source(name):
     assert not problems(name, text), "\n".join(problems(name, text))
 
 
-def test_chapter_figures_that_repeat_a_record_cite_it():
-    """A chapter figure equal to a record's headline value, to the decimals
-    written, without the record's marker (two decimals or more)."""
-    values = {
-        f"{record['headline']['value']:.{d}f}"
-        for path in (ROOT / "results").glob("*/record.json")
-        for record in [json.loads(path.read_text())]
-        for d in (2, 3)
-        if "accuracy" not in record["headline"]["metric"]
-    }
-    bare = [
-        f"{py.stem}: {m[0]}"
-        for py in CHAPTERS
-        for m in re.finditer(
-            r"(?<![\w.])\d+\.\d{2,}(?![\w.])", prose(chapter_prose(py))
-        )
-        if m[0] in values
-    ]
-    assert not bare, (
-        "figures equal to a record's, without its marker: " + ", ".join(bare)
-    )
-
-
-# The check itself, on text of the kinds it must refuse and accept.
+# The check itself, on text of the kinds it must refuse and accept: the cases
+# issue 49 found in the README, the preface, the teachers' page and the chapters.
 REFUSED = [
     "it runs in about 7 minutes",
+    "runs in about two minutes; training takes a few minutes to an hour",
+    "the `cpu` preset (about 5 minutes)",
+    "its record says 128.3 minutes",
+    "the same preset at 65.4, 40.7 and 22.9 minutes",
     "whose training takes a few minutes per run",
     "the runs short (minutes on a laptop CPU)",
     "about an hour on one CPU core",
@@ -180,6 +164,14 @@ REFUSED = [
     "Issue 13's BERT target is met",
     "test accuracy **87.96%** on 25,000 reviews",
     "**2.103**<!-- record e6-cpu metrics.validation.bits_per_byte --> test bits",
+    "older figures: 87.96 % against 88.04 %",
+    "40.41 against 40.42 BLEU, 2.11 against 2.103 bits per byte",
+    "the target is met (90.76 %, a soup)",
+    "GPT-2 is ahead on the first half (2.113 against 2.155)",
+    "## Measured before the records",
+    "## Open questions",
+    "measured on a borrowed machine",
+    "costs 15% more per step",
 ]
 ACCEPTED = [
     "100,000 steps (12 hours<!-- source Vaswani et al. 2017 --> on 8 GPUs)",
@@ -188,17 +180,25 @@ ACCEPTED = [
     "after 26.0<!-- record e6-cpu train_minutes --> minutes on one CPU thread",
     "the minutes each model took, from its record",
     "the second half of the split",
+    "selected with probability 0.15<!-- source Devlin et al. 2019 -->",
+    "around 88–89 %<!-- source Maas et al. 2011 -->; 85%<!-- source Bloem 2019 -->",
+    "3.566<!-- record e8-fixed-cpu metrics.validation.bits_per_byte --> bits",
 ]
 
 
+WHERE = ["README.md", "16_bert_and_gpt2"]  # a page and a chapter's prose
+
+
+@pytest.mark.parametrize("name", WHERE)
 @pytest.mark.parametrize("text", REFUSED)
-def test_the_check_refuses_an_unsourced_figure(text):
-    assert problems("README.md", text)
+def test_the_check_refuses_an_unsourced_figure(text, name):
+    assert problems(name, text)
 
 
+@pytest.mark.parametrize("name", WHERE)
 @pytest.mark.parametrize("text", ACCEPTED)
-def test_the_check_accepts_a_sourced_figure(text):
-    assert not problems("README.md", text)
+def test_the_check_accepts_a_sourced_figure(text, name):
+    assert not problems(name, text)
 
 
 def test_times_are_generated():

@@ -3,7 +3,9 @@ the check of the figures the text cites from them.
 
 ``python -m annotated_transformer.book.results`` writes ``book/results.ipynb``:
 one table of every record (what it scored, the figure, steps, minutes, machine,
-command) and the learning curves (Altair, stored as the page's output).
+command) and the learning curves (Altair, stored as the page's output: a
+Vega-Lite MIME bundle, drawn offline like the chapters' charts, see
+:mod:`~annotated_transformer.book.rendering`).
 ``--check`` only says whether the page is up to date (a unit test does the
 same), so a new record cannot leave the page behind.
 """
@@ -21,6 +23,7 @@ import altair as alt
 import nbformat
 import pandas as pd
 
+from annotated_transformer.book.rendering import mimebundle
 from annotated_transformer.paths import repository_root
 from annotated_transformer.records import (
     HEADLINE,
@@ -34,7 +37,6 @@ from annotated_transformer.tasks import TASKS
 ROOT = repository_root(Path(__file__).parent) or Path.cwd()
 PAGE = ROOT / "book" / "results.ipynb"
 MODULE = "annotated_transformer.book.results"
-CHART_ID = "altair-viz-results"  # Altair's ids are random: a fixed one is stable
 
 INTRO = """\
 # Results
@@ -247,13 +249,6 @@ def learning_curves(root: str | Path | None = None) -> alt.VConcatChart:
     return alt.vconcat(*charts).resolve_scale(color="independent")
 
 
-def chart_html(chart: alt.TopLevelMixin) -> str:
-    """Altair's notebook HTML for ``chart``, with a fixed element id."""
-    with alt.renderers.enable("html"):  # whichever renderer the chapters use
-        html = chart._repr_mimebundle_()["text/html"]
-    return re.sub(r"altair-viz-[0-9a-f]{32}", CHART_ID, html)
-
-
 def notebook(root: str | Path | None = None) -> nbformat.NotebookNode:
     """The Results page: intro, table and curves (code and stored output)."""
     root = Path(root) if root is not None else ROOT / "results"
@@ -264,11 +259,12 @@ def notebook(root: str | Path | None = None) -> nbformat.NotebookNode:
     if records:
         source = f"from {MODULE} import learning_curves\n\nlearning_curves()"
         code = new.new_code_cell(source, execution_count=1)
-        html = chart_html(learning_curves(root))
+        # what the kernel shows: the spec alone, no script and no CDN
+        chart = mimebundle(learning_curves(root).to_dict())
         code.outputs = [
             new.new_output(
                 "execute_result",
-                {"text/html": html, "text/plain": "alt.VConcatChart(...)"},
+                chart | {"text/plain": "alt.VConcatChart(...)"},
                 execution_count=1,
             )
         ]
