@@ -6,15 +6,16 @@ JupyterLab is started on 127.0.0.1 over a copy of the chapter (its ``.py``, its
 the browser may reach nothing but the loopback address. Then:
 
 - the ``.ipynb`` in JupyterLab (1280 px): the stored charts are drawn and the MyST
-  markup is rendered before any cell runs; all cells run (``AT_SIZE=ci``) with no
+  markup is rendered before any cell runs, and every solution toggle, opened,
+  shows its code; all cells run (``AT_SIZE=ci``) with no
   error output and every chart drawn again; saving is refused (the guard on CI-size
   outputs) and the file on disk is unchanged;
 - the ``.py`` opens as a notebook (Jupytext's viewer), with the stored charts of its
   pair, and runs the same way;
 - the ``.ipynb`` in Notebook 7 at a phone's 390 px: charts and MyST rendered.
 
-The number of charts and admonitions expected is read from the chapter's files, not
-from the page. Run by ``make lab-check`` (part of ``make test``):
+The number of charts, admonitions and toggles expected is read from the chapter's
+files, not from the page. Run by ``make lab-check`` (part of ``make test``):
 
     AT_SIZE=ci python tests/lab_check.py [--chapter 06_masks] [--screenshot DIR]
 """
@@ -106,6 +107,22 @@ def expected(chapter: str) -> tuple[int, int, int]:
     source = (NOTEBOOKS / f"{chapter}.py").read_text()
     admonitions = len(re.findall(r"^# :::\{admonition\}", source, re.M))
     return charts, admonitions, source.count("](figures/")
+
+
+def check_solutions(page: Page, where: str, toggles: int) -> list[str]:
+    """Each solution toggle (a MyST dropdown), clicked open, shows its code."""
+    summaries = page.locator(
+        ".jp-MarkdownCell details.myst-dropdown > summary", has_text="Solution"
+    )
+    shown = 0
+    for i in range(summaries.count()):
+        summaries.nth(i).click()
+        code = summaries.nth(i).locator("xpath=..").locator("pre")
+        visible = code.count() > 0 and code.first.is_visible()
+        shown += visible and "def " in code.first.inner_text()
+    if shown < toggles:
+        return [f"{where}: {shown} of {toggles} solution toggles show code, opened"]
+    return []
 
 
 def start_lab(root: Path, config: Path, port: int, token: str) -> subprocess.Popen:
@@ -223,6 +240,7 @@ def main() -> int:
         return 2
     chapter = args.chapter
     charts, admonitions, figures = expected(chapter)
+    toggles = (NOTEBOOKS / f"{chapter}.py").read_text().count("{dropdown} Solution")
     problems: list[str] = []
     start = time.monotonic()
     # inside the repository (its ignored build/), where a chapter finds results/
@@ -274,6 +292,7 @@ def main() -> int:
                     problems += check_rendered(
                         page, f"{where}, stored", charts, admonitions, figures
                     )
+                    problems += check_solutions(page, where, toggles)
                     problems += run_all(page, where)
                     problems += check_rendered(
                         page, f"{where}, run", charts, admonitions, figures
