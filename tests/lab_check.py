@@ -6,18 +6,20 @@ JupyterLab is started on 127.0.0.1 over a copy of the chapter (its ``.py``, its
 the browser may reach nothing but the loopback address. Then:
 
 - the ``.ipynb`` in JupyterLab (1280 px): the stored charts are drawn and the MyST
-  markup is rendered before any cell runs, and every solution toggle, opened,
-  shows its code; all cells run (``AT_SIZE=ci``) with no
+  markup is rendered before any cell runs; all cells run (``AT_SIZE=ci``) with no
   error output and every chart drawn again; saving is refused (the guard on CI-size
   outputs) and the file on disk is unchanged;
 - the ``.py`` opens as a notebook (Jupytext's viewer), with the stored charts of its
   pair, and runs the same way;
 - the ``.ipynb`` in Notebook 7 at a phone's 390 px: charts and MyST rendered.
 
-The number of charts, admonitions and toggles expected is read from the chapter's
-files, not from the page. Run by ``make lab-check`` (part of ``make test``):
+The number of charts and admonitions expected is read from the chapter's files, not
+from the page. Run by ``make lab-check`` (part of ``make test``):
 
     AT_SIZE=ci python tests/lab_check.py [--chapter 06_masks] [--screenshot DIR]
+
+In JupyterLab, each exercise's solution toggle is also clicked open: it must show
+its code (as many toggles as the chapter's ``.py`` holds).
 """
 
 from __future__ import annotations
