@@ -294,11 +294,11 @@ def main() -> int:
                     problems += check_rendered(
                         page, f"{where}, stored", charts, admonitions, figures
                     )
-                    problems += check_solutions(page, where, toggles)
                     problems += run_all(page, where)
                     problems += check_rendered(
                         page, f"{where}, run", charts, admonitions, figures
                     )
+                    problems += check_solutions(page, where, toggles)
                     if args.screenshot:
                         page.screenshot(path=args.screenshot / f"lab-{name}.png")
                     if name.endswith(".ipynb"):
