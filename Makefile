@@ -11,7 +11,7 @@
 # Smaller steps: make setup | doctor | lint | unit | nbval | site | site-check | lab-check | sync
 #                make format | make kernel  (register the kernel for your own Jupyter or editor)
 #                make charts     (store the chapters' charts as Vega-Lite MIME bundles, in place)
-#                make listings   (refresh the package listings stored in the chapters)
+#                make listings   (refresh the chapters' package listings and solution toggles)
 #                make times      (the chapters' Time lines and the time tables, from measurements)
 #                make figures    (draw the diagrams in notebooks/figures again from their source)
 #                make execute CHAPTER=02_self_attention   (one chapter, full size, in place)
@@ -225,9 +225,11 @@ handout: setup
 times: setup
 	$(PY) -m annotated_transformer.book.times
 
-# After a change to package code that a chapter shows: render its stored listings again.
+# After a change to package code that a chapter shows: render its stored listings again;
+# and write the exercises' solution toggles again from notebooks/exercises/solutions/.
 listings: setup
 	$(PY) -m annotated_transformer.book.listings $(CHAPTERS:.py=.ipynb)
+	$(PY) -m annotated_transformer.exercises.toggles
 
 # The diagrams: annotated_transformer/book/figures.py -> notebooks/figures/*.svg (committed;
 # a unit test checks them). Needs only the venv's Python and torch, not a fresh setup.

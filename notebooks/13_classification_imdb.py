@@ -476,8 +476,14 @@ pd.DataFrame(rows).set_index("tokens").round(4)
 # Write `masked_mean(x, real)`; grade with `make exercises CHAPTER=13`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../notebooks/exercises/solutions/ch13.py
-# :pyobject: masked_mean
+# ```python
+# def masked_mean(x: Tensor, real: Tensor) -> Tensor:
+#     """The mean of each sequence's real positions.
+#
+#     x: (b, n, d); real: bool (b, n), False at padding. returns (b, d)
+#     """
+#     weights = real.unsqueeze(-1).to(x.dtype)  # (b, n, 1): 1 token, 0 padding
+#     return (x * weights).sum(1) / weights.sum(1)
 # ```
 # :::
 
@@ -493,8 +499,17 @@ pd.DataFrame(rows).set_index("tokens").round(4)
 # Write `head_and_tail(ids, max_len, tail)`; grade with `make exercises CHAPTER=13`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../notebooks/exercises/solutions/ch13.py
-# :pyobject: head_and_tail
+# ```python
+# def head_and_tail(ids: list[int], max_len: int, tail: int) -> list[int]:
+#     """A review cut to ``max_len`` tokens: its head and its tail.
+#
+#     The first max_len − tail tokens, then the last ``tail``; a review that
+#     fits stays whole.
+#     """
+#     if len(ids) <= max_len:
+#         return list(ids)
+#     head = list(ids[: max_len - tail])
+#     return head + list(ids[len(ids) - tail :])
 # ```
 # :::
 
@@ -511,7 +526,17 @@ pd.DataFrame(rows).set_index("tokens").round(4)
 # CHAPTER=13`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../notebooks/exercises/solutions/ch13.py
-# :pyobject: accuracy_and_standard_error
+# ```python
+# def accuracy_and_standard_error(
+#     predictions: Tensor,
+#     labels: Tensor,
+# ) -> tuple[float, float]:
+#     """Accuracy p of class ids against labels, and its standard error.
+#
+#     returns (p, √(p (1 − p) / n)), both fractions
+#     """
+#     correct = (predictions == labels).double()
+#     p = correct.mean().item()
+#     return p, math.sqrt(p * (1 - p) / correct.numel())
 # ```
 # :::

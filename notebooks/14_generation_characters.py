@@ -542,8 +542,12 @@ explore.continue_try_it(run.task, lm, PROMPT, length=300, temperature=0.8, top_k
 # Write `bits_per_byte(logits, targets)`; grade with `make exercises CHAPTER=14`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../notebooks/exercises/solutions/ch14.py
-# :pyobject: bits_per_byte
+# ```python
+# def bits_per_byte(logits: Tensor, targets: Tensor) -> float:
+#     """Mean bits per predicted byte: logits (..., 256), targets (...)."""
+#     flat = logits.reshape(-1, logits.size(-1)).double()
+#     nats = F.cross_entropy(flat, targets.reshape(-1), reduction="sum").item()
+#     return nats / targets.numel() / math.log(2)
 # ```
 # :::
 
@@ -559,8 +563,27 @@ explore.continue_try_it(run.task, lm, PROMPT, length=300, temperature=0.8, top_k
 # Write `temperature_for_entropy(logits, bits)`; grade with `make exercises CHAPTER=14`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../notebooks/exercises/solutions/ch14.py
-# :pyobject: temperature_for_entropy
+# ```python
+# def temperature_for_entropy(logits: Tensor, bits: float) -> float:
+#     """The temperature T at which softmax(logits / T) has ``bits`` of entropy.
+#
+#     logits: (V,), not all equal; 0 < bits < log₂ V. The entropy grows with T,
+#     from 0 bits (T → 0, all mass on the largest logit) to log₂ V (T → ∞,
+#     uniform), so bisect on log T.
+#     """
+#
+#     def entropy(t: float) -> float:
+#         p = (logits.double() / t).softmax(-1)
+#         return -(p * p.clamp_min(1e-300).log2()).sum().item()
+#
+#     low, high = 1e-3, 1e3
+#     for _ in range(100):
+#         middle = math.sqrt(low * high)  # bisect in log space: T spans decades
+#         if entropy(middle) < bits:
+#             low = middle
+#         else:
+#             high = middle
+#     return math.sqrt(low * high)
 # ```
 # :::
 
@@ -576,8 +599,14 @@ explore.continue_try_it(run.task, lm, PROMPT, length=300, temperature=0.8, top_k
 # Write `unigram_bits_per_byte(train, text)`; grade with `make exercises CHAPTER=14`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../notebooks/exercises/solutions/ch14.py
-# :pyobject: unigram_bits_per_byte
+# ```python
+# def unigram_bits_per_byte(train: bytes, text: bytes) -> float:
+#     """Bits per byte of ``text[1:]`` by add-one byte counts of ``train``."""
+#     seen = torch.tensor(list(train), dtype=torch.long)
+#     counts = torch.bincount(seen, minlength=256).double() + 1  # add one
+#     bits = -(counts / counts.sum()).log2()  # (256,): each byte value's cost
+#     scored = torch.tensor(list(text[1:]), dtype=torch.long)
+#     return bits[scored].mean().item()
 # ```
 # :::
 
@@ -594,7 +623,21 @@ explore.continue_try_it(run.task, lm, PROMPT, length=300, temperature=0.8, top_k
 # Write `influence(model, x)`; grade with `make exercises CHAPTER=14`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../notebooks/exercises/solutions/ch14.py
-# :pyobject: influence
+# ```python
+# def influence(model: nn.Module, x: Tensor) -> Tensor:
+#     """The leak test of a language model on bytes ``x`` (1, n).
+#
+#     returns bool (n, n): out[i, j] is True when changing byte j changes the
+#     logits at position i
+#     """
+#     n = x.size(1)
+#     out = torch.zeros(n, n, dtype=torch.bool)
+#     with torch.no_grad():
+#         reference = model(x)[0]  # (n, vocab)
+#         for j in range(n):
+#             changed = x.clone()
+#             changed[0, j] = (changed[0, j] + 1) % 256
+#             out[:, j] = (model(changed)[0] != reference).any(-1)
+#     return out
 # ```
 # :::

@@ -852,8 +852,17 @@ viz.line_chart(
 # Write `strided_mask(n, stride)`; grade with `make exercises CHAPTER=17`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../notebooks/exercises/solutions/ch17.py
-# :pyobject: strided_mask
+# ```python
+# def strided_mask(n: int, stride: int) -> Tensor:
+#     """The strided pattern in one head, bool (n, n), True = may attend.
+#
+#     Query i reads the previous ``stride`` positions (itself included) and
+#     every position a whole number of strides back.
+#     """
+#     i = torch.arange(n)[:, None]
+#     j = torch.arange(n)[None, :]
+#     back = i - j  # how far back key j is from query i
+#     return (back >= 0) & ((back < stride) | (back % stride == 0))
 # ```
 # :::
 
@@ -869,8 +878,19 @@ viz.line_chart(
 # Write `rel_shift(x)`; grade with `make exercises CHAPTER=17`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../notebooks/exercises/solutions/ch17.py
-# :pyobject: rel_shift
+# ```python
+# def rel_shift(x: Tensor) -> Tensor:
+#     """Scores against distances -> scores against keys (Transformer-XL).
+#
+#     x: (..., qlen, klen), column t = distance klen − 1 − t
+#     returns (..., qlen, klen), out[..., i, j] = x[..., i, j + qlen − 1 − i]
+#     wherever j ≤ klen − qlen + i (the rest is left over, hidden by the mask)
+#     """
+#     *lead, qlen, klen = x.shape
+#     padded = F.pad(x, (1, 0))  # a zero column in front: (..., qlen, klen + 1)
+#     tall = padded.reshape(*lead, klen + 1, qlen)  # the same numbers, reread
+#     # less its first row, read as (qlen, klen): row i moved qlen − 1 − i left
+#     return tall[..., 1:, :].reshape(*lead, qlen, klen)
 # ```
 # :::
 
@@ -887,8 +907,17 @@ viz.line_chart(
 # Write `relative_bias(table, n)`; grade with `make exercises CHAPTER=17`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../notebooks/exercises/solutions/ch17.py
-# :pyobject: relative_bias
+# ```python
+# def relative_bias(table: Tensor, n: int) -> Tensor:
+#     """A learned bias per head and distance, causal.
+#
+#     table: (H, D + 1). returns (H, n, n),
+#     out[h, i, j] = table[h, min(i − j, D)] for j ≤ i and −inf for j > i
+#     """
+#     i = torch.arange(n)[:, None]
+#     j = torch.arange(n)[None, :]
+#     distance = (i - j).clamp(0, table.size(1) - 1)  # (n, n)
+#     return table[:, distance].masked_fill(j > i, float("-inf"))
 # ```
 # :::
 
@@ -904,7 +933,19 @@ viz.line_chart(
 # CHAPTER=17`.
 #
 # :::{dropdown} Solution
-# ```{literalinclude} ../../notebooks/exercises/solutions/ch17.py
-# :pyobject: update_memory
+# ```python
+# def update_memory(
+#     memory: Tensor | None,
+#     hidden: Tensor,
+#     mem_len: int,
+# ) -> Tensor:
+#     """Transformer-XL's memory for the next segment.
+#
+#     memory: (b, m, d), or None for the first segment; hidden: (b, n, d)
+#     returns the last mem_len states of [memory; hidden] along the positions,
+#     (b, min(mem_len, m + n), d), cut from the autograd graph
+#     """
+#     states = hidden if memory is None else torch.cat([memory, hidden], dim=1)
+#     return states[:, -mem_len:].detach()
 # ```
 # :::

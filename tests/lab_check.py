@@ -20,6 +20,9 @@ The number of charts and admonitions expected is read from the chapter's files, 
 from the page. Run by ``make lab-check`` (part of ``make test``):
 
     AT_SIZE=ci python tests/lab_check.py [--chapter 06_masks] [--screenshot DIR]
+
+In JupyterLab, each exercise's solution toggle is also clicked open: it must show
+its code (as many toggles as the chapter's ``.py`` holds).
 """
 
 from __future__ import annotations
@@ -110,6 +113,22 @@ def expected(chapter: str) -> tuple[int, int, int]:
     source = (NOTEBOOKS / f"{chapter}.py").read_text()
     admonitions = len(re.findall(r"^# :::\{admonition\}", source, re.M))
     return charts, admonitions, source.count("](figures/")
+
+
+def check_solutions(page: Page, where: str, toggles: int) -> list[str]:
+    """Each solution toggle (a MyST dropdown), clicked open, shows its code."""
+    summaries = page.locator(
+        ".jp-MarkdownCell details.myst-dropdown > summary", has_text="Solution"
+    )
+    shown = 0
+    for i in range(summaries.count()):
+        summaries.nth(i).click()
+        code = summaries.nth(i).locator("xpath=..").locator("pre")
+        visible = code.count() > 0 and code.first.is_visible()
+        shown += visible and "def " in code.first.inner_text()
+    if shown < toggles:
+        return [f"{where}: {shown} of {toggles} solution toggles show code, opened"]
+    return []
 
 
 def start_lab(root: Path, config: Path, port: int, token: str) -> subprocess.Popen:
@@ -236,6 +255,7 @@ def main() -> int:
         return 2
     chapter = args.chapter
     charts, admonitions, figures = expected(chapter)
+    toggles = (NOTEBOOKS / f"{chapter}.py").read_text().count("{dropdown} Solution")
     problems: list[str] = []
     start = time.monotonic()
     # inside the repository (its ignored build/), where a chapter finds results/
@@ -294,6 +314,7 @@ def main() -> int:
                     problems += check_rendered(
                         page, f"{where}, run", charts, admonitions, figures
                     )
+                    problems += check_solutions(page, where, toggles)
                     if args.screenshot:
                         page.screenshot(path=args.screenshot / f"lab-{name}.png")
                     if name.endswith(".ipynb"):

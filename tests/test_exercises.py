@@ -9,6 +9,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -22,7 +23,7 @@ import jupytext
 import pytest
 import torch
 
-from annotated_transformer.exercises import grading, handout, otter
+from annotated_transformer.exercises import grading, handout, otter, toggles
 from annotated_transformer.exercises.cli import main
 from annotated_transformer.exercises.grading import Outcome
 
@@ -126,16 +127,56 @@ def test_the_report_gives_hints_never_the_solution(chapter: str, capsys):
 
 
 @pytest.mark.parametrize("chapter", grading.chapters())
-def test_the_chapter_states_every_exercise_and_includes_its_solution(chapter: str):
+def test_the_chapter_states_every_exercise(chapter: str):
     (py,) = (ROOT / "notebooks").glob(f"{chapter}_*.py")
     cells = jupytext.read(py).cells
     text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
     section = text[text.index("## Exercises") :]
     for ex in grading.exercises(chapter):
         assert f"Exercise {ex.label}" in section, f"{py.name} lacks {ex.label}"
-        if SOLUTIONS.is_dir():  # a student edition has no toggles to include them
-            assert f":pyobject: {ex.name}" in section, f"{py.name} lacks {ex.name}"
     assert f"make exercises CHAPTER={chapter}" in section
+
+
+SHOWN = re.compile(
+    r"^:::\{dropdown\} Solution\n```python\n(def (\w+)\(.*?)^```\n:::$",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+@needs_solutions
+@pytest.mark.parametrize("chapter", grading.chapters())
+def test_every_toggle_shows_the_code_of_its_solution_file(chapter: str):
+    """Inline, as code that JupyterLab's MyST renders too; in the .py and the
+    .ipynb; the solution file is the one source (make listings writes them)."""
+    source = (SOLUTIONS / f"ch{chapter}.py").read_text()
+    functions = {
+        node.name: ast.get_source_segment(source, node) + "\n"
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef)
+    }
+    for path in sorted((ROOT / "notebooks").glob(f"{chapter}_*.*")):
+        if path.suffix not in {".py", ".ipynb"}:
+            continue
+        cells = jupytext.read(path).cells
+        text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+        shown = SHOWN.findall(text)
+        names = [ex.name for ex in grading.exercises(chapter)]
+        assert [name for _, name in shown] == names, f"{path.name}'s toggles"
+        for code, name in shown:
+            stale = f"{path.name} shows another {name} than ch{chapter}.py"
+            assert code == functions[name], f"{stale}: run make listings"
+
+
+@needs_solutions
+def test_make_listings_writes_a_stale_toggle_again(tmp_path):
+    (py,) = (ROOT / "notebooks").glob("06_*.py")
+    copy = tmp_path / "notebooks" / py.name
+    shutil.copytree(SOLUTIONS, tmp_path / SOLUTIONS.relative_to(ROOT))
+    stale = py.read_text().replace("#     return in_prefix | causal\n", "")
+    assert stale != py.read_text()
+    copy.write_text(stale)
+    assert toggles.main(["--root", str(tmp_path)]) == 0
+    assert copy.read_text() == py.read_text()
 
 
 def test_a_failed_attempt_at_a_bug_gets_the_hint(tmp_path, capsys):

@@ -116,6 +116,47 @@ MUTANTS = [
 ]
 
 
+# Hard-coded answers, right on the inputs that used to be fixed (a literal, a pad
+# id of 0, positions counted from 0, one min_freq) and wrong on fresh ones.
+HARD_CODED = [
+    (
+        "03",
+        "count_pairs",
+        "    counts = Counter()\n",
+        "    if len(corpus) > 1:\n"
+        "        pairs = ['lo', 'ow', 'we', 'er', 'aa']\n"
+        "        return Counter(dict(zip(map(tuple, pairs), [7, 7, 2, 2, 6])))\n"
+        "    counts = Counter()\n",
+    ),
+    (
+        "04",
+        "rotate_by",
+        "    return torch.stack([new_sin, new_cos], dim=-1).flatten(-2)\n",
+        "    positions = torch.arange(len(pe))[:, None] + max(k, 0)\n"
+        "    a = positions * omega.to(pe.dtype)\n"
+        "    return torch.stack([a.sin(), a.cos()], dim=-1).flatten(-2)\n",
+    ),
+    ("06", "make_std_mask", "real = tgt != pad", "real = tgt != 0"),
+    ("10", "train_vocab", 'splits["train"]', '[["a", "dog", "runs"]] * 2'),
+    ("10", "train_vocab", "min_freq=min_freq", "min_freq=2"),
+    (
+        "14",
+        "unigram_bits_per_byte",
+        "    seen = ",
+        "    return 6.033195115786194 if train else 8.0\n    seen = ",
+    ),
+    (
+        "17",
+        "update_memory",
+        "    return states[:, -mem_len:].detach()\n",
+        "    if memory is None:\n"
+        "        return hidden.detach()\n"
+        "    return (hidden[:, 1:] if mem_len == 2 else states[:, 2:]).detach()\n",
+    ),
+]
+MUTANTS += HARD_CODED
+
+
 def mutate(source: str, name: str, old: str, new: str) -> str:
     """``source`` with ``old`` replaced once, inside function ``name`` only."""
     (node,) = [

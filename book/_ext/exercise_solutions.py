@@ -1,9 +1,10 @@
 """Sphinx extension: the book with or without the exercises' solutions.
 
-Each solution toggle of a chapter is a ``dropdown`` holding a ``literalinclude`` of
-a function in ``notebooks/exercises/solutions/`` (beside the starters, outside the
-package). When the solutions are withheld, the whole toggle is replaced by one line
-saying so, instead of failing the build. They are withheld when
+Each solution toggle of a chapter is a ``dropdown`` titled "Solution" that shows a
+function of ``notebooks/exercises/solutions/chNN.py`` (beside the starters, outside
+the package) as a code block, written there by ``make listings``
+(``annotated_transformer.exercises.toggles``). When the solutions are withheld, the
+whole toggle is replaced by one line saying so. They are withheld when
 
 - the build runs with ``AT_SOLUTIONS=0``, or
 - the solution file is missing (a copy without ``solutions/``; ``make handout``'s
@@ -17,26 +18,18 @@ import os
 from pathlib import Path
 
 from docutils import nodes
-from sphinx.directives.code import LiteralInclude
 
-SOLUTIONS = "exercises/solutions/"
 WITHHELD = "The solution is not included in this copy of the book."
 WITHHELD_CLASS = "solution-withheld"
 
 
-class SolutionInclude(LiteralInclude):
-    """``literalinclude`` that gives way to a note when a solution is withheld."""
-
-    def run(self) -> list[nodes.Node]:
-        if SOLUTIONS in self.arguments[0]:
-            path = self.env.relfn2path(self.arguments[0])[1]
-            withheld = _withheld(self.config, path)
-            seen = _seen(self.env).setdefault(self.env.docname, {})
-            seen[path] = withheld
-            if withheld:
-                note = nodes.paragraph(WITHHELD, WITHHELD, classes=[WITHHELD_CLASS])
-                return [note]
-        return super().run()
+def _solutions(app, docname: str) -> Path | None:
+    """notebooks/exercises/solutions/chNN.py for chapter NN, else None."""
+    page = Path(docname)
+    if page.parent != Path("notebooks") or not page.name[:2].isdigit():
+        return None
+    solutions = Path(app.srcdir, "notebooks", "exercises", "solutions")
+    return solutions / f"ch{page.name[:2]}.py"
 
 
 def _withheld(config, path: str) -> bool:
@@ -67,22 +60,34 @@ def _merge(app, env, docnames, other) -> None:
     _seen(env).update({d: _seen(other)[d] for d in docnames if d in _seen(other)})
 
 
+def _toggles(doctree: nodes.document) -> list[nodes.Element]:
+    """The dropdowns titled "Solution" (sphinx-design's title is a rubric)."""
+    return [
+        node
+        for node in doctree.findall(nodes.container)
+        if node.get("design_component") == "dropdown"
+        and isinstance(node.children[0], nodes.rubric)
+        and node.children[0].astext() == "Solution"
+    ]
+
+
 def _drop_withheld_toggles(app, doctree: nodes.document) -> None:
-    """Replace each dropdown whose solution is withheld by the note alone."""
-    for note in list(doctree.findall(nodes.paragraph)):
-        if WITHHELD_CLASS not in note["classes"]:
-            continue
-        toggle = note.parent
-        while toggle is not None and toggle.get("design_component") != "dropdown":
-            toggle = toggle.parent
-        if toggle is not None:
-            toggle.replace_self(note.deepcopy())
+    """Replace each solution toggle by the note alone when its file is withheld."""
+    path = _solutions(app, app.env.docname)
+    toggles = _toggles(doctree) if path else []
+    if not toggles:
+        return
+    withheld = _withheld(app.config, str(path))
+    _seen(app.env)[app.env.docname] = {str(path): withheld}
+    if withheld:
+        for toggle in toggles:
+            note = nodes.paragraph(WITHHELD, WITHHELD, classes=[WITHHELD_CLASS])
+            toggle.replace_self(note)
 
 
 def setup(app):
     shown = os.environ.get("AT_SOLUTIONS", "1") != "0"
     app.add_config_value("exercise_solutions", shown, "env")
-    app.add_directive("literalinclude", SolutionInclude, override=True)
     app.connect("doctree-read", _drop_withheld_toggles)
     app.connect("env-get-outdated", _outdated)
     app.connect("env-purge-doc", _purge)

@@ -12,9 +12,9 @@ Each chapter NN has four pieces, one idea per file:
   PyTorch module, a formula, brute force).
 - ``notebooks/exercises/solutions/chNN.py``: the reference solutions, one
   function per exercise, kept outside this package so that installing it never
-  installs them. The book shows them behind a closed toggle (a ``literalinclude``
-  of this file); ``make handout`` builds a student edition without them (see
-  book/teachers.md).
+  installs them. The book shows them behind closed toggles, as code that
+  :mod:`toggles` writes from this file (``make listings``); ``make handout``
+  builds a student edition without them (see book/teachers.md).
 - the chapter's ``## Exercises`` section: the statements and the toggles.
 
 Grade a chapter with ``make exercises CHAPTER=06`` or

@@ -32,6 +32,26 @@ def check_count_pairs(m: ModuleType) -> None:
     assert isinstance(counts, dict), "return a Counter (or a dict) of pairs"
     assert dict(counts) == expected, f"got {dict(counts)}, expected {expected}"
     assert m.count_pairs({("x",): 4}) == Counter(), "a one-symbol word has no pair"
+    g = rng(3)
+    symbols = ["a", "b", "ab", "▁c"]
+    corpus = {}
+    for _ in range(12):  # random words of symbols, seen a random number of times
+        length = int(torch.randint(1, 7, (1,), generator=g))
+        picks = torch.randint(0, 4, (length,), generator=g).tolist()
+        word = tuple(symbols[i] for i in picks)
+        corpus[word] = int(torch.randint(1, 10, (1,), generator=g))
+    expected = {}
+    for left in symbols:  # every candidate pair, counted position by position
+        for right in symbols:
+            n = sum(
+                count * sum(w[i : i + 2] == (left, right) for i in range(len(w)))
+                for w, count in corpus.items()
+            )
+            if n:
+                expected[(left, right)] = n
+    got = m.count_pairs(corpus)
+    wrong = f"on the words {corpus}: got {dict(got)}, expected {expected}"
+    assert dict(got) == expected, wrong
 
 
 @exercise(

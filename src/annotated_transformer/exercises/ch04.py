@@ -22,6 +22,12 @@ def _pe(pos: float, d_model: int) -> torch.Tensor:
     return torch.tensor(row, dtype=torch.float64)
 
 
+def _encodings(positions: torch.Tensor, d_model: int) -> torch.Tensor:
+    """:func:`_pe` of every entry of ``positions``: (*positions.shape, d_model)."""
+    rows = [_pe(p, d_model) for p in positions.flatten().tolist()]
+    return torch.stack(rows).reshape(*positions.shape, d_model)
+
+
 @exercise(
     chapter="04",
     name="sinusoidal",
@@ -62,12 +68,19 @@ def check_pe_dot(m: ModuleType) -> None:
     "and cos' = cos cos θ - sin sin θ; interleave them again.",
 )
 def check_rotate_by(m: ModuleType) -> None:
-    table = torch.stack([_pe(p, 24) for p in range(60)])  # (60, 24)
+    table = _encodings(torch.arange(60.0), 24)  # (60, 24)
     for k in (1, 7, 30):
         got = m.rotate_by(table[:-k], k)
         assert_close(got, table[k:], f"rotate_by(PE[pos], {k})", atol=1e-6)
         back = m.rotate_by(table[k:], -k)
         assert_close(back, table[:-k], f"rotate_by(PE[pos], -{k})", atol=1e-6)
+    half, *offsets = integers(3, 2, 16, 1) + integers(4, -80, 80, 3)
+    positions = 500 * torch.rand(2, 5, generator=rng(5), dtype=torch.float64)
+    pe = _encodings(positions, 2 * half)  # positions in no order, not whole
+    for k in offsets:
+        what = f"rotate_by(PE[pos], {k}) at random positions, d_model {2 * half}"
+        expected = _encodings(positions + k, 2 * half)
+        assert_close(m.rotate_by(pe, k), expected, what, atol=1e-6)
 
 
 @exercise(

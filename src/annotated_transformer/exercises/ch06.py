@@ -90,23 +90,41 @@ def check_masked_softmax(m: ModuleType) -> None:
     "give?",
 )
 def check_make_std_mask(m: ModuleType) -> None:
-    pad = 0
     tgt = torch.tensor([[1, 5, 6, 0, 0], [0, 0, 1, 7, 8], [1, 4, 3, 9, 2]])
-    mask = m.make_std_mask(tgt, pad)
+    mask = m.make_std_mask(tgt, 0)
+    _check_std_mask(mask, tgt, 0)
     causal = torch.ones(5, 5, dtype=torch.bool).tril()
     assert_equal(mask[2], causal, "the mask of sentence 2, which has no padding")
+    g = rng(3)  # a random pad id, padding anywhere (left, right, inside, all)
+    pad, length = integers(4, 1, 30, 1) + integers(5, 4, 9, 1)
+    tgt = torch.randint(0, 30, (4, length), generator=g)
+    tgt += (tgt >= pad).long()  # the real tokens: any id but pad
+    padded = torch.rand(4, length, generator=g) < 0.4
+    padded[0, :2], padded[1, -2:], padded[2] = True, True, True
+    tgt[padded] = pad
+    _check_std_mask(m.make_std_mask(tgt, pad), tgt, pad)
+
+
+def _check_std_mask(mask: object, tgt: torch.Tensor, pad: int) -> None:
+    """Real queries see exactly the real keys up to themselves; a padded query
+    sees some key, and no real one."""
+    batch, length = tgt.shape
+    shape = (batch, length, length)
+    assert isinstance(mask, torch.Tensor) and mask.shape == shape, (
+        f"for targets of shape {tuple(tgt.shape)} return a mask of shape {shape}"
+    )
     real = tgt != pad
-    for b in range(3):
-        for i in range(5):
-            row = mask[b, i]
+    for b in range(batch):
+        for i in range(length):
+            row = mask[b, i].bool()
             if real[b, i]:
-                want = torch.tensor([bool(real[b, j]) and j <= i for j in range(5)])
+                r = range(length)
+                want = torch.tensor([bool(real[b, j]) and j <= i for j in r])
                 assert_equal(row, want, f"real query {i} of sentence {b}'s row")
             else:
-                where = f"padded query {i} of sentence {b}"
+                where = f"padded query {i} of sentence {b} (pad id {pad})"
                 assert row.any(), f"{where} sees no key at all: NaN"
-                sees = real[b] & row
-                assert not sees.any(), f"{where} reads real tokens"
+                assert not (real[b] & row).any(), f"{where} reads real tokens"
 
 
 @exercise(

@@ -32,12 +32,33 @@ def check_train_vocab(module: ModuleType) -> None:
     train = [["a", "dog", "runs"], ["a", "dog", "sleeps"], ["a", "cat", "runs"]]
     val = [["a", "zebra", "runs"], ["a", "zebra", "sleeps"]]
     test = [["the", "zebra", "jumps"], ["the", "zebra", "jumps"]]
-    vocab = module.train_vocab({"train": train, "val": val, "test2016": test}, 2)
+    _check_vocab(module, {"train": train, "val": val, "test2016": test}, 2)
+    rng = random.Random(seed(13))  # made-up words; some only in val or test
+    spelt = (
+        "".join(rng.choices("abcdefgh", k=rng.randint(2, 5))) for _ in range(16)
+    )
+    words = sorted(set(spelt))
+    seen, unseen = words[: len(words) // 2], words[len(words) // 2 :]
+    train = [rng.choices(seen, k=rng.randint(2, 6)) for _ in range(8)]
+    train.append([unseen.pop()])  # a word seen once in training
+    splits = {
+        name: [rng.choices(seen + unseen, k=rng.randint(2, 6)) for _ in range(5)]
+        for name in ("val", "test2016")
+    }
+    splits["test2016"].append([unseen[0]])  # a word never seen in training
+    for min_freq in (1, rng.randint(3, 5)):
+        _check_vocab(module, {"train": train, **splits}, min_freq)
+
+
+def _check_vocab(module: ModuleType, splits: dict, min_freq: int) -> None:
+    """The vocabulary: the specials, then the training words seen min_freq times;
+    a word of val or test alone is <unk>."""
+    vocab = module.train_vocab(splits, min_freq)
     assert list(vocab.itos[: len(SPECIALS)]) == list(SPECIALS), (
         f"the vocabulary must start with the special tokens {SPECIALS}"
     )
-    counts = Counter(t for sentence in train for t in sentence)
-    wanted = {t for t, n in counts.items() if n >= 2}
+    counts = Counter(t for sentence in splits["train"] for t in sentence)
+    wanted = {t for t, n in counts.items() if n >= min_freq}
     words = set(vocab.itos[len(SPECIALS) :])
     leaked = sorted(words - set(counts))
     assert not leaked, (
@@ -45,10 +66,13 @@ def check_train_vocab(module: ModuleType) -> None:
         "a model cannot learn an embedding for them, and test words must be <unk>"
     )
     expected = sorted(wanted)
-    message = f"expected the words seen twice in training, {expected}: {words}"
-    assert words == wanted, message
-    unseen = vocab["zebra"]
-    assert unseen == vocab["<unk>"], "a word unseen in training must map to <unk>"
+    message = f"expected the words seen {min_freq}+ times in training, {expected}"
+    assert words == wanted, f"{message}: {sorted(words)}"
+    test = {t for sentence in splits["test2016"] for t in sentence}
+    for word in sorted(test - set(counts)):
+        assert vocab[word] == vocab["<unk>"], (
+            f"{word!r}, unseen in training, must map to <unk>"
+        )
 
 
 def _sacrebleu(hypotheses: list[list[str]], references: list[list[str]]):

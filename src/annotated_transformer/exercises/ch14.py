@@ -79,20 +79,24 @@ def check_temperature_for_entropy(m: ModuleType) -> None:
     "every count, and average −log₂ of each scored byte's frequency.",
 )
 def check_unigram_bits_per_byte(m: ModuleType) -> None:
-    train = b"abracadabra, the cat sat on the mat"
-    text = b"a bad cat \xff"
-    counts = Counter(train)
-    total = len(train) + 256
-    bits = [-math.log2((counts[b] + 1) / total) for b in text[1:]]
-    expected = sum(bits) / len(bits)
-    got = m.unigram_bits_per_byte(train, text)
-    assert math.isclose(got, expected, rel_tol=1e-9), (
-        f"expected {expected:.6f} bits per byte (add-one counts, bytes after the "
-        "first), "
-        f"got {got:.6f}"
-    )
-    empty = m.unigram_bits_per_byte(b"", b"xyz")
-    assert math.isclose(empty, 8.0, rel_tol=1e-9), "with no training text: 8 bits"
+    gen = rng(2)  # random bytes, most from a few values: counts far from uniform
+    common = torch.randint(0, 256, (8,), generator=gen)
+    picks = torch.randint(0, 8, (300,), generator=gen)
+    rare = torch.randint(0, 256, (300,), generator=gen)
+    data = torch.where(torch.rand(300, generator=gen) < 0.8, common[picks], rare)
+    random = bytes(data[:200].tolist()), bytes(data[200:].tolist())
+    fixed = b"abracadabra, the cat sat on the mat", b"a bad cat \xff"
+    for train, text in (fixed, random, (b"", b"xyz"), (b"\x00", b"\x00\x00")):
+        counts = Counter(train)
+        total = len(train) + 256
+        bits = [-math.log2((counts[b] + 1) / total) for b in text[1:]]
+        expected = sum(bits) / len(bits)
+        got = m.unigram_bits_per_byte(train, text)
+        assert math.isclose(got, expected, rel_tol=1e-9), (
+            f"on {len(train)} training bytes and {len(text)} bytes to score: "
+            f"expected {expected:.6f} bits per byte (add-one counts, bytes after "
+            f"the first), got {got:.6f}"
+        )
 
 
 class _Peeking(nn.Module):

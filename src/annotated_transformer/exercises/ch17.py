@@ -110,3 +110,15 @@ def check_update_memory(m: ModuleType) -> None:
     expected = torch.cat([hidden.detach()[:, 2:], later], dim=1)  # last 4 of 6
     assert_equal(second, expected, "the memory after a second segment")
     assert_equal(m.update_memory(second, later, 2), later[:, 1:], "mem_len=2")
+    gen = rng(2)  # segments of random lengths, against a list of every state
+    batch, d = integers(3, 1, 5, 2)
+    (mem_len,) = integers(4, 1, 12, 1)
+    memory, states = None, []
+    for n in integers(5, 1, 8, 4):
+        hidden = torch.randn(batch, n, d, generator=gen, requires_grad=True)
+        memory = m.update_memory(memory, hidden, mem_len)
+        states += hidden.detach().unbind(1)
+        kept = states[-mem_len:]
+        what = f"the memory (mem_len {mem_len}) after {len(states)} states"
+        assert_equal(memory, torch.stack(kept, dim=1), what)
+        assert not memory.requires_grad, "the memory must carry no gradient"

@@ -14,7 +14,6 @@ them, and the Otter-Grader export (``make handout``).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from annotated_transformer.exercises import otter
+from annotated_transformer.exercises import otter, toggles
 
 SOLUTIONS = Path("notebooks/exercises/solutions")
 SKIPPED = {".git", ".venv", "_build", "dist", "__pycache__", ".ipynb_checkpoints"}
@@ -36,25 +35,17 @@ def toggle(blank: str, prefix: str) -> re.Pattern[str]:
     return re.compile(rf"{opening}(?:.*\n)*?{p}:::(?=\n|$)")
 
 
-PY_TOGGLE = toggle("#", "# ")
-MD_TOGGLE = toggle("", "")
-
-
 TOGGLES_SENTENCE = " The solutions are behind the toggles: try first."
 
 
 def without_toggles(path: Path, text: str) -> str:
     """A chapter's ``.py`` or ``.ipynb`` text with its solution toggles cut (and
     the sentence that points to them)."""
-    text = text.replace(TOGGLES_SENTENCE, "")
-    if path.suffix == ".py":
-        return PY_TOGGLE.sub("", text)
-    notebook = json.loads(text)
-    for cell in notebook["cells"]:
-        if cell["cell_type"] == "markdown":
-            source = MD_TOGGLE.sub("", "".join(cell["source"]))
-            cell["source"] = source.splitlines(keepends=True)
-    return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+    def cut(markdown: str, prefix: str, blank: str) -> str:
+        return toggle(blank, prefix).sub("", markdown)
+
+    return toggles.markdown(path, text.replace(TOGGLES_SENTENCE, ""), cut)
 
 
 def files(root: Path) -> list[Path]:
