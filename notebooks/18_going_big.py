@@ -808,8 +808,10 @@ else:
 #
 # The rate of this CPU is measured on the operation that dominates, a large matrix product,
 # on one thread; a GPU's is its published peak (NVIDIA H100 SXM: about 989 TFLOP/s dense
-# bf16, 67 TFLOP/s fp32 without tensor cores). Real training reaches a fraction of a peak,
-# 30 to 50 %<!-- source Chowdhery et al. 2022 (PaLM), Table 3: 21-46 % of peak --> being good on a GPU. **These are estimates, not measurements.**
+# bf16, 67 TFLOP/s fp32 without tensor cores). Real training reaches a fraction of a peak:
+# the large published runs that [PaLM's paper](../book/references.md#chowdhery-et-al-2022)
+# compares reached 21 to 46 %<!-- source Chowdhery et al. 2022 (PaLM), Table 3 --> of
+# theirs. **These are estimates, not measurements.**
 
 
 # %% tags=["nbval-ignore-output"]
