@@ -206,7 +206,8 @@ show_source(GroupedQueryAttention.forward)
 # for every query head of its group, which is how we check it:
 
 # %%
-att = GroupedQueryAttention(64, h=8, kv_heads=2, rope=False).eval()
+# Without positions: its subclass RotaryAttention adds RoPE.
+att = GroupedQueryAttention(64, h=8, kv_heads=2).eval()
 x = torch.randn(3, 12, 64)
 heads = lambda t, n: t.unflatten(-1, (n, 8)).transpose(1, 2)  # noqa: E731
 q, k, v = heads(att.w_q(x), 8), heads(att.w_k(x), 2), heads(att.w_v(x), 2)

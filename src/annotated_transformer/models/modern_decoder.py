@@ -46,9 +46,7 @@ from annotated_transformer.blocks.feed_forward import (
     ReLUFeedForward,
     SwiGLU,
 )
-from annotated_transformer.blocks.grouped_query_attention import (
-    GroupedQueryAttention,
-)
+from annotated_transformer.blocks.grouped_query_attention import Terms
 from annotated_transformer.blocks.kv_cache import KVCache
 from annotated_transformer.blocks.masks import (
     left_padding_mask,
@@ -142,9 +140,8 @@ class ModernBlock(nn.Module):
         attention, the others at the input of the model.
     x: (batch, new, d_model); cache: a :class:`KVCache` of
         kv_heads heads for generation;
-    rope: (cos, sin) tables for the new positions (with RoPE), or
-        None to compute them here;
-    alibi: likewise ALiBi's bias (h, new, past + new);
+    terms: what the positions give the attention (RoPE's tables, ALiBi's
+        bias), or None to compute them there;
     mask: bool (batch, new, past + new) for left-padded rows
     (:meth:`~.grouped_query_attention.GroupedQueryAttention.forward`).
     returns (batch, new, d_model)
@@ -154,17 +151,8 @@ class ModernBlock(nn.Module):
         super().__init__()
         c = config
         self.norm1 = NORMS[c.norm](c.d_model, c.bias, c.eps)
-        position = POSITIONS[c.positions]
-        self.attention = GroupedQueryAttention(
-            c.d_model,
-            c.h,
-            c.kv_heads,
-            c.dropout,
-            bias=c.bias,
-            rope=position.rotary,
-            rope_base=c.rope_base,
-            alibi=position.alibi,
-        )
+        # The attention that applies the positions' terms (or none).
+        self.attention = POSITIONS[c.positions].Attention.from_config(c)
         self.norm2 = NORMS[c.norm](c.d_model, c.bias, c.eps)
         ff = FEED_FORWARDS[c.feed_forward]
         self.feed_forward = ff(c.d_model, c.d_ff, c.dropout, c.bias)
@@ -174,11 +162,10 @@ class ModernBlock(nn.Module):
         self,
         x: Tensor,
         cache: KVCache | None = None,
-        rope: tuple[Tensor, Tensor] | None = None,
-        alibi: Tensor | None = None,
+        terms: Terms = None,
         mask: Tensor | None = None,
     ) -> Tensor:
-        attended = self.attention(self.norm1(x), cache, rope, alibi, mask)
+        attended = self.attention(self.norm1(x), cache, terms, mask)
         x = x + self.dropout(attended)
         return x + self.dropout(self.feed_forward(self.norm2(x)))
 
@@ -284,9 +271,9 @@ class ModernDecoderLM(nn.Module):
         h = self.position(self.embed(x), past if mask is None else positions)
         h = self.dropout(h)
         # Positions inside the attention, computed once for every block.
-        rope, alibi = self.position.attention(positions, past, h)
+        terms = self.position.terms(positions, past, h)
         for i, block in enumerate(self.blocks):
-            h = block(h, None if cache is None else cache[i], rope, alibi, keys)
+            h = block(h, None if cache is None else cache[i], terms, keys)
         return self.to_logits(self.norm(h))  # (batch, len, vocab)
 
 
