@@ -65,7 +65,11 @@ from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.evaluation.sampling import sample
 from annotated_transformer.models.encoder_decoder import count_parameters
-from annotated_transformer.models.modern_decoder import ModernBlock, ModernDecoderLM
+from annotated_transformer.models.modern_decoder import (
+    ModernBlock,
+    ModernConfig,
+    ModernDecoderLM,
+)
 from annotated_transformer.runner import ensure_run, rows_with
 from annotated_transformer.tasks.lm import bits_by_position
 
@@ -227,8 +231,9 @@ print("grouped-query attention == multi-head attention on repeated key/value hea
 # %%
 def cache_row(kv_heads: int, batch: int, new: int) -> dict:
     torch.manual_seed(0)
-    model = ModernDecoderLM(256, 512, 8, 6, max_len=1024, d_ff=swiglu_width(2048),
-                            kv_heads=kv_heads).eval()
+    config = ModernConfig(256, 512, 8, 6, max_len=1024, d_ff=swiglu_width(2048),
+                          kv_heads=kv_heads)
+    model = ModernDecoderLM(config).eval()
     prompt = torch.randint(0, 256, (batch, 64))
     cache = model.new_cache()
     with torch.inference_mode():

@@ -16,7 +16,10 @@ from annotated_transformer.blocks.sparse_attention import (
     sparse_attention,
     sparsify_,
 )
-from annotated_transformer.models.modern_decoder import ModernDecoderLM
+from annotated_transformer.models.modern_decoder import (
+    ModernConfig,
+    ModernDecoderLM,
+)
 from annotated_transformer.runner import PRESETS
 from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
 
@@ -84,9 +87,13 @@ def test_sparse_attention_pads_to_a_multiple_of_the_stride():
 
 def test_a_sparsified_model_keeps_its_weights_and_its_short_range_predictions():
     torch.manual_seed(0)
-    dense = ModernDecoderLM(50, 32, 4, 2, max_len=32, kv_heads=4).eval()
+    dense = ModernDecoderLM(
+        ModernConfig(50, 32, 4, 2, max_len=32, kv_heads=4)
+    ).eval()
     sparse = sparsify_(
-        ModernDecoderLM(50, 32, 4, 2, max_len=32, kv_heads=4), "strided", 8
+        ModernDecoderLM(ModernConfig(50, 32, 4, 2, max_len=32, kv_heads=4)),
+        "strided",
+        8,
     )
     sparse.load_state_dict(dense.state_dict())  # the same parameter names
     sparse.eval()

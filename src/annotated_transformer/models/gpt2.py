@@ -38,7 +38,10 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from annotated_transformer.models import gpt2_weights as hf_gpt2
-from annotated_transformer.models.modern_decoder import ModernDecoderLM
+from annotated_transformer.models.modern_decoder import (
+    ModernConfig,
+    ModernDecoderLM,
+)
 
 INIT_STD = 0.02  # GPT-2's weights and token embeddings
 POSITION_STD = 0.01  # GPT-2's learned position table
@@ -94,21 +97,13 @@ class GPT2LM(ModernDecoderLM):
         eps: float = 1e-5,
     ) -> None:
         d_ff = d_ff or 4 * d_model
-        super().__init__(
-            vocab=vocab,
-            d_model=d_model,
-            h=h,
-            N=N,
-            max_len=max_len,
-            d_ff=d_ff,
-            kv_heads=h,  # one key/value head per query head
-            dropout=dropout,
-            norm="layer",
-            positions="learned",
-            feed_forward="gelu",
-            bias=True,
+        # One key/value head per query head.
+        config = ModernConfig(
+            vocab, d_model, h, N, max_len, d_ff, kv_heads=h, dropout=dropout,
+            norm="layer", positions="learned", feed_forward="gelu", bias=True,
             eps=eps,
-        )
+        )  # fmt: skip
+        super().__init__(config)
         self.sizes = {"vocab": vocab, "d_model": d_model, "h": h, "N": N}
         self.sizes |= {"max_len": max_len, "d_ff": d_ff, "eps": eps}
         self.to_logits = nn.Linear(d_model, vocab, bias=False)
