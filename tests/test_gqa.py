@@ -157,8 +157,8 @@ def test_bad_configurations_raise():
         GroupedQueryAttention(24, 4, 3)
     with pytest.raises(ValueError, match="not divisible by h=5"):
         GroupedQueryAttention(24, 5, 1)
-    with pytest.raises(ValueError, match="d_k=3"):
-        RotaryAttention(24, 8, 2)
+    with pytest.raises(ValueError, match="got d=3; choose d_model / h even"):
+        RotaryAttention(24, 8, 2)(torch.zeros(1, 2, 24))
     GroupedQueryAttention(24, 8, 2)  # odd d_k is fine without RoPE
     with pytest.raises(ValueError, match=r"x must be \(batch, len, d_model=24\)"):
         make(4, 2)(torch.zeros(3, 24, dtype=torch.float64))

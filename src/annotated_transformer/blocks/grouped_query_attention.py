@@ -176,33 +176,21 @@ class GroupedQueryAttention(nn.Module):
 
 class RotaryAttention(GroupedQueryAttention):
     """Grouped-query attention that rotates queries and keys by their positions
-    (RoPE, base ``base``).
+    (RoPE, base ``base``); d_model / h must be even.
 
     terms: (cos, sin) tables (new, d_k / 2) for positions past … past + new − 1,
     from :func:`~annotated_transformer.blocks.rope.rope_tables`; left-padded rows:
     (batch, 1, new, d_k / 2), each row's own positions.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        h: int,
-        kv_heads: int,
-        dropout: float = 0.0,
-        bias: bool = False,
-        base: float = 10000.0,
-    ) -> None:
-        super().__init__(d_model, h, kv_heads, dropout, bias)
-        if self.d_k % 2 != 0:
-            raise ValueError(
-                f"RoPE rotates pairs of features but each head has d_k={self.d_k}; "
-                "choose d_model / h even"
-            )
-        self.base = base
+    # The base of the angles θᵢ = base^(−2i/d_k); from_config takes the config's.
+    base = 10000.0
 
     @classmethod
     def from_config(cls, c: Sizes) -> Self:
-        return cls(c.d_model, c.h, c.kv_heads, c.dropout, c.bias, c.rope_base)
+        attention = super().from_config(c)
+        attention.base = c.rope_base
+        return attention
 
     def positioned(
         self, q: Tensor, k: Tensor, terms: Terms, past: int
