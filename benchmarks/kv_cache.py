@@ -27,7 +27,10 @@ import torch
 from annotated_transformer.blocks.feed_forward import swiglu_width
 from annotated_transformer.blocks.kv_cache import cache_bytes
 from annotated_transformer.evaluation.sampling import sample
-from annotated_transformer.models.modern_decoder import ModernDecoderLM
+from annotated_transformer.models.modern_decoder import (
+    ModernConfig,
+    ModernDecoderLM,
+)
 
 N, D_MODEL, HEADS, D_FF = 6, 512, 8, 2048
 
@@ -61,13 +64,15 @@ def main() -> None:
     ):
         torch.manual_seed(0)
         model = ModernDecoderLM(
-            256,
-            D_MODEL,
-            HEADS,
-            N,
-            max_len=1024,
-            d_ff=swiglu_width(D_FF),
-            kv_heads=kv_heads,
+            ModernConfig(
+                256,
+                D_MODEL,
+                HEADS,
+                N,
+                max_len=1024,
+                d_ff=swiglu_width(D_FF),
+                kv_heads=kv_heads,
+            )
         ).eval()
         prompt = torch.randint(0, 256, (batch, prompt_len))
         measured = filled_cache_bytes(model, prompt) / (batch * prompt_len)

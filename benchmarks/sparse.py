@@ -42,7 +42,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from annotated_transformer.blocks.sparse_attention import sparse_attention
+from annotated_transformer.blocks.sparse_attention import (
+    Fixed,
+    Strided,
+    sparse_attention,
+)
 from annotated_transformer.training.memory import allocator_peak
 
 LENGTHS = (512, 1024, 2048, 4096, 8192)
@@ -73,8 +77,8 @@ def attentions(n: int) -> dict[str, Attention]:
         "sdpa": lambda q, k, v: F.scaled_dot_product_attention(
             q, k, v, is_causal=True
         ),
-        "strided": lambda q, k, v: sparse_attention(q, k, v, "strided", l),
-        "fixed": lambda q, k, v: sparse_attention(q, k, v, "fixed", l, SUMMARY),
+        "strided": lambda q, k, v: sparse_attention(q, k, v, Strided(l)),
+        "fixed": lambda q, k, v: sparse_attention(q, k, v, Fixed(l, SUMMARY)),
     }
 
 

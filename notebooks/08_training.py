@@ -491,7 +491,8 @@ explore.schedule_explorer()
 # $\mathrm{KL}(q \,\|\, p) = \sum_c q(c)\,(\log q(c) - \log p(c))$, summed over the positions
 # whose target is not padding. The Annotated Transformer spread $\epsilon$ over the $V - 2$
 # classes that are neither $y$ nor padding, and gave padding zero mass;
-# `exclude_pad_class=True` reproduces that one for comparison.
+# `OriginalLabelSmoothing`, a subclass that changes only `smoothed`, reproduces that one for
+# comparison.
 
 # %%
 show_source(LabelSmoothing)
@@ -502,13 +503,16 @@ show_source(LabelSmoothing)
 # one position; the padding position gets an all-zero row, so it adds nothing to the loss.
 
 # %%
+from annotated_transformer.training.loss import OriginalLabelSmoothing
+
 targets = torch.tensor([2, 1, 0, 3, 3])
 log_p = torch.full((5, 5), 0.2).log()  # any log-probabilities: only q is drawn
 pictures = []
-for exclude, title in [(False, "package (PyTorch)"), (True, "the original's")]:
-    criterion = LabelSmoothing(
-        5, padding_idx=0, smoothing=0.4, exclude_pad_class=exclude
-    )
+for kind, title in [
+    (LabelSmoothing, "package (PyTorch)"),
+    (OriginalLabelSmoothing, "the original's"),
+]:
+    criterion = kind(5, padding_idx=0, smoothing=0.4)
     criterion(log_p, targets)
     print(title, "\n", criterion.true_dist)
     pictures.append(
@@ -686,7 +690,8 @@ for case, target_ids, pad, exclude in edge_cases:
     log_p = x.log_softmax(-1)
     if exclude:  # a model that rules out the padding class completely
         log_p = log_p.masked_fill(torch.arange(6) == pad, -math.inf)
-    kl = LabelSmoothing(6, pad, 0.1, exclude_pad_class=exclude)(log_p, target)
+    kind = OriginalLabelSmoothing if exclude else LabelSmoothing
+    kl = kind(6, pad, 0.1)(log_p, target)
     kl.backward()
     row["KL loss"] = round(kl.item(), 4)
     assert kl.isfinite() and x.grad.isfinite().all()

@@ -65,7 +65,11 @@ from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.evaluation.sampling import sample
 from annotated_transformer.models.encoder_decoder import count_parameters
-from annotated_transformer.models.modern_decoder import ModernBlock, ModernDecoderLM
+from annotated_transformer.models.modern_decoder import (
+    ModernBlock,
+    ModernConfig,
+    ModernDecoderLM,
+)
 from annotated_transformer.runner import ensure_run, rows_with
 from annotated_transformer.tasks.lm import bits_by_position
 
@@ -206,7 +210,8 @@ show_source(GroupedQueryAttention.forward)
 # for every query head of its group, which is how we check it:
 
 # %%
-att = GroupedQueryAttention(64, h=8, kv_heads=2, rope=False).eval()
+# Without positions: its subclass RotaryAttention adds RoPE.
+att = GroupedQueryAttention(64, h=8, kv_heads=2).eval()
 x = torch.randn(3, 12, 64)
 heads = lambda t, n: t.unflatten(-1, (n, 8)).transpose(1, 2)  # noqa: E731
 q, k, v = heads(att.w_q(x), 8), heads(att.w_k(x), 2), heads(att.w_v(x), 2)
@@ -226,8 +231,9 @@ print("grouped-query attention == multi-head attention on repeated key/value hea
 # %%
 def cache_row(kv_heads: int, batch: int, new: int) -> dict:
     torch.manual_seed(0)
-    model = ModernDecoderLM(256, 512, 8, 6, max_len=1024, d_ff=swiglu_width(2048),
-                            kv_heads=kv_heads).eval()
+    config = ModernConfig(256, 512, 8, 6, max_len=1024, d_ff=swiglu_width(2048),
+                          kv_heads=kv_heads)
+    model = ModernDecoderLM(config).eval()
     prompt = torch.randint(0, 256, (batch, 64))
     cache = model.new_cache()
     with torch.inference_mode():

@@ -577,9 +577,9 @@ from annotated_transformer.tasks.lm import (
 #
 # GELU weighs its input by the probability that a standard normal variable lies below it,
 # $\mathrm{GELU}(x) = x\,\Phi(x)$; GPT-2's code uses the tanh approximation. The model class
-# builds [chapter 15](15_the_transformer_today.ipynb)'s `ModernDecoderLM` with `norm="layer", positions="learned", bias=True` and
-# one key/value head per query head, then swaps each feed-forward for the GELU one, ties the
-# output to the embedding table, and initialises.
+# builds [chapter 15](15_the_transformer_today.ipynb)'s `ModernDecoderLM` from one `ModernConfig` with `norm="layer",
+# positions="learned", feed_forward="gelu", bias=True` and one key/value head per query head,
+# ties the output to the embedding table, and initialises.
 
 # %%
 show_source(GELUFeedForward, gpt2_init_, GPT2LM)

@@ -8,7 +8,7 @@ import torch
 
 from annotated_transformer.blocks.alibi import alibi_bias, alibi_slopes
 from annotated_transformer.blocks.grouped_query_attention import (
-    GroupedQueryAttention,
+    ALiBiAttention,
 )
 from annotated_transformer.blocks.kv_cache import KVCache
 
@@ -37,9 +37,7 @@ def test_bias_is_minus_slope_times_distance_and_hides_the_future():
                 assert bias[h, i, j].item() == pytest.approx(expected)
 
 
-def naive_alibi_attention(
-    att: GroupedQueryAttention, x: torch.Tensor
-) -> torch.Tensor:
+def naive_alibi_attention(att: ALiBiAttention, x: torch.Tensor) -> torch.Tensor:
     """softmax(q·k/√d_k − m_h (i − j)) v by loops over heads,
     queries and keys (j ≤ i)."""
     b, n, _ = x.shape
@@ -67,11 +65,7 @@ def naive_alibi_attention(
 @pytest.mark.parametrize("kv_heads", [1, 2, 4])
 def test_alibi_attention_equals_the_loop_and_its_cached_form(kv_heads):
     torch.manual_seed(0)
-    att = (
-        GroupedQueryAttention(16, 4, kv_heads, rope=False, alibi=True)
-        .double()
-        .eval()
-    )
+    att = ALiBiAttention(16, 4, kv_heads).double().eval()
     x = torch.randn(2, 7, 16, dtype=torch.float64)
     full = att(x)
     torch.testing.assert_close(full, naive_alibi_attention(att, x))
@@ -82,18 +76,8 @@ def test_alibi_attention_equals_the_loop_and_its_cached_form(kv_heads):
     torch.testing.assert_close(steps, full)
 
 
-def test_rope_and_alibi_together_are_refused():
-    with pytest.raises(ValueError, match="choose one way to give positions"):
-        GroupedQueryAttention(16, 4, 2, rope=True, alibi=True)
-
-
 def test_a_bias_computed_once_by_the_model_is_the_one_each_layer_would_compute():
     torch.manual_seed(0)
-    att = GroupedQueryAttention(16, 4, 2, rope=False, alibi=True).double().eval()
+    att = ALiBiAttention(16, 4, 2).double().eval()
     x = torch.randn(2, 6, 16, dtype=torch.float64)
-    torch.testing.assert_close(att(x, alibi=alibi_bias(4, 6)), att(x))
-    plain = GroupedQueryAttention(16, 4, 2, rope=False).double()
-    with pytest.raises(
-        ValueError, match="ALiBi bias was given to an attention built with"
-    ):
-        plain(x, alibi=alibi_bias(4, 6))
+    torch.testing.assert_close(att(x, terms=alibi_bias(4, 6)), att(x))

@@ -8,6 +8,7 @@ from torch import nn
 
 from annotated_transformer.blocks.grouped_query_attention import (
     GroupedQueryAttention,
+    RotaryAttention,
 )
 from annotated_transformer.blocks.kv_cache import KVCache
 from annotated_transformer.blocks.rope import rope_tables
@@ -15,9 +16,10 @@ from annotated_transformer.blocks.rope import rope_tables
 B, L, D_MODEL = 2, 7, 24
 
 
-def make(h, kv_heads, seed=0, **kwargs):
+def make(h, kv_heads, seed=0, rope=True, **kwargs):
     torch.manual_seed(seed)
-    return GroupedQueryAttention(D_MODEL, h, kv_heads, **kwargs).double().eval()
+    kind = RotaryAttention if rope else GroupedQueryAttention
+    return kind(D_MODEL, h, kv_heads, **kwargs).double().eval()
 
 
 def inputs(length=L, seed=1):
@@ -135,9 +137,7 @@ def test_precomputed_tables_are_the_default_ones():
     module = make(4, 2)
     x = inputs()
     tables = rope_tables(torch.arange(L), D_MODEL // 4, dtype=torch.float64)
-    torch.testing.assert_close(module(x, rope=tables), module(x))
-    with pytest.raises(ValueError, match="rope=False"):
-        make(4, 2, rope=False)(x, rope=tables)
+    torch.testing.assert_close(module(x, terms=tables), module(x))
 
 
 def test_parameter_count_and_biases():
@@ -157,8 +157,8 @@ def test_bad_configurations_raise():
         GroupedQueryAttention(24, 4, 3)
     with pytest.raises(ValueError, match="not divisible by h=5"):
         GroupedQueryAttention(24, 5, 1)
-    with pytest.raises(ValueError, match="d_k=3"):
-        GroupedQueryAttention(24, 8, 2)
-    GroupedQueryAttention(24, 8, 2, rope=False)  # odd d_k is fine without RoPE
+    with pytest.raises(ValueError, match="got d=3; choose d_model / h even"):
+        RotaryAttention(24, 8, 2)(torch.zeros(1, 2, 24))
+    GroupedQueryAttention(24, 8, 2)  # odd d_k is fine without RoPE
     with pytest.raises(ValueError, match=r"x must be \(batch, len, d_model=24\)"):
         make(4, 2)(torch.zeros(3, 24, dtype=torch.float64))

@@ -12,14 +12,21 @@ from annotated_transformer.blocks.masks import (
 from annotated_transformer.evaluation.sampling import left_pad, sample
 from annotated_transformer.models.decoder_only import DecoderLM
 from annotated_transformer.models.gpt2 import GPT2LM
-from annotated_transformer.models.modern_decoder import ModernDecoderLM
+from annotated_transformer.models.modern_decoder import (
+    ModernConfig,
+    ModernDecoderLM,
+)
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17]]
 MODELS = {
     "DecoderLM": lambda: DecoderLM(40, 32, 4, 2, 24, 64, dropout=0.0),
-    "rope": lambda: ModernDecoderLM(40, 32, 4, 2, 24),
-    "alibi": lambda: ModernDecoderLM(40, 32, 4, 2, 24, positions="alibi"),
-    "sinusoidal": lambda: ModernDecoderLM(40, 32, 4, 2, 24, positions="sinusoidal"),
+    "rope": lambda: ModernDecoderLM(ModernConfig(40, 32, 4, 2, 24)),
+    "alibi": lambda: ModernDecoderLM(
+        ModernConfig(40, 32, 4, 2, 24, positions="alibi")
+    ),
+    "sinusoidal": lambda: ModernDecoderLM(
+        ModernConfig(40, 32, 4, 2, 24, positions="sinusoidal")
+    ),
     "GPT2LM": lambda: GPT2LM(40, 32, 4, 2, 24),
 }
 
@@ -94,10 +101,12 @@ def norm_eps(model: torch.nn.Module) -> set[float]:
 
 
 def test_norm_eps_is_a_setting():
-    rms = ModernDecoderLM(40, 32, 4, 2, 24, eps=1e-5)
+    rms = ModernDecoderLM(ModernConfig(40, 32, 4, 2, 24, eps=1e-5))
     assert norm_eps(rms) == {1e-5}
-    assert norm_eps(ModernDecoderLM(40, 32, 4, 1, 8)) == {1e-6}
-    assert norm_eps(ModernDecoderLM(40, 32, 4, 1, 8, norm="layer")) == {1e-5}
+    assert norm_eps(ModernDecoderLM(ModernConfig(40, 32, 4, 1, 8))) == {1e-6}
+    assert norm_eps(
+        ModernDecoderLM(ModernConfig(40, 32, 4, 1, 8, norm="layer"))
+    ) == {1e-5}
     x, g = torch.randn(3, 32), rms.norm.weight
     expected = g * x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-5)
     torch.testing.assert_close(rms.norm(x), expected)

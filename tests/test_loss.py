@@ -6,8 +6,14 @@ import torch.nn.functional as F
 
 from annotated_transformer.training.loss import (
     LabelSmoothing,
+    OriginalLabelSmoothing,
     smoothed_cross_entropy,
 )
+
+
+def smoothing(exclude_pad: bool) -> type[LabelSmoothing]:
+    """The original's smoothing when it excludes the padding class, else ours."""
+    return OriginalLabelSmoothing if exclude_pad else LabelSmoothing
 
 
 def brute_force_target(
@@ -50,7 +56,7 @@ def test_label_smoothing_matches_brute_force(case: str, exclude_pad: bool) -> No
     x = torch.randn(
         len(target), V, generator=torch.Generator().manual_seed(0)
     ).log_softmax(-1)
-    loss = LabelSmoothing(V, pad, eps, exclude_pad_class=exclude_pad)(x, target)
+    loss = smoothing(exclude_pad)(V, pad, eps)(x, target)
     assert torch.isfinite(loss)
     assert loss.item() == pytest.approx(
         brute_force_kl(x, target, V, pad, eps, exclude_pad), abs=1e-5
@@ -77,7 +83,7 @@ def test_label_smoothing_is_finite_where_the_model_gives_zero_probability() -> N
     x[:, pad] = -math.inf
     target = torch.tensor([1, 2, 0])
     x.requires_grad_(True)
-    loss = LabelSmoothing(V, pad, 0.2, exclude_pad_class=True)(x, target)
+    loss = OriginalLabelSmoothing(V, pad, 0.2)(x, target)
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(x.grad).all()
     assert loss.item() == pytest.approx(
@@ -151,9 +157,7 @@ def test_original_convention_matches_cross_entropy_with_the_same_soft_target() -
     entropy = float(torch.special.entr(q).sum())
 
     z1 = logits.clone().requires_grad_(True)
-    kl = LabelSmoothing(V, pad, eps, exclude_pad_class=True)(
-        z1.log_softmax(-1), target
-    )
+    kl = OriginalLabelSmoothing(V, pad, eps)(z1.log_softmax(-1), target)
     kl.backward()
     z2 = logits.clone().requires_grad_(True)
     ce = F.cross_entropy(z2, q, reduction="sum")
@@ -189,7 +193,7 @@ def test_bad_arguments_give_value_errors() -> None:
     with pytest.raises(ValueError, match="padding_idx"):
         LabelSmoothing(5, 5, 0.1)
     with pytest.raises(ValueError, match="size >= 3"):
-        LabelSmoothing(2, 0, 0.1, exclude_pad_class=True)
+        OriginalLabelSmoothing(2, 0, 0.1)
     with pytest.raises(ValueError, match="flatten"):
         LabelSmoothing(5, 0, 0.1)(
             torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long)

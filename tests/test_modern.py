@@ -21,7 +21,11 @@ SIZES = {"d_model": 32, "h": 4, "N": 2, "d_ff": 48, "kv_heads": 2}
 
 def small_lm(max_len=32, seed=0, **kwargs):
     torch.manual_seed(seed)
-    return ModernDecoderLM(max_len=max_len, **{**SIZES, **kwargs}).double().eval()
+    return (
+        ModernDecoderLM(ModernConfig(max_len=max_len, **{**SIZES, **kwargs}))
+        .double()
+        .eval()
+    )
 
 
 def tokens(batch, length, seed=1):
@@ -64,7 +68,7 @@ def test_block_is_pre_norm_rms_gqa_swiglu():
     ],
 )
 def test_parameter_count_matches_formula(vocab, d_model, h, kv_heads, d_ff, N):
-    model = ModernDecoderLM(vocab, d_model, h, N, 16, d_ff, kv_heads)
+    model = ModernDecoderLM(ModernConfig(vocab, d_model, h, N, 16, d_ff, kv_heads))
     formula = modern_parameter_formula(vocab, d_model, h, kv_heads, d_ff, N)
     measured = {
         "embed": model.embed.weight.numel(),
@@ -79,7 +83,10 @@ def test_parameter_count_matches_formula(vocab, d_model, h, kv_heads, d_ff, N):
 
 def test_grouping_saves_key_value_parameters_and_default_width():
     d, h, N = 32, 4, 2
-    mha, gqa = (ModernDecoderLM(d_model=d, h=h, N=N, kv_heads=k) for k in (h, 1))
+    mha, gqa = (
+        ModernDecoderLM(ModernConfig(d_model=d, h=h, N=N, kv_heads=k))
+        for k in (h, 1)
+    )
     saved = sum(p.numel() for p in mha.parameters()) - sum(
         p.numel() for p in gqa.parameters()
     )
@@ -185,9 +192,9 @@ def test_bad_inputs_raise_like_decoder_lm():
     with pytest.raises(ValueError, match="at least one byte"):
         model(torch.zeros(1, 0, dtype=torch.long))
     with pytest.raises(ValueError, match="must be a positive integer"):
-        ModernDecoderLM(max_len=0)
+        ModernDecoderLM(ModernConfig(max_len=0))
     with pytest.raises(ValueError, match="kv_heads must divide h"):
-        ModernDecoderLM(h=4, kv_heads=3)
+        ModernDecoderLM(ModernConfig(h=4, kv_heads=3))
 
 
 # --- the switches of chapter 15's ablation
@@ -269,7 +276,9 @@ def test_the_pre_norm_start_has_chapter_14s_parameters_plus_a_final_norm():
     from annotated_transformer.models.decoder_only import DecoderLM
 
     old = DecoderLM(256, 32, 4, 2, 32, 128)
-    new = ModernDecoderLM(256, 32, 4, 2, 32, 128, kv_heads=4, **PRE_NORM_2017)
+    new = ModernDecoderLM(
+        ModernConfig(256, 32, 4, 2, 32, 128, kv_heads=4, **PRE_NORM_2017)
+    )
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
     assert count(new) == count(old) + 2 * 32  # the final LayerNorm's gain and bias
 
@@ -294,6 +303,6 @@ def test_unknown_switches_are_refused_in_one_line():
     with pytest.raises(
         ValueError, match="positions='xpos': use one of rope, alibi"
     ):
-        ModernDecoderLM(positions="xpos")
+        ModernDecoderLM(ModernConfig(positions="xpos"))
     with pytest.raises(ValueError, match="norm='batch': use one of rms, layer"):
         ModernConfig(d_model=16, h=4, kv_heads=2, d_ff=24, norm="batch")

@@ -10,11 +10,16 @@ import torch
 
 from annotated_transformer.blocks.kv_cache import KVCache
 from annotated_transformer.blocks.sparse_attention import (
+    Fixed,
     SparseSelfAttention,
+    pattern_named,
     sparse_attention,
     sparsify_,
 )
-from annotated_transformer.models.modern_decoder import ModernDecoderLM
+from annotated_transformer.models.modern_decoder import (
+    ModernConfig,
+    ModernDecoderLM,
+)
 from annotated_transformer.runner import PRESETS
 from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
 
@@ -57,7 +62,9 @@ def test_sparse_self_attention_equals_dense_attention_under_the_rule_mask(
     pattern, n, stride, c
 ):
     torch.manual_seed(0)
-    module = SparseSelfAttention(16, 4, pattern, stride, c, bias=True).double()
+    module = SparseSelfAttention(
+        16, 4, pattern_named(pattern, stride, c), bias=True
+    ).double()
     x = torch.randn(2, n, 16, dtype=torch.float64)
     expected = reference_attention(module, x, rule_mask(pattern, n, stride, c))
     torch.testing.assert_close(module(x), expected)
@@ -75,14 +82,18 @@ def test_sparse_attention_pads_to_a_multiple_of_the_stride():
     expected = torch.nn.functional.scaled_dot_product_attention(
         q, k, v, attn_mask=mask
     )
-    torch.testing.assert_close(sparse_attention(q, k, v, "fixed", 4, 1), expected)
+    torch.testing.assert_close(sparse_attention(q, k, v, Fixed(4, 1)), expected)
 
 
 def test_a_sparsified_model_keeps_its_weights_and_its_short_range_predictions():
     torch.manual_seed(0)
-    dense = ModernDecoderLM(50, 32, 4, 2, max_len=32, kv_heads=4).eval()
+    dense = ModernDecoderLM(
+        ModernConfig(50, 32, 4, 2, max_len=32, kv_heads=4)
+    ).eval()
     sparse = sparsify_(
-        ModernDecoderLM(50, 32, 4, 2, max_len=32, kv_heads=4), "strided", 8
+        ModernDecoderLM(ModernConfig(50, 32, 4, 2, max_len=32, kv_heads=4)),
+        "strided",
+        8,
     )
     sparse.load_state_dict(dense.state_dict())  # the same parameter names
     sparse.eval()
@@ -116,7 +127,7 @@ def test_the_lm_option_builds_a_sparse_model_that_trains():
     task.splits = {"train": torch.randint(0, 256, (2000,), dtype=torch.uint8)}
     model = task.build_model()
     assert all(isinstance(b.attention, SparseSelfAttention) for b in model.blocks)
-    assert model.blocks[0].attention.c == 2
+    assert model.blocks[0].attention.pattern == Fixed(8, 2)
     loss, n = task.loss(model, next(iter(task.batches(0))))
     loss.backward()
     assert (

@@ -4,6 +4,7 @@ feed-forward of book/contributing.md, "Adding a model")."""
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 import torch
 
 from annotated_transformer.blocks.feed_forward import ReLU2FeedForward
+from annotated_transformer.blocks.sparse_attention import PATTERNS
+from annotated_transformer.models.gpt2 import GPT2LM
 from annotated_transformer.models.modern_decoder import (
     FEED_FORWARDS,
     NORMS,
@@ -21,14 +24,37 @@ from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "annotated_transformer"
 TINY = {"N": 2, "d_model": 16, "d_ff": 32, "h": 2, "max_len": 8, "batch_size": 3}
-NAMES = sorted({*NORMS, *POSITIONS, *FEED_FORWARDS})
+NAMES = sorted({*NORMS, *POSITIONS, *FEED_FORWARDS, *PATTERNS, "rotary"})
 # A comparison with a variant's name, either way round: x == "rope",
-# "swiglu" != y, name in ("rms", "layer").
+# "swiglu" != y, name in ("rms", "layer"); or a test of a flag named after one:
+# if self.rope:, rope and alibi, not self.alibi (but not rope is None: an
+# argument given or not).
 QUOTED = "|".join(re.escape(name) for name in NAMES)
 BRANCH = re.compile(
     rf"""(==|!=|\bin)\s*[(\[{{]?\s*["']({QUOTED})["']"""
     rf"""|["']({QUOTED})["']\s*(==|!=)"""
+    rf"""|\b(if|elif|and|or|not)\s+(self\.)?({QUOTED})\b(?!\s+is\b)"""
 )
+
+
+def code(path: Path) -> list[tuple[int, str]]:
+    """The numbered lines of a module outside its docstrings, comments cut."""
+    source = path.read_text()
+    firsts = (getattr(node, "body", None) for node in ast.walk(ast.parse(source)))
+    docstrings = [
+        body[0]
+        for body in firsts
+        if isinstance(body, list)
+        and body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+    ]
+    prose = {n for d in docstrings for n in range(d.lineno, d.end_lineno + 1)}
+    return [
+        (number, line.split("#")[0])
+        for number, line in enumerate(source.splitlines(), 1)
+        if number not in prose
+    ]
 
 
 def test_no_string_branch_on_a_variant_name_in_blocks_or_models():
@@ -36,8 +62,8 @@ def test_no_string_branch_on_a_variant_name_in_blocks_or_models():
         f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
         for folder in ("blocks", "models")
         for path in sorted((PACKAGE / folder).glob("*.py"))
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if BRANCH.search(line.split("#")[0])
+        for number, line in code(path)
+        if BRANCH.search(line)
     ]
     assert not found, "branches on variant names:\n" + "\n".join(found)
 
@@ -48,9 +74,26 @@ def test_the_pattern_finds_the_branches_it_is_meant_to():
         "if self.positions == 'learned':",
         'if "rms" == norm:',
         'elif norm in ("rms", "layer"):',
+        'if pattern == "strided"',
+        "if self.rope:",
+        "if rope and alibi:",
+        "is_causal=past == 0 and not self.alibi and mask is None,",
     ):
         assert BRANCH.search(line), line
-    assert not BRANCH.search('FEED_FORWARDS = {"swiglu": SwiGLU}')
+    for line in (
+        'FEED_FORWARDS = {"swiglu": SwiGLU}',
+        "if rope is None:",
+        "if terms is not None:",
+    ):
+        assert not BRANCH.search(line), line
+
+
+def test_gpt2_names_its_gelu_feed_forward_instead_of_swapping_one_in():
+    model = GPT2LM(vocab=20, d_model=16, h=2, N=2, max_len=8)
+    assert model.config.feed_forward == "gelu"
+    assert all(
+        type(block.feed_forward) is FEED_FORWARDS["gelu"] for block in model.blocks
+    )
 
 
 def test_an_unknown_name_is_one_clear_error():

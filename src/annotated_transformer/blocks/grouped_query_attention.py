@@ -18,15 +18,19 @@ The cache (and W^K, W^V) shrink by h / kv_heads. ``kv_heads = h`` is ordinary
 multi-head attention; ``kv_heads = 1`` is multi-query attention (Shazeer 2019).
 Llama 2 70B and later use groups of 8.
 
-This module is the self-attention of a decoder-only model: causal, with optional
-rotary position embeddings (:mod:`~annotated_transformer.blocks.rope`) on the
-queries and keys, or ALiBi's distance penalties
-(:mod:`~annotated_transformer.blocks.alibi`) on the scores. Keys are rotated
+This module is the self-attention of a decoder-only model: causal, and told
+positions by its class. :class:`GroupedQueryAttention` applies none (the model
+added them to its input, or gives none); :class:`RotaryAttention` rotates the
+queries and keys (:mod:`~annotated_transformer.blocks.rope`);
+:class:`ALiBiAttention` adds ALiBi's distance penalties
+(:mod:`~annotated_transformer.blocks.alibi`) to the scores. Keys are rotated
 *before* they are cached, each by its own absolute position, so cached keys never
 need to be rotated again.
 """
 
 from __future__ import annotations
+
+from typing import Protocol, Self
 
 import torch
 import torch.nn.functional as F
@@ -37,16 +41,30 @@ from annotated_transformer.blocks.kv_cache import KVCache
 from annotated_transformer.blocks.masks import subsequent_mask
 from annotated_transformer.blocks.rope import rope_tables, rotate_pairs
 
+# What a model's positions give every layer's attention: RoPE's (cos, sin) tables,
+# ALiBi's bias, or nothing.
+Terms = tuple[Tensor, Tensor] | Tensor | None
+
+
+class Sizes(Protocol):
+    """The fields of a model's config an attention is built from."""
+
+    d_model: int
+    h: int
+    kv_heads: int
+    dropout: float
+    bias: bool
+    rope_base: float
+
 
 class GroupedQueryAttention(nn.Module):
     """Causal self-attention with h query heads sharing
-    ``kv_heads`` key/value heads.
+    ``kv_heads`` key/value heads; no positions inside.
 
     Projections W^Q (d_model → h·d_k), W^K and W^V (d_model → kv_heads·d_k), W^O
     (h·d_k → d_model), without biases unless ``bias=True``. ``dropout`` applies to
-    the attention weights. ``rope=True`` rotates queries and keys by their positions
-    (base ``rope_base``); ``alibi=True`` adds ALiBi's penalty −m_h · (i − j) to the
-    scores instead.
+    the attention weights. Its subclasses add positions: :class:`RotaryAttention`
+    and :class:`ALiBiAttention`.
     """
 
     def __init__(
@@ -56,15 +74,8 @@ class GroupedQueryAttention(nn.Module):
         kv_heads: int,
         dropout: float = 0.0,
         bias: bool = False,
-        rope: bool = True,
-        rope_base: float = 10000.0,
-        alibi: bool = False,
     ) -> None:
         super().__init__()
-        if rope and alibi:
-            raise ValueError(
-                "choose one way to give positions: rope=True or alibi=True"
-            )
         if h < 1 or d_model % h != 0:
             raise ValueError(
                 f"d_model={d_model} is not divisible by h={h} heads; "
@@ -78,17 +89,16 @@ class GroupedQueryAttention(nn.Module):
             )
         self.d_model, self.h, self.kv_heads = d_model, h, kv_heads
         self.d_k = d_model // h
-        if rope and self.d_k % 2 != 0:
-            raise ValueError(
-                f"RoPE rotates pairs of features but each head has d_k={self.d_k}; "
-                "choose d_model / h even"
-            )
         self.w_q = nn.Linear(d_model, h * self.d_k, bias=bias)
         self.w_k = nn.Linear(d_model, kv_heads * self.d_k, bias=bias)
         self.w_v = nn.Linear(d_model, kv_heads * self.d_k, bias=bias)
         self.w_o = nn.Linear(h * self.d_k, d_model, bias=bias)
         self.dropout_p = dropout
-        self.rope, self.rope_base, self.alibi = rope, rope_base, alibi
+
+    @classmethod
+    def from_config(cls, c: Sizes) -> Self:
+        """The attention of a model whose config is ``c``."""
+        return cls(c.d_model, c.h, c.kv_heads, c.dropout, c.bias)
 
     def _split_heads(self, x: Tensor, heads: int) -> Tensor:
         """(batch, len, heads · d_k) -> (batch, heads, len, d_k)."""
@@ -98,8 +108,7 @@ class GroupedQueryAttention(nn.Module):
         self,
         x: Tensor,
         cache: KVCache | None = None,
-        rope: tuple[Tensor, Tensor] | None = None,
-        alibi: Tensor | None = None,
+        terms: Terms = None,
         mask: Tensor | None = None,
     ) -> Tensor:
         """Each position attends to itself and every earlier one.
@@ -107,16 +116,11 @@ class GroupedQueryAttention(nn.Module):
         x: (batch, new, d_model); with a cache, the new positions follow
             ``cache.length`` cached ones, whose keys and values (batch, kv_heads,
             past, d_k) the call extends.
-        rope: optional (cos, sin) tables (new, d_k / 2) for positions
-            past … past + new − 1, from
-            :func:`~annotated_transformer.blocks.rope.rope_tables` (a model computes
-            them once for all its layers); computed here when omitted. alibi:
-            likewise, the bias (h, new, past + new) of
-            :func:`~annotated_transformer.blocks.alibi.alibi_bias`.
-        Left-padded rows: the tables are (batch, 1, new, d_k / 2), each row's own
-        positions, and mask, bool (batch, new, past + new), True = may attend,
-        replaces the causal mask (it includes it, see
-        :func:`~annotated_transformer.blocks.masks.left_padding_mask`).
+        terms: what the model's positions give the attention (RoPE's tables,
+            ALiBi's bias), computed once for all layers; computed here when omitted.
+        mask: bool (batch, new, past + new), True = may attend, for left-padded
+            rows; replaces the causal mask (it includes it, see
+            :func:`~annotated_transformer.blocks.masks.left_padding_mask`).
         returns (batch, new, d_model)
         """
         if x.dim() != 3 or x.size(-1) != self.d_model:
@@ -124,52 +128,96 @@ class GroupedQueryAttention(nn.Module):
                 f"x must be (batch, len, d_model={self.d_model}), got "
                 f"{tuple(x.shape)}"
             )
-        past, new = (0 if cache is None else cache.length), x.size(1)
-        q = self._split_heads(self.w_q(x), self.h)  # (batch, h, new, d_k)
-        # (batch, kv_heads, new, d_k)
+        past = 0 if cache is None else cache.length
+        # (batch, h, new, d_k) and (batch, kv_heads, new, d_k)
+        q = self._split_heads(self.w_q(x), self.h)
         k = self._split_heads(self.w_k(x), self.kv_heads)
         v = self._split_heads(self.w_v(x), self.kv_heads)
-        if self.rope:
-            if rope is None:
-                positions = torch.arange(past, past + new, device=x.device)
-                dtype = torch.promote_types(x.dtype, torch.float32)
-                rope = rope_tables(positions, self.d_k, self.rope_base, dtype)
-            q, k = rotate_pairs(q, *rope), rotate_pairs(k, *rope)
-        elif rope is not None:
-            raise ValueError(
-                "rope tables were given to an attention built with rope=False"
-            )
+        q, k = self.positioned(q, k, terms, past)
         if cache is not None:
-            k, v = cache.update(k, v)  # (batch, kv_heads, past + new, d_k)
-        # New query i (position past + i) sees keys 0 … past + i. Without a cache
-        # that is the usual lower triangle (is_causal); SDPA's is_causal aligns it
-        # top-left, which would be wrong for new queries after cached keys, so those
-        # get the offset mask instead. ALiBi's bias carries the causal mask as −inf,
-        # for any past.
-        keep = None if mask is None else mask.unsqueeze(1)  # (batch, 1, new, all)
-        if self.alibi:
-            if alibi is None:
-                alibi = alibi_bias(self.h, new, past, x.device)
-            scores_mask = alibi.to(q.dtype)  # (h, new, past + new)
-            if keep is not None:
-                scores_mask = scores_mask.masked_fill(~keep, float("-inf"))
-        elif alibi is not None:
-            raise ValueError(
-                "an ALiBi bias was given to an attention built with alibi=False"
-            )
-        elif keep is not None:
-            scores_mask = keep
-        else:
-            future = None if past == 0 else subsequent_mask(new, past, x.device)
-            scores_mask = None if future is None else future.unsqueeze(1)
-        # (batch, h, new, d_k)
+            # (batch, kv_heads, past + new, d_k)
+            k, v = cache.update(k, v)
+        scores_mask, causal = self.scores_mask(q, terms, mask, past)
+        # Query head j uses key/value head j // (h / kv_heads): enable_gqa.
         out = F.scaled_dot_product_attention(
             q,
             k,
             v,
             attn_mask=scores_mask,
             dropout_p=self.dropout_p if self.training else 0.0,
-            is_causal=past == 0 and not self.alibi and mask is None,
-            enable_gqa=True,  # query head j uses key/value head j // (h / kv_heads)
+            is_causal=causal,
+            enable_gqa=True,
         )
         return self.w_o(out.transpose(1, 2).flatten(2))
+
+    def positioned(
+        self, q: Tensor, k: Tensor, terms: Terms, past: int
+    ) -> tuple[Tensor, Tensor]:
+        """The queries and keys with their positions: unchanged here."""
+        return q, k
+
+    def scores_mask(
+        self, q: Tensor, terms: Terms, mask: Tensor | None, past: int
+    ) -> tuple[Tensor | None, bool]:
+        """SDPA's ``attn_mask`` and ``is_causal``: new query i (position
+        past + i) sees keys 0 … past + i.
+
+        Without a cache that is the usual lower triangle (is_causal); SDPA's
+        is_causal aligns it top-left, which would be wrong for new queries after
+        cached keys, so those get the offset mask instead.
+        """
+        if mask is not None:
+            # (batch, 1, new, past + new): the same for every head
+            return mask.unsqueeze(1), False
+        if past == 0:
+            return None, True
+        return subsequent_mask(q.size(-2), past, q.device).unsqueeze(1), False
+
+
+class RotaryAttention(GroupedQueryAttention):
+    """Grouped-query attention that rotates queries and keys by their positions
+    (RoPE, base ``base``); d_model / h must be even.
+
+    terms: (cos, sin) tables (new, d_k / 2) for positions past … past + new − 1,
+    from :func:`~annotated_transformer.blocks.rope.rope_tables`; left-padded rows:
+    (batch, 1, new, d_k / 2), each row's own positions.
+    """
+
+    # The base of the angles θᵢ = base^(−2i/d_k); from_config takes the config's.
+    base = 10000.0
+
+    @classmethod
+    def from_config(cls, c: Sizes) -> Self:
+        attention = super().from_config(c)
+        attention.base = c.rope_base
+        return attention
+
+    def positioned(
+        self, q: Tensor, k: Tensor, terms: Terms, past: int
+    ) -> tuple[Tensor, Tensor]:
+        """q and k, each pair of features turned by its position's angle."""
+        if terms is None:
+            positions = torch.arange(past, past + q.size(-2), device=q.device)
+            dtype = torch.promote_types(q.dtype, torch.float32)
+            terms = rope_tables(positions, self.d_k, self.base, dtype)
+        return rotate_pairs(q, *terms), rotate_pairs(k, *terms)
+
+
+class ALiBiAttention(GroupedQueryAttention):
+    """Grouped-query attention whose scores get ALiBi's penalty −m_h · (i − j).
+
+    terms: the bias (h, new, past + new) of
+    :func:`~annotated_transformer.blocks.alibi.alibi_bias`; it carries the causal
+    mask as −inf, for any past.
+    """
+
+    def scores_mask(
+        self, q: Tensor, terms: Terms, mask: Tensor | None, past: int
+    ) -> tuple[Tensor | None, bool]:
+        """The bias, −inf where a padded row's mask hides a key."""
+        if terms is None:
+            terms = alibi_bias(self.h, q.size(-2), past, q.device)
+        bias = terms.to(q.dtype)
+        if mask is not None:
+            bias = bias.masked_fill(~mask.unsqueeze(1), float("-inf"))
+        return bias, False

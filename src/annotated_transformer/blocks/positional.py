@@ -25,6 +25,12 @@ import torch
 from torch import Tensor, nn
 
 from annotated_transformer.blocks.alibi import alibi_bias
+from annotated_transformer.blocks.grouped_query_attention import (
+    ALiBiAttention,
+    GroupedQueryAttention,
+    RotaryAttention,
+    Terms,
+)
 from annotated_transformer.blocks.rope import rope_tables
 
 
@@ -130,16 +136,14 @@ class PositionalEmbedding(nn.Module):
 # The ways a decoder-only model (``ModernDecoderLM``) is told positions, one class
 # each, named in ``modern_decoder.POSITIONS``. Each is the model's ``position``
 # part: ``forward(x, positions)`` adds to the token vectors what it adds (maybe
-# nothing), and ``attention(positions, past, x)`` gives the (rope, alibi) terms
-# every layer's attention applies (maybe none). ``rotary`` and ``alibi`` say which
-# terms its attention expects.
-Terms = tuple[tuple[Tensor, Tensor] | None, Tensor | None]
+# nothing), and ``terms(positions, past, x)`` gives what every layer's attention
+# applies (maybe nothing); ``Attention`` is the attention class that applies it.
 
 
 class NoPositions(nn.Module):
     """No position information at all: causal attention alone (an ablation)."""
 
-    rotary = alibi = False
+    Attention: type[GroupedQueryAttention] = GroupedQueryAttention
 
     def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
         super().__init__()
@@ -147,9 +151,9 @@ class NoPositions(nn.Module):
     def forward(self, x: Tensor, positions: int | Tensor) -> Tensor:
         return x
 
-    def attention(self, positions: Tensor, past: int, x: Tensor) -> Terms:
-        """No terms for the attention: (None, None)."""
-        return None, None
+    def terms(self, positions: Tensor, past: int, x: Tensor) -> Terms:
+        """Nothing for the attention."""
+        return None
 
     def extend(self, max_len: int) -> None:
         """Accept contexts up to ``max_len`` (nothing to outgrow here)."""
@@ -193,32 +197,32 @@ class RotaryPositions(NoPositions):
     """RoPE: nothing added to the input; every layer rotates its queries and keys
     by their positions (:mod:`~annotated_transformer.blocks.rope`)."""
 
-    rotary = True
+    Attention = RotaryAttention
 
     def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
         super().__init__(d_model, h, max_len, base)
         self.d_k, self.base = d_model // h, base
 
-    def attention(self, positions: Tensor, past: int, x: Tensor) -> Terms:
+    def terms(self, positions: Tensor, past: int, x: Tensor) -> Terms:
         """(cos, sin), (len, d_k / 2); with left padding (batch, 1, len, d_k / 2),
         a table per row."""
         dtype = torch.promote_types(x.dtype, torch.float32)
         cos, sin = rope_tables(positions, self.d_k, self.base, dtype)
         if positions.dim() == 2:
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        return (cos, sin), None
+        return cos, sin
 
 
 class ALiBiPositions(NoPositions):
     """ALiBi: nothing added to the input; every layer's scores get the distance
     penalty of :mod:`~annotated_transformer.blocks.alibi`."""
 
-    alibi = True
+    Attention = ALiBiAttention
 
     def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
         super().__init__(d_model, h, max_len, base)
         self.h = h
 
-    def attention(self, positions: Tensor, past: int, x: Tensor) -> Terms:
+    def terms(self, positions: Tensor, past: int, x: Tensor) -> Terms:
         """ALiBi's bias (h, len, past + len)."""
-        return None, alibi_bias(self.h, x.size(1), past, x.device)
+        return alibi_bias(self.h, x.size(1), past, x.device)

@@ -44,15 +44,15 @@ reach every earlier position.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from annotated_transformer.blocks.grouped_query_attention import ALiBiAttention
 from annotated_transformer.blocks.kv_cache import KVCache
 from annotated_transformer.blocks.rope import rotate_pairs
-
-PATTERNS = ("strided", "fixed")
 
 
 def _check_pattern(n: int, stride: int, c: int | None = None) -> None:
@@ -296,21 +296,79 @@ def strided_sparse_attention(
 # ------------------------------------------------------------------------------
 
 
-def sparse_mask(pattern: str, n: int, stride: int, c: int = 1) -> Tensor:
+@dataclass(frozen=True)
+class SparsePattern:
+    """A pattern of stride (or block size) l: its two masks and its block-sparse
+    attention under their union."""
+
+    stride: int
+
+    def __post_init__(self) -> None:
+        _check_pattern(1, self.stride)
+
+    @classmethod
+    def of(cls, stride: int, c: int) -> SparsePattern:
+        """The pattern from a config's options (c: the fixed pattern's only)."""
+        return cls(stride)
+
+    def masks(self, n: int) -> tuple[Tensor, Tensor]:
+        raise NotImplementedError
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Strided(SparsePattern):
+    """The strided pattern with stride l: local | strided."""
+
+    def masks(self, n: int) -> tuple[Tensor, Tensor]:
+        return strided_masks(n, self.stride)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        return strided_sparse_attention(q, k, v, self.stride)
+
+
+@dataclass(frozen=True)
+class Fixed(SparsePattern):
+    """The fixed pattern, blocks of l with c summary positions: block | summary."""
+
+    c: int = 1
+
+    def __post_init__(self) -> None:
+        _check_pattern(1, self.stride, self.c)
+
+    @classmethod
+    def of(cls, stride: int, c: int) -> Fixed:
+        return cls(stride, c)
+
+    def masks(self, n: int) -> tuple[Tensor, Tensor]:
+        return fixed_masks(n, self.stride, self.c)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        return fixed_sparse_attention(q, k, v, self.stride, self.c)
+
+
+# The patterns by name, as a config gives them (``attention=strided``).
+PATTERNS: dict[str, type[SparsePattern]] = {"strided": Strided, "fixed": Fixed}
+
+
+def pattern_named(name: str, stride: int, c: int = 1) -> SparsePattern:
+    """The pattern a config names; one clear error for a name that is none."""
+    if name not in PATTERNS:
+        raise ValueError(f"pattern={name!r}: use one of {', '.join(PATTERNS)}")
+    return PATTERNS[name].of(stride, c)
+
+
+def sparse_mask(pattern: SparsePattern, n: int) -> Tensor:
     """The union of a pattern's masks, bool (n, n):
     local | strided, or block | summary."""
-    if pattern not in PATTERNS:
-        raise ValueError(f"pattern={pattern!r}: use one of {', '.join(PATTERNS)}")
-    first, second = (
-        strided_masks(n, stride)
-        if pattern == "strided"
-        else fixed_masks(n, stride, c)
-    )
+    first, second = pattern.masks(n)
     return first | second
 
 
 def sparse_attention(
-    q: Tensor, k: Tensor, v: Tensor, pattern: str, stride: int, c: int = 1
+    q: Tensor, k: Tensor, v: Tensor, pattern: SparsePattern
 ) -> Tensor:
     """Block-sparse causal attention under ``pattern``'s
     union mask, for any length n.
@@ -320,15 +378,9 @@ def sparse_attention(
         positions come after every real query, so the causal masks never let a real
         query read them; their outputs are cut.
     """
-    if pattern not in PATTERNS:
-        raise ValueError(f"pattern={pattern!r}: use one of {', '.join(PATTERNS)}")
-    n, pad = q.size(-2), -q.size(-2) % stride
+    n, pad = q.size(-2), -q.size(-2) % pattern.stride
     q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
-    if pattern == "strided":
-        out = strided_sparse_attention(q, k, v, stride)
-    else:
-        out = fixed_sparse_attention(q, k, v, stride, c)
-    return out[..., :n, :]
+    return pattern.attend(q, k, v)[..., :n, :]
 
 
 class SparseSelfAttention(nn.Module):
@@ -342,29 +394,16 @@ class SparseSelfAttention(nn.Module):
     past … past + new of :func:`sparse_mask`, the same function. No dropout on the
     attention weights.
 
-    x: (batch, new, d_model); rope: optional (cos, sin) tables of the new
-        positions (RoPE); alibi and mask (left padding) are refused: the
-        patterns assume unpadded rows.
+    x: (batch, new, d_model); terms: optional (cos, sin) tables of the new
+        positions (RoPE); no mask (left padding): the patterns assume unpadded rows.
     returns (batch, new, d_model)
     """
 
     def __init__(
-        self,
-        d_model: int,
-        h: int,
-        pattern: str,
-        stride: int,
-        c: int = 1,
-        bias: bool = False,
+        self, d_model: int, h: int, pattern: SparsePattern, bias: bool = False
     ) -> None:
         super().__init__()
-        _check_pattern(1, stride, c if pattern == "fixed" else None)
-        if pattern not in PATTERNS:
-            raise ValueError(
-                f"pattern={pattern!r}: use one of {', '.join(PATTERNS)}"
-            )
-        self.h, self.d_k = h, d_model // h
-        self.pattern, self.stride, self.c = pattern, stride, c
+        self.h, self.d_k, self.pattern = h, d_model // h, pattern
         self.w_q, self.w_k, self.w_v, self.w_o = (
             nn.Linear(d_model, d_model, bias=bias) for _ in range(4)
         )
@@ -373,28 +412,24 @@ class SparseSelfAttention(nn.Module):
         self,
         x: Tensor,
         cache: KVCache | None = None,
-        rope: tuple[Tensor, Tensor] | None = None,
-        alibi: Tensor | None = None,
+        terms: tuple[Tensor, Tensor] | None = None,
         mask: Tensor | None = None,
     ) -> Tensor:
-        if alibi is not None:
-            raise ValueError(
-                "sparse attention has no ALiBi bias: use rope or learned positions"
-            )
         if mask is not None:
             raise ValueError("sparse attention takes no padding mask")
         past, new = (0 if cache is None else cache.length), x.size(1)
         q, k, v = (
             w(x).unflatten(-1, (self.h, self.d_k)).transpose(1, 2) for w in self.qkv
         )
-        if rope is not None:
-            q, k = rotate_pairs(q, *rope), rotate_pairs(k, *rope)
+        if terms is not None:
+            q, k = rotate_pairs(q, *terms), rotate_pairs(k, *terms)
         if cache is not None:
-            k, v = cache.update(k, v)  # (batch, h, past + new, d_k)
+            # (batch, h, past + new, d_k)
+            k, v = cache.update(k, v)
         if past == 0:
-            out = sparse_attention(q, k, v, self.pattern, self.stride, self.c)
+            out = sparse_attention(q, k, v, self.pattern)
         else:
-            mask = sparse_mask(self.pattern, past + new, self.stride, self.c)[past:]
+            mask = sparse_mask(self.pattern, past + new)[past:]
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask.to(x.device)
             )
@@ -409,16 +444,15 @@ def sparsify_(model: nn.Module, pattern: str, stride: int, c: int = 1) -> nn.Mod
     """Replace the attention of every block of a ModernDecoderLM (or
     GPT2LM) by :class:`SparseSelfAttention` with the same weights, in
     place; returns the model."""
+    chosen = pattern_named(pattern, stride, c)
     for block in model.blocks:
         dense = block.attention
-        if dense.kv_heads != dense.h or dense.alibi:
+        if dense.kv_heads != dense.h or isinstance(dense, ALiBiAttention):
             raise ValueError(
                 "sparse attention needs one key/value head per head and no ALiBi"
             )
         bias = dense.w_q.bias is not None
-        sparse = SparseSelfAttention(
-            dense.d_model, dense.h, pattern, stride, c, bias
-        )
+        sparse = SparseSelfAttention(dense.d_model, dense.h, chosen, bias)
         sparse.load_state_dict(dense.state_dict())
         block.attention = sparse.to(dense.w_q.weight.device)
     return model

@@ -75,12 +75,12 @@ class _Stepper:
         self.cache = DecoderCache(len(model.decoder.layers)) if cached else None
 
     def __call__(self, ys: Tensor) -> Tensor:
-        if (
-            self.cache is None
-        ):  # recompute: the whole prefix under the look-ahead mask
+        if self.cache is None:
+            # Recompute: the whole prefix under the look-ahead mask.
             mask = subsequent_mask(ys.size(1), device=ys.device)
             out = self.model.decode(self.memory, self.src_mask, ys, mask)
-        else:  # only the newest token; it may attend to everything before it
+        else:
+            # Only the newest token; it may attend to everything before it.
             out = self.model.decode(
                 self.memory, self.src_mask, ys[:, -1:], None, self.cache
             )
@@ -111,20 +111,16 @@ def greedy_decode(
         early once every sequence has produced ``end_symbol``.
     """
     _check(src, src_mask, max_len)
-    memory = model.encode(src, src_mask)
-    step = _Stepper(model, memory, src_mask, use_cache)
-    ys = torch.full(
-        (src.size(0), 1), start_symbol, dtype=torch.long, device=src.device
-    )
-    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-    for _ in range(max_len - 1):
-        next_word = step(ys).argmax(dim=-1)  # (batch,)
+    step = _Stepper(model, model.encode(src, src_mask), src_mask, use_cache)
+    ys = src.new_full((len(src), 1), start_symbol, dtype=torch.long)
+    done = src.new_zeros(len(src), dtype=torch.bool)
+    while ys.size(1) < max_len and not done.all():
+        # (batch,): the most probable next token of each sequence
+        next_word = step(ys).argmax(dim=-1)
         if end_symbol is not None:
             next_word = next_word.masked_fill(done, end_symbol)
             done |= next_word == end_symbol
         ys = torch.cat([ys, next_word.unsqueeze(1)], dim=1)
-        if bool(done.all()):
-            break
     return ys
 
 

@@ -7,9 +7,10 @@ switches already hold the first one:
   head: :class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM` with
   ``norm="layer", positions="learned", bias=True, kv_heads=h`` (a final LayerNorm
   before the output, too);
-- GELU instead of ReLU in the feed-forward (:class:`GELUFeedForward`, the
-  tanh approximation GPT-2's code uses): x · Φ(x), a smooth ReLU that lets
-  small negative values through;
+- GELU instead of ReLU in the feed-forward (``feed_forward="gelu"``,
+  :class:`~annotated_transformer.blocks.feed_forward.GELUFeedForward`, the tanh
+  approximation GPT-2's code uses): x · Φ(x), a smooth ReLU that lets small
+  negative values through;
 - tied input and output embeddings: the logits are h Eᵀ with the token table E
   itself (no output bias), as the 2017 paper's §3.4 already did;
 - initialisation (:func:`gpt2_init_`): every weight drawn from N(0, 0.02²), biases
@@ -36,9 +37,11 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from annotated_transformer.blocks.feed_forward import GELUFeedForward
 from annotated_transformer.models import gpt2_weights as hf_gpt2
-from annotated_transformer.models.modern_decoder import ModernDecoderLM
+from annotated_transformer.models.modern_decoder import (
+    ModernConfig,
+    ModernDecoderLM,
+)
 
 INIT_STD = 0.02  # GPT-2's weights and token embeddings
 POSITION_STD = 0.01  # GPT-2's learned position table
@@ -94,25 +97,15 @@ class GPT2LM(ModernDecoderLM):
         eps: float = 1e-5,
     ) -> None:
         d_ff = d_ff or 4 * d_model
-        super().__init__(
-            vocab=vocab,
-            d_model=d_model,
-            h=h,
-            N=N,
-            max_len=max_len,
-            d_ff=d_ff,
-            kv_heads=h,  # one key/value head per query head
-            dropout=dropout,
-            norm="layer",
-            positions="learned",
-            feed_forward="relu",  # replaced by GELU below
-            bias=True,
+        # One key/value head per query head.
+        config = ModernConfig(
+            vocab, d_model, h, N, max_len, d_ff, kv_heads=h, dropout=dropout,
+            norm="layer", positions="learned", feed_forward="gelu", bias=True,
             eps=eps,
-        )
+        )  # fmt: skip
+        super().__init__(config)
         self.sizes = {"vocab": vocab, "d_model": d_model, "h": h, "N": N}
         self.sizes |= {"max_len": max_len, "d_ff": d_ff, "eps": eps}
-        for block in self.blocks:
-            block.feed_forward = GELUFeedForward(d_model, d_ff, dropout)
         self.to_logits = nn.Linear(d_model, vocab, bias=False)
         # Tied: one (vocab, d_model) table.
         self.to_logits.weight = self.embed.weight

@@ -46,9 +46,7 @@ from annotated_transformer.blocks.feed_forward import (
     ReLUFeedForward,
     SwiGLU,
 )
-from annotated_transformer.blocks.grouped_query_attention import (
-    GroupedQueryAttention,
-)
+from annotated_transformer.blocks.grouped_query_attention import Terms
 from annotated_transformer.blocks.kv_cache import KVCache
 from annotated_transformer.blocks.masks import (
     left_padding_mask,
@@ -142,9 +140,8 @@ class ModernBlock(nn.Module):
         attention, the others at the input of the model.
     x: (batch, new, d_model); cache: a :class:`KVCache` of
         kv_heads heads for generation;
-    rope: (cos, sin) tables for the new positions (with RoPE), or
-        None to compute them here;
-    alibi: likewise ALiBi's bias (h, new, past + new);
+    terms: what the positions give the attention (RoPE's tables, ALiBi's
+        bias), or None to compute them there;
     mask: bool (batch, new, past + new) for left-padded rows
     (:meth:`~.grouped_query_attention.GroupedQueryAttention.forward`).
     returns (batch, new, d_model)
@@ -154,17 +151,8 @@ class ModernBlock(nn.Module):
         super().__init__()
         c = config
         self.norm1 = NORMS[c.norm](c.d_model, c.bias, c.eps)
-        position = POSITIONS[c.positions]
-        self.attention = GroupedQueryAttention(
-            c.d_model,
-            c.h,
-            c.kv_heads,
-            c.dropout,
-            bias=c.bias,
-            rope=position.rotary,
-            rope_base=c.rope_base,
-            alibi=position.alibi,
-        )
+        # The attention that applies the positions' terms (or none).
+        self.attention = POSITIONS[c.positions].Attention.from_config(c)
         self.norm2 = NORMS[c.norm](c.d_model, c.bias, c.eps)
         ff = FEED_FORWARDS[c.feed_forward]
         self.feed_forward = ff(c.d_model, c.d_ff, c.dropout, c.bias)
@@ -174,11 +162,10 @@ class ModernBlock(nn.Module):
         self,
         x: Tensor,
         cache: KVCache | None = None,
-        rope: tuple[Tensor, Tensor] | None = None,
-        alibi: Tensor | None = None,
+        terms: Terms = None,
         mask: Tensor | None = None,
     ) -> Tensor:
-        attended = self.attention(self.norm1(x), cache, rope, alibi, mask)
+        attended = self.attention(self.norm1(x), cache, terms, mask)
         x = x + self.dropout(attended)
         return x + self.dropout(self.feed_forward(self.norm2(x)))
 
@@ -196,16 +183,13 @@ class ModernDecoderLM(nn.Module):
     All layers keep PyTorch's default initialisation, as
     :class:`~annotated_transformer.models.decoder_only.DecoderLM` does.
 
-    d_ff: the feed-forward's hidden width; None takes 4 · d_model for ReLU and
-        ``swiglu_width(4 * d_model)``, the same parameter count, for SwiGLU.
-        kv_heads: key/value heads, dividing h. max_len: the longest context (RoPE
+    config: the sizes and parts (:class:`ModernConfig`), the one object every
+        block is built from. norm, positions, feed_forward, bias: the switches of
+        the module docstring; "learned" and "sinusoidal" positions are added to
+        the token vectors, as in chapter 14. max_len: the longest context (RoPE
         has no table to outgrow, but the model is trained, and
         :func:`~annotated_transformer.evaluation.sampling.sample` crops, to this
-        length). norm, positions, feed_forward, bias: the switches of the module
-        docstring;
-        "learned" and "sinusoidal" positions are added to the token vectors, as in
-        chapter 14.
-    eps: the norms' (None: each norm's usual one, see :data:`NORMS`).
+        length).
 
     x: integer (batch, len), ids in [0, vocab); positions start at
         ``cache[0].length`` (0 without a cache) and must stay below max_len.
@@ -218,39 +202,19 @@ class ModernDecoderLM(nn.Module):
         each position's next position
     """
 
-    def __init__(
-        self,
-        vocab: int = 256,
-        d_model: int = 128,
-        h: int = 4,
-        N: int = 4,
-        max_len: int = 256,
-        d_ff: int | None = None,
-        kv_heads: int = 2,
-        dropout: float = 0.0,
-        rope_base: float = 10000.0,
-        *,
-        norm: str = "rms",
-        positions: str = "rope",
-        feed_forward: str = "swiglu",
-        bias: bool = False,
-        eps: float | None = None,
-    ) -> None:
+    def __init__(self, config: ModernConfig) -> None:
         super().__init__()
-        # The sizes and parts, checked once and handed to every block.
-        c = ModernConfig(
-            vocab, d_model, h, N, max_len, d_ff, kv_heads, dropout, rope_base,
-            norm, positions, feed_forward, bias, eps,
-        )  # fmt: skip
-        self.config = c
-        self.vocab, self.max_len, self.rope_base = vocab, max_len, rope_base
-        self.embed = nn.Embedding(vocab, d_model)
+        c = self.config = config
+        self.vocab, self.max_len, self.rope_base = c.vocab, c.max_len, c.rope_base
+        self.embed = nn.Embedding(c.vocab, c.d_model)
         # What positions add to the input (maybe nothing) and give every layer.
-        self.position = POSITIONS[positions](d_model, h, max_len, rope_base)
-        self.dropout = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(ModernBlock(c) for _ in range(N))
-        self.norm = NORMS[norm](d_model, bias, eps)
-        self.to_logits = nn.Linear(d_model, vocab, bias=bias)
+        self.position = POSITIONS[c.positions](
+            c.d_model, c.h, c.max_len, c.rope_base
+        )
+        self.dropout = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(ModernBlock(c) for _ in range(c.N))
+        self.norm = NORMS[c.norm](c.d_model, c.bias, c.eps)
+        self.to_logits = nn.Linear(c.d_model, c.vocab, bias=c.bias)
 
     def new_cache(self) -> list[KVCache]:
         """An empty key/value cache: one growing :class:`KVCache` per block."""
@@ -284,9 +248,9 @@ class ModernDecoderLM(nn.Module):
         h = self.position(self.embed(x), past if mask is None else positions)
         h = self.dropout(h)
         # Positions inside the attention, computed once for every block.
-        rope, alibi = self.position.attention(positions, past, h)
+        terms = self.position.terms(positions, past, h)
         for i, block in enumerate(self.blocks):
-            h = block(h, None if cache is None else cache[i], rope, alibi, keys)
+            h = block(h, None if cache is None else cache[i], terms, keys)
         return self.to_logits(self.norm(h))  # (batch, len, vocab)
 
 

@@ -33,6 +33,7 @@ from annotated_transformer.models.gpt2 import GPT2LM
 from annotated_transformer.models.modern_decoder import (
     FEED_FORWARDS,
     ModernBlock,
+    ModernConfig,
     ModernDecoderLM,
 )
 from annotated_transformer.models.transformer_xl import (
@@ -85,7 +86,7 @@ def build_modern(config: Any, vocab: int) -> ModernDecoderLM:
     width ``d_ff``; ``kv_heads=0`` means one key/value head per query head."""
     c = config
     width = FEED_FORWARDS[c.feed_forward].width(c.d_ff)
-    return ModernDecoderLM(
+    modern = ModernConfig(
         vocab=vocab,
         **(sizes(c) | {"d_ff": width}),
         kv_heads=c.kv_heads or c.h,
@@ -94,6 +95,7 @@ def build_modern(config: Any, vocab: int) -> ModernDecoderLM:
         feed_forward=c.feed_forward,
         bias=c.bias,
     )
+    return ModernDecoderLM(modern)
 
 
 def build_gpt2(config: Any, vocab: int) -> GPT2LM:

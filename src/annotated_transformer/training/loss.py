@@ -8,8 +8,8 @@ the vocabulary of V classes. This package uses PyTorch's convention, the one
     q(c) = (1 - ε) · [c = y] + ε / V          for every class c, padding included
 
 (the original Annotated Transformer instead put 1 - ε on y and ε / (V - 2) on every
-class but y and padding; ``LabelSmoothing(..., exclude_pad_class=True)`` reproduces
-that one for comparison). Positions whose target is the padding index contribute
+class but y and padding; ``OriginalLabelSmoothing`` reproduces that one for
+comparison). Positions whose target is the padding index contribute
 nothing.
 
 Two ways to compute the same thing:
@@ -51,6 +51,27 @@ def _check_smoothing(smoothing: float) -> None:
         )
 
 
+def _check_classes(size: int, padding_idx: int | None, smoothing: float) -> None:
+    _check_smoothing(smoothing)
+    if size < 1:
+        raise ValueError(f"size={size} must be a positive number of classes")
+    if padding_idx is not None and not 0 <= padding_idx < size:
+        raise ValueError(
+            f"padding_idx={padding_idx} is not a class id in [0, {size})"
+        )
+
+
+def _check_scores(x: torch.Tensor, target: torch.Tensor, size: int) -> None:
+    if x.dim() != 2 or x.size(1) != size or target.shape != x.shape[:1]:
+        raise ValueError(
+            f"LabelSmoothing expects x (n, {size}) log-probabilities and target "
+            f"(n,), got x {tuple(x.shape)} and target {tuple(target.shape)}; "
+            "flatten (batch, len) first with x.view(-1, V) and target.view(-1)"
+        )
+    if target.numel() and (target.min() < 0 or target.max() >= size):
+        raise ValueError(f"target ids must lie in [0, {size})")
+
+
 class LabelSmoothing(nn.Module):
     """KL(q ‖ p) summed over the non-padding positions, with q the smoothed target.
 
@@ -65,66 +86,55 @@ class LabelSmoothing(nn.Module):
     """
 
     def __init__(
-        self,
-        size: int,
-        padding_idx: int | None,
-        smoothing: float = 0.0,
-        *,
-        exclude_pad_class: bool = False,
+        self, size: int, padding_idx: int | None, smoothing: float = 0.0
     ) -> None:
         super().__init__()
-        _check_smoothing(smoothing)
-        if padding_idx is not None and not 0 <= padding_idx < size:
-            raise ValueError(
-                f"padding_idx={padding_idx} is not a class id in [0, {size})"
-            )
-        spread = size - 2 if exclude_pad_class else size
-        if spread < 1 or (exclude_pad_class and padding_idx is None):
-            raise ValueError(
-                "exclude_pad_class=True needs a padding_idx and size >= 3 (got "
-                f"size={size}, padding_idx={padding_idx}): ε is spread over the "
-                "classes that are neither the target nor padding"
-            )
-        self.size = size
-        self.padding_idx = padding_idx
-        self.smoothing = smoothing
-        self.exclude_pad_class = exclude_pad_class
+        _check_classes(size, padding_idx, smoothing)
+        self.size, self.padding_idx, self.smoothing = size, padding_idx, smoothing
         self.true_dist: torch.Tensor | None = None
+
+    def smoothed(self, ids: torch.Tensor) -> torch.Tensor:
+        """q(c) = (1 − ε)·[c = y] + ε / V for target ids (n,): (n, V)."""
+        eps = self.smoothing
+        return F.one_hot(ids, self.size) * (1.0 - eps) + eps / self.size
 
     def target_distribution(self, target: torch.Tensor) -> torch.Tensor:
         """q for each target id: target (n,) → (n, V); rows of padding
         positions are all zero."""
-        eps, V, n = self.smoothing, self.size, target.numel()
-        ids = target.reshape(-1, 1)
-        if self.exclude_pad_class:
-            q = torch.full((n, V), eps / (V - 2), device=target.device)
-            q.scatter_(1, ids, 1.0 - eps)
-            q[:, self.padding_idx] = 0.0
-        else:
-            q = torch.full((n, V), eps / V, device=target.device)
-            q.scatter_add_(
-                1, ids, torch.full((n, 1), 1.0 - eps, device=target.device)
-            )
+        ids = target.reshape(-1)
+        q = self.smoothed(ids)
         if self.padding_idx is not None:
-            q[ids.view(-1) == self.padding_idx] = 0.0
+            q[ids == self.padding_idx] = 0.0
         return q
 
     def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 2 or x.size(1) != self.size or target.shape != x.shape[:1]:
-            raise ValueError(
-                f"LabelSmoothing expects x (n, {self.size}) log-probabilities and "
-                f"target (n,), got x {tuple(x.shape)} and target "
-                f"{tuple(target.shape)}; flatten (batch, len) first with "
-                "x.view(-1, V) and target.view(-1)"
-            )
-        if target.numel() and (target.min() < 0 or target.max() >= self.size):
-            raise ValueError(f"target ids must lie in [0, {self.size})")
-        q = self.target_distribution(target).to(x.dtype)
-        self.true_dist = q
+        _check_scores(x, target, self.size)
+        q = self.true_dist = self.target_distribution(target).to(x.dtype)
         # Σ q (log q - x), skipping q = 0 entries: xlogy gives 0·log 0 = 0, and
         # masking x there avoids 0 · (-inf) = NaN when the model puts zero
         # probability on a zero-target class.
         return (torch.xlogy(q, q) - q * x.masked_fill(q == 0, 0.0)).sum()
+
+
+class OriginalLabelSmoothing(LabelSmoothing):
+    """The Annotated Transformer's smoothing, for comparison: 1 − ε on y,
+    ε / (V − 2) on every class but y and padding, none on padding."""
+
+    def __init__(self, size: int, padding_idx: int, smoothing: float = 0.0) -> None:
+        if padding_idx is None or size < 3:
+            raise ValueError(
+                "OriginalLabelSmoothing needs a padding_idx and size >= 3 (got "
+                f"size={size}, padding_idx={padding_idx}): ε is spread over the "
+                "classes that are neither the target nor padding"
+            )
+        super().__init__(size, padding_idx, smoothing)
+
+    def smoothed(self, ids: torch.Tensor) -> torch.Tensor:
+        eps, V = self.smoothing, self.size
+        q = torch.full((ids.numel(), V), eps / (V - 2), device=ids.device)
+        q.scatter_(1, ids.reshape(-1, 1), 1.0 - eps)
+        q[:, self.padding_idx] = 0.0
+        return q
 
 
 def smoothed_cross_entropy(

@@ -45,14 +45,10 @@ def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
     never taken: ``LambdaLR`` asks for step 0 when it is built, before the first
     update.
     """
-    if model_size <= 0 or warmup <= 0:
+    if min(model_size, warmup) <= 0 or step < 0:
         raise ValueError(
-            "rate needs model_size > 0 and warmup > 0, got "
-            f"model_size={model_size}, warmup={warmup}"
-        )
-    if step < 0:
-        raise ValueError(
-            f"step={step} is negative; steps count optimiser updates from 0"
+            "rate needs step >= 0 (optimiser updates from 0), model_size > 0 and "
+            f"warmup > 0, got step={step}, model_size={model_size}, warmup={warmup}"
         )
     step = max(step, 1)
     return factor * model_size**-0.5 * min(step**-0.5, step * warmup**-1.5)
