@@ -99,9 +99,8 @@ def run_one(
     dev = torch.device(device)
     N, d_model, d_ff, h = SIZES[size]
     if impl == "package":
-        model = make_transformer(VOCAB, VOCAB, N, d_model, d_ff, h, dropout=0.1).to(
-            dev
-        )
+        model = make_transformer(VOCAB, VOCAB, N, d_model, d_ff, h, dropout=0.1)
+        model = model.to(dev)
 
         def logits(src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
             out = model(src, tgt, padding_mask(src, PAD), make_std_mask(tgt, PAD))
