@@ -90,9 +90,8 @@ def budget_for(lengths: list[tuple[int, int]], sentences: int, batches=None) -> 
 def train_once(name, index, pairs, task, val_batches, precision) -> dict:
     """Train a fresh model on the batches ``index`` (one pass);
     time it, then validate."""
-    vocab = (
-        task.src_vocab
-    )  # batches read only the special ids, which both vocabularies share
+    # batches read only the special ids, which both vocabularies share
+    vocab = task.src_vocab
     if name.startswith("packed"):
         batches = [make_packed_batch(pairs, rows, vocab) for rows in index]
     else:

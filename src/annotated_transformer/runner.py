@@ -513,9 +513,8 @@ class Run:
             self.trainer.rows[-1].update(self.validate())
             self.trainer.save()
             self.write_history()
-        if is_sharded(
-            self.model
-        ):  # finish() runs on rank 0 alone: give it the whole model
+        # finish() runs on rank 0 alone: give it the whole model
+        if is_sharded(self.model):
             weights, _ = full_state_dicts(self.model)
             self.model = self.task.build_model().to(self.device)
             if dist.is_main():

@@ -32,9 +32,8 @@ class Source:
 
     @staticmethod
     def _describe(obj: Any) -> tuple[str, str]:
-        obj = inspect.unwrap(
-            obj
-        )  # a decorated function lives in its own file, not the decorator's
+        # a decorated function lives in its own file, not the decorator's
+        obj = inspect.unwrap(obj)
         try:
             path = Path(inspect.getsourcefile(obj) or "").resolve()
             code, _ = inspect.getsourcelines(obj)

@@ -144,9 +144,8 @@ def learn_merges(
     vocab = [list(word) for word in words]
     freq = list(words.values())
     counts: defaultdict[Pair, int] = defaultdict(int)
-    where: defaultdict[Pair, set[int]] = defaultdict(
-        set
-    )  # pair -> words that contain it
+    # pair -> words that contain it
+    where: defaultdict[Pair, set[int]] = defaultdict(set)
     for idx, word in enumerate(vocab):
         for pair in _pairs(word):
             counts[pair] += freq[idx]

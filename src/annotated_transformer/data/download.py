@@ -146,11 +146,10 @@ def fetch(
         for resource in alternatives:
             candidate = mirror / resource.path
             if candidate.is_file():
+                # a bad mirror file is an error, not a fallback
                 try:
                     verify(candidate, resource)
-                except (
-                    ChecksumError
-                ) as error:  # a bad mirror file is an error, not a fallback
+                except ChecksumError as error:
                     raise ChecksumError(
                         f"{error}. Replace it in the mirror with a good copy (see "
                         "shared/data/README.md), or remove it to use the cache or "

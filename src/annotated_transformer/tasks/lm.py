@@ -727,9 +727,8 @@ class LanguageModel(Task):
             )
         check_texts(inputs, "continue", "prompt")
         check_sampling(temperature, top_k, length)
-        generator = torch.Generator(next(model.parameters()).device).manual_seed(
-            seed
-        )
+        device = next(model.parameters()).device
+        generator = torch.Generator(device).manual_seed(seed)
         options = {
             "temperature": temperature,
             "top_k": top_k,

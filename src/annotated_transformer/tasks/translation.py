@@ -324,9 +324,8 @@ class Translator:
         out: list[list[str]] = [[] for _ in tokens]
         for begin in range(0, len(order), batch_size):
             index = order[begin : begin + batch_size]
-            src = collate([v.encode(tokens[i]) for i in index], pad, bos, eos).to(
-                device
-            )
+            src = collate([v.encode(tokens[i]) for i in index], pad, bos, eos)
+            src = src.to(device)
             src_mask = padding_mask(src, pad)  # (batch, 1, src_len)
             max_len = min(
                 self.max_len, src.size(1) + 50

@@ -131,9 +131,8 @@ def full_state_dicts(
     load the checkpoint.
     """
     if not is_sharded(model):
-        return unwrap(
-            model
-        ).state_dict(), optimizer.state_dict() if optimizer else None
+        optimizer_state = optimizer.state_dict() if optimizer else None
+        return unwrap(model).state_dict(), optimizer_state
     from torch.distributed.checkpoint.state_dict import (
         StateDictOptions,
         get_model_state_dict,

@@ -137,9 +137,8 @@ def wrap(
     if world_size() == 1:
         return model
     if sharding == "fsdp":
-        from torch.distributed.fsdp import (
-            fully_shard,
-        )  # a second to import: only when used
+        # a second to import: only when used
+        from torch.distributed.fsdp import fully_shard
 
         for module in [m for m in model.modules() if isinstance(m, blocks)]:
             fully_shard(module)

@@ -254,9 +254,8 @@ class Trainer:
                 ).backward()  # sums: gradients add up
             total_loss += loss_sum.item()
             total_tokens += n_tokens
-        self.scaler.unscale_(
-            self.optimizer
-        )  # fp16: divide by the loss scale before clipping
+        # fp16: divide by the loss scale before clipping
+        self.scaler.unscale_(self.optimizer)
         params = [p for p in self.model.parameters() if p.grad is not None]
         for p in params:  # the gradient of the mean loss over the step's tokens
             p.grad.div_(max(total_tokens, 1) / per)
@@ -271,9 +270,8 @@ class Trainer:
                 self._stop_message(f"the gradient norm is {grad_norm}")
             )
         lr = self.optimizer.param_groups[0]["lr"]
-        self.scaler.step(
-            self.optimizer
-        )  # fp16: skipped when a gradient is inf or NaN
+        # fp16: skipped when a gradient is inf or NaN
+        self.scaler.step(self.optimizer)
         self.scaler.update()
         if self.scheduler is not None:
             self.scheduler.step()
