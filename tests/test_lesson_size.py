@@ -52,9 +52,6 @@ RATIO = 1.5
 LAYERS = ("EncoderLayer", "Encoder", "DecoderLayer", "Decoder")
 # The module-level helpers a definition is written with, shown beside it.
 HELPERS = {"PositionalEncoding": ("sinusoids", "at")}
-# Exported 2017 names still larger than the lesson: Batch (its module is being
-# moved out of the trainer; it shrinks where it lands).
-NOT_YET = {"Batch"}
 
 SKIP = {
     tokenize.COMMENT,
@@ -127,19 +124,7 @@ def test_every_2017_export_has_a_reference_count():
 
 
 @pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                strict=True, reason="larger than the lesson; see NOT_YET"
-            ),
-        )
-        if name in NOT_YET
-        else name
-        for name in [*ANNOTATED, *SHOWN]
-        if name not in LAYERS
-    ],
+    "name", [name for name in [*ANNOTATED, *SHOWN] if name not in LAYERS]
 )
 def test_each_2017_definition_is_lesson_sized(name):
     count, limit = ours(name), math.ceil(RATIO * reference(name))

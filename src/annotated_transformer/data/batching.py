@@ -297,6 +297,29 @@ def collate(
     return out
 
 
+def check_pair(src: Tensor, tgt: Tensor | None) -> None:
+    """Raise a ValueError unless ``tgt`` (if given) is a (batch, tgt_len >= 2)
+    tensor of ids for the ``src`` rows: ``<s>`` then at least one token to
+    predict. Checked once per batch, where it is made, not in every layer."""
+    if tgt is not None and (
+        tgt.dim() != 2 or tgt.size(1) < 2 or tgt.size(0) != src.size(0)
+    ):
+        raise ValueError(
+            f"tgt must be (batch={src.size(0)}, tgt_len >= 2) ids (<s> "
+            f"then at least one token to predict), got {tuple(tgt.shape)}"
+        )
+
+
+def moved(value: Any, device: torch.device | str) -> Any:
+    """``value`` on ``device``: a tensor, or each tensor of a dict; anything else
+    as it is."""
+    if isinstance(value, Tensor):
+        return value.to(device, non_blocking=True)
+    if isinstance(value, dict):
+        return {k: moved(v, device) for k, v in value.items()}
+    return value
+
+
 class Batch:
     """A batch of sentence pairs for teacher forcing, with its masks.
 
@@ -314,32 +337,23 @@ class Batch:
     def __init__(
         self, src: Tensor, tgt: Tensor | None = None, pad: int = 0
     ) -> None:
+        check_pair(src, tgt)
         self.src = src
         self.src_mask = padding_mask(src, pad)
         self.tgt = self.tgt_y = self.tgt_mask = None
         self.ntokens = 0
         self.packing: dict[str, Tensor] = {}
         if tgt is not None:
-            if tgt.dim() != 2 or tgt.size(1) < 2 or tgt.size(0) != src.size(0):
-                raise ValueError(
-                    f"tgt must be (batch={src.size(0)}, tgt_len >= 2) ids (<s> "
-                    f"then at least one token to predict), got {tuple(tgt.shape)}"
-                )
             self.tgt = tgt[:, :-1]
             self.tgt_y = tgt[:, 1:]
             self.tgt_mask = make_std_mask(self.tgt, pad)
             self.ntokens = int((self.tgt_y != pad).sum())
-        check_rows(self.src_mask, "src_mask")  # once per batch, not in every layer
+        check_rows(self.src_mask, "src_mask")
 
     def to(self, device: torch.device | str) -> Batch:
         """Move every tensor to ``device`` (in place; returns self)."""
-        for name in ("src", "src_mask", "tgt", "tgt_y", "tgt_mask"):
-            value = getattr(self, name)
-            if value is not None:
-                setattr(self, name, value.to(device, non_blocking=True))
-        self.packing = {
-            k: v.to(device, non_blocking=True) for k, v in self.packing.items()
-        }
+        for name, value in list(vars(self).items()):
+            setattr(self, name, moved(value, device))
         return self
 
     def __len__(self) -> int:
