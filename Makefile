@@ -180,7 +180,7 @@ lab-check: setup chromium
 
 # After merging chapters whose stored outputs still hold Altair's HTML charts.
 charts: setup
-	$(PY) -m annotated_transformer.book.rendering $(CHAPTERS:.py=.ipynb)
+	$(PY) -m annotated_transformer.book.charts $(CHAPTERS:.py=.ipynb)
 
 # Re-execute one chapter at full size, keeping the .py/.ipynb pair in sync. Jupyter stores
 # each cell's start and end in the notebook: the chapter's measured run time, which its

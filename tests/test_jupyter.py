@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from tornado.web import HTTPError
 
-from annotated_transformer.book import jupyter, rendering
+from annotated_transformer.book import charts, jupyter, rendering
 
 
 @pytest.fixture
@@ -50,14 +50,14 @@ def test_stored_html_charts_become_mime_bundles_and_the_rest_stays(chart):
         nbformat.v4.new_output("display_data", {"text/html": "<b>a table</b>"}),
     ]
     notebook.cells = [cell]
-    assert rendering.convert(notebook) == 1
+    assert charts.convert(notebook) == 1
     chart_output, table = cell.outputs
     assert chart_output.data == {
         rendering.MIME_TYPE: chart.to_dict(),
         "text/plain": "alt.Chart(...)",
     }
     assert table.data == {"text/html": "<b>a table</b>"}
-    assert rendering.convert(notebook) == 0  # converted once
+    assert charts.convert(notebook) == 0  # converted once
 
 
 def test_install_sets_the_viewer_and_the_hook_and_keeps_other_settings(tmp_path):
