@@ -77,7 +77,7 @@ torch.manual_seed(0)
 torch.set_num_threads(1)
 
 # %% [markdown]
-# ![Two blocks side by side. 2017, TransformerBlock, post-norm: a position vector added to x, attention (MultiHeadedAttention), add, norm1 LayerNorm, feed_forward (PositionwiseFeedForward, ReLU, biases), add, norm2 LayerNorm. Today, ModernBlock, pre-norm: norm1 RMSNorm, attention (GroupedQueryAttention with RoPE and fewer key/value heads), add, norm2 RMSNorm, feed_forward SwiGLU without biases, add.](figures/15_block_today.svg)
+# ![Two blocks side by side. 2017, TransformerBlock, post-norm: a position vector added to x, attention (MultiHeadedAttention), add, norm1 LayerNorm, feed_forward (PositionwiseFeedForward, ReLU, biases), add, norm2 LayerNorm. Today, ModernBlock, pre-norm: norm1 RMSNorm, attention (RotaryAttention: grouped-query attention with RoPE and fewer key/value heads), add, norm2 RMSNorm, feed_forward SwiGLU without biases, add.](figures/15_block_today.svg)
 #
 # *Chapter 14's block against today's, labelled with the package classes this
 # chapter builds and compares.*

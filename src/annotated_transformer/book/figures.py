@@ -1279,9 +1279,7 @@ def block_today() -> str:
     today's pre-norm ModernBlock; ``data-root`` names the block a box's
     ``data-module`` is inside."""
     from annotated_transformer.blocks.feed_forward import SwiGLU
-    from annotated_transformer.blocks.grouped_query_attention import (
-        GroupedQueryAttention,
-    )
+    from annotated_transformer.blocks.grouped_query_attention import RotaryAttention
     from annotated_transformer.blocks.norms import RMSNorm
     from annotated_transformer.models.modern_decoder import ModernBlock
 
@@ -1296,7 +1294,7 @@ def block_today() -> str:
     ]
     new = [
         ("norm1", RMSNorm, "purple", ""),
-        ("attention", GroupedQueryAttention, "blue", "RoPE on q, k; kv_heads < h"),
+        ("attention", RotaryAttention, "blue", "RoPE on q, k; kv_heads < h"),
         ("+", None, "", ""),
         ("norm2", RMSNorm, "purple", ""),
         ("feed_forward", SwiGLU, "green", "no biases"),
