@@ -12,7 +12,7 @@ from annotated_transformer.blocks.layers import (
     EncoderLayer,
     TransformerBlock,
 )
-from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.models.encoder_decoder import make_transformer
 from annotated_transformer.models.modern_decoder import (
     ModernDecoderLM,
@@ -35,9 +35,7 @@ def test_checkpointed_gradients_equal_the_plain_ones_with_dropout_on(kind):
     def build() -> torch.nn.Module:
         torch.manual_seed(0)
         if kind == "lm":
-            return DecoderLM(
-                vocab=50, d_model=16, h=2, N=3, max_len=12, d_ff=32, dropout=0.3
-            )
+            return DecoderLM(DecoderConfig(50, 16, 2, 3, 12, 32, dropout=0.3))
         return make_transformer(50, 50, N=2, d_model=16, d_ff=32, h=2, dropout=0.3)
 
     def loss(model: torch.nn.Module) -> torch.Tensor:
@@ -90,9 +88,7 @@ def test_checkpointing_keeps_fewer_activations_for_backward():
         return total
 
     torch.manual_seed(0)
-    model = DecoderLM(
-        vocab=50, d_model=32, h=4, N=6, max_len=64, d_ff=128, dropout=0.1
-    )
+    model = DecoderLM(DecoderConfig(50, 32, 4, 6, 64, 128, dropout=0.1))
     plain = saved_bytes(model)
     checkpoint_blocks(model, (TransformerBlock,))
     assert saved_bytes(model) < plain / 3

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from annotated_transformer import runner
-from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.training.checkpoints import read_checkpoint
 from annotated_transformer.training.trainer import Trainer
 
@@ -22,7 +22,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def tiny_lm(dropout: float = 0.0) -> DecoderLM:
     torch.manual_seed(0)
     return DecoderLM(
-        vocab=30, d_model=16, h=2, N=2, max_len=12, d_ff=32, dropout=dropout
+        DecoderConfig(
+            vocab=30, d_model=16, h=2, N=2, max_len=12, d_ff=32, dropout=dropout
+        )
     )
 
 

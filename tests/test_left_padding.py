@@ -10,7 +10,7 @@ from annotated_transformer.blocks.masks import (
     left_padding_positions,
 )
 from annotated_transformer.evaluation.sampling import left_pad, sample
-from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.models.gpt2 import GPT2LM
 from annotated_transformer.models.modern_decoder import (
     ModernConfig,
@@ -19,7 +19,7 @@ from annotated_transformer.models.modern_decoder import (
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17]]
 MODELS = {
-    "DecoderLM": lambda: DecoderLM(40, 32, 4, 2, 24, 64, dropout=0.0),
+    "DecoderLM": lambda: DecoderLM(DecoderConfig(40, 32, 4, 2, 24, 64, 0.0)),
     "rope": lambda: ModernDecoderLM(ModernConfig(40, 32, 4, 2, 24)),
     "alibi": lambda: ModernDecoderLM(
         ModernConfig(40, 32, 4, 2, 24, positions="alibi")

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from annotated_transformer.blocks.masks import make_std_mask, padding_mask
-from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.models.encoder_decoder import (
     make_transformer,
     tie_weights,
@@ -29,9 +29,7 @@ def build(
 ):
     torch.manual_seed(0)
     if kind == "lm":
-        model = DecoderLM(
-            vocab, d_model, h, N, max_len=12, d_ff=d_ff, dropout=dropout
-        )
+        model = DecoderLM(DecoderConfig(vocab, d_model, h, N, 12, d_ff, dropout))
     else:
         model = make_transformer(vocab, vocab, N, d_model, d_ff, h, dropout)
         model = tie_weights(model, share_source=True) if shared else model

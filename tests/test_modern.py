@@ -273,9 +273,9 @@ def test_the_ladder_starts_at_pytorchs_pre_norm_layer_with_a_causal_mask():
 
 
 def test_the_pre_norm_start_has_chapter_14s_parameters_plus_a_final_norm():
-    from annotated_transformer.models.decoder_only import DecoderLM
+    from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 
-    old = DecoderLM(256, 32, 4, 2, 32, 128)
+    old = DecoderLM(DecoderConfig(256, 32, 4, 2, 32, 128))
     new = ModernDecoderLM(
         ModernConfig(256, 32, 4, 2, 32, 128, kv_heads=4, **PRE_NORM_2017)
     )

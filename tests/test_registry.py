@@ -118,6 +118,24 @@ def build_toy(config: LanguageModelConfig, vocab: int) -> ToyLM:
     )
 
 
+@pytest.mark.parametrize("block", ["2017", "gpt2", "xl"])
+def test_the_task_sizes_reach_every_layer(block):
+    """One config object from the task to every block: each linear layer maps
+    between the task's d_model, d_ff and the 256 byte ids, and every dropout has
+    the task's rate (no layer falls back to a default size)."""
+    model = tiny_task(block, dropout=0.25).build_model()
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    widths = {w for m in linears for w in (m.in_features, m.out_features)}
+    assert widths == {TINY["d_model"], TINY["d_ff"], 256}
+    rates = {m.p for m in model.modules() if isinstance(m, nn.Dropout)}
+    assert rates == {0.25}
+    if VARIANTS[block].memory:  # the memory: mem_len, else one segment
+        assert model.mem_len == TINY["max_len"]
+        assert tiny_task(block, mem_len=5).build_model().mem_len == 5
+    else:
+        assert model.max_len == TINY["max_len"]
+
+
 @pytest.fixture
 def toy_variant(monkeypatch):
     """block=toy, registered for one test (no sampling: the toy has no cache)."""

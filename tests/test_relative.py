@@ -12,7 +12,7 @@ from annotated_transformer.blocks.relative_attention import (
     rel_shift,
     relative_positions,
 )
-from annotated_transformer.models.transformer_xl import TransformerXLLM
+from annotated_transformer.models.transformer_xl import TransformerXLLM, XLConfig
 
 B, LEN, MEM, D_MODEL, H = 2, 4, 3, 8, 2
 D_K = D_MODEL // H
@@ -160,7 +160,7 @@ def test_attention_errors():
 def lm(mem_len=8, seed=0):
     torch.manual_seed(seed)
     return TransformerXLLM(
-        vocab=256, d_model=16, h=2, N=2, d_ff=32, mem_len=mem_len
+        XLConfig(vocab=256, d_model=16, h=2, N=2, d_ff=32, mem_len=mem_len)
     ).eval()
 
 

@@ -13,13 +13,15 @@ from annotated_transformer.evaluation.sampling import (
     next_byte_distribution,
     sample,
 )
-from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 
 
 def small_lm(max_len: int = 32, dropout: float = 0.1, seed: int = 0) -> DecoderLM:
     torch.manual_seed(seed)
     return DecoderLM(
-        d_model=32, h=4, N=2, max_len=max_len, d_ff=128, dropout=dropout
+        DecoderConfig(
+            d_model=32, h=4, N=2, max_len=max_len, d_ff=128, dropout=dropout
+        )
     ).eval()
 
 
@@ -172,4 +174,4 @@ def test_bad_model_inputs():
     with pytest.raises(ValueError, match="integer token ids"):
         model(torch.zeros(1, 3))
     with pytest.raises(ValueError, match="must be a positive integer"):
-        DecoderLM(max_len=0)
+        DecoderConfig(max_len=0)

@@ -21,7 +21,7 @@ from annotated_transformer.data import imdb
 from annotated_transformer.data.batching import collate
 from annotated_transformer.data.bpe import BPE
 from annotated_transformer.finished import RunResult
-from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.models.encoder_only import EncoderClassifier
 from annotated_transformer.tasks import PRESETS
 from annotated_transformer.tasks.classification import ReviewTokenizer
@@ -152,7 +152,8 @@ def test_make_scheduler_is_the_only_place_a_scheduler_is_made():
 
 def small_lm(max_len: int = 16) -> DecoderLM:
     torch.manual_seed(0)
-    return DecoderLM(d_model=32, h=4, N=2, d_ff=64, max_len=max_len, dropout=0.1)
+    config = DecoderConfig(d_model=32, h=4, N=2, d_ff=64, max_len=max_len)
+    return DecoderLM(config)
 
 
 def random_text(n: int, seed: int = 0) -> torch.Tensor:
@@ -557,11 +558,11 @@ def test_translation_pool_size_buckets_within_random_pools(multi30k_mirror):
 
 
 def test_bits_by_position_is_the_mean_over_windows_of_each_positions_bits():
-    from annotated_transformer.models.decoder_only import DecoderLM
+    from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
     from annotated_transformer.tasks.lm import bits_by_position
 
     torch.manual_seed(0)
-    model = DecoderLM(256, 16, 2, 1, 8, 32)
+    model = DecoderLM(DecoderConfig(256, 16, 2, 1, 8, 32))
     data = torch.randint(
         0, 256, (50,), dtype=torch.uint8
     )  # 6 windows of 8 + 1 bytes

@@ -20,7 +20,7 @@ from annotated_transformer.evaluation.segments import (
     segment_bits_per_byte,
     stream_segments,
 )
-from annotated_transformer.models.transformer_xl import TransformerXLLM
+from annotated_transformer.models.transformer_xl import TransformerXLLM, XLConfig
 from annotated_transformer.tasks import PRESETS
 from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
 from annotated_transformer.training.checkpoints import read_checkpoint
@@ -151,7 +151,7 @@ def test_the_memory_carries_no_gradient():
 def tiny_xl(mem_len: int = 4) -> TransformerXLLM:
     torch.manual_seed(0)
     return TransformerXLLM(
-        256, d_model=16, h=2, N=2, d_ff=32, mem_len=mem_len
+        XLConfig(256, d_model=16, h=2, N=2, d_ff=32, mem_len=mem_len)
     ).eval()
 
 

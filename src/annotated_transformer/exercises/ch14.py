@@ -15,7 +15,7 @@ from annotated_transformer.exercises.grading import (
     rng,
     seed,
 )
-from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 
 CHAPTER = "14"
 
@@ -119,7 +119,7 @@ class _Peeking(nn.Module):
 )
 def check_influence(m: ModuleType) -> None:
     torch.manual_seed(seed(0))
-    model = DecoderLM(vocab=256, d_model=16, h=2, N=2, max_len=8, d_ff=32).eval()
+    model = DecoderLM(DecoderConfig(256, 16, 2, 2, 8, 32)).eval()
     x = torch.tensor([list(b"[[link]]")])
     n = x.size(1)
     causal = torch.ones(n, n, dtype=torch.bool).tril()

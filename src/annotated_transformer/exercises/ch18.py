@@ -19,7 +19,7 @@ from annotated_transformer.exercises.grading import (
     rng,
     seed,
 )
-from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.training.schedules import make_scheduler
 
 CHAPTER = "18"
@@ -34,7 +34,7 @@ CHAPTER = "18"
 )
 def check_training_state_bytes(m: ModuleType) -> None:
     torch.manual_seed(seed(0))
-    model = DecoderLM(vocab=64, d_model=16, h=2, N=2, max_len=8, d_ff=32)
+    model = DecoderLM(DecoderConfig(64, 16, 2, 2, 8, 32))
     optimizer = torch.optim.Adam(model.parameters())
     x = torch.randint(0, 64, (2, 8))
     F.cross_entropy(model(x).flatten(0, 1), x.flatten()).backward()

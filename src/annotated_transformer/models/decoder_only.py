@@ -4,6 +4,8 @@ that predicts the next token (chapter 14's byte model).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
@@ -20,6 +22,36 @@ from annotated_transformer.blocks.masks import (
 from annotated_transformer.blocks.positional import (
     PositionalEmbedding,
 )
+
+
+def check_sizes(config: object, names: tuple[str, ...]) -> None:
+    """One line for a size of ``config`` that must be a positive integer."""
+    for name in names:
+        value = getattr(config, name)
+        if value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value}")
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """Chapter 14's model, its sizes: checked once, then the one object the model
+    is built from (``DecoderLM(config)``).
+
+    vocab: ids in [0, vocab); d_model: the width of every position's vector; h:
+    attention heads; N: blocks; max_len: the longest context (the position
+    table's length); d_ff: the feed-forward's hidden width; dropout: its rate.
+    """
+
+    vocab: int = 256
+    d_model: int = 128
+    h: int = 4
+    N: int = 4
+    max_len: int = 256
+    d_ff: int = 512
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_sizes(self, ("vocab", "N", "max_len"))
 
 
 def check_lm_input(
@@ -71,6 +103,7 @@ class DecoderLM(nn.Module):
     ``former``; GPT without the encoder or the source attention of the paper's
     decoder).
 
+    config: the sizes (:class:`DecoderConfig`); each block takes its part of them.
     x: integer (batch, len), ids in [0, vocab); positions start at
         ``cache[0].length`` (0 without a cache) and must stay below ``max_len``, the
         longest context it was built for.
@@ -82,32 +115,21 @@ class DecoderLM(nn.Module):
         each position's next position
     """
 
-    def __init__(
-        self,
-        vocab: int = 256,
-        d_model: int = 128,
-        h: int = 4,
-        N: int = 4,
-        max_len: int = 256,
-        d_ff: int = 512,
-        dropout: float = 0.1,
-    ) -> None:
+    def __init__(self, config: DecoderConfig) -> None:
         super().__init__()
-        for name, value in (("vocab", vocab), ("N", N), ("max_len", max_len)):
-            if value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value}")
-        self.vocab, self.max_len = vocab, max_len
+        c = self.config = config
+        self.vocab, self.max_len = c.vocab, c.max_len
         # Learned positions, unscaled token vectors: both start
         # N(0, 1), on the same scale.
         self.embed = TokenAndPosition(
-            nn.Embedding(vocab, d_model),
-            PositionalEmbedding(d_model, max_len, dropout),
+            nn.Embedding(c.vocab, c.d_model),
+            PositionalEmbedding(c.d_model, c.max_len, c.dropout),
         )
         self.blocks = nn.ModuleList(
-            TransformerBlock(d_model, h, d_ff, dropout, causal=True)
-            for _ in range(N)
+            TransformerBlock(c.d_model, c.h, c.d_ff, c.dropout, causal=True)
+            for _ in range(c.N)
         )
-        self.to_logits = nn.Linear(d_model, vocab)
+        self.to_logits = nn.Linear(c.d_model, c.vocab)
 
     def new_cache(self) -> list[KVCache]:
         """An empty key/value cache: one growing :class:`KVCache` per block."""

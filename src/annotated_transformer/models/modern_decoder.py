@@ -60,7 +60,7 @@ from annotated_transformer.blocks.positional import (
     RotaryPositions,
     SinusoidalPositions,
 )
-from annotated_transformer.models.decoder_only import check_lm_input
+from annotated_transformer.models.decoder_only import check_lm_input, check_sizes
 from annotated_transformer.models.encoder_decoder import count_parameters
 
 # The parts a config names, each a class (or a function that builds one); a new
@@ -120,11 +120,7 @@ class ModernConfig:
     eps: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("vocab", "N", "max_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"{name} must be a positive integer, got {getattr(self, name)}"
-                )
+        check_sizes(self, ("vocab", "N", "max_len"))
         check_choices(self.norm, self.positions, self.feed_forward)
         if self.d_ff is None:
             width = FEED_FORWARDS[self.feed_forward].width(4 * self.d_model)

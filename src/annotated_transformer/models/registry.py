@@ -16,19 +16,21 @@ model reads text. A new variant is a model file under ``models/`` (its layers un
 
 A builder takes the config (a ``LanguageModelConfig``: ``N``, ``d_model``, ``d_ff``,
 ``h``, ``dropout``, ``max_len`` and the variant's own options) and the vocabulary
-size, and passes every size to the model by keyword.
+size, and builds the model's own config object from it (:func:`model_config`:
+every field of the model's config that the task's config has), the one object the
+model passes to every layer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 from torch import nn
 
 from annotated_transformer.blocks.layers import TransformerBlock
-from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.models.gpt2 import GPT2LM
 from annotated_transformer.models.modern_decoder import (
     FEED_FORWARDS,
@@ -39,7 +41,10 @@ from annotated_transformer.models.modern_decoder import (
 from annotated_transformer.models.transformer_xl import (
     TransformerXLBlock,
     TransformerXLLM,
+    XLConfig,
 )
+
+C = TypeVar("C")
 
 
 @dataclass(frozen=True)
@@ -69,15 +74,17 @@ class Variant:
     samples: bool = True
 
 
-def sizes(config: Any) -> dict[str, Any]:
-    """The sizes every variant takes, by keyword: the one way they reach a model."""
-    names = ("d_model", "h", "N", "max_len", "d_ff", "dropout")
-    return {name: getattr(config, name) for name in names}
+def model_config(cls: type[C], config: Any, **given: Any) -> C:
+    """The model's config (a dataclass ``cls``) from the task's: each of its
+    fields that the task's config has, unless ``given``."""
+    names = [f.name for f in fields(cls) if f.name not in given]
+    taken = {n: getattr(config, n) for n in names if hasattr(config, n)}
+    return cls(**taken, **given)
 
 
 def build_2017(config: Any, vocab: int) -> DecoderLM:
     """Chapter 14's model: the 2017 block (post-norm, ReLU), learned positions."""
-    return DecoderLM(vocab=vocab, **sizes(config))
+    return DecoderLM(model_config(DecoderConfig, config, vocab=vocab))
 
 
 def build_modern(config: Any, vocab: int) -> ModernDecoderLM:
@@ -86,30 +93,24 @@ def build_modern(config: Any, vocab: int) -> ModernDecoderLM:
     width ``d_ff``; ``kv_heads=0`` means one key/value head per query head."""
     c = config
     width = FEED_FORWARDS[c.feed_forward].width(c.d_ff)
-    modern = ModernConfig(
-        vocab=vocab,
-        **(sizes(c) | {"d_ff": width}),
-        kv_heads=c.kv_heads or c.h,
-        norm=c.norm,
-        positions=c.positions,
-        feed_forward=c.feed_forward,
-        bias=c.bias,
+    modern = model_config(
+        ModernConfig, c, vocab=vocab, d_ff=width, kv_heads=c.kv_heads or c.h
     )
     return ModernDecoderLM(modern)
 
 
 def build_gpt2(config: Any, vocab: int) -> GPT2LM:
     """Chapter 16's GPT-2: pre-norm LayerNorm, GELU, tied embeddings."""
-    return GPT2LM(vocab=vocab, **sizes(config))
+    names = ("d_model", "h", "N", "max_len", "d_ff", "dropout")
+    return GPT2LM(vocab, **{name: getattr(config, name) for name in names})
 
 
 def build_xl(config: Any, vocab: int) -> TransformerXLLM:
     """Chapter 17's Transformer-XL: ``max_len``-byte segments, a memory of
     ``mem_len`` states per layer (None: one segment, ``max_len``)."""
-    c = config
-    xl_sizes = {k: v for k, v in sizes(c).items() if k != "max_len"}
-    mem_len = c.max_len if c.mem_len is None else c.mem_len
-    return TransformerXLLM(vocab=vocab, **xl_sizes, mem_len=mem_len)
+    mem_len = config.max_len if config.mem_len is None else config.mem_len
+    xl = model_config(XLConfig, config, vocab=vocab, mem_len=mem_len)
+    return TransformerXLLM(xl)
 
 
 MODERN_OPTIONS = ("kv_heads", "norm", "positions", "feed_forward", "bias")

@@ -28,6 +28,8 @@ tensor. Instead one matmul scores every query against every distance, and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
@@ -38,24 +40,50 @@ from annotated_transformer.blocks.relative_attention import (
 )
 
 
+@dataclass(frozen=True)
+class XLConfig:
+    """Chapter 17's model, its sizes: checked once, then the one object the model
+    and every block are built from (``TransformerXLLM(config)``).
+
+    mem_len: the states each layer keeps from earlier segments, by default (a
+    call may keep another number). No max_len: the relative attention has no
+    table to outgrow.
+    """
+
+    vocab: int = 256
+    d_model: int = 128
+    h: int = 4
+    N: int = 4
+    d_ff: int = 512
+    mem_len: int = 64
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.vocab < 1 or self.N < 1 or self.mem_len < 0:
+            raise ValueError(
+                f"need vocab >= 1, N >= 1, mem_len >= 0; got {self.vocab}, "
+                f"{self.N}, {self.mem_len}"
+            )
+
+
 class TransformerXLBlock(nn.Module):
     """Relative self-attention over [memory; x], then feed-forward,
     post-norm (as Transformer-XL).
 
     x = LayerNorm(x + dropout(RelAttn(x, memory)));
     x = LayerNorm(x + dropout(FFN(x)))
+    config: the sizes (:class:`XLConfig`).
     x: (batch, len, d_model); memory: (batch, mem_len, d_model) or None; mask as in
     :class:`RelativeMultiHeadAttention`. returns (batch, len, d_model)
     """
 
-    def __init__(
-        self, d_model: int, h: int, d_ff: int, dropout: float = 0.1
-    ) -> None:
+    def __init__(self, config: XLConfig) -> None:
         super().__init__()
-        self.attention = RelativeMultiHeadAttention(d_model, h, dropout)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        c = config
+        self.attention = RelativeMultiHeadAttention(c.d_model, c.h, c.dropout)
+        self.feed_forward = PositionwiseFeedForward(c.d_model, c.d_ff, c.dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
+        self.dropout = nn.Dropout(c.dropout)
 
     def forward(
         self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None
@@ -71,6 +99,8 @@ class TransformerXLLM(nn.Module):
     No position table: the relative attention supplies all positional information,
     so a segment may follow any amount of history.
 
+    config: the sizes (:class:`XLConfig`), the one object every block is built
+        from.
     forward(x, memories=None, mem_len=None) -> (logits, new_memories)
     x: integer (batch, len), ids in [0, vocab)
     memories: None (the first segment) or the ``new_memories`` of the previous call,
@@ -83,29 +113,14 @@ class TransformerXLLM(nn.Module):
         inputs to the block], detached.
     """
 
-    def __init__(
-        self,
-        vocab: int = 256,
-        d_model: int = 128,
-        h: int = 4,
-        N: int = 4,
-        d_ff: int = 512,
-        mem_len: int = 64,
-        dropout: float = 0.1,
-    ) -> None:
+    def __init__(self, config: XLConfig) -> None:
         super().__init__()
-        if vocab < 1 or N < 1 or mem_len < 0:
-            raise ValueError(
-                f"need vocab >= 1, N >= 1, mem_len >= 0; got {vocab}, {N}, "
-                f"{mem_len}"
-            )
-        self.vocab, self.mem_len = vocab, mem_len
-        self.embed = nn.Embedding(vocab, d_model)
-        self.dropout = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(
-            TransformerXLBlock(d_model, h, d_ff, dropout) for _ in range(N)
-        )
-        self.to_logits = nn.Linear(d_model, vocab)
+        c = self.config = config
+        self.vocab, self.mem_len = c.vocab, c.mem_len
+        self.embed = nn.Embedding(c.vocab, c.d_model)
+        self.dropout = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(TransformerXLBlock(c) for _ in range(c.N))
+        self.to_logits = nn.Linear(c.d_model, c.vocab)
 
     @staticmethod
     def _remember(memory: Tensor | None, h: Tensor, mem_len: int) -> Tensor:

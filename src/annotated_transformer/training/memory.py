@@ -73,7 +73,7 @@ from torch import Tensor, nn
 from torch.profiler import ProfilerActivity, profile
 
 from annotated_transformer.blocks.masks import make_std_mask, padding_mask
-from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.models.encoder_decoder import (
     make_transformer,
     parameter_formula,
@@ -623,9 +623,8 @@ def measured_training_memory(
     torch.manual_seed(seed)
     dev = torch.device(device)
     if kind == "lm":
-        model = DecoderLM(
-            vocab, d_model, h, N, max_len=length, d_ff=d_ff, dropout=dropout
-        ).to(dev)
+        config = DecoderConfig(vocab, d_model, h, N, length, d_ff, dropout)
+        model = DecoderLM(config).to(dev)
         x, y = torch.randint(vocab, (2, batch, length), generator=gen).to(dev)
 
         def loss_fn() -> Tensor:
