@@ -57,7 +57,7 @@ from annotated_transformer.evaluation.sampling import (
     next_byte_distribution,
     sample,
 )
-from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.runner import ensure_run, rows_with
 from annotated_transformer.tasks.lm import (
     PRESETS,
@@ -125,17 +125,20 @@ show_source(TransformerBlock)
 #
 # A byte embedding plus a learned position vector, $N$ causal blocks, and a linear layer to
 # 256 scores, one per possible next byte. The positions are learned, as in Bloem's `former`
-# and GPT, so the model cannot read more than `max_len` bytes at once: its *context*.
+# and GPT, so the model cannot read more than `max_len` bytes at once: its *context*. Its
+# sizes are one object, a `DecoderConfig`, checked once where it is made; the model builds
+# every part from it.
 
 # %%
-show_source(DecoderLM)
+show_source(DecoderConfig, DecoderLM)
 
 # %% [markdown]
 # The property everything rests on: the scores at position $t$ depend on bytes $1..t$ only.
 # Change the bytes after position 8 and the first 8 positions' logits do not move.
 
 # %%
-model = DecoderLM(d_model=32, h=4, N=2, max_len=32, d_ff=128).eval()
+small = DecoderConfig(d_model=32, h=4, N=2, max_len=32, d_ff=128)
+model = DecoderLM(small).eval()
 x = encode("[[Anarchism]] is a political")  # (1, 28)
 changed = x.clone()
 changed[0, 8:] = encode("XXXXXXXXXXXXXXXXXXXX")[0]
@@ -202,7 +205,8 @@ alt.Chart(
 # its own forward pass.
 
 # %%
-uniform = DecoderLM(d_model=32, h=4, N=2, max_len=16, d_ff=128).eval()
+small = DecoderConfig(d_model=32, h=4, N=2, max_len=16, d_ff=128)
+uniform = DecoderLM(small).eval()
 torch.nn.init.zeros_(uniform.to_logits.weight)  # the same scores for every byte:
 torch.nn.init.zeros_(uniform.to_logits.bias)  # p = 1/256 whatever the context
 text = splits["val"][:200]

@@ -255,7 +255,8 @@ show_source(relative_positions, rel_shift, RelativeMultiHeadAttention.forward)
 # %% [markdown]
 # ### The memory, and what it does to training
 #
-# `TransformerXLLM` runs the blocks over a segment, giving each block the memory of the
+# `TransformerXLLM`, built with every block from one `XLConfig` (its sizes and the `mem_len`
+# it trains with), runs the blocks over a segment, giving each block the memory of the
 # previous segment and returning, per block, the last `mem_len` of [memory; this segment's
 # input to the block], detached. Evaluation may keep more states than training did
 # (`mem_len=` in `forward`): the sinusoids of the position term exist for any distance.

@@ -60,7 +60,7 @@ from annotated_transformer.blocks.layers import TransformerBlock
 from annotated_transformer.book import viz
 from annotated_transformer.book.sizes import pick
 from annotated_transformer.book.source import show_source
-from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.training.checkpoints import full_state_dicts
 from annotated_transformer.training.distributed import wrap
 from annotated_transformer.training.memory import (
@@ -394,9 +394,10 @@ def lm_loss(model, batch):
 
 def small_lm():
     torch.manual_seed(0)
-    return DecoderLM(
+    config = DecoderConfig(
         vocab=30, d_model=16, h=2, N=2, max_len=12, d_ff=32, dropout=0.0
     )
+    return DecoderLM(config)
 
 
 def sgd(model):
@@ -465,9 +466,10 @@ show_source(checkpoint_blocks)
 # %%
 def gradients(checkpointed):
     torch.manual_seed(0)
-    model = DecoderLM(
+    config = DecoderConfig(
         vocab=50, d_model=32, h=4, N=3, max_len=16, d_ff=64, dropout=0.3
     )
+    model = DecoderLM(config)
     if checkpointed:
         checkpoint_blocks(model, (TransformerBlock,))
     torch.manual_seed(1)
@@ -489,9 +491,10 @@ print("checkpointed gradients equal the plain ones, dropout included")
 # %% tags=["nbval-ignore-output"]
 def lm_step_setup(N, checkpointed):
     torch.manual_seed(0)
-    model = DecoderLM(
+    config = DecoderConfig(
         vocab=256, d_model=128, h=4, N=N, max_len=128, d_ff=512, dropout=0.1
     )
+    model = DecoderLM(config)
     if checkpointed:
         checkpoint_blocks(model, (TransformerBlock,))
     x, y = torch.randint(
@@ -759,9 +762,10 @@ if pick(False, True):
     warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
     torch._inductor.config.force_disable_caches = True
     torch.manual_seed(0)
-    eager = DecoderLM(
+    config = DecoderConfig(
         vocab=256, d_model=128, h=4, N=2, max_len=64, d_ff=512, dropout=0.0
     )
+    eager = DecoderLM(config)
     tokens = torch.randint(
         0, 256, (16, 64), generator=torch.Generator().manual_seed(0)
     )
