@@ -247,6 +247,9 @@ def test_evaluation_may_keep_more_memory_than_training():
     assert [m.shape for m in memories] == [(B, 4, 16)] * 2
     with pytest.raises(ValueError, match="mem_len=-1 must be >= 0"):
         model(tokens(3), mem_len=-1)
+    for bad in ({"N": 0}, {"vocab": 0}, {"mem_len": -1}):
+        with pytest.raises(ValueError, match="need vocab >= 1, N >= 1, mem_len"):
+            XLConfig(**bad)  # refused where the config is made, in one line
 
 
 def test_lm_trains_through_one_segment_only():
