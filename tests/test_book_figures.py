@@ -1,6 +1,7 @@
 """Every figure a reader meets is read from a record or generated from a
-measurement: no time, score or lab note typed into the README, the preface, the
-teachers' page or a chapter's prose.
+measurement: no time, score or lab note typed into the README, any page of the
+site written by hand (the preface, the teachers' page, troubleshooting, the
+references, contributing) or a chapter's prose.
 
 What the text may hold: a figure followed by its record's marker (checked
 against the record by ``test_records``), the generated Time lines and time
@@ -26,16 +27,22 @@ from annotated_transformer.book import times
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
-PAGES = [
-    ROOT / "README.md",
-    ROOT / "book" / "intro.md",
-    ROOT / "book" / "teachers.md",
-]
 GENERATED = "results"  # the Results page: its figures are the records'
+# Every page of the site written by hand (the chapters are read from their .py),
+# as the table of contents lists them, and the README.
+SITE = re.findall(
+    r"(?:root|file):\s*(\S+)", (ROOT / "book" / "_toc.yml").read_text()
+)
+PAGES = [ROOT / "README.md"] + [
+    ROOT / "book" / f"{name}.md"
+    for name in SITE
+    if not name.startswith("notebooks/") and name != GENERATED
+]
 
 # Inline code and math.
 CODE = re.compile(r"`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]*\$", re.S)
 LINK = re.compile(r"\]\([^)]*\)")
+URL = re.compile(r"<https?://[^>\s]*>")  # an address (an arXiv number) is no figure
 COMMENT = re.compile(r"<!--.*?-->", re.S)
 # A time: a unit after a number or a word of quantity, or a magnitude without
 # one ("takes hours", "in minutes", "minutes on a CPU").
@@ -93,7 +100,7 @@ def prose(text: str) -> str:
     text = re.sub(r"^(?:# )?- \*\*Time:\*\*.*$", "", text, flags=re.M)
     text = page.CITED.sub("FIGURE", SOURCED.sub("FIGURE", CODE.sub(" ", text)))
     text = re.sub(r"FIGURE\s+(?:minutes|hours|seconds)\b", "FIGURE", text)
-    return COMMENT.sub(" ", LINK.sub("]", text))
+    return COMMENT.sub(" ", LINK.sub("]", URL.sub(" ", text)))
 
 
 def chapter_prose(py: Path) -> str:
@@ -172,6 +179,8 @@ REFUSED = [
     "## Open questions",
     "measured on a borrowed machine",
     "costs 15% more per step",
+    "`tiny` (seconds to minutes on a CPU) is required",
+    "says how to point it at a 3.11:",
 ]
 ACCEPTED = [
     "100,000 steps (12 hours<!-- source Vaswani et al. 2017 --> on 8 GPUs)",
@@ -183,6 +192,7 @@ ACCEPTED = [
     "selected with probability 0.15<!-- source Devlin et al. 2019 -->",
     "around 88–89 %<!-- source Maas et al. 2011 -->; 85%<!-- source Bloem 2019 -->",
     "3.566<!-- record e8-fixed-cpu metrics.validation.bits_per_byte --> bits",
+    "Layer Normalization.* 2016. <https://arxiv.org/abs/1607.06450>",
 ]
 
 
@@ -243,3 +253,9 @@ def test_read_times_are_stated_once():
             starts = (f"| [{ch.number:02d} ·", f"| {ch.number:02d} ")
             row = next(r for r in block[0].splitlines() if r.startswith(starts))
             assert f"| {ch.read} min |" in row, (path.name, row)
+
+
+def test_every_page_of_the_site_is_read():
+    """Each page under book/ but the generated Results page is checked."""
+    written = {p for p in (ROOT / "book").glob("*.md")}
+    assert written <= set(PAGES), sorted(str(p) for p in written - set(PAGES))
