@@ -259,3 +259,38 @@ def test_every_page_of_the_site_is_read():
     """Each page under book/ but the generated Results page is checked."""
     written = {p for p in (ROOT / "book").glob("*.md")}
     assert written <= set(PAGES), sorted(str(p) for p in written - set(PAGES))
+
+
+# Talk of the CI-size run. The story is told at the size of the stored outputs;
+# what a CI build does differently is said once, in a chapter's one hidden
+# admonition whose title names the CI size.
+CI_TALK = re.compile(r"\bCI\b|\bAT_SIZE\b|continuous[- ]integration", re.I)
+CI_NOTE = re.compile(
+    r"^```\{admonition\}[^\n]*\bCI size\n:class: dropdown\n.*?^```$", re.S | re.M
+)
+
+
+def ci_talk(text: str) -> list[str]:
+    """What in a chapter's prose speaks of the CI run outside its CI note."""
+    notes = CI_NOTE.findall(text)
+    found = [f"{len(notes)} CI notes, not one"] if len(notes) > 1 else []
+    rest = without_code_blocks(CI_NOTE.sub("", text))
+    return found + [
+        rest[max(0, m.start() - 40) : m.end() + 40] for m in CI_TALK.finditer(rest)
+    ]
+
+
+@pytest.mark.parametrize("py", CHAPTERS, ids=lambda p: p.stem)
+def test_ci_size_notes_stay_in_one_hidden_note(py):
+    assert not ci_talk(chapter_prose(py)), ci_talk(chapter_prose(py))
+
+
+def test_the_ci_check_refuses_ci_talk_in_the_story():
+    note = "```{admonition} Where it comes from, and CI size\n:class: dropdown\n"
+    assert not ci_talk(f"{note}In CI it trains `tiny`.\n```\nThe story.")
+    assert ci_talk(f"{note}In CI it trains `tiny`.\n```\nThe CI build trains it.")
+    assert ci_talk("from 16 to 128 tokens (64 at CI size)")
+    assert ci_talk("Set `AT_SIZE=ci` for the small run.")
+    assert ci_talk("`tiny` (what continuous integration runs)")
+    assert ci_talk("```{admonition} CI size\nIn CI it trains `tiny`.\n```")  # shown
+    assert ci_talk(2 * f"{note}In CI.\n```\n")  # two notes
