@@ -59,10 +59,14 @@ TIMED = re.compile(
 )
 # The project's own issues (another project's is cited as "issue #122").
 ISSUE = re.compile(r"\bissues?\s+\d+", re.I)
-# A measured-looking figure: two decimals or more, or a percentage (not a version).
+# A measured-looking figure: two decimals or more, a percentage (not a version),
+# or a score with one decimal ("3.9 bits", "from 2.4 to above 5 bits", "0.9
+# BLEU"; a setting such as "version 2.4" or "dropout 0.1" names no score's unit).
 DECIMAL = re.compile(
     r"(?<!Python )(?<!PyTorch \()(?<![\w.])\d[\d,]*\.\d{2,}(?![\w.])"
     r"|\d+(?:\.\d+)?\s?%"
+    r"|(?<![\w.])\d+\.\d(?=(?:\s*(?:to|–)\s*(?:above\s+)?\d[\d.]*)?"
+    r"\s*(?:bits|(?:sacre)?BLEU)\b)"
 )
 # A figure quoted from a publication: the number (a "%" or one word may follow),
 # then the comment naming the publication.
@@ -181,6 +185,9 @@ REFUSED = [
     "costs 15% more per step",
     "`tiny` (seconds to minutes on a CPU) is required",
     "says how to point it at a 3.11:",
+    "the loss jumps from 2.4 to above 5 bits",
+    "then climbs to 3.9 bits on 512-byte windows",
+    "beam 4 gains 0.9 sacreBLEU over greedy",
 ]
 ACCEPTED = [
     "100,000 steps (12 hours<!-- source Vaswani et al. 2017 --> on 8 GPUs)",
@@ -193,6 +200,8 @@ ACCEPTED = [
     "around 88–89 %<!-- source Maas et al. 2011 -->; 85%<!-- source Bloem 2019 -->",
     "3.566<!-- record e8-fixed-cpu metrics.validation.bits_per_byte --> bits",
     "Layer Normalization.* 2016. <https://arxiv.org/abs/1607.06450>",
+    "PyTorch has had it since version 2.4; dropout 0.1, Adam's β₁ 0.9",
+    "temperature 0.8, top-k 40; 5 bits is more than 2 bits",
 ]
 
 
