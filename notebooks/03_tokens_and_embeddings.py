@@ -657,7 +657,8 @@ viz.heatmap(
 # ## Summary
 #
 # - Word vocabularies keep growing with the corpus and still leave unknown words; characters
-#   never fail but make sequences 4.7 (English) to 5.7 (German) times longer and attention 22 to 32 times costlier.
+#   never fail but make sequences several times longer, and attention the square of that
+#   costlier (the section on characters prints both, for English and German).
 # - BPE learns a vocabulary of frequent pieces from the data: common words whole, rare words in
 #   pieces, nothing unknown. The package's learner agrees merge for merge with Hugging Face's.
 # - `Vocab` maps tokens ↔ ids, with specials and a default for the unknown; `Embeddings` maps
