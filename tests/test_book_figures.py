@@ -10,7 +10,9 @@ generated as a whole. What it may not: any other time (a number or a word such a
 "hours" before a unit of time), an unmarked decimal or percentage, an issue
 number, a lab note, a validation score called a test score. A figure a chapter's
 cell measures is printed by that cell, not typed into the prose; one quoted from
-a publication is followed by ``<!-- source AUTHOR YEAR -->``.
+a publication is followed by ``<!-- source AUTHOR YEAR -->``. And a chapter's
+story is told at the size of its stored outputs: what a CI build does differently
+is said in one hidden admonition.
 """
 
 from __future__ import annotations
