@@ -516,8 +516,8 @@ print(
 # The measurements follow the analysis. In the post-norm stacks the top layer's gradient stays
 # of the same size at every depth (it even grows a little), and in the 24-layer stack it is the
 # largest of all layers. In the pre-norm stacks it shrinks as layers are added — roughly like
-# $1/\sqrt{L}$: the last column, the gradient times $\sqrt{L}$, stays within a factor of about
-# 1.3 while the depth grows eightfold — and within a pre-norm stack the gradients are largest
+# $1/\sqrt{L}$: the last column, the gradient times $\sqrt{L}$, stays nearly level while the
+# depth grows eightfold — and within a pre-norm stack the gradients are largest
 # near the input, not at the top. An optimiser's first steps therefore move a pre-norm stack
 # gently, with no oversized steps at the top; a post-norm stack needs its learning rate warmed
 # up (the paper warms up over 4,000 steps, [chapter 08](08_training.ipynb)) before it can take full-sized steps.

@@ -429,8 +429,8 @@ show_source(Translation.batches)
 show_source(TrainConfig, TranslationConfig)
 
 # %% [markdown]
-# A *preset* is such a config with its values filled in. Three matter here: `tiny` (what
-# continuous integration runs: a model that learns next to nothing), `cpu` (the size
+# A *preset* is such a config with its values filled in. Three matter here: `tiny` (a model
+# that learns next to nothing, to check quickly that everything runs), `cpu` (the size
 # of this chapter: 3 + 3 layers, d_model 256, all training pairs, one byte-pair vocabulary
 # shared by both languages, packed random batches; its training time is in the Time line above) and `base` (for a GPU: the paper's base size, 6 + 6 layers and d_model 512, but with
 # word vocabularies and untied embeddings, as the table shows). Compared with

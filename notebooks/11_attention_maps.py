@@ -266,8 +266,8 @@ def layer_grids(kind: str) -> alt.VConcatChart:
 # three pieces, `▁R`, `epar`, `ieren`, and all three give most of their weight to `epar`,
 # so the word's pieces read as one; whole words (`Leute`, `▁Dach`, `▁Hauses`) look at
 # themselves. Every head of layer 1 sends `ieren` to `epar`. By
-# layer 3 the rows have spread out: in head 3 no key gets more than about 0.4 of any row's
-# weight. (Hover over a cell for its value.)
+# layer 3 the rows have spread out: in head 3 no key gets most of any row's weight. (Hover
+# over a cell for its value.)
 
 # %% tags=["nbval-ignore-output"]
 # (the tiny model of a CI build has fewer layers and heads)
@@ -301,7 +301,8 @@ layer_grids("decoder self-attention")
 # is "roof"), the row `▁a` on `▁Hauses` ("house"), the row `▁fixing` on `▁Dach` (next
 # comes "the roof"), and the rows `People` and `▁are` more than half of theirs on `epar`, a
 # piece of "Reparieren" ("are fixing"). That is a word alignment, one step ahead. Most heads of
-# layers 2 and 3 find the same cells (`▁the` → `▁Dach` above 0.9 in 13 of their 16).
+# layers 2 and 3 find the same cells (`▁the` → `▁Dach` among them: the grids below show
+# every head).
 
 # %% tags=["nbval-ignore-output"]
 strongest("decoder-source attention", layer=min(2, n_layers), head=1)

@@ -75,8 +75,13 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # Classification is a task of the book's runner ([chapter 10](10_translation_multi30k.ipynb)): a config dataclass, and the
 # command line's presets are named configs. The book trains the `cpu` preset (8.2<!-- record imdb-cpu train_minutes -->
 # minutes of training on one CPU core; the run below is read from its record,
-# `results/imdb-cpu`); a continuous-integration run of this chapter trains the `tiny` one
-# through the same code.
+# `results/imdb-cpu`).
+#
+# ```{admonition} CI size
+# :class: dropdown
+# In CI this chapter trains the `tiny` preset through the same code instead of reading the
+# `cpu` run's record.
+# ```
 
 # %% tags=["hide-output", "nbval-ignore-output"]
 preset = pick(ci="tiny", full="cpu")

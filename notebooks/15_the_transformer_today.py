@@ -540,8 +540,9 @@ viz.line_chart(
 # whole-split scores. Past it, three ways of failing and one success:
 #
 # - **Sinusoids break at once.** Position 128 adds a vector the model has never seen added; the
-#   combination of phases is new, and the loss jumps from 2.4 to above 5 bits.
-# - **RoPE holds for a few dozen positions, then climbs** to 3.9 bits on 512-byte windows. Scores
+#   combination of phases is new, and the loss jumps there (the chart).
+# - **RoPE holds for a few dozen positions, then climbs** (the chart; the table has its mean
+#   on 512-byte windows). Scores
 #   still depend on the offset only, but offsets beyond 127 turn the slow feature pairs to angles
 #   that training never produced: the pairs whose wavelength exceeds 128 positions only ever
 #   covered part of their circle. This is why long-context models rescale RoPE's frequencies

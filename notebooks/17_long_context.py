@@ -735,8 +735,8 @@ alt.vconcat(*charts)
 # Read the slopes on the log-log axes: doubling n multiplies the explicit form's time and
 # memory by about 4 (quadratic); the fused kernel never stores the matrix, so its memory grows
 # only linearly, but its time still grows by 3 to 4× per doubling at the long end; the
-# block-sparse kernels grow by about 2.5× per doubling in both, on average over the range
-# (n√n would be 2.8×; single steps are noisy). In the stored run, at 8,192 positions, the
+# block-sparse kernels grow a little below n√n in both (which multiplies by 2√2 per
+# doubling), on average over the range; single steps are noisy. In the stored run, at 8,192 positions, the
 # block-sparse kernels took about a sixth of the fused kernel's time and less than a tenth
 # of the explicit form's memory; the fused kernel's memory stays the smallest of all,
 # because it recomputes instead of storing.
