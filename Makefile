@@ -59,7 +59,8 @@ NOTEBOOK_ENV := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 SITE := book/_build/html
 CHAPTERS := $(sort $(wildcard notebooks/[0-9][0-9]_*.py))
-NBVAL := -p no:cacheprovider --nbval --nbval-current-env --nbval-cell-timeout=900 \
+NBVAL := -p no:cacheprovider -p annotated_transformer.book.nbval_json \
+         --nbval --nbval-current-env --nbval-cell-timeout=900 \
          --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: help setup doctor lock test book lint unit nbval site site-check chromium sync format records \

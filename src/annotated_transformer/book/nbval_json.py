@@ -1,4 +1,6 @@
-"""nbval, for the chapters: JSON outputs are compared as text, like the others.
+"""A pytest plugin for nbval, loaded by ``make nbval`` (``-p
+annotated_transformer.book.nbval_json``): JSON outputs are compared as text, like
+the others.
 
 A chart is stored as a Vega-Lite MIME bundle (a JSON object, see
 ``annotated_transformer.book.rendering``). nbval applies the patterns of
@@ -6,7 +8,8 @@ A chart is stored as a Vega-Lite MIME bundle (a JSON object, see
 outputs that are strings and compares the rest exactly, so a chart stored on one
 CPU would fail on another by a last digit. Here a JSON output is written out as
 sorted, indented text first (whole numbers as ints, as JupyterLab saves them), and
-then sanitized and compared like any text.
+then sanitized and compared like any text. (A plugin here rather than a
+``conftest.py`` beside the chapters: every ``.py`` in ``notebooks/`` is a chapter.)
 """
 
 import json
