@@ -16,12 +16,12 @@
 # - **It assumes** [chapter 08](08_training.ipynb).
 # - **Time:** about 20 minutes to read; it runs in under a minute.
 #
-# ```{admonition} CI size
+# :::{admonition} CI size
 # :class: dropdown
 # The stored outputs on this page are the chapter's full run. In CI the model is narrower
 # ($d_{model}$ = 32, 2 heads) and trains for 400 steps instead of 1,200, is tested on 500
 # sequences instead of 2,000, and decodes up to 64 tokens, not 128, in the speed test.
-# ```
+# :::
 #
 # Before training on real translations, which takes far longer and can fail for a hundred reasons,
 # the Annotated Transformer trains on the simplest sequence-to-sequence task there is: given a

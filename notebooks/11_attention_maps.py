@@ -16,7 +16,7 @@
 # - **It assumes** [chapter 10](10_translation_multi30k.ipynb) (its trained model).
 # - **Time:** about 10 minutes to read; it runs in under a minute from its run's record; training its run took 128.3 minutes on one CPU thread.
 #
-# ```{admonition} Where the outputs come from, and CI size
+# :::{admonition} Where the outputs come from, and CI size
 # :class: dropdown
 # The maps on this page are those of [chapter 10](10_translation_multi30k.ipynb)'s `cpu`-preset model, read from its record
 # `results/translate-cpu` (weights included), which was trained with
@@ -26,7 +26,7 @@
 #
 # In CI the chapter draws the same maps for the `tiny` model, which has learned next to
 # nothing: its attention is close to uniform.
-# ```
+# :::
 #
 # A Transformer translates with three kinds of attention, and every layer has its own heads
 # of each kind:

@@ -16,7 +16,7 @@
 # - **It assumes** [chapter 10](10_translation_multi30k.ipynb), and [chapter 09](09_copy_task.ipynb) for beam search.
 # - **Time:** about 15 minutes to read; it runs in about 9 minutes from its runs' records; training its 11 runs took 27.4–128.3 minutes each on one CPU thread.
 #
-# ```{admonition} Where the outputs come from, and CI size
+# :::{admonition} Where the outputs come from, and CI size
 # :class: dropdown
 # The stored outputs on this page come from [chapter 10](10_translation_multi30k.ipynb)'s `cpu`-preset run (trained once from
 # the repository root with
@@ -25,7 +25,7 @@
 # says what they took).
 # In CI everything runs at the `tiny` size, where every BLEU score is near zero and every
 # difference between them is noise.
-# ```
+# :::
 #
 # The paper's base model owes part of its score to details that are easy to overlook. This
 # chapter takes three of them, shows how each is done with the package, and measures what

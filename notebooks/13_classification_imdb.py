@@ -77,11 +77,11 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # minutes of training on one CPU core; the run below is read from its record,
 # `results/imdb-cpu`).
 #
-# ```{admonition} CI size
+# :::{admonition} CI size
 # :class: dropdown
 # In CI this chapter trains the `tiny` preset through the same code instead of reading the
 # `cpu` run's record.
-# ```
+# :::
 
 # %% tags=["hide-output", "nbval-ignore-output"]
 preset = pick(ci="tiny", full="cpu")

@@ -16,13 +16,13 @@
 # - **It assumes** [chapter 06](06_masks.ipynb), [chapter 07](07_the_full_model.ipynb) and [chapter 13](13_classification_imdb.ipynb).
 # - **Time:** about 15 minutes to read; it runs in under a minute from its run's record; training its run took 26.0 minutes on one CPU thread.
 #
-# ```{admonition} Where the outputs come from, and CI size
+# :::{admonition} Where the outputs come from, and CI size
 # :class: dropdown
 # The stored outputs on this page come from the `cpu` preset, read from its record,
 # `results/e6-cpu` (the command that trained it is given with the presets below). In CI
 # the chapter trains the `tiny` preset afresh instead and samples 256 bytes, not 1,024: a
 # model that small pays for a `]` about as much as its rarity, so compare the stored outputs.
-# ```
+# :::
 #
 # The translation model of Part IV has two stacks: an encoder reads the source, a decoder
 # writes the target one token at a time while looking back at what it wrote and across at the

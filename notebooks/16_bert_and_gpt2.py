@@ -16,13 +16,13 @@
 # - **It assumes** [chapter 13](13_classification_imdb.ipynb), [chapter 14](14_generation_characters.ipynb) and [chapter 15](15_the_transformer_today.ipynb).
 # - **Time:** about 30 minutes to read; it runs in about 4 minutes from its runs' records; training its 7 runs took 8.2–251.7 minutes each on one or two CPU threads.
 #
-# ```{admonition} Where the outputs come from, and CI size
+# :::{admonition} Where the outputs come from, and CI size
 # :class: dropdown
 # The stored outputs on this page come from the `cpu`-size runs named in each section,
 # trained once from the repository root (the commands are printed with the results; the
 # Time line above says what they took). At CI size every section trains its `tiny` size
 # instead, where the numbers mean nothing.
-# ```
+# :::
 #
 # The 2017 model was an encoder-decoder for translation. Within two years its blocks had
 # been rearranged into the models that every later system descends from. This chapter and

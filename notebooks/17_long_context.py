@@ -16,13 +16,13 @@
 # - **It assumes** [chapter 14](14_generation_characters.ipynb), [chapter 15](15_the_transformer_today.ipynb) and [chapter 16](16_bert_and_gpt2.ipynb).
 # - **Time:** about 25 minutes to read; it runs in about 2 minutes from its runs' records; training its 4 runs took 3.6–26.4 minutes each on one CPU thread.
 #
-# ```{admonition} Where the outputs come from, and CI size
+# :::{admonition} Where the outputs come from, and CI size
 # :class: dropdown
 # The stored outputs on this page come from the `cpu`-size runs named in each section,
 # trained once from the repository root (the commands are printed with the results; the
 # Time line above says what they took). At CI size every section trains its `tiny` size
 # instead, and times attention at shorter lengths, where the numbers mean nothing.
-# ```
+# :::
 #
 # [Chapter 16](16_bert_and_gpt2.ipynb) changed what a transformer is trained *for* (BERT, GPT-2).
 # This chapter changes how far it can see. A model that reads windows of $n$ tokens pays for

@@ -277,7 +277,7 @@ def test_every_page_of_the_site_is_read():
 # admonition whose title names the CI size.
 CI_TALK = re.compile(r"\bCI\b|\bAT_SIZE\b|continuous[- ]integration", re.I)
 CI_NOTE = re.compile(
-    r"^```\{admonition\}[^\n]*\bCI size\n:class: dropdown\n.*?^```$", re.S | re.M
+    r"^:::\{admonition\}[^\n]*\bCI size\n:class: dropdown\n.*?^:::$", re.S | re.M
 )
 
 
@@ -297,11 +297,11 @@ def test_ci_size_notes_stay_in_one_hidden_note(py):
 
 
 def test_the_ci_check_refuses_ci_talk_in_the_story():
-    note = "```{admonition} Where it comes from, and CI size\n:class: dropdown\n"
-    assert not ci_talk(f"{note}In CI it trains `tiny`.\n```\nThe story.")
-    assert ci_talk(f"{note}In CI it trains `tiny`.\n```\nThe CI build trains it.")
+    note = ":::{admonition} Where it comes from, and CI size\n:class: dropdown\n"
+    assert not ci_talk(f"{note}In CI it trains `tiny`.\n:::\nThe story.")
+    assert ci_talk(f"{note}In CI it trains `tiny`.\n:::\nThe CI build trains it.")
     assert ci_talk("from 16 to 128 tokens (64 at CI size)")
     assert ci_talk("Set `AT_SIZE=ci` for the small run.")
     assert ci_talk("`tiny` (what continuous integration runs)")
-    assert ci_talk("```{admonition} CI size\nIn CI it trains `tiny`.\n```")  # shown
-    assert ci_talk(2 * f"{note}In CI.\n```\n")  # two notes
+    assert ci_talk(":::{admonition} CI size\nIn CI it trains `tiny`.\n:::")  # shown
+    assert ci_talk(2 * f"{note}In CI.\n:::\n")  # two notes
