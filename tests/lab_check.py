@@ -69,8 +69,9 @@ CHARTS_DRAWN = f"""() => [...{ROOT_NODE}.querySelectorAll({CHART})]
 # Markdown cells as the reader sees them (jupyterlab-myst renders into them).
 MARKDOWN_TEXT = f"""() => [...{ROOT_NODE}.querySelectorAll('.jp-MarkdownCell')]
     .map(el => el.innerText).join('\\n')"""
+# Admonitions as jupyterlab-myst draws them: an aside, or a details (a dropdown).
 ADMONITIONS = f"""() => {ROOT_NODE}.querySelectorAll(
-    '.jp-MarkdownCell aside.myst-admonition').length"""
+    '.jp-MarkdownCell .myst-admonition').length"""
 # Figures in markdown cells, and how many of them loaded.
 FIGURES = f"""() => {{ const images = [...{ROOT_NODE}.querySelectorAll(
     '.jp-MarkdownCell img')];
