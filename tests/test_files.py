@@ -3,17 +3,21 @@ disk is one clear error."""
 
 import errno
 import json
+import os
 from pathlib import Path
 from typing import BinaryIO
 
 import pytest
 
 from annotated_transformer.files import (
+    DamagedFileError,
     DiskFullError,
     atomic_copy,
     atomic_write,
     is_disk_full,
     is_stale,
+    open_regular,
+    read_json,
     write_json,
 )
 
@@ -103,3 +107,32 @@ def test_a_temporary_file_is_stale_only_when_its_writer_is_gone(tmp_path):
 
     atomic_write(tmp_path / "a.json", look)
     assert seen and seen[0].startswith(f".a.json.{os.getpid()}.")
+
+
+def test_only_regular_files_inside_their_folder_are_opened(tmp_path):
+    """open_regular: a FIFO (whose opening would wait for a writer for ever), a
+    device or a folder is refused at once; inside a folder, a link out of it
+    is refused, a link within it followed."""
+    folder = tmp_path / "record"
+    folder.mkdir()
+    (folder / "a.json").write_text('{"a": 1}')
+    (tmp_path / "outside.json").write_text('{"b": 2}')
+    os.mkfifo(folder / "fifo.json")
+    (folder / "within.json").symlink_to("a.json")
+    (folder / "out.json").symlink_to(tmp_path / "outside.json")
+    (folder / "up.json").symlink_to(Path("..") / "outside.json")
+    with open_regular(folder / "within.json", folder) as f:
+        assert f.read() == b'{"a": 1}'
+    assert read_json(folder / "a.json", "fix", inside=folder) == {"a": 1}
+    refused = {
+        folder / "fifo.json": "is a FIFO, not a regular file: fix it",
+        Path(os.devnull): "is a character device, not a regular file",
+        folder: "is a folder, not a regular file",
+    }
+    for path, said in refused.items():
+        with pytest.raises(DamagedFileError, match=said):
+            open_regular(path, fix="fix it")
+    for name in ("out.json", "up.json"):
+        with pytest.raises(DamagedFileError, match="is a link that leads out of"):
+            read_json(folder / name, "fix", inside=folder)
+    assert read_json(folder / "out.json", "fix") == {"b": 2}  # no folder given

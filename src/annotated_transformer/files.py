@@ -8,6 +8,9 @@ folder, flushed to disk (fsync), then renamed over the old one with
 (or quota) is one :class:`DiskFullError` that says what ran out, however deep the
 writer (torch, json) wrapped the ``ENOSPC``. A JSON file that a run or a record
 keeps is read back by :func:`read_json`, which names the file when it is damaged.
+Every file read back is opened by :func:`open_regular`: a regular file only (a
+FIFO would block the reader for ever), and inside its folder (a link that leads
+out of it is refused).
 
 Only the standard library: the data layer and the command line's error handling
 use it too.
@@ -19,6 +22,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -139,10 +143,52 @@ def is_disk_full(error: BaseException | None) -> bool:
     return False
 
 
-def atomic_copy(source: str | os.PathLike, target: str | os.PathLike) -> Path:
-    """Copy ``source`` to ``target`` atomically (see :func:`atomic_write`)."""
-    with open(source, "rb") as f:
+def atomic_copy(
+    source: str | os.PathLike,
+    target: str | os.PathLike,
+    inside: str | os.PathLike | None = None,
+) -> Path:
+    """Copy the regular file ``source`` (inside the folder ``inside``, when given:
+    :func:`open_regular`) to ``target`` atomically (see :func:`atomic_write`)."""
+    with open_regular(source, inside) as f:
         return atomic_write(target, lambda out: shutil.copyfileobj(f, out))
+
+
+KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a folder",
+}
+
+
+def open_regular(
+    path: str | os.PathLike,
+    inside: str | os.PathLike | None = None,
+    fix: str = "put the file itself in its place",
+) -> BinaryIO:
+    """``path`` opened for reading in binary, when it is a regular file (and, with
+    ``inside``, one within that folder once every link is followed); anything else
+    is one :class:`DamagedFileError` naming it and ending with ``fix``.
+
+    The file is opened without blocking and checked on the open descriptor
+    (``fstat``): a FIFO, whose opening waits for a writer, is refused at once, and
+    nothing can swap the file between the check and the read."""
+    path = Path(path)
+    real = path.resolve() if inside is not None else path
+    if inside is not None and not real.is_relative_to(Path(inside).resolve()):
+        raise DamagedFileError(
+            f"{path} is a link that leads out of {inside} (to {real}): {fix}"
+        )
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(real, flags)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = KINDS.get(stat.S_IFMT(mode), "a special file")
+        raise DamagedFileError(f"{path} is {kind}, not a regular file: {fix}")
+    return open(fd, "rb")
 
 
 def write_json(path: str | os.PathLike, value: Any) -> Path:
@@ -153,16 +199,33 @@ def write_json(path: str | os.PathLike, value: Any) -> Path:
 
 
 def read_json(
-    path: str | os.PathLike, fix: str, needs: dict[str, type | tuple] | None = None
+    path: str | os.PathLike,
+    fix: str,
+    needs: dict[str, type | tuple] | None = None,
+    inside: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """The JSON object in ``path`` (a run's ``metrics.json``, a record's
-    ``record.json``, ...). Anything else is one :class:`DamagedFileError` that
-    names the file and ends with ``fix`` (what to do): text that is not JSON, JSON
-    that is not an object, or an object without one of ``needs``' keys or whose
-    value there is not of that key's type(s)."""
+    ``record.json``, ...), a regular file (inside the folder ``inside``, when
+    given: :func:`open_regular`). Anything else is one :class:`DamagedFileError`
+    that names the file and ends with ``fix`` (what to do): text that is not JSON,
+    JSON that is not an object, or an object without one of ``needs``' keys or
+    whose value there is not of that key's type(s)."""
     path = Path(path)
+    with open_regular(path, inside, fix) as f:
+        data = f.read()
+    return parse_json(data, path, fix, needs)
+
+
+def parse_json(
+    data: bytes,
+    path: str | os.PathLike,
+    fix: str,
+    needs: dict[str, type | tuple] | None = None,
+) -> dict[str, Any]:
+    """The JSON object in ``data``, the bytes read from ``path``, checked as
+    :func:`read_json` checks it."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         problem = f"is not valid JSON ({error})"
         raise DamagedFileError(f"{path} {problem}: {fix}") from None
