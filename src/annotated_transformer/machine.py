@@ -9,6 +9,7 @@ into the run's record.
 
 from __future__ import annotations
 
+import os
 import platform
 import shlex
 import subprocess
@@ -18,7 +19,7 @@ from typing import Any
 
 import torch
 
-from annotated_transformer.files import read_json, write_json
+from annotated_transformer.files import DamagedFileError, read_json, write_json
 
 PROVENANCE = "provenance.json"
 
@@ -60,13 +61,31 @@ def describe(device: torch.device | str = "cpu") -> dict[str, Any]:
     }
 
 
-def git_commit(folder: str | Path) -> dict[str, Any] | None:
-    """The commit checked out in the repository holding ``folder``, and whether
-    tracked files differed from it (``dirty``); None outside a git repository."""
+# git, told to run no program that a repository's configuration names: no file
+# system monitor, no hooks, no external diff, no system-wide configuration, and no
+# index refresh written back (which would call the post-index-change hook).
+GIT = (
+    "git",
+    "-c", "core.fsmonitor=false",
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "diff.external=",
+    "--no-optional-locks",
+)  # fmt: skip
+CODE = Path(__file__).parent  # the checkout this program runs from
+
+
+def git_commit(folder: str | Path = CODE) -> dict[str, Any] | None:
+    """The commit checked out in the repository holding ``folder`` (default: this
+    program's own code), and whether tracked files differed from it (``dirty``);
+    None outside a git repository. Read with :data:`GIT`: a repository that
+    configures a program to run runs nothing."""
 
     def git(*args: str) -> str:
-        command = ["git", "-C", str(folder), *args]
-        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        command = [*GIT, "-C", str(folder), *args]
+        env = os.environ | {"GIT_CONFIG_NOSYSTEM": "1"}
+        done = subprocess.run(
+            command, capture_output=True, text=True, check=True, env=env
+        )
         return done.stdout
 
     try:
@@ -90,19 +109,55 @@ def provenance(device: torch.device | str) -> dict[str, Any]:
     """The machine, command and code's commit of a run starting now."""
     return {
         "command": command_line(),
-        "git": git_commit(Path(__file__).parent),  # the code that trains
+        "git": git_commit(),  # the code that trains
         "machine": describe(device),
     }
 
 
 def read_provenance(path: str | Path) -> dict[str, Any]:
-    """A run's ``provenance.json``; a damaged one is one line that names it."""
+    """A run's ``provenance.json``, read as data (inside its run's folder); a
+    damaged one, or one whose parts are not what :func:`write_provenance` writes,
+    is one line that names it."""
+    path = Path(path)
     fix = (
         "it is written when the run starts: delete it (the run writes it "
         "again; a record of it then asks for --threads)"
     )
     needs = {"machine": dict, "resumed": (list, type(None))}
-    return read_json(path, fix, needs)
+    saved = read_json(path, fix, needs, inside=path.parent)
+    git = saved.get("git")
+    if not (git is None or _is_commit(git)):
+        raise DamagedFileError(f"{path} has a wrong 'git': {fix}")
+    if not resumed_fits(saved.get("resumed")):
+        raise DamagedFileError(f"{path} has a wrong 'resumed' entry: {fix}")
+    if not isinstance(saved.get("command"), str | type(None)):
+        raise DamagedFileError(f"{path} has a wrong 'command': {fix}")
+    return saved
+
+
+def resumed_fits(resumed: Any) -> bool:
+    """Is ``resumed`` what :func:`write_provenance` writes as a run's
+    ``resumed`` (and a record copies): None, or a list of parts, each with the
+    step it started at and its machine?"""
+    parts = {"step": int, "machine": dict}
+    return resumed is None or (
+        isinstance(resumed, list)
+        and all(
+            isinstance(part, dict)
+            and all(isinstance(part.get(k), kind) for k, kind in parts.items())
+            and (part.get("git") is None or _is_commit(part["git"]))
+            for part in resumed
+        )
+    )
+
+
+def _is_commit(git: Any) -> bool:
+    """Is ``git`` what :func:`git_commit` gives for a repository?"""
+    return (
+        isinstance(git, dict)
+        and isinstance(git.get("commit"), str)
+        and isinstance(git.get("dirty"), bool)
+    )
 
 
 def write_provenance(
