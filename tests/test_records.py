@@ -386,8 +386,13 @@ def test_a_records_weights_stored_again_in_half(
     assert after["weights"]["bytes"] < 0.6 * before["weights"]["bytes"]
     rescored = after["weights"]["test_rescored"]["accuracy"]
     assert round(rescored, 4) == round(before["metrics"]["test"]["accuracy"], 4)
-    assert {k: v for k, v in after.items() if k not in ("weights", "subset")} == {
-        k: v for k, v in before.items() if k not in ("weights", "subset")
+    changed = ("weights", "subset", "checksums")
+    assert {k: v for k, v in after.items() if k not in changed} == {
+        k: v for k, v in before.items() if k not in changed
+    }
+    weights = hashlib.sha256((folder / "model.safetensors").read_bytes())
+    assert after["checksums"] == before["checksums"] | {
+        "model.safetensors": weights.hexdigest()
     }
     assert (folder / "history.csv").is_file() and (folder / "state.json").is_file()
     with pytest.raises(records.RecordError, match="no float32 weights"):
@@ -448,7 +453,7 @@ def test_damaged_record_weights_and_record_json_are_named(
         one_line(predict, str(folder), said)
     record.write_text(text)
     (folder / "state.json").write_text("[1")
-    one_line(predict, f"{folder / 'state.json'} is not valid JSON")
+    one_line(predict, f"{folder / 'state.json'} is damaged", "sha256")
 
 
 @pytest.mark.parametrize("name", ["metrics.json", "provenance.json"])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,12 @@ from annotated_transformer.tasks import TASKS, Task
 from annotated_transformer.tasks.base import saved_config
 from annotated_transformer.training.checkpoints import CheckpointError
 from annotated_transformer.training.precision import precision_context
-from annotated_transformer.training.published import no_weights, read_record
+from annotated_transformer.training.published import (
+    STATE,
+    is_record,
+    no_weights,
+    read_record,
+)
 
 
 def saved_run(
@@ -55,6 +61,37 @@ def saved_run(
     cls = TASKS[saved["task"]]
     config = saved_config(cls.Config, saved["config"], source)
     return cls, saved["preset"], config, saved["state"]
+
+
+def restored_task(
+    cls: type[Task],
+    config: Any,
+    state: Any,
+    source: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+) -> Task:
+    """The task ``cls`` with ``config``, restored from the ``state`` it learned
+    before training (read from ``source``: a checkpoint, a record's
+    ``state.json``); None: learned from the data again. A state that the task
+    cannot take, or that does not give itself back (``task.state()``), is one
+    line that names ``source``."""
+    if is_record(source):  # a record's state is its state.json
+        source = Path(source) / STATE
+    wrong = f"{source} does not hold what a {cls.name} task learned"
+    fix = "(damaged, or written by another version): use another, or train again"
+    if state is None:
+        return cls(config, data_dir=data_dir)
+    try:
+        task = cls(config, data_dir=data_dir, state=state)
+        again = json.loads(json.dumps(task.state()))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+        raise CheckpointError(
+            f"{wrong} ({type(error).__name__}: {error}) {fix}"
+        ) from None
+    if again != state:
+        raise CheckpointError(f"{wrong} {fix}")
+    return task
 
 
 def same_run(

@@ -9,7 +9,8 @@ safetensors, small enough to commit, and enough to cite, check and reuse the run
   machine (CPU or GPU, threads, torch's kernels, precision, torch version), the
   training wall time, the run's ``metrics.json`` as it was, the headline figure
   and, when weights are published, a score on a small fixed subset computed
-  from the published weights;
+  from the published weights; and the sha256 of every other file of the record
+  (``checksums``), checked whenever one is read;
 - ``history.csv`` and ``train.log``, copied;
 - ``state.json``: what the task learned before training (vocabularies, merges);
 - with ``--weights``: ``model.safetensors`` (``--half``: float16 parameters,
@@ -24,16 +25,25 @@ history and metrics); :func:`read_weights`
 gives a record's weights wherever a run's checkpoint is read: ``predict`` and
 ``evaluate --checkpoint results/X`` (several: a model soup), and
 ``classify --set init=results/X``.
+
+A run's folder is read as data: no program runs in it (the commit comes from
+its provenance, or from this program's own checkout), and only regular files
+inside it are opened. A record is written whole and alone: under a lock on its
+name, into a folder only that command names, and put in place once complete.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+import os
 import re
 import shutil
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +54,16 @@ from torch import nn
 
 from annotated_transformer.data.download import sha256_of
 from annotated_transformer.files import (
+    UMASK,
     atomic_copy,
     atomic_write,
+    open_regular,
     read_json,
     write_json,
 )
 from annotated_transformer.finished import (
     RunResult,
+    restored_task,
     run_precision,
     same_run,
     saved_run,
@@ -61,25 +74,36 @@ from annotated_transformer.machine import (
     describe,
     git_commit,
     read_provenance,
+    resumed_fits,
 )
 from annotated_transformer.paths import results_dir
 from annotated_transformer.tasks import PRESETS, TASKS, Task
 from annotated_transformer.tasks.base import saved_config
 from annotated_transformer.training.checkpoints import read_checkpoint
 from annotated_transformer.training.published import (
+    CHECKSUMS,
     RECORD,
     RESTORE,
     STATE,
     WEIGHTS,
     RecordError,
+    checksums,
     is_record,
     no_weights,
+    read_checked,
     read_record,
+    read_state,
     read_weights,
     tensors,
 )
 
+try:
+    import fcntl  # POSIX: the lock that keeps one record command per name
+except ImportError:  # Windows: a lock file made with O_EXCL
+    fcntl = None
+
 COPIED = ("history.csv", "train.log")
+FINAL = "final.pt"
 
 # The figure a run is cited by: (key of its final scores, decimals shown).
 HEADLINE = {
@@ -114,7 +138,13 @@ def _read(folder: Path) -> dict[str, Any]:
     """A record, its final scores named by their split (:func:`current`)."""
     record = read_record(folder)
     record["metrics"] = current(record["metrics"])
+    machine = record.get("machine", {})
+    if not isinstance(machine, dict) or not resumed_fits(record.get("resumed")):
+        raise RecordError(
+            f"{folder / RECORD} has a wrong machine or resumed; {RESTORE}"
+        )
     if "headline" in record:
+        check_metrics(record["metrics"], folder / RECORD, RESTORE)
         metric, value = headline(record)
         record["headline"] = {"metric": metric, "value": value}
     return record
@@ -175,6 +205,11 @@ def train_command(saved: dict[str, Any], name: str, threads: int | None) -> str:
     """The ``train`` command that writes this run: its preset and the settings
     that differ from it (``precision=auto`` counts as whatever it became)."""
     task, preset, config = saved["task"], saved["preset"], saved["config"]
+    if preset not in PRESETS[task]:
+        raise RecordError(
+            f"the run's preset {preset!r} is none of {task}'s "
+            f"({', '.join(PRESETS[task])}): give its train command with --command"
+        )
     base = dataclasses.asdict(PRESETS[task][preset])
     words = ["python -m annotated_transformer", task, "train", "--preset", preset]
     for key, value in config.items():
@@ -187,7 +222,10 @@ def train_command(saved: dict[str, Any], name: str, threads: int | None) -> str:
 
 def _start_line(log: Path) -> dict[str, Any]:
     """Processes, device and precision from a run's first train.log line."""
-    text = log.read_text() if log.is_file() else ""
+    if not log.is_file():
+        return {}
+    with open_regular(log, log.parent) as f:
+        text = f.read().decode(errors="replace")
     found = re.search(r"on (\d+) process\(es\), (\w+)\S*, (\w+);", text)
     if not found:
         return {}
@@ -213,6 +251,36 @@ def _weights(model: nn.Module, half: bool) -> tuple[dict[str, torch.Tensor], dic
     return tensors, aliases
 
 
+# What a finished run's metrics hold, and of what type.
+METRICS_KEYS = {
+    "task": str,
+    "preset": str,
+    "config": dict,
+    "train_seconds": (int, float),
+    "steps": int,
+    "parameters": int,
+}
+
+
+def check_metrics(metrics: dict[str, Any], path: Path, fix: str) -> None:
+    """Refuse in one line naming ``path`` (ending with ``fix``) metrics that are
+    not a finished run's: a part of :data:`METRICS_KEYS` missing or of another
+    type, no known task, or final scores without their split and figure."""
+    for key, kind in METRICS_KEYS.items():
+        value = metrics.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            what = "lacks" if key not in metrics else "has a wrong"
+            raise RecordError(f"{path} {what} {key!r}: {fix}")
+    if metrics["task"] not in HEADLINE:
+        raise RecordError(f"{path} names no task ({metrics['task']!r}): {fix}")
+    key, _ = HEADLINE[metrics["task"]]
+    section = scored_section(metrics)
+    final = metrics.get(section)
+    scored = isinstance(final, dict) and "split" in final
+    if not scored or not isinstance(final.get(key), int | float):
+        raise RecordError(f"{path} has no final {section} {key}: {fix}")
+
+
 def read_metrics(path: str | Path) -> dict[str, Any]:
     """A run's ``metrics.json``, its scores filed under the split they scored
     (:func:`current`); a damaged one is one line that names it."""
@@ -220,7 +288,7 @@ def read_metrics(path: str | Path) -> dict[str, Any]:
         "the run writes it when it finishes: delete it, then finish the run "
         "again with train --resume"
     )
-    return current(read_json(path, fix))
+    return current(read_json(path, fix, inside=Path(path).parent))
 
 
 def _finished_metrics(run: Path) -> dict[str, Any]:
@@ -229,15 +297,13 @@ def _finished_metrics(run: Path) -> dict[str, Any]:
     metrics_file = run / "metrics.json"
     if not run.is_dir():
         raise RecordError(f"{run} is not a run's folder: give runs/X (see train)")
-    if not metrics_file.is_file() or not (run / "final.pt").is_file():
+    if not metrics_file.is_file() or not (run / FINAL).is_file():
         raise RecordError(
             f"{run} is not a finished run (no metrics.json or final.pt): it is "
             "still training, was stopped or failed; finish it with --resume first"
         )
     metrics = read_metrics(metrics_file)
-    final = metrics.get(scored_section(metrics), {})
-    if metrics.get("task") not in TASKS or "split" not in final:
-        raise RecordError(f"{metrics_file} has no task or scores: not finished")
+    check_metrics(metrics, metrics_file, "not a finished run's metrics")
     return metrics
 
 
@@ -274,9 +340,10 @@ def record_run(
     The machine, command, commit and threads come from the run's
     ``provenance.json`` (written when it started); a run trained before there
     was one is recorded on the machine that trained it, with ``threads`` given
-    and the commit of the repository holding ``run``. Refuses an unfinished or
-    failed run, a name in use (unless ``replace``), and ``half`` weights that do
-    not reproduce the run's test figure.
+    and the commit of the code that records it. Refuses an unfinished or failed
+    run, ``half`` weights that do not reproduce the run's test figure, a name in
+    use (unless ``replace``; even then anything but a record, and the run being
+    recorded), and a name another command is recording at the same time.
     """
     run = Path(run)
     if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", name):
@@ -284,33 +351,53 @@ def record_run(
     if half and not weights:
         raise RecordError("--half stores the weights in float16: add --weights")
     out = (Path(root) if root is not None else results_dir()) / name
-    if out.exists() and not replace:
-        raise RecordError(f"{out} exists: choose another --name, or --replace")
-    if is_record(run):
-        if not half:
-            raise RecordError(
-                f"{run} is a record: a record is recorded again only to store its "
-                "weights in float16 (--weights --half)"
-            )
-        return _halved(run, out, data_dir=data_dir, say=say)
-    metrics = _finished_metrics(run)
+    with _exclusive(out):
+        if out.exists() or out.is_symlink():
+            _replaceable(out, run, replace)
+        if is_record(run):
+            if not half:
+                raise RecordError(
+                    f"{run} is a record: a record is recorded again only to store "
+                    "its weights in float16 (--weights --half)"
+                )
+            return _halved(run, out, data_dir=data_dir, say=say)
+        options = {"weights": weights, "half": half, "threads": threads}
+        return _recorded(run, out, command, data_dir, say, **options)
 
-    saved = read_checkpoint(run / "final.pt")
-    saved_run(saved["config"], run / "final.pt")  # fits this version
+
+def _recorded(
+    run: Path,
+    out: Path,
+    command: str | None,
+    data_dir: str | Path | None,
+    say: Callable[[str], None],
+    *,
+    weights: bool,
+    half: bool,
+    threads: int | None,
+) -> Path:
+    """:func:`record_run` of the finished run in ``run``, ``out`` free to write."""
+    metrics = _finished_metrics(run)
+    cls = TASKS[metrics["task"]]
+    settings = saved_config(cls.Config, metrics["config"], run / "metrics.json")
+    saved = read_checkpoint(run / FINAL)
+    saved_run(saved["config"], run / FINAL)  # fits this version
     origin = run / PROVENANCE
     provenance = read_provenance(origin) if origin.is_file() else {}
     machine = _machine(run, provenance, threads)
-    rebuilt = train_command(saved["config"], name, machine["threads"])
+    rebuilt = train_command(saved["config"], out.name, machine["threads"])
     record: dict[str, Any] = {
-        "name": name,
+        "name": out.name,
         "task": metrics["task"],
         "preset": metrics["preset"],
         "config": metrics["config"],
         "command": command or provenance.get("command") or rebuilt,
-        "git": provenance.get("git") or git_commit(run.resolve()),
+        # the run's own provenance, else the code that records it: a run's
+        # folder is data, no program runs in it
+        "git": provenance["git"] if "git" in provenance else git_commit(),
         "machine": machine,
         "resumed": provenance.get("resumed") or None,
-        "precision": metrics["config"]["precision"],
+        "precision": settings.precision,
         "train_seconds": metrics["train_seconds"],
         "train_minutes": round(metrics["train_seconds"] / 60, 1),
         "steps": metrics["steps"],
@@ -323,35 +410,106 @@ def record_run(
 
     def write(tmp: Path) -> None:
         for file in COPIED:
-            if (run / file).is_file():
-                atomic_copy(run / file, tmp / file)
+            if (run / file).exists() or (run / file).is_symlink():
+                atomic_copy(run / file, tmp / file, inside=run)
         # plain text, with or without weights: a record read for its figures
         # alone rebuilds its task from it, without the data
         state_text = json.dumps(saved["config"]["state"], ensure_ascii=False)
         atomic_write(tmp / STATE, f"{state_text}\n".encode())
         if weights:
-            record["weights"], record["subset"] = _publish(
-                saved, metrics, tmp, half=half, data_dir=data_dir, say=say
-            )
-        write_json(tmp / RECORD, record)
+            options = {"half": half, "data_dir": data_dir, "say": say}
+            published = _publish(saved, metrics, tmp, run / FINAL, **options)
+            record["weights"], record["subset"] = published
+        write_json(tmp / RECORD, record | {CHECKSUMS: checksums(tmp)})
 
     return _swap_in(out, write)
 
 
-def _swap_in(out: Path, write: Callable[[Path], None]) -> Path:
-    """Write a record into a temporary folder beside ``out``, then put it in
-    ``out``'s place: a failure or a kill leaves ``out`` as it was."""
-    tmp = out.with_name(f".{out.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+@contextmanager
+def _exclusive(out: Path) -> Iterator[None]:
+    """Hold the lock on the record ``out`` (the file ``.NAME.lock`` beside it,
+    removed when done): a second command recording the same name meanwhile is
+    refused in one line. POSIX: an OS lock (``flock``), which a kill releases;
+    elsewhere the file's exclusive creation."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = out.with_name(f".{out.name}.lock")
+    busy = RecordError(
+        f"{out} is being recorded by another command right now: let it finish, "
+        "then run this one again"
+    )
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     try:
-        write(tmp)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
+        fd = os.open(lock, flags | (0 if fcntl else os.O_EXCL), 0o666 & ~UMASK)
+    except FileExistsError:
+        raise busy from None
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise busy from None
+            # still the file there: a command that held it removes it first
+            there = os.stat(lock, follow_symlinks=False)
+            if not os.path.samestat(os.fstat(fd), there):
+                raise busy
+        try:
+            yield
+        finally:
+            lock.unlink()
+    finally:
+        os.close(fd)
+
+
+def _replaceable(out: Path, run: Path, replace: bool) -> None:
+    """Refuse, in one line, to replace ``out``: without ``replace``; when it is
+    the run being recorded or holds it (not a record halved in its place); when
+    it is not a record."""
+    if not replace:
+        raise RecordError(f"{out} exists: choose another --name, or --replace")
+    source = run.resolve()
+    if source.is_relative_to(out.resolve()) and not (
+        source == out.resolve() and is_record(run)
+    ):
+        raise RecordError(
+            f"{out} is the run being recorded (or holds it): --replace would "
+            "delete it; record it under another --name or --results"
+        )
+    try:
+        if out.is_symlink() or not out.is_dir():
+            raise RecordError("not a folder")
+        read_record(out)
+    except ValueError as error:  # a RecordError, or a damaged record.json
+        raise RecordError(
+            f"{out} is not a record ({error}): --replace replaces only a record; "
+            "choose another --name"
+        ) from None
+
+
+def _swap_in(out: Path, write: Callable[[Path], None]) -> Path:
+    """Write a record into a new folder beside ``out``, then put it in ``out``'s
+    place: a failure or a kill leaves ``out`` as it was.
+
+    The work happens in a folder whose name only this call makes
+    (``.NAME.XXXXXXXX.record``): the record is written in it as ``new``; once
+    complete, the old record is moved into it as ``old``, ``new`` takes ``out``'s
+    place, and the work folder (the old record with it) is removed."""
+    work = Path(
+        tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".record", dir=out.parent)
+    )
+    new, old = work / "new", work / "old"
+    new.mkdir(mode=0o777 & ~UMASK)
+    try:
+        write(new)
+        if out.exists() or out.is_symlink():
+            out.rename(old)
+        try:
+            new.rename(out)
+        except BaseException:
+            if old.exists():
+                old.rename(out)
+            raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return out
 
 
@@ -368,16 +526,22 @@ def _halved(
     record = _read(folder)
     if (record.get("weights") or {}).get("dtype") != "float32":
         raise RecordError(f"{folder} has no float32 weights to store in float16")
-    saved = read_weights(folder)  # before ``out`` (maybe ``folder``) is replaced
+    # read (and checked) before ``out`` (maybe ``folder``) is replaced
+    saved = read_weights(folder)
+    copied = {
+        file: read_checked(folder, file, record)
+        for file in (*COPIED, STATE)
+        if file in record.get(CHECKSUMS, {})
+    }
 
     def write(tmp: Path) -> None:
-        for file in (*COPIED, STATE):
-            if (folder / file).is_file():
-                atomic_copy(folder / file, tmp / file)
-        record["weights"], record["subset"] = _publish(
-            saved, record["metrics"], tmp, half=True, data_dir=data_dir, say=say
-        )
-        write_json(tmp / RECORD, record | {"name": out.name})
+        for file, data in copied.items():
+            atomic_write(tmp / file, data)
+        options = {"half": True, "data_dir": data_dir, "say": say}
+        published = _publish(saved, record["metrics"], tmp, folder, **options)
+        record["weights"], record["subset"] = published
+        sums = {CHECKSUMS: checksums(tmp)}
+        write_json(tmp / RECORD, record | {"name": out.name} | sums)
 
     return _swap_in(out, write)
 
@@ -386,18 +550,25 @@ def _publish(
     saved: dict[str, Any],
     metrics: dict[str, Any],
     folder: Path,
+    source: Path,
     *,
     half: bool,
     data_dir: str | Path | None,
     say: Callable[[str], None],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Write the weights into ``folder`` (which holds the task's state);
-    returns the record's ``weights`` and ``subset`` entries."""
+    """Write the weights read from ``source`` into ``folder`` (which holds the
+    task's state); returns the record's ``weights`` and ``subset`` entries."""
     config = saved["config"]
     task_name, settings = config["task"], config["config"]
-    cls = TASKS[task_name]
-    model = cls(cls.Config(**settings), state=config["state"]).build_model()
-    model.load_state_dict(saved["model"])
+    cls, _, checked, state = saved_run(config, source)
+    model = restored_task(cls, checked, state, source).build_model()
+    try:
+        model.load_state_dict(saved["model"])
+    except RuntimeError as error:  # names missing, or shapes of another model
+        raise RecordError(
+            f"{source}: its weights do not fit its own config "
+            f"({str(error).splitlines()[0]})"
+        ) from None
     tensors, aliases = _weights(model, half)
     path = folder / WEIGHTS
     data = save(tensors, metadata={"aliases": json.dumps(aliases)})
@@ -468,9 +639,10 @@ def _task(
     cls = TASKS[task_name]
     saved = saved_config(cls.Config, config, folder / RECORD)
     config = dataclasses.replace(saved, **(changes or {}))
-    path = folder / STATE
-    state = read_json(path, RESTORE) if path.is_file() else None
-    return cls(config, data_dir=data_dir, state=state)
+    state = read_state(folder, read_record(folder)) if is_record(folder) else None
+    if state is None and (folder / STATE).exists():  # a record being written
+        state = read_json(folder / STATE, RESTORE, inside=folder)
+    return restored_task(cls, config, state, folder / STATE, data_dir=data_dir)
 
 
 def _load(
@@ -484,7 +656,13 @@ def _load(
     """:func:`load_model` from a record's parts (also while it is written)."""
     task = _task(folder, task_name, config, data_dir, changes)
     model = task.build_model()
-    model.load_state_dict(tensors(folder))
+    try:
+        model.load_state_dict(tensors(folder))
+    except RuntimeError as error:  # names missing, or shapes of another model
+        raise RecordError(
+            f"{folder / WEIGHTS}: the weights do not fit the record's config "
+            f"({str(error).splitlines()[0]}); {RESTORE}"
+        ) from None
     return task, model.to(device).eval()
 
 
@@ -532,8 +710,20 @@ def load_result(
         task, model = load_model(folder, data_dir=data_dir)
     else:
         task = _task(folder, record["task"], record["config"], data_dir)
-    history = pd.read_csv(folder / "history.csv")
+    history = _history(folder, record)
     return RunResult(folder, task, model, history, record["metrics"])
+
+
+def _history(folder: Path, record: dict[str, Any]) -> pd.DataFrame:
+    """The record's ``history.csv`` (checked), one line when it is not a table."""
+    data = read_checked(folder, "history.csv", record)
+    try:
+        return pd.read_csv(io.BytesIO(data))
+    except ValueError as error:  # pandas' parser errors are ValueErrors
+        problem = " ".join(str(error).split())
+        raise RecordError(
+            f"{folder / 'history.csv'}: {problem}; {RESTORE}"
+        ) from None
 
 
 def _where(machine: dict[str, Any]) -> str:

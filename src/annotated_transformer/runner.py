@@ -75,6 +75,7 @@ from annotated_transformer.files import (
 )
 from annotated_transformer.finished import (
     RunResult,
+    restored_task,
     run_precision,
     same_run,
     saved_run,
@@ -798,7 +799,7 @@ def load_model(
         config, weights = model_soup(checkpoint, read=read_weights)
         state, checkpoint = {"config": config, "model": weights}, checkpoint[0]
     cls, _, config, saved_state = saved_run(state["config"], checkpoint)
-    task = cls(config, data_dir=data_dir, state=saved_state)
+    task = restored_task(cls, config, saved_state, checkpoint, data_dir=data_dir)
     model = task.build_model()
     try:
         model.load_state_dict(state["model"])
