@@ -332,13 +332,34 @@ def test_run_metrics_that_are_not_a_finished_runs_are_one_line(
     assert not (tmp_path / "res").exists() or not any((tmp_path / "res").iterdir())
 
 
-@pytest.mark.parametrize("resumed", [["x"], [{}], [{"step": 3, "machine": 1}]])
-def test_a_damaged_provenance_is_one_line(resumed, classify_run, tmp_path):
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"resumed": ["x"]},
+        {"resumed": [{}]},
+        {"resumed": [{"step": 3, "machine": 1}]},
+        {"machine": {}},
+    ],
+)
+def test_a_damaged_provenance_is_one_line(change, classify_run, tmp_path):
     run = shutil.copytree(classify_run, tmp_path / "run")
     saved = json.loads((run / "provenance.json").read_text())
-    (run / "provenance.json").write_text(json.dumps(saved | {"resumed": resumed}))
+    (run / "provenance.json").write_text(json.dumps(saved | change))
     argv = ["record", run, "--name", "x", "--results", tmp_path / "res"]
     one_line(argv, str(run / "provenance.json"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA")
+def test_a_log_naming_a_device_this_machine_lacks_is_one_line(
+    classify_run, tmp_path
+):
+    run = shutil.copytree(classify_run, tmp_path / "run")
+    (run / "provenance.json").unlink()  # an older run: its log names the device
+    log = (run / "train.log").read_text()
+    assert ", cpu, " in log
+    (run / "train.log").write_text(log.replace(", cpu, ", ", cuda, ", 1))
+    argv = ["record", run, "--name", "x", "--results", tmp_path / "res"]
+    one_line([*argv, "--threads", "1"], str(run / "train.log"), "'cuda'")
 
 
 def test_a_record_without_metrics_is_not_halved(published):

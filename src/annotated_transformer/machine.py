@@ -128,6 +128,8 @@ def read_provenance(path: str | Path) -> dict[str, Any]:
     git = saved.get("git")
     if not (git is None or _is_commit(git)):
         raise DamagedFileError(f"{path} has a wrong 'git': {fix}")
+    if not machine_fits(saved["machine"]):
+        raise DamagedFileError(f"{path} has a wrong 'machine': {fix}")
     if not resumed_fits(saved.get("resumed")):
         raise DamagedFileError(f"{path} has a wrong 'resumed' entry: {fix}")
     if not isinstance(saved.get("command"), str | type(None)):
@@ -139,15 +141,26 @@ def resumed_fits(resumed: Any) -> bool:
     """Is ``resumed`` what :func:`write_provenance` writes as a run's
     ``resumed`` (and a record copies): None, or a list of parts, each with the
     step it started at and its machine?"""
-    parts = {"step": int, "machine": dict}
     return resumed is None or (
         isinstance(resumed, list)
         and all(
             isinstance(part, dict)
-            and all(isinstance(part.get(k), kind) for k, kind in parts.items())
+            and isinstance(part.get("step"), int)
+            and machine_fits(part.get("machine"))
             and (part.get("git") is None or _is_commit(part["git"]))
             for part in resumed
         )
+    )
+
+
+def machine_fits(machine: Any) -> bool:
+    """Is ``machine`` what :func:`describe` gives, as far as a record reads it:
+    the CPU's name, the GPU's (or None), the thread count?"""
+    return (
+        isinstance(machine, dict)
+        and isinstance(machine.get("cpu"), str)
+        and isinstance(machine.get("gpu"), str | type(None))
+        and isinstance(machine.get("threads"), int)
     )
 
 

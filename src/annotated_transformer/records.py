@@ -73,6 +73,7 @@ from annotated_transformer.machine import (
     PROVENANCE,
     describe,
     git_commit,
+    machine_fits,
     read_provenance,
     resumed_fits,
 )
@@ -138,8 +139,8 @@ def _read(folder: Path) -> dict[str, Any]:
     """A record, its final scores named by their split (:func:`current`)."""
     record = read_record(folder)
     record["metrics"] = current(record["metrics"])
-    machine = record.get("machine", {})
-    if not isinstance(machine, dict) or not resumed_fits(record.get("resumed")):
+    fits = "machine" not in record or machine_fits(record["machine"])
+    if not fits or not resumed_fits(record.get("resumed")):
         raise RecordError(
             f"{folder / RECORD} has a wrong machine or resumed; {RESTORE}"
         )
@@ -318,7 +319,14 @@ def _machine(run: Path, provenance: dict, threads: int | None) -> dict[str, Any]
                 f"{run} has no {PROVENANCE} (an older run): on the machine that "
                 "trained it, say how many threads it used with --threads N"
             )
-        machine = describe(started.get("device", "cpu")) | {"threads": threads}
+        device = started.get("device", "cpu")
+        try:
+            machine = describe(device) | {"threads": threads}
+        except (RuntimeError, AssertionError) as error:  # torch's, for a device
+            raise RecordError(
+                f"{run / 'train.log'} says the run trained on {device!r}, which "
+                f"this machine lacks ({error}): record it where it was trained"
+            ) from None
     return machine | {"processes": started.get("processes", 1)}
 
 
