@@ -180,3 +180,76 @@ def test_the_training_times_read_as_the_table_says():
         assert 2 * week <= base < year, base
         assert big > year, big
         assert gpu[0][0] / rate > 1000, (rate, gpu[0][0])
+
+
+def chart_rows(chapter: str, marker: str) -> list[dict]:
+    """The data of the chart stored by the code cell before ``marker``'s cell."""
+    cells = stored(chapter)
+    at = next(
+        i
+        for i, c in enumerate(cells)
+        if c.cell_type == "markdown" and marker in c.source
+    )
+    code = next(c for c in reversed(cells[:at]) if c.cell_type == "code")
+    specs = [
+        spec
+        for out in code.outputs
+        for mime, spec in out.get("data", {}).items()
+        if mime.startswith("application/vnd.vegalite")
+    ]
+    assert len(specs) == 1, f"{chapter}: no chart before {marker!r}"
+    return [row for rows in specs[0]["datasets"].values() for row in rows]
+
+
+def test_the_residual_stream_reads_as_its_chart_draws_it():
+    """Chapter 16: both lines climb; the unscaled projections add roughly 2N = 24
+    times the variance of the scaled initialisation."""
+    rows = chart_rows("16_bert_and_gpt2", "twelve blocks add roughly 2N = 24")
+    lines: dict[str, list[float]] = {}
+    for row in sorted(rows, key=lambda r: r["after block"]):
+        lines.setdefault(row["init"], []).append(row["variance"])
+    scaled, flat = lines["0.02 / √(2N)"], lines["0.02 everywhere"]
+    assert len(scaled) == len(flat) == 13  # the embeddings, then 12 blocks
+    for line in (scaled, flat):
+        assert all(b > a for a, b in itertools.pairwise(line)), "a line falls"
+    ratio = (flat[-1] - flat[0]) / (scaled[-1] - scaled[0])
+    assert 24 / 2 < ratio < 24 * 2, ratio
+
+
+def test_attention_costs_read_as_the_benchmark_measured_them():
+    """Chapter 17's reading of the attention benchmark (time in ms, memory in
+    MiB; explicit, fixed, sdpa, strided at n = 512 ... 8192, doubling)."""
+    prose = next(
+        c.source
+        for c in stored("17_long_context")
+        if c.cell_type == "markdown" and "Read the slopes" in c.source
+    )
+    assert "under a quarter of the fused kernel's time" in prose
+    table = next(
+        out.get("data", {}).get("text/plain", "")
+        for c in stored("17_long_context")
+        if c.cell_type == "code"
+        for out in c.get("outputs", [])
+        if "explicit  fixed" in out.get("data", {}).get("text/plain", "")
+    )
+    rows = [line.split() for line in table.splitlines() if line[:1].isdigit()]
+    kernels = ("explicit", "fixed", "sdpa", "strided")
+    time = {k: [float(r[1 + i]) for r in rows] for i, k in enumerate(kernels)}
+    memory = {k: [float(r[5 + i]) for r in rows] for i, k in enumerate(kernels)}
+    n = [int(r[0]) for r in rows]
+    assert n == [512 * 2**i for i in range(len(n))] and n[-1] == 8192
+
+    def per_doubling(values: list[float]) -> float:
+        return (values[-1] / values[0]) ** (1 / (len(values) - 1))
+
+    assert 3.5 < per_doubling(memory["explicit"]) < 4.5  # about 4
+    assert per_doubling(time["explicit"]) > per_doubling(memory["explicit"])
+    assert 1.5 < per_doubling(memory["sdpa"]) < 2.5  # linear
+    assert per_doubling(time["sdpa"]) > 2  # faster than linear
+    for kernel in ("fixed", "strided"):  # about n√n: 2√2 per doubling
+        for measured in (time, memory):
+            assert 2.4 < per_doubling(measured[kernel]) < 3.3, (kernel, measured)
+        assert time[kernel][-1] < time["sdpa"][-1] / 4
+        assert memory[kernel][-1] < memory["explicit"][-1] / 10
+    smallest = [min(memory[k][i] for k in kernels) for i in range(len(n))]
+    assert memory["sdpa"] == smallest, "the fused kernel's memory is not the least"
