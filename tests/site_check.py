@@ -182,6 +182,13 @@ def check_page(page, path: Path) -> tuple[list[str], int, int, int]:
     found, figures = check_figures(page, path.name)
     problems += found
     problems += [f"{path.name}: script error: {e[:200]}" for e in script_errors]
+    # a cell waiting for the reader's input says how to run it (kernel_notes.py)
+    try_it = page.locator("div.cell_input", has_text="try_it(").count()
+    note = "This cell runs in Jupyter"
+    notes = page.locator(".admonition", has_text=note).count()
+    if notes < try_it:
+        missing = try_it - notes
+        problems.append(f"{path.name}: {missing} try-it cell(s) without {note!r}")
     problems += [
         f"{path.name}: request left the machine: {url}"
         for url in sorted(set(outside))

@@ -14,7 +14,8 @@ import re
 
 TRY_IT = re.compile(r"\b(?:\w+_)?try_it\(")
 NOTE = """\
-:::{{note}} This cell runs in Jupyter
+:::{{admonition}} This cell runs in Jupyter
+:class: note
 This page shows the output stored when the chapter was executed. To try your own
 input, open the chapter in Jupyter: in a clone of the repository, `make lab` starts
 JupyterLab with the book's kernel on `notebooks/`, where this chapter is
