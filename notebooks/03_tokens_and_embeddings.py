@@ -16,12 +16,6 @@
 # - **It assumes** [chapter 02](02_self_attention.ipynb).
 # - **Time:** about 20 minutes to read; it runs in under a minute.
 #
-# :::{admonition} CI size
-# :class: dropdown
-# The stored outputs on this page are the chapter's full run. In CI the byte-pair model of
-# the last section learns its merges from 1,000 sentences instead of 5,000.
-# :::
-#
 # A Transformer never sees text. It sees a sequence of vectors, one per *token*, and everything
 # in Part I (attention, heads, the $\sqrt{d_k}$ scaling) happened to those vectors. This chapter
 # builds the road from a sentence to them, in four steps:

@@ -362,9 +362,9 @@ shown
 # %% [markdown]
 # With the target mask, the earlier outputs are *bit-for-bit* unchanged for every $k$: no
 # information flows from the future. Without the look-ahead part, every earlier position
-# moves — the decoder would be trained to read the answer off the input. The package's test
-# suite runs the same check (`tests/test_model.py`), together with cached decoding, which
-# relies on exactly this property: an earlier position's output never has to be recomputed
+# moves — the decoder would be trained to read the answer off the input. The package's unit
+# tests run the same check, together with cached decoding, which relies on exactly this
+# property: an earlier position's output never has to be recomputed
 # when a new token arrives.
 
 # %% [markdown]

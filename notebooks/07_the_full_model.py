@@ -18,7 +18,11 @@
 #
 # The previous chapters built the parts: multi-head attention (02), token embeddings (03),
 # positional encodings (04), layer norm and residual connections (05) and masks (06). This
-# chapter assembles them into the model of the paper's Figure 1:
+# chapter assembles them into the model of the paper's Figure 1, with one change, the
+# Annotated Transformer's: its layers are **pre-norm**, `x + sublayer(norm(x))`, where the
+# paper's Figure 1 and text are post-norm, `norm(x + sublayer(x))` ([chapter
+# 05](05_normalisation_and_residuals.ipynb) says why; the post-norm block returns at the end
+# of this chapter):
 #
 # > The encoder maps an input sequence of symbol representations $(x_1, \dots, x_n)$ to a
 # > sequence of continuous representations $z = (z_1, \dots, z_n)$. Given $z$, the decoder then
@@ -114,7 +118,9 @@ print(
 # ## Encoder layer and encoder
 #
 # An encoder layer is two sublayers — self-attention, then the feed-forward network — each
-# wrapped in the pre-norm residual connection of [chapter 05](05_normalisation_and_residuals.ipynb), `x + dropout(sublayer(norm(x)))`.
+# wrapped in the pre-norm residual connection of [chapter 05](05_normalisation_and_residuals.ipynb), `x + dropout(sublayer(norm(x)))`:
+# the norm comes first, inside the residual branch, not after the sum as in the paper's
+# Figure 1.
 # `clones` makes the N identical layers (and the two wrappers) as independent deep copies:
 # same shapes, separately trained weights.
 
@@ -378,8 +384,8 @@ RENAME = {
 
 
 def to_torch_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Our state dict -> PyTorch's transformer names; q, k, v stacked into "
-    "in_proj."""
+    """Our state dict -> PyTorch's transformer names; q, k and v stacked
+    into in_proj."""
     theirs = {}
     for name, tensor in state.items():
         if ".linears." in name and ".linears.3." not in name:
@@ -424,12 +430,11 @@ src = torch.tensor([[5, 9, 3, 7, 2, 8], [6, 3, 8, 2, PAD, PAD]])  # (batch, src_
 tgt = torch.tensor([[1, 4, 7, 3, 9], [1, 8, 12, PAD, PAD]])  # (batch, tgt_len)
 with torch.no_grad():
     ours = model(src, tgt, padding_mask(src, PAD), make_std_mask(tgt, PAD))
+    # PyTorch's masks are the other way round: True = may NOT attend
     theirs = reference(
         model.src_embed(src),
         model.tgt_embed(tgt),
-        tgt_mask=~subsequent_mask(tgt.size(1))[
-            0
-        ],  # PyTorch's masks: True = may NOT attend
+        tgt_mask=~subsequent_mask(tgt.size(1))[0],
         src_key_padding_mask=src == PAD,
         tgt_key_padding_mask=tgt == PAD,
         memory_key_padding_mask=src == PAD,

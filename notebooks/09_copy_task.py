@@ -16,13 +16,6 @@
 # - **It assumes** [chapter 08](08_training.ipynb).
 # - **Time:** about 20 minutes to read; it runs in under a minute.
 #
-# :::{admonition} CI size
-# :class: dropdown
-# The stored outputs on this page are the chapter's full run. In CI the model is narrower
-# ($d_{model}$ = 32, 2 heads) and trains for 400 steps instead of 1,200, is tested on 500
-# sequences instead of 2,000, and decodes up to 64 tokens, not 128, in the speed test.
-# :::
-#
 # Before training on real translations, which takes far longer and can fail for a hundred reasons,
 # the Annotated Transformer trains on the simplest sequence-to-sequence task there is: given a
 # random sequence of symbols, output the same sequence. A correct model, loss, optimiser and
@@ -172,8 +165,8 @@ print(f"parameters: {sum(p.numel() for p in model.parameters()):,}")
 # `Trainer.fit` counts optimiser steps across calls, so the run is done in two parts: up to
 # step `EARLY`, where we keep a copy of the partly trained model, and on to `STEPS`. Every
 # tenth of the run, its evaluation hook measures the validation loss (`mean_loss`: the loss
-# per token in eval mode, without autograd). Progress bars are off (`progress=False`)
-# so that nothing time-dependent lands in the page; the cell prints a summary instead.
+# per token in eval mode, without autograd). Progress bars are off (`progress=False`):
+# the cell prints a summary instead.
 
 # %% tags=["nbval-ignore-output"]
 start = time.perf_counter()

@@ -16,7 +16,7 @@
 # - **It assumes** [chapter 09](09_copy_task.ipynb), and [chapter 03](03_tokens_and_embeddings.ipynb) for byte-pair encoding.
 # - **Time:** about 20 minutes to read; it runs in under a minute from its run's record; training its run took 128.3 minutes on one CPU thread.
 #
-# :::{admonition} Where the outputs come from, and CI size
+# :::{admonition} Where the outputs come from
 # :class: dropdown
 # The stored outputs on this page come from the `cpu` preset (3 + 3 layers, d_model 256, all
 # 29,000 training pairs, 12 epochs, one shared byte-pair vocabulary, packed random batches),
@@ -27,9 +27,7 @@
 #
 # in 128.3<!-- record translate-cpu train_minutes --> minutes on one CPU core, and read from its record,
 # `results/translate-cpu`, which publishes the weights: `make execute
-# CHAPTER=10_translation_multi30k` re-executes this chapter from it without training. In CI
-# the chapter trains the `tiny` preset (one layer, 1,000 pairs) into `runs/translate-tiny`,
-# afresh each time, whose BLEU is near zero, and translates only the first 50 sentences.
+# CHAPTER=10_translation_multi30k` re-executes this chapter from it without training.
 # :::
 #
 # The copy task of chapter 09 showed that the model, loss and decoding work. Now the real

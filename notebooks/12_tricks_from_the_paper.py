@@ -16,15 +16,13 @@
 # - **It assumes** [chapter 10](10_translation_multi30k.ipynb), and [chapter 09](09_copy_task.ipynb) for beam search.
 # - **Time:** about 15 minutes to read; it runs in about 9 minutes from its runs' records; training its 11 runs took 27.4–128.3 minutes each on one CPU thread.
 #
-# :::{admonition} Where the outputs come from, and CI size
+# :::{admonition} Where the outputs come from
 # :class: dropdown
 # The stored outputs on this page come from [chapter 10](10_translation_multi30k.ipynb)'s `cpu`-preset run (trained once from
 # the repository root with
 # `python -m annotated_transformer translate train --preset cpu --out runs/translate-cpu`)
 # and from the other runs named in each section, trained the same way (the Time line above
 # says what they took).
-# In CI everything runs at the `tiny` size, where every BLEU score is near zero and every
-# difference between them is noise.
 # :::
 #
 # The paper's base model owes part of its score to details that are easy to overlook. This
@@ -72,6 +70,7 @@ from annotated_transformer.models.encoder_decoder import (
     tie_weights,
 )
 from annotated_transformer.runner import Run, ensure_run, rows_with
+from annotated_transformer.tasks.base import run_path
 from annotated_transformer.tasks.translation import PRESETS, Translation
 from annotated_transformer.training.checkpoints import (
     average_checkpoints,
@@ -90,7 +89,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 PRESET = pick(ci="tiny", full="cpu")
 run = ensure_run("translate", PRESET, runs_dir() / f"translate-{PRESET}")
 preset = PRESETS[PRESET]
-print(f"the {PRESET} run in runs/{run.out.name}")
+print(f"the {PRESET} run in {run_path(run.out)}")
 
 # %% [markdown]
 # ## 1 · One vocabulary, one matrix
@@ -215,8 +214,8 @@ trained = {
 }
 for name, r in trained.items():
     print(
-        f"{name}: runs/{r.out.name}, {r.metrics['train_seconds'] / 60:.1f} min of "
-        "training"
+        f"{name}: {run_path(r.out)}, "
+        f"trained {r.metrics['train_seconds'] / 60:.1f} min"
     )
 
 # %% [markdown]

@@ -76,12 +76,6 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # command line's presets are named configs. The book trains the `cpu` preset (8.2<!-- record imdb-cpu train_minutes -->
 # minutes of training on one CPU core; the run below is read from its record,
 # `results/imdb-cpu`).
-#
-# :::{admonition} CI size
-# :class: dropdown
-# In CI this chapter trains the `tiny` preset through the same code instead of reading the
-# `cpu` run's record.
-# :::
 
 # %% tags=["hide-output", "nbval-ignore-output"]
 preset = pick(ci="tiny", full="cpu")
@@ -325,9 +319,10 @@ explore.classify_try_it(result.task, model, REVIEW)
 # The four reviews the model gets most confidently wrong (below). Read them before blaming
 # the model: all four carry the label *negative*, yet two read as plain praise ("one of the
 # best Kung fu movies in the history of Cinema", "A true classic that can be seen many
-# times"), one calls the film "a quite entertaining, silly diversion", and one is a single
-# line of comparison. That is **label noise**: IMDb's labels come from the star rating a
-# reviewer gave, not from the text, and a text can praise a film its rating pans. A model
+# times"), one as praise that may be irony ("the most hilarious movie I've ever seen"), and
+# one is a single line of comparison. That is **label noise**: IMDb's labels come from the
+# star rating a reviewer gave, not from the text, and a text can praise a film its rating
+# pans. A model
 # that reads the text is right to call the two plain ones positive, and no model can be
 # right on every review of this test set.
 

@@ -16,12 +16,10 @@
 # - **It assumes** [chapter 06](06_masks.ipynb), [chapter 07](07_the_full_model.ipynb) and [chapter 13](13_classification_imdb.ipynb).
 # - **Time:** about 15 minutes to read; it runs in under a minute from its run's record; training its run took 26.0 minutes on one CPU thread.
 #
-# :::{admonition} Where the outputs come from, and CI size
+# :::{admonition} Where the outputs come from
 # :class: dropdown
 # The stored outputs on this page come from the `cpu` preset, read from its record,
-# `results/e6-cpu` (the command that trained it is given with the presets below). In CI
-# the chapter trains the `tiny` preset afresh instead and samples 256 bytes, not 1,024: a
-# model that small pays for a `]` about as much as its rarity, so compare the stored outputs.
+# `results/e6-cpu` (the command that trained it is given with the presets below).
 # :::
 #
 # The translation model of Part IV has two stacks: an encoder reads the source, a decoder
@@ -299,6 +297,10 @@ lm, history, metrics = run.model, run.history, run.metrics
 print_log(run.out / "train.log")
 
 # %% [markdown]
+# The log's last line is the run's final score, which the runner heads `test:` for every
+# task; a language model's is scored on the whole validation split, since this corpus has no
+# test split here (the Results page says which split each record's score is on).
+#
 # The learning curves, in bits per byte (nats / ln 2): the training loss (averaged over 50
 # steps; each step sees new random windows) and the validation loss on the first bytes of the
 # validation split, measured every few hundred steps.

@@ -14,14 +14,13 @@
 #
 # - **You will learn** BERT's masked-language-model pretraining and fine-tuning, and GPT-2's decoder-only recipe, each measured against a baseline.
 # - **It assumes** [chapter 13](13_classification_imdb.ipynb), [chapter 14](14_generation_characters.ipynb) and [chapter 15](15_the_transformer_today.ipynb).
-# - **Time:** about 30 minutes to read; it runs in about 4 minutes from its runs' records; training its 7 runs took 8.2–251.7 minutes each on one or two CPU threads.
+# - **Time:** about 30 minutes to read; it runs in about 18 minutes from its runs' records; training its 7 runs took 8.2–251.7 minutes each on one or two CPU threads.
 #
-# :::{admonition} Where the outputs come from, and CI size
+# :::{admonition} Where the outputs come from
 # :class: dropdown
 # The stored outputs on this page come from the `cpu`-size runs named in each section,
 # trained once from the repository root (the commands are printed with the results; the
-# Time line above says what they took). At CI size every section trains its `tiny` size
-# instead, where the numbers mean nothing.
+# Time line above says what they took).
 # :::
 #
 # The 2017 model was an encoder-decoder for translation. Within two years its blocks had
@@ -109,7 +108,7 @@ from annotated_transformer.tasks.classification import (
 )
 
 PRESET = pick("tiny", "cpu")
-FRESH = PRESET == "tiny"  # CI: the same small runs every time
+FRESH = PRESET == "tiny"  # the tiny size trains its runs afresh
 
 # %% [markdown]
 # ### Hiding words: `[MASK]`, a random word, or unchanged
@@ -588,8 +587,8 @@ show_source(GELUFeedForward, gpt2_init_, GPT2LM)
 # Why 1/√(2N)? Each block *adds* two outputs to the residual stream, attention's and the
 # feed-forward's, so after N blocks the stream is the embedding plus 2N terms. If each term
 # has variance σ² at initialisation, the stream's variance grows like 2Nσ²; scaling the weights
-# of the last layer of every branch by 1/√(2N) divides each term's variance by 2N and keeps the
-# sum near σ² however deep the stack. We check the standard deviations of a fresh 12-block
+# of the last layer of every branch by 1/√(2N) divides each term's variance by 2N, so that
+# the 2N terms together add about σ², however deep the stack. We check the standard deviations of a fresh 12-block
 # model against the formula, and the variance of the stream after each block against the same
 # model with every projection at 0.02.
 
@@ -654,6 +653,11 @@ viz.line_chart(
 )
 
 # %% [markdown]
+# Both lines start at the embeddings' variance and climb, since every block adds its two
+# terms to the stream. What the blocks add differs by about the factor the formula predicts:
+# with the unscaled projections the twelve blocks add roughly 2N = 24 times the variance
+# they add with the scaled initialisation.
+#
 # Tying removes the output matrix: the logits are $h E^\top$ with the embedding table $E$
 # itself ([chapter 12](12_tricks_from_the_paper.ipynb) did the same for translation). Over 256 bytes it saves little; over a
 # vocabulary of 50,257 tokens at d_model 768, GPT-2 small's, it saves 38.6M parameters, a
@@ -750,7 +754,7 @@ pd.DataFrame.from_dict(
         name: {
             "parameters": run.metrics["parameters"],
             "steps": run.metrics["steps"],
-            "train seconds (shared machine)": run.metrics["train_seconds"],
+            "train seconds": run.metrics["train_seconds"],
             "validation bytes scored": run.metrics["validation"]["bytes_scored"],
             "bits per byte": round(run.metrics["validation"]["bits_per_byte"], 3),
         }
@@ -868,8 +872,8 @@ explore.continue_try_it(
 # (in, out), where `nn.Linear` keeps (out, in)), and keep W^Q, W^K and W^V in one
 # matrix. `GPT2LM.from_pretrained` maps the names, transposes, splits, and refuses a
 # file with a weight missing, extra or of the wrong shape. `ByteBPE.from_files` reads
-# GPT-2's `vocab.json` and `merges.txt` and gives the ids of the `tokenizers` library
-# on English, German, accented and emoji text (tested).
+# GPT-2's `vocab.json` and `merges.txt`; with those files in place, the last cell of this
+# section checks that its ids are those of the `tokenizers` library.
 
 # %%
 from tokenizers import ByteLevelBPETokenizer
@@ -951,10 +955,10 @@ else:
     print(f"GPT-2: {count_parameters(gpt2):,} parameters, {gpt2_bpe.vocab:,} ids")
 
 # %% [markdown]
-# Three prompts of different lengths, generated in one batch: `left_pad` puts
-# padding before the shorter ones, and the mask keeps the model from reading it and
-# starts each row's positions at its first token, so each row continues as if its
-# prompt were alone (tested). Temperature 0.8 and top-k 40, as in chapter 14:
+# With the files in place, the next cell generates from three prompts of different lengths
+# in one batch: `left_pad` puts padding before the shorter ones, and the mask keeps the
+# model from reading it and starts each row's positions at its first token, so each row
+# continues as if its prompt were alone. Temperature 0.8 and top-k 40, as in chapter 14:
 
 # %% tags=["nbval-ignore-output"]
 if folder is not None:
@@ -971,8 +975,9 @@ if folder is not None:
 
 # %% [markdown]
 # GPT-2's tokenizer against this chapter's (512 merges learned on Tiny Shakespeare):
-# the same algorithm, 50,000 merges learned on 40 GB of web text. Its ids equal
-# those of the `tokenizers` library built from the same two files:
+# the same algorithm, 50,000 merges learned on 40 GB of web text. With the files in place,
+# the cell asserts that its ids equal those of the `tokenizers` library built from the same
+# two files and counts the tokens of four texts:
 
 # %% tags=["nbval-ignore-output"]
 texts = {

@@ -14,14 +14,13 @@
 #
 # - **You will learn** how Transformer-XL's memory and relative positions and sparse attention's patterns let a model see further.
 # - **It assumes** [chapter 14](14_generation_characters.ipynb), [chapter 15](15_the_transformer_today.ipynb) and [chapter 16](16_bert_and_gpt2.ipynb).
-# - **Time:** about 25 minutes to read; it runs in about 2 minutes from its runs' records; training its 4 runs took 3.6–26.4 minutes each on one CPU thread.
+# - **Time:** about 25 minutes to read; it runs in about 5 minutes from its runs' records; training its 4 runs took 3.6–26.4 minutes each on one CPU thread.
 #
-# :::{admonition} Where the outputs come from, and CI size
+# :::{admonition} Where the outputs come from
 # :class: dropdown
 # The stored outputs on this page come from the `cpu`-size runs named in each section,
 # trained once from the repository root (the commands are printed with the results; the
-# Time line above says what they took). At CI size every section trains its `tiny` size
-# instead, and times attention at shorter lengths, where the numbers mean nothing.
+# Time line above says what they took).
 # :::
 #
 # [Chapter 16](16_bert_and_gpt2.ipynb) changed what a transformer is trained *for* (BERT, GPT-2).
@@ -274,7 +273,8 @@ show_source(TransformerXLLM.forward)
 # The memory is training state, like Adam's moments: it was made by the weights of the
 # previous step, which no longer exist, so it cannot be recomputed after a crash. The task hands
 # it to the runner (`Task.stream`), which saves it in `last.pt`; a killed run resumes with the
-# memory it had, to the same losses as an uninterrupted run (`tests/test_xl_lm.py`).
+# memory it had, to the same losses as an uninterrupted run (a unit test stops a run and
+# compares).
 
 # %%
 show_source(stream_segments, segment_loss)
@@ -308,11 +308,11 @@ show_source(segment_bits_per_byte)
 # position table). The relative attention has no fused kernel here and reads twice as many
 # keys, so a Transformer-XL step costs nearly twice the CPU time of a vanilla step (measured
 # below). So the XL model trains 1,400<!-- record xl-cpu steps --> steps against the
-# vanilla model's 3,000<!-- record e6-cpu steps -->: somewhat less compute. The runs'
-# "train seconds" are wall-clock time and grow with whatever else the computer is running.
+# vanilla model's 3,000<!-- record e6-cpu steps -->: somewhat less compute. The vanilla
+# model is [chapter 14](14_generation_characters.ipynb)'s run, read from its record:
 #
 # ```
-# python -m annotated_transformer lm train --preset cpu --out runs/xl-vanilla-cpu \
+# python -m annotated_transformer lm train --preset cpu --out runs/e6-cpu \
 #     --set dataset=enwik8_prefix
 # python -m annotated_transformer lm train --preset cpu --out runs/xl-cpu \
 #     --set dataset=enwik8_prefix --set block=xl --set steps=1400 --set eval_every=350
@@ -326,7 +326,7 @@ xl = ensure_run("lm", PRESET, runs_dir() / f"xl-{PRESET}",
 vanilla = ensure_run("lm", PRESET, runs_dir() / f"xl-vanilla-{PRESET}",
                      settings=["dataset=enwik8_prefix"])
 seg_len = xl.task.config.max_len
-# CI: the first 20,000 validation bytes; full size: all of them
+# the first 20,000 validation bytes at the tiny size; None: all of them
 val_bytes = pick(20_000, None)
 
 # %% [markdown]
@@ -394,9 +394,8 @@ vanilla_rules = (
 (xl_line + vanilla_rules).properties(width=460, height=280)
 
 # %% [markdown]
-# What a training step costs each model, measured here rather than read from the runs' logs
-# (their wall-clock time depends on what else the machine was doing): the CPU time of a
-# forward and backward pass over a few of the run's own training batches, on one thread.
+# What a training step costs each model in CPU time: a forward and backward pass over a few
+# of the run's own training batches, on one thread.
 
 # %% tags=["nbval-ignore-output"]
 def cpu_seconds_per_step(run, steps: int) -> float:
@@ -488,9 +487,8 @@ table.style.format(
 #   at least 64 bytes of context), it scores
 #   2.103<!-- record e6-cpu metrics.validation.bits_per_byte -->, ahead of XL. XL trained on
 #   somewhat less CPU time (the table's CPU seconds, from the per-step costs measured
-#   above); the overlapping windows cost twice the reading at evaluation. The
-#   wall-clock "train seconds" in the runs' logs measure the machine as much as the
-#   model: the CPU seconds are the comparison.
+#   above); the overlapping windows cost twice the reading at evaluation. The CPU seconds
+#   are the comparison.
 # * One seed each, on one small text: the gaps between the two models (a few hundredths of a
 #   bit per byte) are small enough that another seed or a longer run could close or reverse
 #   them; what the memory is worth within XL, several times more, is not.
@@ -732,12 +730,12 @@ charts = [
 alt.vconcat(*charts)
 
 # %% [markdown]
-# Read the slopes on the log-log axes: doubling n multiplies the explicit form's time and
-# memory by about 4 (quadratic); the fused kernel never stores the matrix, so its memory grows
-# only linearly, but its time still grows by 3 to 4× per doubling at the long end; the
-# block-sparse kernels grow a little below n√n in both (which multiplies by 2√2 per
-# doubling), on average over the range; single steps are noisy. In the stored run, at 8,192 positions, the
-# block-sparse kernels took about a sixth of the fused kernel's time and less than a tenth
+# Read the slopes on the log-log axes: doubling n multiplies the explicit form's memory by
+# about 4 (quadratic) and its time by more; the fused kernel never stores the matrix, so its
+# memory grows only linearly, but its time still grows faster than linearly; the
+# block-sparse kernels grow at about n√n in both (which multiplies by 2√2 per doubling), on
+# average over the range; single steps are noisy. In the stored run, at 8,192 positions, the
+# block-sparse kernels took under a quarter of the fused kernel's time and less than a tenth
 # of the explicit form's memory; the fused kernel's memory stays the smallest of all,
 # because it recomputes instead of storing.
 #
@@ -778,7 +776,7 @@ pd.DataFrame.from_dict(
         name: {
             "context": run.metrics["validation"]["context"],
             "steps": run.metrics["steps"],
-            "train seconds (shared machine)": run.metrics["train_seconds"],
+            "train seconds": run.metrics["train_seconds"],
             "validation bytes scored": run.metrics["validation"]["bytes_scored"],
             "bits per byte": round(run.metrics["validation"]["bits_per_byte"], 3),
         }

@@ -169,7 +169,7 @@ diagonal = (
 # %% [markdown]
 # The points lie on the diagonal: on a CPU, the formula accounts for what PyTorch allocates,
 # to within a few per cent at these sizes (`benchmarks/memory.py` prints a larger grid;
-# `tests/test_memory.py` holds it to a stated tolerance at two sizes). On a GPU the allocator
+# a unit test holds it to a stated tolerance at two sizes). On a GPU the allocator
 # and the kernels differ (cuBLAS workspaces, fused attention), so this page's check says
 # nothing about GPU memory: measure it there with `measured_training_memory`. At these small widths the
 # activations outweigh the state; the state grows with $d_{model}^2$, the activations with
@@ -855,9 +855,9 @@ estimate.insert(0, "TFLOP/s", [rate / 1e12 for rate in rates.values()])
 estimate.round(3)
 
 # %% [markdown]
-# On one core of a CPU the base model would train for months in fp32 (a week or more in
-# bf16 on a CPU with bf16 matrix units) and the big one for years (months in bf16). One modern GPU, at a realistic fraction of its peak, needs
-# the table's last rows; the paper's 8 P100 GPUs took 12 hours<!-- source Vaswani et al. 2017, §5.2 --> and 3.5
+# On one core of a CPU the base model would train for weeks to months, in fp32 or in bf16
+# (divide the table's hours by 168 for weeks), and the big one for more than a year. One
+# modern GPU, at a realistic fraction of its peak, needs the table's last rows; the paper's 8 P100 GPUs took 12 hours<!-- source Vaswani et al. 2017, §5.2 --> and 3.5
 # days<!-- source Vaswani et al. 2017, §5.2 -->, at a few times less peak rate in all. That gap, more than three orders of magnitude
 # between one CPU thread and one GPU in bf16, is why the book's chapters train small models,
 # and why the runner's presets for the paper's sizes (`--preset base`, `--preset gpu`) are

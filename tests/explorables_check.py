@@ -3,8 +3,9 @@ that the chart is drawn again, differently.
 
 For every chapter page whose charts bind parameters to inputs (Vega-Lite's
 ``bind``): each slider and dropdown is set to another value, and the chart's
-drawing (its SVG, or its canvas's pixels) must change, with no error box and no
-request leaving the machine; at a 1280 px laptop window and at a 390 px phone. Run
+drawing (its SVG, or its canvas's pixels) must change, with no error box, no
+request leaving the machine and no chart wider than its column; at a 1280 px
+laptop window and at a 390 px phone. Run
 after ``jupyter-book build book``:
 
     python tests/explorables_check.py book/_build/html
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
-from site_check import CHROMIUM_FLAGS, LOCAL_SCHEMES
+from site_check import CHROMIUM_FLAGS, CLIPPED_CHARTS, LOCAL_SCHEMES
 
 from annotated_transformer.doctor import BROWSER_HINT, find_browser
 
@@ -84,6 +85,10 @@ def check_page(page, path: Path) -> tuple[list[str], int]:
             )
     errors = page.locator(".vega-embed .error").all_inner_texts()
     problems += [f"{path.name}: chart error: {text[:200]}" for text in errors]
+    problems += [
+        f"{path.name}: chart {title!r} is {extra} px wider than its column"
+        for title, extra in page.evaluate(CLIPPED_CHARTS)
+    ]
     return problems, count
 
 

@@ -3,10 +3,10 @@
 For every chapter page: the math is typeset by the bundled MathJax (no raw TeX such
 as ``$``, ``\\(``, ``\\frac`` or ``^\\top`` left in the text outside math and code,
 no MathJax error), every Altair chart is drawn by the bundled Vega (no error box)
-and fits the page column, every figure (an image of the article) loads and has alt
-text, and no request leaves the machine (every URL the page asks for is a local
-file); and no page of the book is wider than a 390 px phone. Run after
-``jupyter-book build book``:
+and fits the page column (at 390 px too), no script fails, every figure (an image
+of the article) loads and has alt text, and no request leaves the machine (every
+URL the page asks for is a local file); and no page of the book is wider than a
+390 px phone. Run after ``jupyter-book build book``:
 
     python tests/site_check.py book/_build/html [--screenshot PAGE_STEM OUT.png]
 
@@ -49,6 +49,21 @@ SCROLLING_CHARTS = """() => [...document.querySelectorAll("div[id^='altair-viz-'
   return extra > 0 ? [[title ? title.textContent : chart.id, extra]] : [];
 })"""
 
+# Charts drawn wider than the output box that holds them, at the window's width:
+# cut off, or scrolling sideways (title, extra pixels). At a phone's width every
+# chart must fit its column (book.css and rendering.fit_column see to it).
+CLIPPED_CHARTS = """() => [...document.querySelectorAll('.vega-embed')]
+.flatMap(chart => {
+  const box = chart.closest('.cell_output .output') || chart.parentElement;
+  const drawing = chart.querySelector('svg.marks, canvas');
+  if (!drawing) return [];
+  const right = drawing.getBoundingClientRect().right;
+  const edge = box.getBoundingClientRect().right;
+  const scrolled = box.scrollWidth - box.clientWidth;
+  const extra = Math.max(Math.round(right - edge), scrolled);
+  const title = chart.querySelector('.role-title-text');
+  return extra > 1 ? [[title ? title.textContent : chart.id, extra]] : [];
+})"""
 
 # The article's images (the diagrams): [src, loaded with a width, alt text] each.
 FIGURES = """() => [...document.querySelectorAll('article img')]
@@ -120,6 +135,8 @@ def check_page(page, path: Path) -> tuple[list[str], int, int, int]:
             None if r.url.startswith(LOCAL_SCHEMES) else outside.append(r.url)
         ),
     )
+    script_errors: list[str] = []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
     page.goto(path.as_uri(), wait_until="load")
     problems = []
     charts = page.locator("div[id^='altair-viz-']").count()
@@ -164,6 +181,14 @@ def check_page(page, path: Path) -> tuple[list[str], int, int, int]:
     ]
     found, figures = check_figures(page, path.name)
     problems += found
+    problems += [f"{path.name}: script error: {e[:200]}" for e in script_errors]
+    # a cell waiting for the reader's input says how to run it (kernel_notes.py)
+    try_it = page.locator("div.cell_input", has_text="try_it(").count()
+    note = "This cell runs in Jupyter"
+    notes = page.locator(".admonition", has_text=note).count()
+    if notes < try_it:
+        missing = try_it - notes
+        problems.append(f"{path.name}: {missing} try-it cell(s) without {note!r}")
     problems += [
         f"{path.name}: request left the machine: {url}"
         for url in sorted(set(outside))
@@ -182,11 +207,16 @@ def wider_than_a_phone(page, path: Path) -> list[str]:
     page.set_viewport_size({"width": PHONE, "height": 800})
     page.wait_for_timeout(300)  # let the theme lay out the page again
     extra = page.evaluate("document.documentElement.scrollWidth") - PHONE
-    return (
+    found = (
         [f"{path.name}: at {PHONE} px the page scrolls sideways by {extra} px"]
         if extra > 0
         else []
     )
+    return found + [
+        f"{path.name}: at {PHONE} px chart {title!r} is {extra} px wider than its "
+        "column"
+        for title, extra in page.evaluate(CLIPPED_CHARTS)
+    ]
 
 
 def main() -> int:

@@ -12,7 +12,7 @@ number, a lab note, a validation score called a test score. A figure a chapter's
 cell measures is printed by that cell, not typed into the prose; one quoted from
 a publication is followed by ``<!-- source AUTHOR YEAR -->``. And a chapter's
 story is told at the size of its stored outputs: what a CI build does differently
-is said in one hidden admonition.
+is said once, on the contributing page.
 """
 
 from __future__ import annotations
@@ -273,35 +273,40 @@ def test_every_page_of_the_site_is_read():
 
 
 # Talk of the CI-size run. The story is told at the size of the stored outputs;
-# what a CI build does differently is said once, in a chapter's one hidden
-# admonition whose title names the CI size.
+# what a CI build does differently is said once for the whole book, in the
+# contributing page's section on it, never in a chapter.
 CI_TALK = re.compile(r"\bCI\b|\bAT_SIZE\b|continuous[- ]integration", re.I)
-CI_NOTE = re.compile(
-    r"^:::\{admonition\}[^\n]*\bCI size\n:class: dropdown\n.*?^:::$", re.S | re.M
-)
+CI_PAGE = ROOT / "book" / "contributing.md"
+CI_SECTION = "## Chapters at CI size"
 
 
 def ci_talk(text: str) -> list[str]:
-    """What in a chapter's prose speaks of the CI run outside its CI note."""
-    notes = CI_NOTE.findall(text)
-    found = [f"{len(notes)} CI notes, not one"] if len(notes) > 1 else []
-    rest = without_code_blocks(CI_NOTE.sub("", text))
-    return found + [
+    """What in a chapter's prose speaks of the CI run."""
+    rest = without_code_blocks(text)
+    return [
         rest[max(0, m.start() - 40) : m.end() + 40] for m in CI_TALK.finditer(rest)
     ]
 
 
 @pytest.mark.parametrize("py", CHAPTERS, ids=lambda p: p.stem)
-def test_ci_size_notes_stay_in_one_hidden_note(py):
+def test_chapters_do_not_speak_of_ci(py):
     assert not ci_talk(chapter_prose(py)), ci_talk(chapter_prose(py))
 
 
 def test_the_ci_check_refuses_ci_talk_in_the_story():
-    note = ":::{admonition} Where it comes from, and CI size\n:class: dropdown\n"
-    assert not ci_talk(f"{note}In CI it trains `tiny`.\n:::\nThe story.")
-    assert ci_talk(f"{note}In CI it trains `tiny`.\n:::\nThe CI build trains it.")
+    assert not ci_talk("The story, at the size of the stored outputs.")
+    assert ci_talk(":::{admonition} CI size\n:class: dropdown\nIn CI.\n:::")
     assert ci_talk("from 16 to 128 tokens (64 at CI size)")
     assert ci_talk("Set `AT_SIZE=ci` for the small run.")
     assert ci_talk("`tiny` (what continuous integration runs)")
-    assert ci_talk(":::{admonition} CI size\nIn CI it trains `tiny`.\n:::")  # shown
-    assert ci_talk(2 * f"{note}In CI.\n:::\n")  # two notes
+
+
+def test_ci_sizes_are_explained_once_for_every_chapter_that_has_one():
+    """The contributing page's section names each chapter that picks a CI size."""
+    text = CI_PAGE.read_text()
+    assert text.count(CI_SECTION) == 1, f"{CI_PAGE.name} has no {CI_SECTION!r}"
+    section = text.split(CI_SECTION, 1)[1].split("\n## ", 1)[0]
+    named = {int(n) for n in re.findall(r"\*\*(\d\d)\*\*", section)}
+    sized = [py for py in CHAPTERS if re.search(r"\bpick\(", py.read_text())]
+    picking = {int(py.name[:2]) for py in sized}
+    assert picking <= named, f"not in {CI_SECTION!r}: {sorted(picking - named)}"

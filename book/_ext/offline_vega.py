@@ -20,25 +20,32 @@ import vl_convert
 from altair.utils.html import spec_to_html
 from altair.vegalite.v6 import display
 
-from annotated_transformer.book.rendering import MIME_TYPE
+from annotated_transformer.book.rendering import MIME_TYPE, fit_column
 
 BUNDLE = "vega-offline.js"
 
 
 def chart_html(spec: dict) -> str:
-    """Altair's notebook HTML for ``spec``; its element id is the spec's hash."""
+    """Altair's notebook HTML for ``spec``, fitted to the page column; its element
+    id is the spec's hash. Drawn as SVG, which the page can scale down."""
     text = json.dumps(spec, sort_keys=True)
     div = "altair-viz-" + hashlib.sha256(text.encode()).hexdigest()[:32]
-    return spec_to_html(
-        spec,
+    fitted, max_width = fit_column(spec)
+    html = spec_to_html(
+        fitted,
         mode="vega-lite",
         vega_version=display.VEGA_VERSION,
         vegalite_version=display.VEGALITE_VERSION,
         vegaembed_version=display.VEGAEMBED_VERSION,
         output_div=div,
+        embed_options={"renderer": "svg"},
         fullhtml=False,
         template="universal",
     )
+    if max_width is None:
+        return html
+    style = f"max-width: {max_width}px"
+    return f'<div class="fitted-chart" style="{style}">{html}</div>'
 
 
 def _charts_as_html(app, docname: str, source: list[str]) -> None:

@@ -52,6 +52,45 @@ def mimebundle(spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
     return {MIME_TYPE: plain_numbers(spec)}
 
 
+# Room beside a single view's plot for its y axis, and for a legend if it has one.
+AXIS_ROOM, LEGEND_ROOM = 70, 130
+COMPOUND = ("hconcat", "vconcat", "concat", "facet", "repeat")
+LEGENDS = ("color", "fill", "stroke", "size", "shape", "opacity")
+
+
+def _has_legend(spec: dict[str, Any]) -> bool:
+    views = [spec, *spec.get("layer", [])]
+    return any(
+        isinstance(channel := view.get("encoding", {}).get(name), dict)
+        and "field" in channel
+        and channel.get("legend", {}) is not None
+        for view in views
+        for name in LEGENDS
+    )
+
+
+def fit_column(spec: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
+    """``spec`` as the site draws it, so that no chart is wider than its column.
+
+    A single view (a mark, or layers of marks) drawn ``width`` px wide gets the
+    column's width instead (Vega-Lite's ``"container"``), up to the width it was
+    drawn at: returned with it, in px, with room for its axes and legend. A phone
+    then redraws it narrower, labels at their size. A compound chart (concatenated
+    or faceted views, the explorers) keeps its layout: the page scales its
+    drawing down to the column (``book.css``), and None is returned.
+    """
+    width = spec.get("width")
+    if any(key in spec for key in COMPOUND) or not isinstance(width, int | float):
+        return spec, None
+    room = AXIS_ROOM + (LEGEND_ROOM if _has_legend(spec) else 0)
+    fitted = {
+        **spec,
+        "width": "container",
+        "autosize": {"type": "fit-x", "contains": "padding"},
+    }
+    return fitted, round(width) + room
+
+
 def enable() -> None:
     """Show every Altair chart of this kernel as a Vega-Lite MIME bundle."""
     alt.renderers.register(RENDERER, mimebundle)

@@ -64,8 +64,8 @@ Each record is scored once, when its run finishes, on the split its name says:
   words of the validation reviews.
 
 *Steps* counts optimiser steps (a run set in epochs says how many); *minutes*
-is training time, validation included, on the machine named; where a run was
-resumed elsewhere, the machine and the command from that step on follow."""
+is the time of those steps, validation excluded, on the machine named; where a
+run was resumed elsewhere, the machine and the command from that step on follow."""
 
 CURVES = """\
 ## Learning curves

@@ -170,7 +170,7 @@ class ClassificationConfig(ReviewsConfig):
 
 
 PRESETS = {
-    # CI: 1,200 reviews cut to 64 tokens, a one-block model; well under a minute.
+    # 1,200 reviews cut to 64 tokens, a one-block model: a check in seconds.
     "tiny": ClassificationConfig(
         vocab_size=5_000,
         max_len=64,
@@ -248,9 +248,9 @@ def check_pretrained(saved: dict[str, Any], config: ReviewsConfig) -> None:
             f"init={config.init}: a {saved.get('task')!r} run, not mlm; pretrain "
             "one"
         )
-    have = {f.name: f.default for f in fields(ReviewsConfig)} | saved[
-        "config"
-    ]  # older runs
+    # a run saved before a field existed had that field's default
+    defaults = {f.name: f.default for f in fields(ReviewsConfig)}
+    have = defaults | saved["config"]
     differ = [
         f"{k}={have[k]} there, {getattr(config, k)} here"
         for k in (*SHAPES, *SHARED)

@@ -255,8 +255,8 @@ class LanguageModelConfig(TrainConfig):
 
 
 PRESETS = {
-    # CI: 137k parameters, 150 steps; well under a minute on 2 CPU cores. Learns
-    # spaces, frequent letters and the XML skeleton, not words.
+    # 137k parameters, 150 steps: a check in under a minute. Learns spaces,
+    # frequent letters and the XML skeleton, not words.
     "tiny": LanguageModelConfig(
         N=2,
         d_model=64,

@@ -88,8 +88,8 @@ def from_classifier(preset: str, **changes: Any) -> MaskedLMConfig:
 
 
 PRESETS = {
-    # CI: the classify tiny preset's reviews, model and optimiser,
-    # and cpu's window; seconds.
+    # The classify tiny preset's reviews, model and optimiser, and cpu's
+    # window: a check in seconds.
     "tiny": from_classifier("tiny", window=2),
     # A laptop: ~90 minutes on two threads (~160 on one). Chapter 13's vocabulary
     # and an encoder wider and deeper than its classifier's (N 4, d_model 128,

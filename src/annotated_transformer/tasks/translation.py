@@ -130,7 +130,7 @@ class TranslationConfig(TrainConfig):
 
 
 PRESETS = {
-    # CI: a one-layer model on 1,000 pairs; seconds, learns next to nothing.
+    # A one-layer model on 1,000 pairs: a check in seconds; learns next to nothing.
     "tiny": TranslationConfig(
         tokens="bpe",
         bpe_merges=1_000,
