@@ -440,7 +440,7 @@ def test_a_run_killed_inside_a_checkpoint_write_resumes_exactly(
     env = environment(mirror)
     done = subprocess.run(argv, env=env, capture_output=True, timeout=300)
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
-    (half,) = out.glob(".last.pt.*.tmp")  # the write that was cut
+    (half,) = out.glob(".last.pt.*.at-tmp")  # the write that was cut
     assert read_checkpoint(out / "last.pt")["step"] == 3  # the first write, intact
     assert half.stat().st_size < (out / "last.pt").stat().st_size
 
@@ -448,7 +448,7 @@ def test_a_run_killed_inside_a_checkpoint_write_resumes_exactly(
     log = (out / "train.log").read_text()
     assert f"removed what a killed write left unfinished: {half.name}" in log
     assert "resumed at step 3 of" in log
-    assert not list(out.glob(".*.tmp"))
+    assert not list(out.glob(".*.at-tmp"))
     same_history(out, whole_dir, task)
     scored = records.scored_section(whole.metrics)
     assert resumed.metrics[scored] == whole.metrics[scored]
@@ -727,27 +727,32 @@ def test_a_folder_moved_while_training_stops_the_run(mirror, tmp_path):
     )
 
 
-def test_a_trainer_leaves_a_live_writers_temporary_files_alone(mirror, tmp_path):
-    """What a killed writer left is removed when a run starts in the folder; what
-    a live process is writing (its id in the name) is not."""
+def test_a_trainer_removes_only_what_its_killed_writers_left(mirror, tmp_path):
+    """What a killed writer of this package left is removed when a run starts in
+    the folder; what a live process is writing (its id in the name) is not, nor
+    is any file whose name the package does not make: a user's hidden ``.tmp``
+    files stay."""
     out = tmp_path / "run"
     out.mkdir()
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    live = out / f".last.pt.{alive.pid}.abc.tmp"
-    dead = out / f".last.pt.{gone.pid}.abc.tmp"
+    live = out / f".last.pt.{alive.pid}.0a1b2c3d.at-tmp"
+    dead = out / f".last.pt.{gone.pid}.0a1b2c3d.at-tmp"
+    users = [".notes.tmp", ".draft.v2.tmp", f".last.pt.{gone.pid}.abc.tmp"]
     try:
-        for path in (live, dead):
-            path.write_bytes(b"half a checkpoint")
+        for path in (live, dead, *(out / name for name in users)):
+            path.write_bytes(b"half a checkpoint, or a user's notes")
         settings = {"preset": "tiny", "settings": SETTINGS["lm"]}
         assert train("lm", out, mirror, **settings, max_steps=1) is None
         assert live.exists() and not dead.exists()
     finally:
         alive.kill()
         alive.wait()
+    for name in users:
+        assert (out / name).read_bytes() == b"half a checkpoint, or a user's notes"
     log = (out / "train.log").read_text()
-    assert f"removed what a killed write left unfinished: {dead.name}" in log
+    assert f"removed what a killed write left unfinished: {dead.name}\n" in log
 
 
 @pytest.mark.parametrize(
