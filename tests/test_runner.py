@@ -665,6 +665,82 @@ def test_checkpoints_that_do_not_fit_this_version_are_one_line(
     assert said in str(refused.value)
 
 
+def integer_weights(state: dict) -> None:
+    state["model"] = {
+        k: v.round().to(torch.int64) for k, v in state["model"].items()
+    }
+
+
+def moments_of_another_shape(state: dict) -> None:
+    moments = state["optimizer"]["state"][0]
+    moments["exp_avg"] = torch.zeros(3, 3)
+
+
+# Damage behind a valid checksum (recomputed after the edit, ``saved_again``).
+DAMAGE = {
+    "step -5": lambda s: s.update(step=-5),
+    "step 10**9": lambda s: s.update(step=10**9),
+    "step past the run": lambda s: s.update(step=31),
+    "a string as model": lambda s: s.update(model="weights"),
+    "integer weights": integer_weights,
+    "python generator": lambda s: s["rng"].update(python=(3, (1, 2), None)),
+    "torch generator": lambda s: s["rng"].update(torch=torch.zeros(3)),
+    "optimizer a string": lambda s: s.update(optimizer="adam"),
+    "optimizer moments": moments_of_another_shape,
+    "optimizer lr": lambda s: s["optimizer"]["param_groups"][0].update(lr="x"),
+    "data position": lambda s: s["extra"].update(epoch=-1),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_last_pt_behind_a_valid_checksum_resumes_from_the_one_before(
+    damage, mirror, tmp_path, uninterrupted
+):
+    """Checked field by field, not only by its checksum: a last.pt with an
+    impossible step, non-float weights, generator or optimiser states that do not
+    restore is set aside in one line, and the run resumes from last.previous.pt
+    exactly as the uninterrupted run went."""
+    whole_dir, _ = uninterrupted("lm")
+    out = tmp_path / "run"
+    settings = {"preset": "tiny", "settings": SETTINGS["lm"]}
+    assert train("lm", out, mirror, **settings, max_steps=7) is None
+    saved_again(out / "last.pt", DAMAGE[damage])  # step 7; last.previous.pt: 6
+    assert train("lm", out, mirror, resume=True, max_steps=8) is None
+    log = (out / "train.log").read_text().splitlines()
+    (aside,) = [line for line in log if "last.pt.damaged set aside" in line]
+    assert (
+        f"resuming from last.previous.pt; last.pt.damaged set aside: {out}" in aside
+    )
+    assert log[-2].endswith("resumed at step 6 of 30")
+    got = pd.read_csv(out / "history.csv")
+    expected = pd.read_csv(whole_dir / "history.csv").iloc[:8]
+    pd.testing.assert_frame_equal(got[SAME], expected[SAME], check_exact=True)
+    assert read_checkpoint(out / "last.pt")["step"] == 8
+
+
+def test_damaged_checkpoints_without_an_intact_one_are_one_line(mirror, tmp_path):
+    """Both last.pt and last.previous.pt damaged behind valid checksums: one line
+    that names the damage (of the last one tried) and exit status 1, nothing set
+    aside."""
+    out = tmp_path / "run"
+    settings = {"preset": "tiny", "settings": SETTINGS["lm"]}
+    assert train("lm", out, mirror, **settings, max_steps=7) is None
+    for name in ("last.pt", "last.previous.pt"):
+        saved_again(out / name, DAMAGE["optimizer moments"])
+    argv = ["-m", "annotated_transformer", "lm", "train", "--out", str(out)]
+    argv += ["--resume", "--no-progress", "--device", "cpu"]
+    done = subprocess.run(
+        [sys.executable, *argv], env=environment(mirror), capture_output=True
+    )
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        f"error: {out / 'last.previous.pt'} is damaged: its optimiser state does "
+        "not fit "
+        "the model's parameters; use an earlier checkpoint, or train again\n"
+    )
+    assert {p.name for p in out.glob("last*")} == {"last.pt", "last.previous.pt"}
+
+
 @pytest.mark.parametrize("name", ["provenance.json", "metrics.json"])
 @pytest.mark.parametrize("content", ["{}", "[]", "not json"])
 def test_damaged_run_folder_json_is_named_on_resume(
@@ -705,11 +781,15 @@ def start_training(
 def test_a_folder_moved_while_training_stops_the_run(mirror, tmp_path):
     """The trainer writes into its folder, not its path: moved, the run stops with
     one line that says where the folder went, and nothing appears at the old
-    path; the run continues there."""
+    path, not even when a second trainer tries to resume there at once; the run
+    continues in its new place."""
     out, moved = tmp_path / "run", tmp_path / "moved"
     process = start_training(out, mirror)
     try:
         out.rename(moved)
+        argv = [sys.executable, "-m", "annotated_transformer", "lm", "train"]
+        argv += ["--out", str(out), "--resume", "--no-progress", "--device", "cpu"]
+        second = subprocess.run(argv, env=environment(mirror), capture_output=True)
         _, err = process.communicate(timeout=120)
     finally:
         process.kill() if process.poll() is None else None
@@ -719,12 +799,43 @@ def test_a_folder_moved_while_training_stops_the_run(mirror, tmp_path):
         "stops here, its checkpoints intact there; continue it there with "
         "--resume (--out the new place)"
     )
+    assert second.returncode == 1
+    assert second.stderr.decode().startswith("error: nothing to resume")
     assert not out.exists()
     step = read_checkpoint(moved / "last.pt")["step"]
     resumed = train("lm", moved, mirror, resume=True, max_steps=step + 1)
     assert (
         resumed is None and read_checkpoint(moved / "last.pt")["step"] == step + 1
     )
+
+
+def test_a_folder_moved_inside_a_checkpoint_write_is_not_split(
+    mirror, tmp_path, monkeypatch
+):
+    """Moved after the check before a write, while the checkpoint is being
+    hashed: the checkpoint still lands in the moved folder (written through the
+    open folder, not its path), the old path is never made again, and the run
+    stops at its next write with one line. Only the moved folder resumes."""
+    out, moved = tmp_path / "run", tmp_path / "moved"
+    content_hash = checkpoints.content_hash
+
+    def move_then_hash(state):
+        if state.get("step") == 6 and state.get("optimizer") and out.exists():
+            out.rename(moved)
+        return content_hash(state)
+
+    monkeypatch.setattr(checkpoints, "content_hash", move_then_hash)
+    settings = {"preset": "tiny", "settings": SETTINGS["lm"]}
+    with pytest.raises(ValueError, match=f"^the run's folder {out} was moved to"):
+        train("lm", out, mirror, **settings)
+    monkeypatch.undo()
+    assert not out.exists()
+    assert read_checkpoint(moved / "last.pt")["step"] == 6
+    with pytest.raises(FileNotFoundError, match="nothing to resume"):
+        train("lm", out, mirror, resume=True)
+    assert not out.exists()
+    assert train("lm", moved, mirror, resume=True, max_steps=7) is None
+    assert read_checkpoint(moved / "last.pt")["step"] == 7
 
 
 def test_a_trainer_removes_only_what_its_killed_writers_left(mirror, tmp_path):
