@@ -741,6 +741,37 @@ def test_damaged_checkpoints_without_an_intact_one_are_one_line(mirror, tmp_path
     assert {p.name for p in out.glob("last*")} == {"last.pt", "last.previous.pt"}
 
 
+@pytest.mark.parametrize("kind", ["symlink out", "fifo"])
+def test_a_train_log_that_is_not_a_plain_file_is_refused(kind, mirror, tmp_path):
+    """A train.log that is a symbolic link out of the folder, or a FIFO, is refused
+    in one line when the run resumes: nothing is written outside the folder, and
+    nothing hangs on a FIFO."""
+    out, outside = tmp_path / "run", tmp_path / "outside.log"
+    settings = {"preset": "tiny", "settings": SETTINGS["lm"]}
+    assert train("lm", out, mirror, **settings, max_steps=3) is None
+    (out / "train.log").unlink()
+    outside.write_text("someone else's file\n")
+    if kind == "fifo":
+        os.mkfifo(out / "train.log")
+    else:
+        (out / "train.log").symlink_to(outside)
+    argv = ["-m", "annotated_transformer", "lm", "train", "--out", str(out)]
+    argv += ["--resume", "--max-steps", "4", "--no-progress", "--device", "cpu"]
+    done = subprocess.run(
+        [sys.executable, *argv],
+        env=environment(mirror),
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        f"error: {out / 'train.log'} is not a plain file (a symbolic link, a FIFO, "
+        "a device or a folder): remove or rename it, then run again\n"
+    )
+    assert outside.read_text() == "someone else's file\n"
+    assert read_checkpoint(out / "last.pt")["step"] == 3
+
+
 @pytest.mark.parametrize("name", ["provenance.json", "metrics.json"])
 @pytest.mark.parametrize("content", ["{}", "[]", "not json"])
 def test_damaged_run_folder_json_is_named_on_resume(

@@ -390,13 +390,12 @@ class Run:
         if not dist.is_main():
             return
         self.check_folder()
-        if self.echo:
-            tqdm.write(message, file=sys.stderr)
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         append = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         fd = open_regular(self.out / "train.log", append, folder=self.fd)
         with open(fd, "a", encoding="utf-8") as log:
-            log.write(f"{stamp}  {message}\n")
+            if self.echo:
+                tqdm.write(message, file=sys.stderr)
+            log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')}  {message}\n")
 
     def write_history(self) -> None:
         if dist.is_main():
