@@ -131,6 +131,11 @@ def texts(args: argparse.Namespace) -> list[str]:
         given, where = args.inputs, "the command line"
     else:
         where = "stdin"
+        if sys.stdin is None:  # started with stdin closed (`<&-`)
+            raise ValueError(
+                "no texts: give them on the command line, or on stdin (it is "
+                "closed here)"
+            )
         try:
             raw = getattr(sys.stdin, "buffer", None)
             data = raw.read().decode() if raw else sys.stdin.read()
