@@ -689,6 +689,7 @@ DAMAGE = {
     "optimizer moments": moments_of_another_shape,
     "optimizer lr": lambda s: s["optimizer"]["param_groups"][0].update(lr="x"),
     "data position": lambda s: s["extra"].update(epoch=-1),
+    "history row": lambda s: s["extra"]["history"][-1].update(seconds="x"),
 }
 
 

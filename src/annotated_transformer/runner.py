@@ -697,7 +697,8 @@ def holding(out: Path) -> Iterator[Folder]:
     again."""
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    folder, locked = os.open(out, os.O_RDONLY), False
+    folder = os.open(out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    locked = False
     try:
         stale: list[Path] = []
         if fcntl is not None and os.environ.get("RANK", "0") == "0":

@@ -455,17 +455,18 @@ def check_position(
 ) -> None:
     """Refuse (:class:`CheckpointError`) a checkpoint that :meth:`Trainer.resume`
     cannot continue from: no data position (``epoch``, ``batch_in_epoch``: counts),
-    a history that is not one row (a dict) per step done, or a step beyond
-    ``max_steps`` (the run's length)."""
+    a history that is not one row per step done (a dict of numbers with its step
+    and the seconds trained), or a step beyond ``max_steps`` (the run's
+    length)."""
     extra = state["extra"]
     position = [extra.get("epoch"), extra.get("batch_in_epoch")]
     history = extra.get("history")
     if not all(type(n) is int and n >= 0 for n in position):
         what = f"its data position (epoch, batch) is {position}, not two counts"
     elif not isinstance(history, list) or not all(
-        isinstance(r, dict) for r in history
+        _row(r, i) for i, r in enumerate(history, 1)
     ):
-        what = "its history is not a list of rows"
+        what = "its history is not one row of numbers per step"
     elif len(history) != state["step"]:
         what = f"its step {state['step']} is not its history's {len(history)} rows"
     elif max_steps is not None and state["step"] > max_steps:
@@ -474,4 +475,18 @@ def check_position(
         return
     raise CheckpointError(
         f"{path} is damaged: {what}; use an earlier checkpoint, or train again"
+    )
+
+
+def _row(row: Any, step: int) -> bool:
+    """Is ``row`` the history row of ``step`` that :meth:`Trainer.train_step` makes
+    (and an evaluation adds numbers to)?"""
+    return (
+        isinstance(row, dict)
+        and row.get("step") == step
+        and isinstance(row.get("seconds"), int | float)
+        and all(
+            isinstance(v, int | float) and not isinstance(v, bool)
+            for v in row.values()
+        )
     )
