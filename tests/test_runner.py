@@ -426,6 +426,15 @@ def command(task: str, out: Path, *extra: str) -> list[str]:
     return [*argv, "--device", "cpu", *settings, *extra]
 
 
+def terminal_signals() -> None:
+    """Run in a started process before its program: SIGINT and SIGTERM do what
+    they do to a terminal's foreground job (the default), however this test run
+    was started (a background job, ``nohup``, starts its children with SIGINT
+    ignored), so that a signal a test sends is the one a user's would be."""
+    for each in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(each, signal.SIG_DFL)
+
+
 def environment(mirror: Path) -> dict[str, str]:
     return {**os.environ, "AT_DATA_MIRROR": str(mirror), "OMP_NUM_THREADS": "1"}
 
@@ -549,6 +558,7 @@ def test_two_trainers_on_one_folder_one_refuses_and_sigterm_stops_the_other(
     argv += ["--set", "steps=100000"]  # longer than any wait below
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     env = environment(mirror)
+    pipes["preexec_fn"] = terminal_signals
     both = [subprocess.Popen(argv, env=env, **pipes) for _ in range(2)]
     try:
         deadline = time.monotonic() + 180
@@ -584,7 +594,9 @@ def test_ctrl_c_while_the_command_starts_is_one_line(mirror, tmp_path):
     argv = [sys.executable, "-m", "annotated_transformer"]
     argv += command("lm", tmp_path / "run")
     env, pipe = environment(mirror), subprocess.PIPE
-    process = subprocess.Popen(argv, env=env, stderr=pipe, text=True)
+    process = subprocess.Popen(
+        argv, env=env, stderr=pipe, text=True, preexec_fn=terminal_signals
+    )
     wait_for_handlers(process.pid)  # then the libraries load, for seconds
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
@@ -801,7 +813,9 @@ def start_training(
     if progress:
         argv.remove("--no-progress")
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    process = subprocess.Popen(argv, env=environment(mirror), **pipes)
+    process = subprocess.Popen(
+        argv, env=environment(mirror), preexec_fn=terminal_signals, **pipes
+    )
     deadline = time.monotonic() + 180
     while not (out / "last.pt").exists():
         assert process.poll() is None, process.communicate()[1][-2000:]
