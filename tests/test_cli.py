@@ -746,6 +746,22 @@ def test_a_mistake_under_torchrun_is_one_line_from_rank_0(tmp_path):
     assert done.stderr.count("error: lr=-1.0 must be > 0") == 1, done.stderr
 
 
+def test_a_mistake_under_the_launcher_is_the_programs_line_alone(tmp_path):
+    """``python -m annotated_transformer.launch``: torchrun, but a failure is the
+    program's one line and its exit status, without the launcher's
+    ChildFailedError traceback and logs."""
+    command = [sys.executable, "-m", "annotated_transformer.launch", "--standalone"]
+    command += ["--nproc_per_node=2", "lm", "train", "--out", str(tmp_path / "run")]
+    command += ["--device", "cpu", "--set", "lr=-1"]
+    env = {key: value for key, value in os.environ.items() if key != "LOGLEVEL"}
+    done = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1
+    assert done.stderr == "error: lr=-1.0 must be > 0\n"
+    assert not (tmp_path / "run").exists()
+
+
 # ----------------------------------------------------- evaluate and predict options
 
 
