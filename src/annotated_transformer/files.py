@@ -47,11 +47,6 @@ class DiskFullError(OSError):
     replaced."""
 
 
-class NotRegularFileError(ValueError):
-    """A name in a folder that is a symbolic link, a FIFO, a device or a folder
-    where a plain file belongs: the message names it and what to do."""
-
-
 def atomic_write(
     path: str | os.PathLike,
     data: bytes | Callable[[BinaryIO], None],
@@ -148,18 +143,19 @@ def is_stale(tmp: Path) -> bool:
     return False
 
 
-def open_regular(
+def open_at(
     path: str | os.PathLike, flags: int = os.O_RDONLY, *, folder: int | None = None
 ) -> int:
     """A descriptor of the plain file ``path`` (with ``folder``, an open descriptor
-    of its folder: the name ``path.name`` in that folder), opened with ``flags``
-    (``os.O_WRONLY | os.O_APPEND | os.O_CREAT`` to append to a log). Never through
-    a symbolic link, never a FIFO or device (opened without blocking, then
-    refused), so that a planted name can neither send a write out of the folder nor
-    hang the program: those are one :class:`NotRegularFileError`."""
+    of its folder: the name ``path.name`` in that folder, wherever it has moved),
+    opened with ``flags`` (``os.O_WRONLY | os.O_APPEND | os.O_CREAT`` to append to
+    a log). Never through a symbolic link, never a FIFO or device (opened without
+    blocking, then checked on the descriptor), so that a planted name can neither
+    send a write out of the folder nor hang the program: those are one
+    :class:`DamagedFileError`."""
     path = Path(path)
     where = path.name if folder is not None else path
-    refused = NotRegularFileError(
+    refused = DamagedFileError(
         f"{path} is not a plain file (a symbolic link, a FIFO, a device or a "
         "folder): remove or rename it, then run again"
     )
@@ -210,7 +206,7 @@ def atomic_copy(
     if folder is None:
         with open(source, "rb") as f:
             return atomic_write(target, lambda out: shutil.copyfileobj(f, out))
-    with os.fdopen(open_regular(source, folder=folder), "rb") as f:
+    with os.fdopen(open_at(source, folder=folder), "rb") as f:
         copy = functools.partial(shutil.copyfileobj, f)
         return atomic_write(target, copy, folder=folder)
 

@@ -72,7 +72,7 @@ from annotated_transformer.files import (
     atomic_copy,
     atomic_write,
     is_stale,
-    open_regular,
+    open_at,
     write_json,
 )
 from annotated_transformer.finished import (
@@ -391,7 +391,7 @@ class Run:
             return
         self.check_folder()
         append = os.O_WRONLY | os.O_APPEND | os.O_CREAT
-        fd = open_regular(self.out / "train.log", append, folder=self.fd)
+        fd = open_at(self.out / "train.log", append, folder=self.fd)
         with open(fd, "a", encoding="utf-8") as log:
             if self.echo:
                 tqdm.write(message, file=sys.stderr)
