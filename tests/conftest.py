@@ -58,8 +58,8 @@ def one_thread():
 
 @pytest.fixture
 def torchrun():
-    """Train with ``python -m torch.distributed.run`` on CPU
-    processes (gloo); checks it ran.
+    """Train under torchrun (``python -m annotated_transformer.launch``, which
+    runs it) on CPU processes (gloo); checks it ran.
 
     ``torchrun(task, out, settings, nproc=2, env=None)`` runs
     ``task train --out out`` with each setting as ``--set`` and one thread per
@@ -70,14 +70,8 @@ def torchrun():
         task: str, out: Path, settings: list[str], *, nproc: int = 2, env=None
     ) -> None:
         env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-        command += [
-            f"--nproc_per_node={nproc}",
-            "-m",
-            "annotated_transformer",
-            task,
-            "train",
-        ]
+        command = [sys.executable, "-m", "annotated_transformer.launch"]
+        command += ["--standalone", f"--nproc_per_node={nproc}", task, "train"]
         command += ["--out", str(out), "--no-progress", "--device", "cpu"]
         command += [arg for setting in settings for arg in ("--set", setting)]
         done = subprocess.run(

@@ -518,7 +518,33 @@ def test_empty_and_impossible_inputs_to_predict(trained, capsys, monkeypatch):
     fails(capsys, predict("lm", stdin=""), "nothing to continue")
     fails(capsys, predict("lm", ""), "prompt 1 is empty")
     fails(capsys, predict("lm", "a", "--temperature", "0"), "temperature")
+    fails(capsys, predict("lm", "a", "--temperature", "1e-45"), "temperature")
     fails(capsys, predict("lm", "a", "--top-k", "0"), "top_k")
+    monkeypatch.setattr(sys, "stdin", None)  # started with stdin closed: `<&-`
+    fails(capsys, predict("lm"), "no texts: give them on the command line")
+
+
+def test_a_checkpoint_with_fields_of_the_wrong_kind_is_one_line(
+    trained, tmp_path, capsys
+):
+    """Behind a valid checksum (made again after the edit): a model that is a
+    string, integer weights."""
+    from annotated_transformer.training import checkpoints
+
+    out, _ = trained("lm")
+    changes = {
+        "its model is a str, not a dict of weights": lambda s: s.update(model="x"),
+        "not floating-point": lambda s: s["model"].update(
+            {k: v.long() for k, v in s["model"].items()}
+        ),
+    }
+    for said, change in changes.items():
+        state = checkpoints.read_checkpoint(out / "final.pt")
+        change(state)
+        state["checksum"] = checkpoints.content_hash(state)
+        torch.save(state, tmp_path / "edited.pt")
+        argv = ["lm", "predict", "--checkpoint", str(tmp_path / "edited.pt"), "a"]
+        fails(capsys, argv, f"{tmp_path / 'edited.pt'} is damaged: ", said)
 
 
 def test_an_interrupt_is_one_line_and_exit_status_130(
@@ -634,6 +660,11 @@ def test_an_init_run_that_is_not_there_is_refused(tmp_path, capsys, mirror):
     argv = ["classify", "train", "--out", str(tmp_path / "run")]
     argv += ["--data-dir", str(mirror), "--set", f"init={tmp_path / 'nowhere'}"]
     fails(capsys, argv, "no final.pt there")
+    loop = [tmp_path / "loop-a", tmp_path / "loop-b"]
+    loop[0].symlink_to(loop[1])
+    loop[1].symlink_to(loop[0])
+    argv[-1] = f"init={loop[0]}"
+    fails(capsys, argv, f"{loop[0]} is a loop of symbolic links")
 
 
 def test_clip_norm_is_a_positive_bound_or_none():
@@ -713,6 +744,22 @@ def test_a_mistake_under_torchrun_is_one_line_from_rank_0(tmp_path):
     )
     assert done.returncode != 0
     assert done.stderr.count("error: lr=-1.0 must be > 0") == 1, done.stderr
+
+
+def test_a_mistake_under_the_launcher_is_the_programs_line_alone(tmp_path):
+    """``python -m annotated_transformer.launch``: torchrun, but a failure is the
+    program's one line and its exit status, without the launcher's
+    ChildFailedError traceback and logs."""
+    command = [sys.executable, "-m", "annotated_transformer.launch", "--standalone"]
+    command += ["--nproc_per_node=2", "lm", "train", "--out", str(tmp_path / "run")]
+    command += ["--device", "cpu", "--set", "lr=-1"]
+    env = {key: value for key, value in os.environ.items() if key != "LOGLEVEL"}
+    done = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1
+    assert done.stderr == "error: lr=-1.0 must be > 0\n"
+    assert not (tmp_path / "run").exists()
 
 
 # ----------------------------------------------------- evaluate and predict options

@@ -76,8 +76,9 @@ def test_copy_and_json(tmp_path):
 
 def test_a_temporary_file_is_stale_only_when_its_writer_is_gone(tmp_path):
     """A temporary file's name holds its writer's process id: one that still
-    runs keeps its file; a finished one's, this process's (an earlier process
-    with its id) and a name without an id are left-overs."""
+    runs keeps its file; a finished one's and this process's (an earlier process
+    with its id) are left-overs. A name this package does not make (a user's
+    ``.notes.tmp``, ``.draft.v2.tmp``, the old ``.NAME.PID.X.tmp``) never is."""
     import os
     import subprocess
     import sys
@@ -87,26 +88,31 @@ def test_a_temporary_file_is_stale_only_when_its_writer_is_gone(tmp_path):
     gone.wait()
     try:
         names = {
-            f".last.pt.{alive.pid}.x1y2.tmp": False,
-            f".last.pt.{gone.pid}.x1y2.tmp": True,
-            f".last.pt.{os.getpid()}.x1y2.tmp": True,
-            ".last.pt.x1y2.tmp": True,
+            f".last.pt.{alive.pid}.0a1b2c3d.at-tmp": False,
+            f".last.pt.{gone.pid}.0a1b2c3d.at-tmp": True,
+            f".last.pt.{os.getpid()}.0a1b2c3d.at-tmp": True,
+            ".notes.tmp": False,
+            ".draft.v2.tmp": False,
+            f".last.pt.{gone.pid}.x1y2.tmp": False,
+            ".last.pt.0a1b2c3d.at-tmp": False,
+            f"last.pt.{gone.pid}.0a1b2c3d.at-tmp": False,
         }
         for name, stale in names.items():
             assert is_stale(tmp_path / name) is stale, name
     finally:
         alive.kill()
         alive.wait()
-    assert is_stale(tmp_path / f".last.pt.{alive.pid}.x1y2.tmp")
+    assert is_stale(tmp_path / f".last.pt.{alive.pid}.0a1b2c3d.at-tmp")
     # atomic_write names its temporary files so
     seen = []
 
     def look(f):
-        seen.extend(p.name for p in tmp_path.glob(".*.tmp"))
+        seen.extend(p.name for p in tmp_path.glob(".*"))
         f.write(b"{}")
 
     atomic_write(tmp_path / "a.json", look)
-    assert seen and seen[0].startswith(f".a.json.{os.getpid()}.")
+    assert len(seen) == 1 and seen[0].startswith(f".a.json.{os.getpid()}.")
+    assert seen[0].endswith(".at-tmp") and is_stale(tmp_path / seen[0])
 
 
 def test_only_regular_files_inside_their_folder_are_opened(tmp_path):

@@ -20,7 +20,7 @@ the bottom:
    ``results/``), ``finished`` (a finished run read back, for both of them) and
    ``machine`` (a run's provenance, written by the runner and copied by records,
    and used by nothing else).
-7. commands: ``cli``, ``doctor``, ``__main__``.
+7. commands: ``cli``, ``launch`` (``cli`` under torchrun), ``doctor``, ``__main__``.
 8. ``book/`` (the chapters' machinery) and ``exercises/`` (graded exercises): may
    import anything below.
 
@@ -67,6 +67,7 @@ LAYERS: dict[str, tuple[str, int]] = {
     "finished": ("runs", 6),
     "cli": ("commands", 7),
     "doctor": ("commands", 7),
+    "launch": ("commands", 7),
     "__main__": ("commands", 7),
     "book": ("book", 8),
     "exercises": ("exercises", 8),

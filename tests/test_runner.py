@@ -426,6 +426,15 @@ def command(task: str, out: Path, *extra: str) -> list[str]:
     return [*argv, "--device", "cpu", *settings, *extra]
 
 
+def terminal_signals() -> None:
+    """Run in a started process before its program: SIGINT and SIGTERM do what
+    they do to a terminal's foreground job (the default), however this test run
+    was started (a background job, ``nohup``, starts its children with SIGINT
+    ignored), so that a signal a test sends is the one a user's would be."""
+    for each in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(each, signal.SIG_DFL)
+
+
 def environment(mirror: Path) -> dict[str, str]:
     return {**os.environ, "AT_DATA_MIRROR": str(mirror), "OMP_NUM_THREADS": "1"}
 
@@ -440,7 +449,7 @@ def test_a_run_killed_inside_a_checkpoint_write_resumes_exactly(
     env = environment(mirror)
     done = subprocess.run(argv, env=env, capture_output=True, timeout=300)
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
-    (half,) = out.glob(".last.pt.*.tmp")  # the write that was cut
+    (half,) = out.glob(".last.pt.*.at-tmp")  # the write that was cut
     assert read_checkpoint(out / "last.pt")["step"] == 3  # the first write, intact
     assert half.stat().st_size < (out / "last.pt").stat().st_size
 
@@ -448,7 +457,7 @@ def test_a_run_killed_inside_a_checkpoint_write_resumes_exactly(
     log = (out / "train.log").read_text()
     assert f"removed what a killed write left unfinished: {half.name}" in log
     assert "resumed at step 3 of" in log
-    assert not list(out.glob(".*.tmp"))
+    assert not list(out.glob(".*.at-tmp"))
     same_history(out, whole_dir, task)
     scored = records.scored_section(whole.metrics)
     assert resumed.metrics[scored] == whole.metrics[scored]
@@ -549,6 +558,7 @@ def test_two_trainers_on_one_folder_one_refuses_and_sigterm_stops_the_other(
     argv += ["--set", "steps=100000"]  # longer than any wait below
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     env = environment(mirror)
+    pipes["preexec_fn"] = terminal_signals
     both = [subprocess.Popen(argv, env=env, **pipes) for _ in range(2)]
     try:
         deadline = time.monotonic() + 180
@@ -584,7 +594,9 @@ def test_ctrl_c_while_the_command_starts_is_one_line(mirror, tmp_path):
     argv = [sys.executable, "-m", "annotated_transformer"]
     argv += command("lm", tmp_path / "run")
     env, pipe = environment(mirror), subprocess.PIPE
-    process = subprocess.Popen(argv, env=env, stderr=pipe, text=True)
+    process = subprocess.Popen(
+        argv, env=env, stderr=pipe, text=True, preexec_fn=terminal_signals
+    )
     wait_for_handlers(process.pid)  # then the libraries load, for seconds
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
@@ -665,6 +677,114 @@ def test_checkpoints_that_do_not_fit_this_version_are_one_line(
     assert said in str(refused.value)
 
 
+def integer_weights(state: dict) -> None:
+    state["model"] = {
+        k: v.round().to(torch.int64) for k, v in state["model"].items()
+    }
+
+
+def moments_of_another_shape(state: dict) -> None:
+    moments = state["optimizer"]["state"][0]
+    moments["exp_avg"] = torch.zeros(3, 3)
+
+
+# Damage behind a valid checksum (recomputed after the edit, ``saved_again``).
+DAMAGE = {
+    "step -5": lambda s: s.update(step=-5),
+    "step 10**9": lambda s: s.update(step=10**9),
+    "step past the run": lambda s: s.update(step=31),
+    "a string as model": lambda s: s.update(model="weights"),
+    "integer weights": integer_weights,
+    "python generator": lambda s: s["rng"].update(python=(3, (1, 2), None)),
+    "torch generator": lambda s: s["rng"].update(torch=torch.zeros(3)),
+    "optimizer a string": lambda s: s.update(optimizer="adam"),
+    "optimizer moments": moments_of_another_shape,
+    "optimizer lr": lambda s: s["optimizer"]["param_groups"][0].update(lr="x"),
+    "data position": lambda s: s["extra"].update(epoch=-1),
+    "history row": lambda s: s["extra"]["history"][-1].update(seconds="x"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_last_pt_behind_a_valid_checksum_resumes_from_the_one_before(
+    damage, mirror, tmp_path, uninterrupted
+):
+    """Checked field by field, not only by its checksum: a last.pt with an
+    impossible step, non-float weights, generator or optimiser states that do not
+    restore is set aside in one line, and the run resumes from last.previous.pt
+    exactly as the uninterrupted run went."""
+    whole_dir, _ = uninterrupted("lm")
+    out = tmp_path / "run"
+    settings = {"preset": "tiny", "settings": SETTINGS["lm"]}
+    assert train("lm", out, mirror, **settings, max_steps=7) is None
+    saved_again(out / "last.pt", DAMAGE[damage])  # step 7; last.previous.pt: 6
+    assert train("lm", out, mirror, resume=True, max_steps=8) is None
+    log = (out / "train.log").read_text().splitlines()
+    (aside,) = [line for line in log if "last.pt.damaged set aside" in line]
+    assert (
+        f"resuming from last.previous.pt; last.pt.damaged set aside: {out}" in aside
+    )
+    assert log[-2].endswith("resumed at step 6 of 30")
+    got = pd.read_csv(out / "history.csv")
+    expected = pd.read_csv(whole_dir / "history.csv").iloc[:8]
+    pd.testing.assert_frame_equal(got[SAME], expected[SAME], check_exact=True)
+    assert read_checkpoint(out / "last.pt")["step"] == 8
+
+
+def test_damaged_checkpoints_without_an_intact_one_are_one_line(mirror, tmp_path):
+    """Both last.pt and last.previous.pt damaged behind valid checksums: one line
+    that names the damage (of the last one tried) and exit status 1, nothing set
+    aside."""
+    out = tmp_path / "run"
+    settings = {"preset": "tiny", "settings": SETTINGS["lm"]}
+    assert train("lm", out, mirror, **settings, max_steps=7) is None
+    for name in ("last.pt", "last.previous.pt"):
+        saved_again(out / name, DAMAGE["optimizer moments"])
+    argv = ["-m", "annotated_transformer", "lm", "train", "--out", str(out)]
+    argv += ["--resume", "--no-progress", "--device", "cpu"]
+    done = subprocess.run(
+        [sys.executable, *argv], env=environment(mirror), capture_output=True
+    )
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        f"error: {out / 'last.previous.pt'} is damaged: its optimiser state does "
+        "not fit "
+        "the model's parameters; use an earlier checkpoint, or train again\n"
+    )
+    assert {p.name for p in out.glob("last*")} == {"last.pt", "last.previous.pt"}
+
+
+@pytest.mark.parametrize("kind", ["symlink out", "fifo"])
+def test_a_train_log_that_is_not_a_plain_file_is_refused(kind, mirror, tmp_path):
+    """A train.log that is a symbolic link out of the folder, or a FIFO, is refused
+    in one line when the run resumes: nothing is written outside the folder, and
+    nothing hangs on a FIFO."""
+    out, outside = tmp_path / "run", tmp_path / "outside.log"
+    settings = {"preset": "tiny", "settings": SETTINGS["lm"]}
+    assert train("lm", out, mirror, **settings, max_steps=3) is None
+    (out / "train.log").unlink()
+    outside.write_text("someone else's file\n")
+    if kind == "fifo":
+        os.mkfifo(out / "train.log")
+    else:
+        (out / "train.log").symlink_to(outside)
+    argv = ["-m", "annotated_transformer", "lm", "train", "--out", str(out)]
+    argv += ["--resume", "--max-steps", "4", "--no-progress", "--device", "cpu"]
+    done = subprocess.run(
+        [sys.executable, *argv],
+        env=environment(mirror),
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        f"error: {out / 'train.log'} is not a plain file (a symbolic link, a FIFO, "
+        "a device or a folder): remove or rename it, then run again\n"
+    )
+    assert outside.read_text() == "someone else's file\n"
+    assert read_checkpoint(out / "last.pt")["step"] == 3
+
+
 @pytest.mark.parametrize("name", ["provenance.json", "metrics.json"])
 @pytest.mark.parametrize("content", ["{}", "[]", "not json"])
 def test_damaged_run_folder_json_is_named_on_resume(
@@ -693,7 +813,9 @@ def start_training(
     if progress:
         argv.remove("--no-progress")
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    process = subprocess.Popen(argv, env=environment(mirror), **pipes)
+    process = subprocess.Popen(
+        argv, env=environment(mirror), preexec_fn=terminal_signals, **pipes
+    )
     deadline = time.monotonic() + 180
     while not (out / "last.pt").exists():
         assert process.poll() is None, process.communicate()[1][-2000:]
@@ -705,11 +827,15 @@ def start_training(
 def test_a_folder_moved_while_training_stops_the_run(mirror, tmp_path):
     """The trainer writes into its folder, not its path: moved, the run stops with
     one line that says where the folder went, and nothing appears at the old
-    path; the run continues there."""
+    path, not even when a second trainer tries to resume there at once; the run
+    continues in its new place."""
     out, moved = tmp_path / "run", tmp_path / "moved"
     process = start_training(out, mirror)
     try:
         out.rename(moved)
+        argv = [sys.executable, "-m", "annotated_transformer", "lm", "train"]
+        argv += ["--out", str(out), "--resume", "--no-progress", "--device", "cpu"]
+        second = subprocess.run(argv, env=environment(mirror), capture_output=True)
         _, err = process.communicate(timeout=120)
     finally:
         process.kill() if process.poll() is None else None
@@ -719,6 +845,8 @@ def test_a_folder_moved_while_training_stops_the_run(mirror, tmp_path):
         "stops here, its checkpoints intact there; continue it there with "
         "--resume (--out the new place)"
     )
+    assert second.returncode == 1
+    assert second.stderr.decode().startswith("error: nothing to resume")
     assert not out.exists()
     step = read_checkpoint(moved / "last.pt")["step"]
     resumed = train("lm", moved, mirror, resume=True, max_steps=step + 1)
@@ -727,27 +855,61 @@ def test_a_folder_moved_while_training_stops_the_run(mirror, tmp_path):
     )
 
 
-def test_a_trainer_leaves_a_live_writers_temporary_files_alone(mirror, tmp_path):
-    """What a killed writer left is removed when a run starts in the folder; what
-    a live process is writing (its id in the name) is not."""
+def test_a_folder_moved_inside_a_checkpoint_write_is_not_split(
+    mirror, tmp_path, monkeypatch
+):
+    """Moved after the check before a write, while the checkpoint is being
+    hashed: the checkpoint still lands in the moved folder (written through the
+    open folder, not its path), the old path is never made again, and the run
+    stops at its next write with one line. Only the moved folder resumes."""
+    out, moved = tmp_path / "run", tmp_path / "moved"
+    content_hash = checkpoints.content_hash
+
+    def move_then_hash(state):
+        if state.get("step") == 6 and state.get("optimizer") and out.exists():
+            out.rename(moved)
+        return content_hash(state)
+
+    monkeypatch.setattr(checkpoints, "content_hash", move_then_hash)
+    settings = {"preset": "tiny", "settings": SETTINGS["lm"]}
+    with pytest.raises(ValueError, match=f"^the run's folder {out} was moved to"):
+        train("lm", out, mirror, **settings)
+    monkeypatch.undo()
+    assert not out.exists()
+    assert read_checkpoint(moved / "last.pt")["step"] == 6
+    with pytest.raises(FileNotFoundError, match="nothing to resume"):
+        train("lm", out, mirror, resume=True)
+    assert not out.exists()
+    assert train("lm", moved, mirror, resume=True, max_steps=7) is None
+    assert read_checkpoint(moved / "last.pt")["step"] == 7
+
+
+def test_a_trainer_removes_only_what_its_killed_writers_left(mirror, tmp_path):
+    """What a killed writer of this package left is removed when a run starts in
+    the folder; what a live process is writing (its id in the name) is not, nor
+    is any file whose name the package does not make: a user's hidden ``.tmp``
+    files stay."""
     out = tmp_path / "run"
     out.mkdir()
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    live = out / f".last.pt.{alive.pid}.abc.tmp"
-    dead = out / f".last.pt.{gone.pid}.abc.tmp"
+    live = out / f".last.pt.{alive.pid}.0a1b2c3d.at-tmp"
+    dead = out / f".last.pt.{gone.pid}.0a1b2c3d.at-tmp"
+    users = [".notes.tmp", ".draft.v2.tmp", f".last.pt.{gone.pid}.abc.tmp"]
     try:
-        for path in (live, dead):
-            path.write_bytes(b"half a checkpoint")
+        for path in (live, dead, *(out / name for name in users)):
+            path.write_bytes(b"half a checkpoint, or a user's notes")
         settings = {"preset": "tiny", "settings": SETTINGS["lm"]}
         assert train("lm", out, mirror, **settings, max_steps=1) is None
         assert live.exists() and not dead.exists()
     finally:
         alive.kill()
         alive.wait()
+    for name in users:
+        assert (out / name).read_bytes() == b"half a checkpoint, or a user's notes"
     log = (out / "train.log").read_text()
-    assert f"removed what a killed write left unfinished: {dead.name}" in log
+    assert f"removed what a killed write left unfinished: {dead.name}\n" in log
 
 
 @pytest.mark.parametrize(

@@ -146,9 +146,11 @@ def test_utf8_round_trip():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"temperature": 0.0}, "temperature must be > 0"),
-        ({"temperature": -1.0}, "temperature must be > 0"),
-        ({"temperature": math.nan}, "temperature must be > 0"),
+        ({"temperature": 0.0}, "temperature must be >= 0.001"),
+        ({"temperature": -1.0}, "temperature must be >= 0.001"),
+        ({"temperature": math.nan}, "temperature must be >= 0.001"),
+        # so cold that the logits divided by it overflow to inf (softmax: NaN)
+        ({"temperature": 1e-45}, "temperature must be >= 0.001"),
         ({"top_k": 0}, "top_k must be >= 1"),
     ],
 )

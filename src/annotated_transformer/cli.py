@@ -24,7 +24,7 @@
     python -m annotated_transformer classify predict --checkpoint results/x "Good."
     python -m annotated_transformer classify evaluate \\
         --checkpoint results/a --checkpoint runs/b/final.pt
-    torchrun --nproc_per_node=4 -m annotated_transformer translate train \\
+    python -m annotated_transformer.launch --nproc_per_node=4 translate train \\
         --preset base --out b
 
 TASK is translate (Multi30k German→English), classify (IMDb sentiment) or lm (a
@@ -41,7 +41,9 @@ record as well as its folder.
 Every error is one line on stderr and a non-zero exit status: 2 for a bad command
 line, 1 for bad input (a missing file, an unknown setting, a device that is not
 there) or a resource that ran out (memory, disk), 130 when interrupted by Ctrl-C or
-SIGTERM (``__main__`` turns SIGTERM into Ctrl-C).
+SIGTERM (``__main__`` turns SIGTERM into Ctrl-C). Under torchrun, start it with
+:mod:`annotated_transformer.launch` (torchrun's options, then the command line
+above): a failure is then this line and status too, not the launcher's traceback.
 """
 
 from __future__ import annotations
@@ -131,6 +133,11 @@ def texts(args: argparse.Namespace) -> list[str]:
         given, where = args.inputs, "the command line"
     else:
         where = "stdin"
+        if sys.stdin is None:  # started with stdin closed (`<&-`)
+            raise ValueError(
+                "no texts: give them on the command line, or on stdin (it is "
+                "closed here)"
+            )
         try:
             raw = getattr(sys.stdin, "buffer", None)
             data = raw.read().decode() if raw else sys.stdin.read()

@@ -18,18 +18,26 @@ use it too.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import functools
 import json
 import os
+import re
+import secrets
 import shutil
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-UMASK = os.umask(0o022)  # read the process's umask (the only way is to set it) ...
-os.umask(UMASK)  # ... and put it back
+# The extension of this package's temporary files, and only theirs:
+# ``.NAME.PID.RANDOM.at-tmp`` (:func:`temporary_name`).
+TEMPORARY = ".at-tmp"
+_TEMPORARY_NAME = re.compile(r"\..+\.(?P<pid>[0-9]+)\.[0-9a-f]{8}\.at-tmp")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; Windows has neither
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
 
 
 class DamagedFileError(ValueError):
@@ -46,28 +54,31 @@ def atomic_write(
     path: str | os.PathLike,
     data: bytes | Callable[[BinaryIO], None],
     check: Callable[[Path], None] | None = None,
+    *,
+    folder: int | None = None,
 ) -> Path:
     """Write a file so that a reader (or a crash) sees the old
     file or the new, never half.
 
     ``data``: the bytes, or a function that writes into an open binary file. The
-    bytes go to a temporary file in the same folder, are flushed to disk (fsync),
-    ``check(temporary path)`` may refuse them by raising (e.g. a checksum), and the
-    temporary file is renamed over ``path`` with ``os.replace`` (atomic on POSIX and
-    Windows); then the folder is synced so that the rename itself survives a power
-    cut. Folders are created as needed. A full disk raises :class:`DiskFullError`
-    (however deep the writer wrapped it) and, like any other failure, removes the
-    temporary file.
+    bytes go to a temporary file in the same folder (:func:`temporary_name`), are
+    flushed to disk (fsync), ``check(temporary path)`` may refuse them by raising
+    (e.g. a checksum), and the temporary file is renamed over ``path`` with
+    ``os.replace`` (atomic on POSIX and Windows); then the folder is synced so that
+    the rename itself survives a power cut. Folders are created as needed, unless
+    ``folder`` is given: an open descriptor of ``path``'s folder, which every step
+    then goes through (POSIX), so that the file lands in that folder wherever it has
+    been moved, and never recreates its old path. A full disk raises
+    :class:`DiskFullError` (however deep the writer wrapped it) and, like any other
+    failure, removes the temporary file.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(
-        prefix=temporary_prefix(path), suffix=".tmp", dir=path.parent
-    )
+    if folder is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    # relative to ``folder`` (its descriptor), or else by the path
+    local = Path(path.name) if folder is not None else path
+    fd, tmp = _create_temporary(local, folder)
     try:
-        os.chmod(
-            tmp, 0o666 & ~UMASK
-        )  # mkstemp's file is private (0600); a plain file is not
         with os.fdopen(fd, "wb") as f:
             if callable(data):
                 data(f)
@@ -76,47 +87,91 @@ def atomic_write(
             f.flush()
             os.fsync(f.fileno())
         if check is not None:
-            check(Path(tmp))
-        os.replace(tmp, path)
+            check(path.parent / tmp.name)
+        os.replace(tmp, local, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException as error:
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=folder)
         if is_disk_full(error):
             raise disk_full(path) from error
         raise
     if hasattr(os, "O_DIRECTORY"):  # POSIX: make the rename durable
-        dir_fd = os.open(path.parent, os.O_DIRECTORY)
+        dir_fd = os.open(path.parent, os.O_DIRECTORY) if folder is None else folder
         try:
             os.fsync(dir_fd)
         finally:
-            os.close(dir_fd)
+            if folder is None:
+                os.close(dir_fd)
     return path
 
 
-def temporary_prefix(path: Path) -> str:
-    """How the name of a temporary file written for ``path`` starts: hidden, then
-    the writer's process id, so that a file a killed writer left can be told from
-    one a live writer is writing (:func:`is_stale`)."""
-    return f".{path.name}.{os.getpid()}."
+def _create_temporary(path: Path, folder: int | None) -> tuple[int, Path]:
+    """A new temporary file for ``path`` (:func:`temporary_name`), created
+    exclusively (never an existing file or a link), with a plain file's
+    permissions; its descriptor and path."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _BINARY
+    while True:
+        tmp = temporary_name(path)
+        with contextlib.suppress(FileExistsError):  # taken: draw another name
+            return os.open(tmp, flags, 0o666, dir_fd=folder), tmp
+
+
+def temporary_name(path: Path) -> Path:
+    """A temporary file's path for a write of ``path``, in the same folder: hidden,
+    the name, the writer's process id, 8 random hex digits and this package's own
+    extension (``.last.pt.4242.9f86d081.at-tmp``). The id tells a file a killed
+    writer left from one a live writer is writing (:func:`is_stale`); the extension
+    tells the package's temporary files from anyone else's (a ``.notes.tmp``)."""
+    token = secrets.token_hex(4)
+    return path.with_name(f".{path.name}.{os.getpid()}.{token}{TEMPORARY}")
 
 
 def is_stale(tmp: Path) -> bool:
-    """Was the temporary file ``tmp`` (``.NAME.PID.XXXX.tmp``) left by a writer
-    that no longer runs (or by this process, or one that wrote no id)? POSIX: the
+    """Was ``tmp`` a temporary file of this package (:func:`temporary_name`) left
+    by a writer that no longer runs (or by an earlier process with this process's
+    id)? Any other name, a user's ``.notes.tmp`` included, is not. POSIX: the
     process is looked up by its id, not signalled."""
-    parts = tmp.name.split(".")
-    try:
-        pid = int(parts[-3])
-    except (IndexError, ValueError):
-        return True
+    named = _TEMPORARY_NAME.fullmatch(tmp.name)
+    if named is None:
+        return False
+    pid = int(named["pid"])
     if pid == os.getpid():
         return True  # a process before this one, with the same id
     try:
         os.kill(pid, 0)  # signal 0: is it there?
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # none with that id
         return True
     except PermissionError:  # there, another user's
         return False
     return False
+
+
+def open_at(
+    path: str | os.PathLike, flags: int = os.O_RDONLY, *, folder: int | None = None
+) -> int:
+    """A descriptor of the plain file ``path`` (with ``folder``, an open descriptor
+    of its folder: the name ``path.name`` in that folder, wherever it has moved),
+    opened with ``flags`` (``os.O_WRONLY | os.O_APPEND | os.O_CREAT`` to append to
+    a log). Never through a symbolic link, never a FIFO or device (opened without
+    blocking, then checked on the descriptor), so that a planted name can neither
+    send a write out of the folder nor hang the program: those are one
+    :class:`DamagedFileError`."""
+    path = Path(path)
+    where = path.name if folder is not None else path
+    refused = DamagedFileError(
+        f"{path} is not a plain file (a symbolic link, a FIFO, a device or a "
+        "folder): remove or rename it, then run again"
+    )
+    try:
+        fd = os.open(where, flags | _NOFOLLOW | _NONBLOCK, 0o666, dir_fd=folder)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            raise refused from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise refused
+    return fd
 
 
 def disk_full(path: str | os.PathLike) -> DiskFullError:
@@ -147,11 +202,18 @@ def atomic_copy(
     source: str | os.PathLike,
     target: str | os.PathLike,
     inside: str | os.PathLike | None = None,
+    *,
+    folder: int | None = None,
 ) -> Path:
     """Copy the regular file ``source`` (inside the folder ``inside``, when given:
-    :func:`open_regular`) to ``target`` atomically (see :func:`atomic_write`)."""
-    with open_regular(source, inside) as f:
-        return atomic_write(target, lambda out: shutil.copyfileobj(f, out))
+    :func:`open_regular`) to ``target`` atomically (see :func:`atomic_write`);
+    ``folder``: an open descriptor of the folder that holds both."""
+    if folder is None:
+        with open_regular(source, inside) as f:
+            return atomic_write(target, lambda out: shutil.copyfileobj(f, out))
+    with os.fdopen(open_at(source, folder=folder), "rb") as f:
+        copy = functools.partial(shutil.copyfileobj, f)
+        return atomic_write(target, copy, folder=folder)
 
 
 KINDS = {
@@ -191,11 +253,13 @@ def open_regular(
     return open(fd, "rb")
 
 
-def write_json(path: str | os.PathLike, value: Any) -> Path:
+def write_json(
+    path: str | os.PathLike, value: Any, *, folder: int | None = None
+) -> Path:
     """Write ``value`` as indented JSON (UTF-8, non-ASCII kept as it is, a final
-    newline) with :func:`atomic_write`."""
+    newline) with :func:`atomic_write` (``folder``: its open folder)."""
     text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
-    return atomic_write(path, text.encode())
+    return atomic_write(path, text.encode(), folder=folder)
 
 
 def read_json(

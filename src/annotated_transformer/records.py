@@ -54,7 +54,6 @@ from torch import nn
 
 from annotated_transformer.data.download import sha256_of
 from annotated_transformer.files import (
-    UMASK,
     atomic_copy,
     atomic_write,
     open_regular,
@@ -447,7 +446,7 @@ def _exclusive(out: Path) -> Iterator[None]:
     )
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(lock, flags | (0 if fcntl else os.O_EXCL), 0o666 & ~UMASK)
+        fd = os.open(lock, flags | (0 if fcntl else os.O_EXCL), 0o666)
     except FileExistsError:
         raise busy from None
     try:
@@ -505,7 +504,7 @@ def _swap_in(out: Path, write: Callable[[Path], None]) -> Path:
         tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".record", dir=out.parent)
     )
     new, old = work / "new", work / "old"
-    new.mkdir(mode=0o777 & ~UMASK)
+    new.mkdir(mode=0o777)
     try:
         write(new)
         if out.exists() or out.is_symlink():

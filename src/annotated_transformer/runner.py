@@ -68,9 +68,11 @@ from annotated_transformer.blocks.layers import (
 )
 from annotated_transformer.data.batching import shard_batches
 from annotated_transformer.files import (
+    TEMPORARY,
     atomic_copy,
     atomic_write,
     is_stale,
+    open_at,
     write_json,
 )
 from annotated_transformer.finished import (
@@ -224,15 +226,17 @@ class Run:
         folder: Folder | None = None,
     ) -> None:
         self.out, self.progress, self.echo = Path(out), progress, echo
-        self.folder = folder  # held by :func:`holding`: checked before each write
+        # held by :func:`holding`: checked before each write, written through
+        self.folder = folder
+        self.fd = folder.fd if folder and os.open in os.supports_dir_fd else None
         last = self.out / LAST
         if resume:
-            source, saved = self.resumable()
+            candidates, saved = self.resumable()
             if isinstance(saved, dict) and saved.get("task") != task:
                 raise ValueError(
                     f"{self.out} holds a {saved.get('task')!r} run, not {task}"
                 )
-            _, preset, config, state = saved_run(saved, source)
+            _, preset, config, state = saved_run(saved, candidates[0])
             self.check_one_run(task, preset, config)
         else:
             if last.exists() or previous(last).exists():
@@ -290,9 +294,10 @@ class Run:
             config=self.saved,
             stream=self.task.stream,
             before_save=self.check_folder,
+            folder=self.fd,
         )
         if resume:
-            self.trainer.resume(source)
+            self.resume_from(candidates)
             if (
                 dist.world_size() > 1
             ):  # every rank restored rank 0's generators: re-split them
@@ -305,25 +310,47 @@ class Run:
             )  # different dropout on each rank
 
     # --- resuming
-    def resumable(self) -> tuple[Path, dict[str, Any]]:
-        """The newest intact checkpoint to resume from, and its run's config:
-        ``last.pt``, or ``last.previous.pt`` when last.pt is damaged (it is then set
-        aside, and said)."""
+    def resumable(self) -> tuple[list[Path], dict[str, Any]]:
+        """The checkpoints to resume from, newest first, and the run's config from
+        the first of them: ``last.pt`` and ``last.previous.pt``, or the latter
+        alone when last.pt is damaged (it is then set aside, and said)."""
         last = self.out / LAST
         found = [path for path in (last, previous(last)) if path.is_file()]
         if not found:
             raise FileNotFoundError(f"nothing to resume: {last} does not exist")
         try:
-            return found[0], read_checkpoint(found[0])["config"]
+            return found, read_checkpoint(found[0])["config"]
         except CheckpointError as damaged:
             if len(found) == 1:
                 raise
             saved = read_checkpoint(found[1])["config"]  # both damaged: this error
-            aside = last.with_name(f"{LAST}.damaged")
-            last.replace(aside)
-            shown = f"{found[1].name}; {aside.name} set aside"
-            self.say(f"resuming from {shown}: {damaged}")
-            return found[1], saved
+            self.set_aside(damaged)
+            return found[1:], saved
+
+    def resume_from(self, candidates: list[Path]) -> None:
+        """Resume from the first of ``candidates`` that fits the run
+        (:meth:`Trainer.resume`: its weights, optimiser, generators, position and
+        a step within the run's); last.pt, when it does not, is set aside."""
+        try:
+            self.trainer.resume(candidates[0], max_steps=self.total)
+        except CheckpointError as damaged:
+            if len(candidates) == 1:
+                raise
+            self.trainer.resume(candidates[1], max_steps=self.total)
+            self.set_aside(damaged)
+
+    def set_aside(self, damaged: CheckpointError) -> None:
+        """Rename the damaged last.pt to ``last.pt.damaged`` and say why: the run
+        resumes from last.previous.pt."""
+        aside = f"{LAST}.damaged"
+        os.replace(*self.here(LAST, aside), src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        shown = f"{previous(Path(LAST))}; {aside} set aside"
+        self.say(f"resuming from {shown}: {damaged}")
+
+    def here(self, *names: str) -> list[Path]:
+        """``names`` as paths for ``os`` calls with ``dir_fd=self.fd``: relative to
+        the held folder, or (no folder held) under ``out``."""
+        return [Path(n) if self.fd is not None else self.out / n for n in names]
 
     def check_one_run(self, task: str, preset: str, config: Any) -> None:
         """Refuse to resume a last.pt into a folder whose metrics.json or best.pt
@@ -364,18 +391,18 @@ class Run:
         if not dist.is_main():
             return
         self.check_folder()
-        if self.echo:
-            tqdm.write(message, file=sys.stderr)
-        self.out.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        with open(self.out / "train.log", "a", encoding="utf-8") as log:
-            log.write(f"{stamp}  {message}\n")
+        append = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        fd = open_at(self.out / "train.log", append, folder=self.fd)
+        with open(fd, "a", encoding="utf-8") as log:
+            if self.echo:
+                tqdm.write(message, file=sys.stderr)
+            log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')}  {message}\n")
 
     def write_history(self) -> None:
         if dist.is_main():
             self.check_folder()
             csv = self.trainer.history.to_csv(index=False).encode()
-            atomic_write(self.out / "history.csv", csv)
+            atomic_write(self.out / "history.csv", csv, folder=self.fd)
 
     # --- training
     def best_of(self, scores: dict[str, float]) -> str:
@@ -394,7 +421,12 @@ class Run:
         step = self.trainer.step
         self.check_folder()
         save_checkpoint(
-            self.out / name, weights, step=step, config=self.saved, extra=extra
+            self.out / name,
+            weights,
+            step=step,
+            config=self.saved,
+            extra=extra,
+            folder=self.fd,
         )
 
     def validate(self) -> dict[str, float]:
@@ -422,7 +454,7 @@ class Run:
                     f"keep-{self.trainer.step:06d}.pt", extra, weights
                 )
                 for old in self.kept()[: -self.config.keep_last]:
-                    old.unlink()
+                    os.unlink(*self.here(old.name), dir_fd=self.fd)
         return metrics
 
     def kept(self) -> list[Path]:
@@ -466,7 +498,8 @@ class Run:
         scores["the last weights"] = self.trainer.rows[-1][metric]  # validated
         pick = self.best_of(scores)
         if pick in {p.name for p in kept}:
-            atomic_copy(self.out / pick, self.out / BEST)
+            self.check_folder()
+            atomic_copy(self.out / pick, self.out / BEST, folder=self.fd)
         else:
             extra = {"step": self.trainer.step, metric: scores[pick]}
             self.save_weights(BEST, extra)
@@ -543,7 +576,8 @@ class Run:
                 with run_precision(self.task, self.model):
                     choice["averaged"] = self.task.evaluate(self.model)[metric]
             source = BEST if self.best_of(choice) == "best" else AVERAGED
-            atomic_copy(self.out / source, self.out / FINAL)
+            self.check_folder()
+            atomic_copy(self.out / source, self.out / FINAL, folder=self.fd)
             self.model.load_state_dict(read_checkpoint(self.out / FINAL)["model"])
         pick = self.best_of(choice)
         shown = ", ".join(f"{k} {v:.4g}" for k, v in choice.items())
@@ -563,7 +597,8 @@ class Run:
             "validation": {k: float(v) for k, v in choice.items()},
         }
         metrics = records.file_scores(metrics, test)
-        write_json(self.out / METRICS, metrics)
+        self.check_folder()
+        write_json(self.out / METRICS, metrics, folder=self.fd)
         return metrics
 
 
@@ -655,13 +690,16 @@ def holding(out: Path) -> Iterator[Folder]:
     says (:meth:`Folder.check`) when the folder has moved.
 
     Removes the temporary files of writes that a killed process left
-    (``.NAME.PID.*.tmp``; :func:`~annotated_transformer.files.is_stale`): no writer
-    is left to finish them; a live writer's are left alone. Under torchrun, rank 0
-    locks; without ``fcntl`` (Windows) nothing is locked. A folder created here and
-    still empty at the end (a run refused at its start) is removed again."""
+    (``.NAME.PID.RANDOM.at-tmp``, a name only this package makes;
+    :func:`~annotated_transformer.files.is_stale`): no writer is left to finish
+    them; a live writer's, and every other file, are left alone. Under torchrun,
+    rank 0 locks; without ``fcntl`` (Windows) nothing is locked. A folder created
+    here and still empty at the end (a run refused at its start) is removed
+    again."""
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    folder, locked = os.open(out, os.O_RDONLY), False
+    folder = os.open(out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    locked = False
     try:
         stale: list[Path] = []
         if fcntl is not None and os.environ.get("RANK", "0") == "0":
@@ -676,14 +714,16 @@ def holding(out: Path) -> Iterator[Folder]:
                     f"{out} is in use by another training run: wait for it to end, "
                     "or train into another --out"
                 )
-            stale = sorted(p for p in out.glob(".*.tmp") if is_stale(p))
+            stale = sorted(p for p in out.glob(f".*{TEMPORARY}") if is_stale(p))
             for path in stale:
-                path.unlink(missing_ok=True)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path.name, dir_fd=folder)
         yield Folder(out, folder, stale)
     finally:
         if created and locked:
             with contextlib.suppress(OSError):
-                out.rmdir()  # only when empty: nothing was written
+                if os.path.samestat(os.fstat(folder), os.stat(out)):  # not moved
+                    out.rmdir()  # only when empty: nothing was written
         os.close(folder)
 
 

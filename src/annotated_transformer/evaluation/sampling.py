@@ -62,13 +62,19 @@ def next_byte_distribution(
     return scaled.softmax(dim=-1)
 
 
+# The lowest temperature: already as good as always the likeliest byte, where the
+# logits divided by a tiny one would overflow float32 to inf (and softmax to NaN).
+COLDEST = 1e-3
+
+
 def check_sampling(temperature: float, top_k: int | None, length: int) -> None:
-    """Raise a ValueError for a temperature ≤ 0, a
+    """Raise a ValueError for a temperature below :data:`COLDEST`, a
     top-k ≤ 0 or a negative length."""
-    if not temperature > 0:
+    if not temperature >= COLDEST:
         raise ValueError(
-            f"temperature must be > 0, got {temperature}; use e.g. 0.5 "
-            "(conservative) to 1.0 (the model's own distribution)"
+            f"temperature must be >= {COLDEST}, got {temperature}; use e.g. 0.5 "
+            "(conservative) to 1.0 (the model's own distribution), or top_k=1 for "
+            "the likeliest byte every time"
         )
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k must be >= 1 (or None for no cut), got {top_k}")

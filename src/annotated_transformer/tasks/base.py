@@ -275,10 +275,15 @@ def run_folder(name: str | Path) -> Path:
     records are (:func:`~annotated_transformer.paths.results_dir`)."""
     path, root = Path(name).expanduser(), repository_root()
     if not path.is_absolute() and path.parts[:1] == ("results",):
-        return results_dir().joinpath(*path.parts[1:]).resolve()
-    if path.is_absolute() or path.exists() or root is None:
+        path = results_dir().joinpath(*path.parts[1:])
+    elif not (path.is_absolute() or path.exists() or root is None):
+        path = root / path
+    try:
         return path.resolve()
-    return (root / path).resolve()
+    except (RuntimeError, OSError):  # a loop of symbolic links (3.13: OSError)
+        raise ValueError(
+            f"{name} is a loop of symbolic links, not a run: name a run's folder"
+        ) from None
 
 
 def run_path(name: str | Path) -> str:

@@ -25,10 +25,11 @@ resumed run to continue exactly where it stopped.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
-import shutil
+import stat
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -39,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from annotated_transformer.files import atomic_write, temporary_prefix
+from annotated_transformer.files import atomic_copy, atomic_write, temporary_name
 
 FORMAT = "annotated_transformer.training.checkpoints"
 VERSION = 2  # 2: with a checksum of the contents; 1: without
@@ -197,6 +198,7 @@ def save_checkpoint(
     step: int = 0,
     config: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
+    folder: int | None = None,
 ) -> Path:
     """Write a checkpoint atomically and return its path.
 
@@ -204,7 +206,9 @@ def save_checkpoint(
         :func:`full_state_dicts`);
     config: the run's settings (plain data: enough to rebuild the model);
         extra: any other plain data to restore (data position, history).
-        Folders are created as needed.
+    folder: an open descriptor of ``path``'s folder, written through (see
+        :func:`~annotated_transformer.files.atomic_write`); without it, folders
+        are created as needed.
     """
     path = Path(path)
     state = {
@@ -223,7 +227,7 @@ def save_checkpoint(
     _check_plain(state["config"], "config")
     _check_plain(state["extra"], "extra")
     state["checksum"] = content_hash(state)
-    return atomic_write(path, lambda f: torch.save(state, f))
+    return atomic_write(path, lambda f: torch.save(state, f), folder=folder)
 
 
 def previous(path: str | os.PathLike) -> Path:
@@ -233,21 +237,30 @@ def previous(path: str | os.PathLike) -> Path:
     return path.with_name(f"{path.stem}.previous{path.suffix}")
 
 
-def keep_previous(path: str | os.PathLike) -> None:
+def keep_previous(path: str | os.PathLike, *, folder: int | None = None) -> None:
     """Keep the file at ``path`` (if any) as :func:`previous` of it, atomically,
     before a new one replaces it: a checkpoint damaged later still has an intact
     predecessor. A hard link (no copy, no space) where the file system has them,
-    else a copy."""
+    else a copy. ``folder``: an open descriptor of ``path``'s folder, which the
+    link is made in (see :func:`~annotated_transformer.files.atomic_write`)."""
     path = Path(path)
-    if not path.is_file():
-        return
-    link = path.with_name(f"{temporary_prefix(previous(path))}link.tmp")
-    link.unlink(missing_ok=True)
+    local = Path(path.name) if folder is not None else path
     try:
-        os.link(path, link)
+        kept = os.stat(local, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    with contextlib.suppress(FileNotFoundError):
+        if os.path.samestat(kept, os.stat(previous(local), dir_fd=folder)):
+            return  # already kept (a write that failed after keeping it)
+    if not stat.S_ISREG(kept.st_mode):
+        return
+    link = temporary_name(previous(local))
+    try:
+        os.link(local, link, src_dir_fd=folder, dst_dir_fd=folder)
     except OSError:  # no hard links here
-        shutil.copyfile(path, link)
-    os.replace(link, previous(path))
+        atomic_copy(path, previous(path), folder=folder)
+        return
+    os.replace(link, previous(local), src_dir_fd=folder, dst_dir_fd=folder)
 
 
 def read_checkpoint(
@@ -288,13 +301,176 @@ def read_checkpoint(
                 "in it (a damaged disk or an altered copy); use an earlier "
                 "checkpoint, or train again"
             )
-    elif not all_finite(state.get("model")):  # version 1: no checksum to check
-        raise CheckpointError(
-            f"{path} (an old checkpoint, without a checksum) holds weights that "
-            "are NaN or infinite: it is damaged, or its run diverged; use an "
-            "earlier checkpoint, or train again"
-        )
+    # version 1, without a checksum: NaN or infinite weights (damage) are refused
+    check_contents(state, path)
     return state
+
+
+def check_contents(state: dict[str, Any], path: str | os.PathLike) -> None:
+    """Refuse (:class:`CheckpointError`, one line that names ``path``) contents
+    that a checkpoint written by :func:`save_checkpoint` cannot hold, field by
+    field, even behind a valid checksum (one computed again after an edit): a
+    step that is not a count (an int >= 0), a config or extra that is not a dict,
+    weights that are not a dict of floating-point tensors, generator states that
+    do not restore a generator, an optimiser or scheduler state of the wrong form.
+    """
+
+    def damaged(what: str) -> CheckpointError:
+        return CheckpointError(
+            f"{path} is damaged: {what}; use an earlier checkpoint, or train again"
+        )
+
+    step = state.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise damaged(
+            f"its step is {step!r}, not a count of steps (an integer >= 0)"
+        )
+    for key in ("config", "extra"):
+        if not isinstance(state.get(key), dict):
+            raise damaged(
+                f"its {key} is a {type(state.get(key)).__name__}, not a dict"
+            )
+    weights = state.get("model")
+    if not isinstance(weights, dict) or not weights:
+        raise damaged(
+            f"its model is a {type(weights).__name__}, not a dict of weights"
+        )
+    for name, tensor in weights.items():
+        if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
+            kind = getattr(tensor, "dtype", type(tensor).__name__)
+            raise damaged(f"its weight {name!r} is {kind}, not floating-point")
+    if not all_finite(weights):
+        raise damaged("its weights are NaN or infinite")
+    if not isinstance(state.get("rng"), dict) or not restores(state["rng"]):
+        raise damaged("its random generators' state does not restore them")
+    optimizer = state.get("optimizer")
+    if optimizer is not None and not optimizer_form(optimizer):
+        raise damaged("its optimiser state is not one an optimiser saved")
+    scheduler = state.get("scheduler")
+    if scheduler is not None and not isinstance(scheduler, dict):
+        raise damaged(f"its scheduler state is a {type(scheduler).__name__}")
+
+
+def restores(rng: dict[str, Any]) -> bool:
+    """Does ``rng`` (from :func:`rng_state`) restore each generator? Tried on new
+    generators of each kind, not the global ones."""
+    try:
+        version, internal, gauss = rng["python"]
+        random.Random().setstate((version, tuple(internal), gauss))
+        name, keys, pos, has_gauss, cached = rng["numpy"]
+        numpy_keys = keys.numpy().astype(np.uint32)
+        np.random.RandomState().set_state(
+            (name, numpy_keys, pos, has_gauss, cached)
+        )
+        torch.Generator().set_state(rng["torch"])
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError):
+        return False
+    cuda = rng.get("cuda")
+    return isinstance(cuda, list) and all(
+        isinstance(t, torch.Tensor) and t.dtype == torch.uint8 for t in cuda
+    )
+
+
+def optimizer_form(state: Any) -> bool:
+    """Is ``state`` in the form of a torch optimiser's ``state_dict()``: groups
+    (dicts) that list parameter indices, and per listed index a dict of tensors and
+    numbers (Adam: ``step``, ``exp_avg``, ``exp_avg_sq``)?"""
+    groups = state.get("param_groups") if isinstance(state, dict) else None
+    per_param = state.get("state") if isinstance(state, dict) else None
+    if not (isinstance(groups, list) and groups and isinstance(per_param, dict)):
+        return False
+    if not all(
+        isinstance(g, dict) and isinstance(g.get("params"), list) for g in groups
+    ):
+        return False
+    indices = [i for g in groups for i in g["params"]]
+    if not all(type(i) is int for i in indices) or not set(per_param) <= set(
+        indices
+    ):
+        return False
+    return all(
+        isinstance(inner, dict) and all(map(_number_or_tensor, inner.values()))
+        for inner in per_param.values()
+    )
+
+
+def _number_or_tensor(value: Any) -> bool:
+    return isinstance(value, int | float | torch.Tensor) and not isinstance(
+        value, bool
+    )
+
+
+def _kind(value: Any) -> str:
+    """A hyperparameter's kind, for comparing a saved one with the optimiser's."""
+    return "number" if _number_or_tensor(value) else type(value).__name__
+
+
+def check_fits(
+    state: dict[str, Any],
+    path: str | os.PathLike,
+    model: nn.Module | None,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+) -> None:
+    """Refuse, before anything is loaded, a checkpoint that does not fit ``model``,
+    ``optimizer`` and ``scheduler``: a missing, unexpected or mis-shaped weight;
+    an optimiser state for other parameters (another number of them, moments of
+    other shapes) or with hyperparameters of another kind (a string for a
+    learning rate); a scheduler state with other fields."""
+    if model is not None:
+        own, saved = unwrap(model).state_dict(), state["model"]
+        shapes = {
+            k for k in own.keys() & saved.keys() if own[k].shape != saved[k].shape
+        }
+        wrong = sorted((own.keys() ^ saved.keys()) | shapes)
+        if wrong:
+            raise CheckpointError(
+                f"{path} holds weights for a different model (its config: "
+                f"{state['config']}); build the model with that config (it differs "
+                f"at {', '.join(wrong[:5])})"
+            )
+    if optimizer is not None and not optimizer_fits(state["optimizer"], optimizer):
+        raise CheckpointError(
+            f"{path} is damaged: its optimiser state does not fit the model's "
+            "parameters; use an earlier checkpoint, or train again"
+        )
+    if scheduler is not None and (
+        state["scheduler"].keys() != scheduler.state_dict().keys()
+    ):
+        raise CheckpointError(
+            f"{path} is damaged: its scheduler state is not this run's "
+            "scheduler's; use an earlier checkpoint, or train again"
+        )
+
+
+def optimizer_fits(saved: dict[str, Any], optimizer: torch.optim.Optimizer) -> bool:
+    """Does the optimiser state ``saved`` (of :func:`optimizer_form`) fit
+    ``optimizer``: as many groups of as many parameters, hyperparameters of the
+    same kinds, and each parameter's state tensors scalars or of its shape?"""
+    groups = optimizer.param_groups
+    if [len(g["params"]) for g in saved["param_groups"]] != [
+        len(g["params"]) for g in groups
+    ]:
+        return False
+    for mine, theirs in zip(groups, saved["param_groups"], strict=True):
+        if any(
+            _kind(theirs.get(k)) != _kind(v)
+            for k, v in mine.items()
+            if k != "params"
+        ):
+            return False
+    params = [p for g in groups for p in g["params"]]
+    order = [i for g in saved["param_groups"] for i in g["params"]]
+    return all(
+        not isinstance(value, torch.Tensor)
+        or value.ndim == 0
+        or (
+            value.shape == params[order.index(i)].shape
+            and value.is_floating_point()
+        )
+        for i, inner in saved["state"].items()
+        for value in inner.values()
+    )
 
 
 def all_finite(weights: Any) -> bool:
@@ -315,28 +491,28 @@ def load_checkpoint(
     *,
     restore_rng: bool = True,
     map_location: Any = "cpu",
+    check: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Load a checkpoint into the given objects and return its
     contents (step, config, extra).
 
     The model's tensors are copied into ``model`` (moved to its device by
     ``load_state_dict``); restore_rng=True also restores every random generator, so
-    a resumed run draws the same dropout masks as an uninterrupted one.
+    a resumed run draws the same dropout masks as an uninterrupted one. Nothing is
+    loaded from a checkpoint that does not fit the objects (:func:`check_fits`) or
+    that ``check(contents)`` refuses by raising.
     """
     state = read_checkpoint(path, map_location)
+    for obj, key in ((optimizer, "optimizer"), (scheduler, "scheduler")):
+        if obj is not None and state[key] is None:
+            raise CheckpointError(f"{path} was saved without a {key} state")
+    check_fits(state, path, model, optimizer, scheduler)
+    if check is not None:
+        check(state)
     if model is not None:
-        try:
-            unwrap(model).load_state_dict(state["model"])
-        except RuntimeError as err:
-            raise CheckpointError(
-                f"{path} holds weights for a different model (its config: "
-                f"{state['config']}); build the model with that config. Details: "
-                f"{str(err)[:300]}"
-            ) from err
+        unwrap(model).load_state_dict(state["model"])
     for obj, key in ((optimizer, "optimizer"), (scheduler, "scheduler")):
         if obj is not None:
-            if state[key] is None:
-                raise CheckpointError(f"{path} was saved without a {key} state")
             obj.load_state_dict(state[key])
     if restore_rng:
         set_rng_state(state["rng"])

@@ -62,6 +62,7 @@ from torch import Tensor, nn
 from annotated_transformer.models.modes import evaluating
 from annotated_transformer.training import distributed
 from annotated_transformer.training.checkpoints import (
+    CheckpointError,
     full_state_dicts,
     is_sharded,
     keep_previous,
@@ -152,7 +153,9 @@ class Trainer:
     stream: what the batches carry from one to the next (Transformer-XL's memory),
         an object with ``state_dict``/``load_state_dict`` saved in the checkpoint
         and restored by ``resume``; before_save: called before every checkpoint is
-        written, to refuse it by raising (the runner: the run's folder was moved).
+        written, to refuse it by raising (the runner: the run's folder was moved);
+    folder: an open descriptor of ``checkpoint_path``'s folder, which checkpoints
+        are then written through (the runner's run folder, wherever it moves).
     State: ``step`` (optimiser steps done), ``epoch`` and ``batch_in_epoch`` (data
     position), ``history`` (a DataFrame, one row per step: loss, lr, tokens,
     tokens_per_s, grad_norm, ...).
@@ -172,6 +175,7 @@ class Trainer:
         config: dict[str, Any] | None = None,
         stream: Any = None,
         before_save: Callable[[], None] | None = None,
+        folder: int | None = None,
     ) -> None:
         if accumulate < 1:
             raise ValueError(
@@ -186,7 +190,7 @@ class Trainer:
         )
         self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
         self.config, self.stream = config or {}, stream
-        self.before_save = before_save
+        self.before_save, self.folder = before_save, folder
         self.device = next(model.parameters()).device
         self.scaler = torch.amp.GradScaler(
             self.device.type, enabled=precision == "fp16"
@@ -396,7 +400,7 @@ class Trainer:
             extra["scaler"] = self.scaler.state_dict()
         if self.stream is not None:
             extra["stream"] = self.stream.state_dict()
-        keep_previous(path)
+        keep_previous(path, folder=self.folder)
         save_checkpoint(
             path,
             model,
@@ -405,13 +409,18 @@ class Trainer:
             step=self.step,
             config=self.config,
             extra=extra,
+            folder=self.folder,
         )
         self.saved_step = self.step
         return path
 
-    def resume(self, path: str | Path | None = None) -> dict[str, Any]:
+    def resume(
+        self, path: str | Path | None = None, *, max_steps: int | None = None
+    ) -> dict[str, Any]:
         """Restore model, optimiser, scheduler, random generators, data position,
-        history, (fp16) the loss scale and the stream's state."""
+        history, (fp16) the loss scale and the stream's state. A checkpoint that
+        does not fit (:func:`check_position`; a step beyond ``max_steps``) is
+        refused before anything is restored."""
         path = Path(path) if path else self.checkpoint_path
         if path is None:
             raise ValueError(
@@ -422,7 +431,13 @@ class Trainer:
                 "resuming a sharded (FSDP) run on several processes is not "
                 "supported: resume it in one process, or with sharding=none"
             )
-        state = load_checkpoint(path, self.model, self.optimizer, self.scheduler)
+        state = load_checkpoint(
+            path,
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            check=functools.partial(check_position, path=path, max_steps=max_steps),
+        )
         extra = state["extra"]
         if self.scaler.is_enabled() and "scaler" in extra:
             self.scaler.load_state_dict(extra["scaler"])
@@ -433,3 +448,45 @@ class Trainer:
         self.rows = list(extra["history"])
         self.config = state["config"] or self.config
         return state
+
+
+def check_position(
+    state: dict[str, Any], path: str | Path, max_steps: int | None = None
+) -> None:
+    """Refuse (:class:`CheckpointError`) a checkpoint that :meth:`Trainer.resume`
+    cannot continue from: no data position (``epoch``, ``batch_in_epoch``: counts),
+    a history that is not one row per step done (a dict of numbers with its step
+    and the seconds trained), or a step beyond ``max_steps`` (the run's
+    length)."""
+    extra = state["extra"]
+    position = [extra.get("epoch"), extra.get("batch_in_epoch")]
+    history = extra.get("history")
+    if not all(type(n) is int and n >= 0 for n in position):
+        what = f"its data position (epoch, batch) is {position}, not two counts"
+    elif not isinstance(history, list) or not all(
+        _row(r, i) for i, r in enumerate(history, 1)
+    ):
+        what = "its history is not one row of numbers per step"
+    elif len(history) != state["step"]:
+        what = f"its step {state['step']} is not its history's {len(history)} rows"
+    elif max_steps is not None and state["step"] > max_steps:
+        what = f"its step {state['step']} lies beyond the run's {max_steps} steps"
+    else:
+        return
+    raise CheckpointError(
+        f"{path} is damaged: {what}; use an earlier checkpoint, or train again"
+    )
+
+
+def _row(row: Any, step: int) -> bool:
+    """Is ``row`` the history row of ``step`` that :meth:`Trainer.train_step` makes
+    (and an evaluation adds numbers to)?"""
+    return (
+        isinstance(row, dict)
+        and row.get("step") == step
+        and isinstance(row.get("seconds"), int | float)
+        and all(
+            isinstance(v, int | float) and not isinstance(v, bool)
+            for v in row.values()
+        )
+    )
