@@ -6,7 +6,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.exercises.grading import assert_close, exercise, rng
+from annotated_transformer.exercises.grading import (
+    assert_close,
+    exercise,
+    integers,
+    rng,
+)
 
 
 def _softmax(scores: list[float]) -> torch.Tensor:
@@ -61,7 +66,8 @@ def check_additive_scores(m: ModuleType) -> None:
 )
 def check_multi_head_self_attention(m: ModuleType) -> None:
     g = rng(2)
-    n, d_model, h = 5, 12, 3
+    n, h, d_k = integers(4, 2, 7, 1) + integers(5, 2, 4, 2)  # this run's sizes
+    d_model = h * d_k
     X = torch.randn(n, d_model, generator=g)
     W_q, W_k, W_v, W_o = torch.randn(4, d_model, d_model, generator=g) / 4
     reference = nn.MultiheadAttention(d_model, h, bias=False, batch_first=True)
