@@ -132,7 +132,7 @@ class Worker(grading.Answers):
             command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=log if log is not None else subprocess.DEVNULL,
+            stderr=_writable(log),
             cwd=self.scratch,
             env={**os.environ, "TMPDIR": str(self.scratch)},
             start_new_session=os.name == "posix",  # Ctrl-C reaches the grader only
@@ -214,6 +214,16 @@ class Worker(grading.Answers):
         for stream in (self.process.stdin, self.process.stdout):
             stream.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _writable(log: IO | None) -> IO | int:
+    """Where the answer's output goes: ``log`` if it is a real file (not one a
+    test captures), else nowhere."""
+    try:
+        log.fileno()
+    except (AttributeError, OSError, ValueError):
+        return subprocess.DEVNULL
+    return log
 
 
 def _bwrap(scratch: Path, hide: list[str]) -> list[str]:
