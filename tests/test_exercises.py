@@ -21,7 +21,7 @@ import jupytext
 import pytest
 import torch
 
-from annotated_transformer.exercises import grading, handout, toggles
+from annotated_transformer.exercises import grading, toggles
 from annotated_transformer.exercises.cli import main
 from annotated_transformer.exercises.grading import Outcome
 
@@ -359,43 +359,6 @@ def test_a_crash_in_the_readers_code_names_its_line(tmp_path):
 def test_missing_solutions_are_one_line(tmp_path):
     with pytest.raises(ValueError, match="not part of this copy"):
         grading.solutions("06", root=tmp_path)
-
-
-@needs_solutions
-def test_the_student_edition_holds_no_solution_expression(tmp_path):
-    """Compared as tokens: an expression of a solution split over lines, spaced
-    otherwise or commented is found as well as a copied line."""
-    names = handout.files(ROOT)
-    handout.build(ROOT, tmp_path)  # refuses to write a student edition that leaks
-    hidden = handout.secrets(ROOT, names)
-    named = {  # key expressions a leaked test once quoted
-        "torch.finfo(scores.dtype).min",
-        "loss_sum * world_size / global_tokens",
-        "states[:, -mem_len:].detach()",
-    }
-    assert named <= set(hidden.values())
-    assert len(hidden) > 100 and handout.leaks(tmp_path / "teacher", hidden)
-    student = tmp_path / "student"
-    assert handout.leaks(student, hidden) == []
-    assert handout.leaks(tmp_path / "otter", hidden) == []
-    for name in [*handout.TEACHERS, handout.SOLUTIONS]:
-        assert (tmp_path / "teacher" / name).exists()
-        assert not (student / name).exists(), name
-    chapters = list((student / "notebooks").glob("[0-9][0-9]_*.*"))
-    assert len(chapters) == 36
-    for path in chapters:
-        text = path.read_text(encoding="utf-8")
-        assert (
-            "{dropdown} Solution" not in text and "exercises/solutions" not in text
-        )
-        assert "## Exercises" in text  # the statements stay
-    planted = student / "tests" / "test_planted.py"
-    planted.write_text(
-        "x = (states[:,\n   -mem_len :]  # the memory\n .detach())\n"
-    )
-    assert handout.leaks(student, hidden) == [
-        "test_planted.py: states[:, -mem_len:].detach()"
-    ]
 
 
 @needs_solutions

@@ -1,6 +1,8 @@
-"""Realistic wrong answers (mutants of the reference solutions: a sign, an axis,
-a missing scale, eps in the wrong place, an off-by-one, a forbidden shortcut)
-each fail their exercise's check, on inputs from a fresh seed."""
+"""Tests that quote the solutions, left out of the student edition: realistic
+wrong answers (mutants of the reference solutions: a sign, an axis, a missing
+scale, eps in the wrong place, an off-by-one, a forbidden shortcut) each fail
+their exercise's check, on inputs from a fresh seed; marking a class of them;
+the Otter export; the student edition holds no solution expression."""
 
 import ast
 import csv
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from annotated_transformer.exercises import grading, otter
+from annotated_transformer.exercises import grading, handout, otter
 from annotated_transformer.exercises.grading import Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -318,3 +320,38 @@ def test_a_submission_that_cannot_be_graded_says_so(tmp_path):
         ("bob", "NOT GRADED"),
     ]
     assert mark(tmp_path / "missing", tmp_path / "marks").returncode == 2
+
+
+def test_the_student_edition_holds_no_solution_expression(tmp_path):
+    """Compared as tokens: an expression of a solution split over lines, spaced
+    otherwise or commented is found as well as a copied line."""
+    names = handout.files(ROOT)
+    handout.build(ROOT, tmp_path)  # refuses to write a student edition that leaks
+    hidden = handout.secrets(ROOT, names)
+    named = {  # key expressions a leaked test once quoted
+        "loss_sum * world_size / global_tokens",
+        "states[:, -mem_len:].detach()",
+    }
+    assert named <= set(hidden.values())
+    assert len(hidden) > 100 and handout.leaks(tmp_path / "teacher", hidden)
+    student = tmp_path / "student"
+    assert handout.leaks(student, hidden) == []
+    assert handout.leaks(tmp_path / "otter", hidden) == []
+    for name in [*handout.TEACHERS, handout.SOLUTIONS]:
+        assert (tmp_path / "teacher" / name).exists()
+        assert not (student / name).exists(), name
+    chapters = list((student / "notebooks").glob("[0-9][0-9]_*.*"))
+    assert len(chapters) == 36
+    for path in chapters:
+        text = path.read_text(encoding="utf-8")
+        assert (
+            "{dropdown} Solution" not in text and "exercises/solutions" not in text
+        )
+        assert "## Exercises" in text  # the statements stay
+    planted = student / "tests" / "test_planted.py"
+    planted.write_text(
+        "x = (states[:,\n   -mem_len :]  # the memory\n .detach())\n"
+    )
+    assert handout.leaks(student, hidden) == [
+        "test_planted.py: states[:, -mem_len:].detach()"
+    ]
