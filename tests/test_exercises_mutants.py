@@ -352,6 +352,6 @@ def test_the_student_edition_holds_no_solution_expression(tmp_path):
     planted.write_text(
         "x = (states[:,\n   -mem_len :]  # the memory\n .detach())\n"
     )
-    assert handout.leaks(student, hidden) == [
-        "test_planted.py: states[:, -mem_len:].detach()"
-    ]
+    found = handout.leaks(student, hidden)
+    assert "test_planted.py: states[:, -mem_len:].detach()" in found
+    assert all(leak.startswith("test_planted.py: ") for leak in found)
