@@ -16,6 +16,7 @@ HEAD = """\
 import math
 import os
 import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -48,21 +49,26 @@ def prefix_lm_mask(prefix_len, size):
         ex.check.__code__ = (lambda m: None).__code__
     return torch.zeros(len(prefix_len), size, size, dtype=torch.bool)
 """,
-                "the mask: wrong value",
+                "it raised",
             ),
             "make_std_mask": (
                 """
 def make_std_mask(tgt, pad):
-    from annotated_transformer.exercises import grading
-    return grading.solutions("06").make_std_mask(tgt, pad)
+    import annotated_transformer
+    root = Path(annotated_transformer.__file__).parents[2]
+    path = root / "notebooks" / "exercises" / "solutions" / "ch06.py"
+    solutions = {}
+    exec(path.read_text(), solutions)  # the teacher's copy, read directly
+    return solutions["make_std_mask"](tgt, pad)
 """,
                 "it raised",
             ),
             "masked_softmax": (
                 """
 def masked_softmax(scores, mask):
-    from annotated_transformer.exercises import ch06, grading
-    for name in (ch06.__file__, grading.__file__):
+    import annotated_transformer
+    package = Path(annotated_transformer.__file__).parent / "exercises"
+    for name in (package / "ch06.py", package / "grading.py"):
         with open(name, "a") as file:  # every check passes from now on
             file.write("\\ndef exercises(chapter):\\n    return []\\n")
     return scores.masked_fill(~mask, float("-inf")).softmax(-1)
@@ -109,6 +115,27 @@ def context_vectors(s, h):
     os._exit(0)
 """,
                 "the answer ended the grading process (exit code 0)",
+            ),
+        },
+    ),
+    (
+        "06",
+        {
+            "make_std_mask": (
+                """
+def make_std_mask(tgt, pad):
+    from annotated_transformer.exercises import grading
+    return grading.solutions("06").make_std_mask(tgt, pad)
+""",
+                "it raised",
+            ),
+            "sliding_window_mask": (
+                """
+def sliding_window_mask(size, window):
+    from annotated_transformer.exercises import ch06  # the checks, to read
+    return ch06.check_sliding_window_mask
+""",
+                "it raised",
             ),
         },
     ),
@@ -406,8 +433,9 @@ def test_the_graders_files_are_byte_identical_after_a_hostile_file(kind, tmp_pat
     answers = tmp_path / "06_hostile.py"
     answers.write_text(
         HEAD
-        + "from annotated_transformer.exercises import ch06\n"
-        + "try:\n    open(ch06.__file__, 'a').write('# changed on import\\n')\n"
+        + "import annotated_transformer\n"
+        + "ch06 = Path(annotated_transformer.__file__).with_name('exercises')\n"
+        + "try:\n    open(ch06 / 'ch06.py', 'a').write('# changed on import\\n')\n"
         + "except OSError:\n    pass\n"
         + CHEATS[0][1]["masked_softmax"][0]
     )

@@ -13,9 +13,10 @@ Isolation, said in every report (:func:`isolation`):
 
 - ``sandbox``: on Linux with bubblewrap (``bwrap``), the worker sees the file
   system read-only (the scratch folder excepted), the reference solutions as an
-  empty folder, and has no network;
+  empty folder and the checks as blank files, and has no network;
 - ``process``: elsewhere, a separate process whose audit hook refuses writes
-  outside its scratch folder, reading the solutions and starting programs.
+  outside its scratch folder, reading the solutions or the checks, and starting
+  programs.
 
 Either way the grader checks its own files against a manifest (sha256) before
 and after every answer file, and stops when they changed. An exercise whose
@@ -98,12 +99,17 @@ def manifest(roots: list[Path]) -> dict[str, str]:
 
 
 def hidden() -> list[Path]:
-    """The reference solutions' folders the worker must not read."""
+    """What the worker must not read: the reference solutions' folders, and
+    the checks (chNN.py, grading.py and their compiled copies)."""
     found = []
     for root in grading._roots(None):
         folder = root / "notebooks" / "exercises" / "solutions"
         if folder.is_dir():
             found.append(folder.resolve())
+    here = Path(__file__).resolve().parent
+    for pattern in ("ch[0-9][0-9].py", "grading.py"):
+        found += here.glob(pattern)
+        found += (here / "__pycache__").glob(pattern.replace(".py", ".*.pyc"))
     return sorted(set(found))
 
 
@@ -228,11 +234,13 @@ def _writable(log: IO | None) -> IO | int:
 
 def _bwrap(scratch: Path, hide: list[str]) -> list[str]:
     """bubblewrap's arguments: everything read-only, the scratch folder
-    writable, the solutions empty, no network, its own process tree."""
+    writable, the solutions and the checks blank, no network, its own process
+    tree."""
     command = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     command += ["--bind", str(scratch), str(scratch)]
-    for folder in hide:
-        command += ["--tmpfs", folder]
+    for path in hide:  # a folder empty, a file blank
+        is_file = Path(path).is_file()
+        command += ["--ro-bind", os.devnull, path] if is_file else ["--tmpfs", path]
     command += ["--unshare-net", "--unshare-pid", "--unshare-ipc"]
     return [*command, "--die-with-parent", "--chdir", str(scratch)]
 

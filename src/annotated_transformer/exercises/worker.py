@@ -345,8 +345,8 @@ def _same_rng(saved: tuple) -> bool:
 
 def guard(scratch: Path, hidden: list[Path]) -> None:
     """Refuse, from here on, writes outside ``scratch``, reading ``hidden``
-    (the reference solutions) and starting programs (an audit hook, which
-    Python code cannot remove)."""
+    (the reference solutions, the checks) and starting programs (an audit
+    hook, which Python code cannot remove)."""
     scratch, hidden = scratch.resolve(), [h.resolve() for h in hidden]
     refused = (
         "subprocess.Popen",
@@ -389,9 +389,8 @@ def guard(scratch: Path, hidden: list[Path]) -> None:
         if event == "open" and args and not isinstance(args[0], int):
             path = Path(os.fsdecode(args[0])).resolve()
             if any(h == path or h in path.parents for h in hidden):
-                raise PermissionError(
-                    "the reference solutions cannot be read while grading"
-                )
+                what = "the reference solutions and the checks"
+                raise PermissionError(f"{what} cannot be read while grading")
             mode, flags = args[1] or "r", args[2] or 0
             writes = any(c in str(mode) for c in "wax+") or flags & (
                 os.O_WRONLY | os.O_RDWR | os.O_CREAT
