@@ -130,6 +130,7 @@ def mark_one(
         return [_not_graded(submission, str(error), seed)]
     name = f"{submission.student}-{chapter}"
     lines = [f"{submission.student}: chapter {chapter} (seed {seed})"]
+    lines.append(isolation.describe(kind))
     with open(out / "output" / f"{name}.txt", "w", encoding="utf-8") as log:
         try:
             results = isolation.grade_file(
