@@ -237,13 +237,8 @@ def greedy(next_log_probs, start, end, max_len):
             "encoder_attention_maps": (
                 """
 def encoder_attention_maps(model, src, src_mask):
-    modules = [layer.self_attn for layer in model.encoder.layers]
     model.eval()  # and never given back in training mode
-    for module in modules:
-        module.keep_attention = True
-    with torch.no_grad():
-        model.encode(src, src_mask)
-    return [module.attn for module in modules]
+    return _maps(model, src, src_mask)
 """,
                 "it did not give model back in the mode it came in (training)",
             ),
@@ -255,15 +250,10 @@ def encoder_attention_maps(model, src, src_mask):
             "encoder_attention_maps": (
                 """
 def encoder_attention_maps(model, src, src_mask):
-    modules = [layer.self_attn for layer in model.encoder.layers]
     for module in model.modules():  # dropout off, and left off
         if isinstance(module, nn.Dropout):
             module.p = 0.0
-    for module in modules:
-        module.keep_attention = True
-    with torch.no_grad():
-        model.encode(src, src_mask)
-    return [module.attn for module in modules]
+    return _maps(model, src, src_mask)
 """,
                 "it changed model's dropout and did not restore it",
             ),
@@ -350,7 +340,17 @@ def mask_exactly(tokens, mask_id, vocab_size, special_ids, p, generator):
     ),
 ]
 
-# BERT's masking, right except for the generator it draws from (ch16's cheats).
+# Code the cheats share: the maps of a model as it is (ch11), BERT's masking,
+# right except for the generator it draws from (ch16).
+MAPS = """
+def _maps(model, src, src_mask):
+    modules = [layer.self_attn for layer in model.encoder.layers]
+    for module in modules:
+        module.keep_attention = True
+    with torch.no_grad():
+        model.encode(src, src_mask)
+    return [module.attn for module in modules]
+"""
 MASKED = """
 def _masked(tokens, mask_id, vocab_size, special_ids, p, generator):
     special = torch.zeros(vocab_size, dtype=torch.bool)
@@ -394,7 +394,7 @@ def grade(path: Path, chapter: str, kind: str, log: Path) -> dict[str, object]:
 )
 def test_a_cheat_fails_with_one_line_that_says_why(chapter, cheats, tmp_path):
     answers = tmp_path / f"{chapter}_answers.py"
-    code = [HEAD, MASKED if chapter == "16" else ""]
+    code = [HEAD, {"11": MAPS, "16": MASKED}.get(chapter, "")]
     answers.write_text("".join(code + [c for c, _ in cheats.values()]))
     results = grade(answers, chapter, isolation.isolation(), tmp_path / "out.txt")
     for name, (_, says) in cheats.items():
