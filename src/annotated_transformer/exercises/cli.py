@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     except isolation.GraderChangedError as error:
         print(f"error: {error}; reinstall the grader before grading again")
         return NOT_GRADED
+    except isolation.WorkerError as error:
+        print(f"error: {error}")
+        return NOT_GRADED
     except KeyboardInterrupt:
         print(f"interrupted after {len(results)} of {total} exercises.")
         print(grading.summary(results, total), f"Repeat with --seed {seed}.")

@@ -56,6 +56,10 @@ class GraderChangedError(Exception):
     """The grader's files changed while an answer was graded."""
 
 
+class WorkerError(Exception):
+    """The grader could not start a worker (not the answer's doing)."""
+
+
 @functools.cache
 def sandboxed() -> bool:
     """Whether bubblewrap can start a sandbox on this machine."""
@@ -140,11 +144,16 @@ class Worker(grading.Answers):
             stdout=subprocess.PIPE,
             stderr=_writable(log),
             cwd=self.scratch,
-            env={**os.environ, "TMPDIR": str(self.scratch)},
+            env={**os.environ, "TMPDIR": str(self.scratch), "PYTHONPATH": _path()},
             start_new_session=os.name == "posix",  # Ctrl-C reaches the grader only
         )
         self.deadline = time.monotonic() + LOAD_LIMIT
         self.limit = LOAD_LIMIT
+        try:
+            self._receive()  # "started": the worker runs, the answer not yet
+        except grading.StoppedError as error:
+            what = f"the grader could not start its worker: {error}"
+            raise WorkerError(what) from None
         reply, _ = self._receive()
         if "error" in reply:
             self.close()
@@ -220,6 +229,14 @@ class Worker(grading.Answers):
         for stream in (self.process.stdin, self.process.stdout):
             stream.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _path() -> str:
+    """PYTHONPATH for the worker, which runs in its scratch folder: this
+    package's folder and the grader's entries, made absolute."""
+    given = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    entries = [str(PACKAGE.parent), *(str(Path(p).resolve()) for p in given if p)]
+    return os.pathsep.join(dict.fromkeys(entries))
 
 
 def _writable(log: IO | None) -> IO | int:

@@ -177,6 +177,8 @@ def mark(
         except isolation.GraderChangedError as error:
             stop.set()
             return [_not_graded(submission, str(error), seed)]
+        except isolation.WorkerError as error:
+            return [_not_graded(submission, str(error), seed)]
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         began = time.monotonic()
