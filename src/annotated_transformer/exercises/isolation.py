@@ -123,6 +123,14 @@ class Worker(grading.Answers):
     def __init__(self, path: Path, kind: str, log: IO | None = None) -> None:
         super().__init__()
         self.scratch = Path(tempfile.mkdtemp(prefix="answer-"))
+        self.process: subprocess.Popen | None = None
+        try:
+            self._start(path, kind, log)
+        except BaseException:  # Ctrl-C too: no process, no scratch left behind
+            self.close()
+            raise
+
+    def _start(self, path: Path, kind: str, log: IO | None) -> None:
         copy = self.scratch / path.name
         copy.write_bytes(path.read_bytes())
         self.sources = grading._functions(str(copy))
@@ -156,7 +164,6 @@ class Worker(grading.Answers):
             raise WorkerError(what) from None
         reply, _ = self._receive()
         if "error" in reply:
-            self.close()
             raise ValueError(reply["error"])
         self.functions = set(reply.get("functions", []))
         self.copied = set(reply.get("copied", []))
@@ -216,18 +223,19 @@ class Worker(grading.Answers):
 
     @property
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return self.process is not None and self.process.poll() is None
 
     def close(self) -> None:
         """Stop the worker (and anything it started) and remove its scratch."""
-        if self.process.poll() is None:
-            if os.name == "posix":
-                os.killpg(self.process.pid, signal.SIGKILL)
-            else:
-                self.process.kill()
-        self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
-            stream.close()
+        if self.process is not None:
+            if self.process.poll() is None:
+                if os.name == "posix":
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                else:
+                    self.process.kill()
+            self.process.wait()
+            for stream in (self.process.stdin, self.process.stdout):
+                stream.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
