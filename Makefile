@@ -20,6 +20,7 @@
 #                make exercises CHAPTER=06   (grade notebooks/exercises/06_*.py; SOLUTIONS=1:
 #                  the reference solutions; FILE=answers.py: that file; SEED=N: a run's inputs)
 #                make handout [OUT=dist/handout]  (student and teacher editions, Otter export)
+#                make mark SUBMISSIONS=folder [CHAPTER=06]  (mark a class: marks/marks.csv)
 
 # Written for GNU make 3.81 (macOS) as well: .SHELLFLAGS (make >= 3.82) is ignored there, so no
 # recipe relies on it; multi-command lines chain with && or exit explicitly.
@@ -64,7 +65,7 @@ NBVAL := -p no:cacheprovider -p annotated_transformer.book.nbval_json \
          --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: help setup doctor lock test book lint unit nbval site site-check chromium sync format records \
-        execute times listings figures exercises handout clean lab kernel lab-check charts
+        execute times listings figures exercises mark handout clean lab kernel lab-check charts
 
 help:
 	@sed -n '1,22p' Makefile
@@ -214,6 +215,16 @@ exercises: setup
 	  echo "usage: make exercises CHAPTER=06 [SOLUTIONS=1] [FILE=answers.py] [SEED=N]"; exit 2; }
 	@PYTHONPATH=src $(PY) -m annotated_transformer.exercises $(CHAPTER) \
 	  $(if $(filter 1,$(SOLUTIONS)),--solutions) $(if $(FILE),--file $(FILE)) \
+	  $(if $(SEED),--seed $(SEED))
+
+# Mark a class (book/teachers.md): every submission in SUBMISSIONS (a file or a folder per
+# student) graded, isolated, in parallel; MARKS/marks.csv, marks.json, feedback per student.
+MARKS ?= marks
+mark: setup
+	@test -n "$(SUBMISSIONS)" || { \
+	  echo "usage: make mark SUBMISSIONS=folder [CHAPTER=06] [MARKS=marks] [SEED=N]"; exit 2; }
+	@PYTHONPATH=src $(PY) -m annotated_transformer.exercises mark $(SUBMISSIONS) \
+	  $(if $(CHAPTER),--chapter $(CHAPTER)) --out $(MARKS) \
 	  $(if $(SEED),--seed $(SEED))
 
 # The hand-outs (book/teachers.md): OUT/student without the solutions, OUT/teacher with

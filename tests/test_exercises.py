@@ -7,7 +7,6 @@ and the book's Exercises sections."""
 import ast
 import importlib.util
 import inspect
-import json
 import os
 import re
 import secrets
@@ -15,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -23,7 +21,7 @@ import jupytext
 import pytest
 import torch
 
-from annotated_transformer.exercises import grading, handout, otter, toggles
+from annotated_transformer.exercises import grading, toggles
 from annotated_transformer.exercises.cli import main
 from annotated_transformer.exercises.grading import Outcome
 
@@ -202,8 +200,6 @@ def test_the_cli_grades_the_solutions_and_the_starter(capsys):
 CHEATS = """\
 import torch
 
-from annotated_transformer.exercises import grading
-
 
 def context_vectors(s, h):
     raise SystemExit(0)
@@ -215,6 +211,8 @@ def additive_scores(s, h, W, U, v):
 
 
 def multi_head_self_attention(X, W_q, W_k, W_v, W_o, h):
+    from annotated_transformer.exercises import grading
+
     grading.assert_close = lambda *args, **kwargs: None
     return X
 
@@ -240,9 +238,9 @@ def test_answers_that_try_to_fool_the_grader_fail_one_line_each(tmp_path):
     assert "Traceback" not in done.stdout + done.stderr
     report = " ".join(done.stdout.split())  # the report wraps at 84 columns
     said = {
-        "context_vectors": "it raised SystemExit at line 7 of answers.py",
+        "context_vectors": "it raised SystemExit at line 5 of answers.py",
         "additive_scores": "it ran for more than 5 s (an endless loop?)",
-        "multi_head_self_attention": "it replaced grading.assert_close, which",
+        "multi_head_self_attention": "it raised ImportError",
         "attention_pool": "the answer ended the grading process (exit code 0)",
     }
     for name, message in said.items():
@@ -250,16 +248,16 @@ def test_answers_that_try_to_fool_the_grader_fail_one_line_each(tmp_path):
     assert report.count("FAIL") == 4 and report.endswith("0 of 4 passed.")
 
 
-def test_patching_the_grader_on_import_fails_every_exercise(tmp_path):
+def test_an_answer_cannot_import_the_grader(tmp_path):
+    """The checks stay in the grader's process, out of the answer's reach."""
     answers = tmp_path / "answers.py"
     answers.write_text(
         "from annotated_transformer.exercises import grading\n"
         "grading.run = lambda *args, **kwargs: None\n"
-        "grading.assert_close = lambda *args, **kwargs: None\n"
     )
     done = grade_cli(answers)
-    assert done.returncode == 1
-    assert done.stdout.count("what went wrong: it replaced grading.") == 4
+    assert done.returncode == 2
+    assert "does not import: ImportError" in done.stdout, done.stdout
 
 
 @needs_solutions
@@ -296,19 +294,29 @@ def test_the_solutions_are_not_in_the_package():
 def test_ctrl_c_prints_a_summary_not_a_traceback(tmp_path):
     answers = tmp_path / "answers.py"
     answers.write_text(
-        "def context_vectors(s, h):\n    while True:\n        pass\n"
+        "def context_vectors(s, h):\n"
+        "    print('looping', flush=True)\n"
+        "    while True:\n"
+        "        pass\n"
     )
     command = [sys.executable, "-m", "annotated_transformer.exercises", "01"]
+
+    def as_in_a_terminal() -> None:  # a background shell starts us ignoring it
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
     process = subprocess.Popen(
         [*command, "--file", str(answers)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_in_a_terminal,
     )
     first = process.stdout.readline()  # the grader has started
     assert first.startswith("Chapter 01"), first
-    time.sleep(1)
+    for line in process.stderr:  # the answer's output: the loop has begun
+        if line.strip() == "looping":
+            break
     process.send_signal(signal.SIGINT)
     out = first + process.communicate(timeout=60)[0]
     assert process.returncode == 130, out
@@ -350,91 +358,6 @@ def test_a_crash_in_the_readers_code_names_its_line(tmp_path):
 def test_missing_solutions_are_one_line(tmp_path):
     with pytest.raises(ValueError, match="not part of this copy"):
         grading.solutions("06", root=tmp_path)
-
-
-def solution_lines(names: list[Path]) -> set[str]:
-    """Lines of the reference solutions' code (20 characters or longer) that the
-    book's other files ``names`` do not hold, toggles cut from its chapters: the
-    text that only the solutions give away."""
-    given = set()
-    for name in names:
-        if handout.SOLUTIONS not in name.parents and name.suffix in TEXT:
-            text = (ROOT / name).read_text(encoding="utf-8", errors="replace")
-            if handout.chapter(name):
-                text = handout.without_toggles(name, text)
-            given |= {line.strip() for line in text.splitlines()}
-    lines = set()
-    for path in SOLUTIONS.glob("ch*.py"):
-        source = path.read_text()
-        for node in ast.parse(source).body:
-            if isinstance(node, ast.FunctionDef):
-                first = node.body[1]  # after the docstring, which starters share
-                text = source.splitlines()[first.lineno - 1 : node.end_lineno]
-                lines |= {t.strip() for t in text}
-    return {line for line in lines if len(line) >= 20 and line not in given}
-
-
-TEXT = {".py", ".ipynb", ".md", ".txt"}
-
-
-def leaks(folder: Path, lines: set[str]) -> list[str]:
-    """The ``lines`` that a text file under ``folder`` holds (as a line)."""
-    found = []
-    for path in folder.rglob("*"):
-        if path.is_file() and path.suffix in TEXT:
-            text = path.read_text(encoding="utf-8", errors="replace")
-            if path.suffix == ".ipynb":  # the lines of its cells
-                cells = json.loads(text)["cells"]
-                text = "\n".join("".join(cell["source"]) for cell in cells)
-            held = {line.strip() for line in text.splitlines()} & lines
-            found += [f"{path.name}: {line}" for line in sorted(held)]
-    return found
-
-
-@needs_solutions
-def test_the_student_edition_holds_no_solution_text(tmp_path):
-    names = [
-        n for n in handout.files(ROOT) if n.parts[0] in {"notebooks", "book", "src"}
-    ]
-    handout.student(ROOT, tmp_path / "student", names)
-    handout.teacher(ROOT, tmp_path / "teacher", names)
-    otter.export(tmp_path / "otter", root=ROOT)
-    lines = solution_lines(names)
-    assert len(lines) > 100  # the check below has something to find
-    assert leaks(tmp_path / "teacher", lines), "the teacher edition lost them"
-    assert leaks(tmp_path / "student", lines) == []
-    assert leaks(tmp_path / "otter", lines) == []
-    chapters = list((tmp_path / "student" / "notebooks").glob("[0-9][0-9]_*.*"))
-    assert len(chapters) == 36
-    for path in chapters:
-        text = path.read_text(encoding="utf-8")
-        assert (
-            "{dropdown} Solution" not in text and "exercises/solutions" not in text
-        )
-        assert "## Exercises" in text  # the statements stay
-
-
-@needs_solutions
-def test_the_otter_export_grades_the_solutions_and_a_wrong_answer(tmp_path):
-    execute = pytest.importorskip("otter.execute")
-    folder = otter.export(tmp_path, ["05"], ROOT) / "ch05"
-    tests = sorted(str(p) for p in (folder / "tests").glob("q*.py"))
-    assert len(tests) == 4
-    right = tmp_path / "right.py"
-    shutil.copy(SOLUTIONS / "ch05.py", right)
-    wrong = tmp_path / "wrong.py"  # eps added to the std, the original's mistake
-    wrong.write_text(
-        right.read_text().replace(
-            "/ torch.sqrt(var + eps) + beta", "/ (torch.sqrt(var) + eps) + beta"
-        )
-    )
-    scores = {}
-    for path in (right, wrong):
-        results = execute.grade_notebook(
-            str(path), tests_glob=tests, test_dir=str(folder / "tests"), script=True
-        )
-        scores[path.name] = (results.total, results.possible)
-    assert scores == {"right.py": (4, 4), "wrong.py": (3, 4)}, scores
 
 
 @needs_solutions

@@ -19,9 +19,12 @@ Each chapter NN has four pieces, one idea per file:
 
 Grade a chapter with ``make exercises CHAPTER=06`` or
 ``python -m annotated_transformer.exercises 06 [--solutions] [--file PATH]
-[--seed N]``: the file runs in a process of its own (:mod:`isolation`), on fresh
-inputs, and per exercise the report says PASS, FAIL with what went wrong and a hint
-(never the solution), or TODO (not attempted yet: the starter's
-``NotImplementedError`` is still there). :mod:`handout` builds the student and
-teacher editions, :mod:`otter` the Otter-Grader export.
+[--seed N]``, a class with ``make mark SUBMISSIONS=folder`` (:mod:`marking`). The
+answer file never runs in the grader's process: a worker imports it
+(:mod:`worker`, in a sandbox where there is one: :mod:`isolation`) and the checks
+call its functions through plain-data messages (:mod:`protocol`), on fresh inputs;
+per exercise the report says PASS, FAIL with what went wrong and a hint (never the
+solution), or TODO (not attempted yet: the starter's ``NotImplementedError`` is
+still there). :mod:`handout` builds the student and teacher editions, :mod:`otter`
+the Otter-Grader export.
 """

@@ -6,7 +6,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.exercises.grading import assert_close, exercise, rng
+from annotated_transformer.exercises.grading import (
+    assert_close,
+    exercise,
+    integers,
+    rng,
+)
 
 
 def _softmax(scores: list[float]) -> torch.Tensor:
@@ -61,16 +66,20 @@ def check_additive_scores(m: ModuleType) -> None:
 )
 def check_multi_head_self_attention(m: ModuleType) -> None:
     g = rng(2)
-    n, d_model, h = 5, 12, 3
-    X = torch.randn(n, d_model, generator=g)
-    W_q, W_k, W_v, W_o = torch.randn(4, d_model, d_model, generator=g) / 4
-    reference = nn.MultiheadAttention(d_model, h, bias=False, batch_first=True)
-    with torch.no_grad():  # nn.Linear computes x @ weight.T, so weight = W.T
-        reference.in_proj_weight.copy_(torch.cat([W_q.T, W_k.T, W_v.T]))
-        reference.out_proj.weight.copy_(W_o.T)
-        expected = reference(X, X, X, need_weights=False)[0]
-    actual = m.multi_head_self_attention(X, W_q, W_k, W_v, W_o, h)
-    assert_close(actual, expected, "the output (against nn.MultiheadAttention)")
+    n, heads, width = integers(4, 2, 7, 1) + integers(5, 2, 4, 2)  # this run's
+    # and other heads and widths again: no one size passes both
+    for h, d_k in [(heads, width), (heads % 3 + 2, width % 3 + 2)]:
+        d_model = h * d_k
+        X = torch.randn(n, d_model, generator=g)
+        W_q, W_k, W_v, W_o = torch.randn(4, d_model, d_model, generator=g) / 4
+        reference = nn.MultiheadAttention(d_model, h, bias=False, batch_first=True)
+        with torch.no_grad():  # nn.Linear computes x @ weight.T, so weight = W.T
+            reference.in_proj_weight.copy_(torch.cat([W_q.T, W_k.T, W_v.T]))
+            reference.out_proj.weight.copy_(W_o.T)
+            expected = reference(X, X, X, need_weights=False)[0]
+        actual = m.multi_head_self_attention(X, W_q, W_k, W_v, W_o, h)
+        what = f"the output, {h} heads of {d_k} (against nn.MultiheadAttention)"
+        assert_close(actual, expected, what)
 
 
 @exercise(

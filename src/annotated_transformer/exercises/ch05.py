@@ -6,7 +6,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.exercises.grading import assert_close, exercise, rng
+from annotated_transformer.exercises.grading import (
+    assert_close,
+    exercise,
+    forbidden,
+    rng,
+)
+from annotated_transformer.exercises.protocol import build
+
+NORMS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm")
+"""The built-in normalisations, which the exercises ask to write by hand."""
 
 
 @exercise(
@@ -23,7 +32,8 @@ def check_running_statistics(m: ModuleType) -> None:
     mean, var = torch.randn(3, generator=g), torch.rand(3, generator=g) + 0.5
     expected_mean, expected_var = mean.clone(), var.clone()
     F.batch_norm(x, expected_mean, expected_var, training=True, momentum=0.1)
-    new_mean, new_var = m.running_statistics(x, mean, var, 0.1)
+    with forbidden(*NORMS, why="compute the statistics yourself"):
+        new_mean, new_var = m.running_statistics(x, mean, var, 0.1)
     assert_close(new_mean, expected_mean, "the running mean (F.batch_norm's)")
     assert_close(new_var, expected_var, "the running variance (F.batch_norm's)")
 
@@ -40,11 +50,13 @@ def check_token_group_norm(m: ModuleType) -> None:
     x = 3 * torch.randn(2, 5, 12, generator=g) - 1  # (batch, len, d_model)
     reference = nn.GroupNorm(4, 12, eps=1e-5, affine=False)  # (N, C) inputs
     expected = reference(x.reshape(10, 12)).reshape(x.shape)
-    got = m.token_group_norm(x, 4)
+    with forbidden(*NORMS, why="by hand"):
+        got = m.token_group_norm(x, 4)
     assert_close(got, expected, "the output (against nn.GroupNorm)")
     small = x / 1000  # variance 1e-5, as large as eps: leaving eps out shows
     expected = reference(small.reshape(10, 12)).reshape(x.shape)
-    got = m.token_group_norm(small, 4)
+    with forbidden(*NORMS, why="by hand"):
+        got = m.token_group_norm(small, 4)
     assert_close(got, expected, "the output for inputs of std 0.003")
 
 
@@ -66,11 +78,13 @@ def check_layer_norm(m: ModuleType) -> None:
         reference.bias.copy_(torch.randn(8, generator=g))
         expected = reference(x)
     gamma, beta = reference.weight.detach(), reference.bias.detach()
-    got = m.layer_norm(x, gamma, beta, 1e-5)
+    with forbidden(*NORMS, why="by hand"):
+        got = m.layer_norm(x, gamma, beta, 1e-5)
     assert_close(got, expected, "the output (against nn.LayerNorm)")
     eps = 2.0  # where eps goes shows only when it is not tiny next to σ²
     expected = F.layer_norm(x, (8,), gamma, beta, eps)
-    got = m.layer_norm(x, gamma, beta, eps)
+    with forbidden(*NORMS, why="by hand"):
+        got = m.layer_norm(x, gamma, beta, eps)
     assert_close(got, expected, f"the output with eps={eps} (against F.layer_norm)")
 
 
@@ -89,7 +103,7 @@ def check_residual_block(m: ModuleType) -> None:
     def sublayer(z: torch.Tensor) -> torch.Tensor:
         return torch.tanh(z @ weight) + shift
 
-    norm = nn.LayerNorm(6)
+    norm = build(nn.LayerNorm, 6)
     with torch.no_grad():
         pre = m.residual_block(x, sublayer, norm, pre_norm=True)
         post = m.residual_block(x, sublayer, norm, pre_norm=False)

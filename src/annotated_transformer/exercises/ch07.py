@@ -8,11 +8,12 @@ from torch import nn
 from annotated_transformer.exercises.grading import (
     assert_close,
     exercise,
+    forbidden,
     integers,
-    not_called,
     rng,
     seed,
 )
+from annotated_transformer.exercises.protocol import build
 from annotated_transformer.models.encoder_decoder import make_model, tie_weights
 
 
@@ -35,6 +36,9 @@ def check_feed_forward(m: ModuleType) -> None:
     assert_close(got, expected, "FFN(x) (against nn.Linear, ReLU, nn.Linear)")
 
 
+_LAYER = "torch.nn.TransformerEncoderLayer.forward"
+
+
 @exercise(
     chapter="07",
     name="encoder_layer",
@@ -45,13 +49,21 @@ def check_feed_forward(m: ModuleType) -> None:
 )
 def check_encoder_layer(m: ModuleType) -> None:
     torch.manual_seed(seed(1))
-    layer = nn.TransformerEncoderLayer(
-        16, 4, 40, dropout=0.0, batch_first=True, norm_first=True
+    layer = build(
+        nn.TransformerEncoderLayer,
+        *(16, 4, 40),
+        dropout=0.0,
+        batch_first=True,
+        norm_first=True,
     ).eval()
     x = torch.randn(2, 5, 16)
     with torch.no_grad():
         expected = layer(x)
-        with not_called(layer, why="assembled by hand"):
+        with forbidden(
+            "transformer_encoder_layer",
+            methods=(_LAYER,),
+            why="assembled by hand",
+        ):
             got = m.encoder_layer(x, layer)
     assert_close(got, expected, "the output (against nn.TransformerEncoderLayer)")
 

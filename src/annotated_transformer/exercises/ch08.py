@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from annotated_transformer.exercises.grading import (
     assert_close,
+    backward,
     exercise,
     integers,
     rng,
@@ -105,19 +106,28 @@ def _kl(log_p: torch.Tensor, target: list[int], eps: float, pad: int) -> float:
 def check_label_smoothing_loss(m: ModuleType) -> None:
     g = rng(2)
     base = torch.randn(5, 6, generator=g)
-    cases = {
+    (first,) = integers(3, 0, 5, 1)  # this run's padding ids: one is not 0
+    cases = {  # 0 stands for the padding id
         "no padding": ([3, 1, 4, 1, 5], False),
         "one padding token": ([3, 0, 4, 1, 5], False),
         "all padding": ([0, 0, 0, 0, 0], False),
         "p(padding) = 0": ([3, 0, 4, 1, 5], True),
     }
-    for case, (target, rules_out_padding) in cases.items():
-        scores = base.clone().requires_grad_(True)
-        log_p = scores.log_softmax(-1)
-        if rules_out_padding:  # a model that never predicts the padding class
-            log_p = log_p.masked_fill(torch.arange(6) == 0, -math.inf)
-        loss = m.label_smoothing_loss(log_p, torch.tensor(target), 0.1, 0)
-        expected = _kl(log_p.detach(), target, 0.1, 0)
-        assert_close(loss, torch.tensor(expected), f"the loss ({case})")
-        loss.backward()
-        assert scores.grad.isfinite().all(), f"the gradient is not finite ({case})"
+    for pad in (first, (first + 3) % 6):
+        real = [c for c in range(6) if c != pad]
+        for case, (written, rules_out_padding) in cases.items():
+            target = [real[t - 1] if t else pad for t in written]
+            scores = base.clone().requires_grad_(True)
+            log_p = scores.log_softmax(-1)
+            if rules_out_padding:  # a model that never predicts padding
+                log_p = log_p.masked_fill(torch.arange(6) == pad, -math.inf)
+            sent = log_p.detach().requires_grad_(True)
+            with backward(torch.tensor(1.0)):
+                loss = m.label_smoothing_loss(sent, torch.tensor(target), 0.1, pad)
+            expected = _kl(log_p.detach(), target, 0.1, pad)
+            assert_close(
+                loss, torch.tensor(expected), f"the loss ({case}, pad id {pad})"
+            )
+            log_p.backward(sent.grad)  # on through the model's log_softmax
+            finite = scores.grad.isfinite().all()
+            assert finite, f"the gradient is not finite ({case}, pad id {pad})"

@@ -14,6 +14,7 @@ from annotated_transformer.exercises.grading import (
     rng,
     seed,
 )
+from annotated_transformer.exercises.protocol import build
 from annotated_transformer.models.encoder_decoder import make_model
 
 CHAPTER = "11"
@@ -31,7 +32,8 @@ CHAPTER = "11"
 )
 def check_encoder_attention_maps(module: ModuleType) -> None:
     torch.manual_seed(seed(0))
-    model = make_model(12, 12, N=2, d_model=16, d_ff=32, h=2, dropout=0.5)
+    sizes = {"N": 2, "d_model": 16, "d_ff": 32, "h": 2, "dropout": 0.5}
+    model = build(make_model, 12, 12, **sizes)
     # two sentences, the second ending in <pad> (id 0)
     src = torch.tensor([[2, 5, 7, 9, 3], [2, 6, 8, 3, 0]])
     src_mask = padding_mask(src, 0)  # (2, 1, 5)

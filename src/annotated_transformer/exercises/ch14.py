@@ -7,7 +7,6 @@ from collections import Counter
 from types import ModuleType
 
 import torch
-from torch import Tensor, nn
 
 from annotated_transformer.exercises.grading import (
     assert_equal,
@@ -15,7 +14,8 @@ from annotated_transformer.exercises.grading import (
     rng,
     seed,
 )
-from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
+from annotated_transformer.exercises.inputs import Peeking, decoder_lm
+from annotated_transformer.exercises.protocol import build
 
 CHAPTER = "14"
 
@@ -84,6 +84,7 @@ def check_unigram_bits_per_byte(m: ModuleType) -> None:
     picks = torch.randint(0, 8, (300,), generator=gen)
     rare = torch.randint(0, 256, (300,), generator=gen)
     data = torch.where(torch.rand(300, generator=gen) < 0.8, common[picks], rare)
+    data[torch.randint(0, 300, (12,), generator=gen)] = 0  # NUL bytes too
     random = bytes(data[:200].tolist()), bytes(data[200:].tolist())
     fixed = b"abracadabra, the cat sat on the mat", b"a bad cat \xff"
     for train, text in (fixed, random, (b"", b"xyz"), (b"\x00", b"\x00\x00")):
@@ -99,17 +100,6 @@ def check_unigram_bits_per_byte(m: ModuleType) -> None:
         )
 
 
-class _Peeking(nn.Module):
-    """A language model that cheats: position i reads byte i + 1."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.model(torch.cat([x[:, 1:], x[:, -1:]], dim=1))
-
-
 @exercise(
     chapter=CHAPTER,
     name="influence",
@@ -119,24 +109,22 @@ class _Peeking(nn.Module):
 )
 def check_influence(m: ModuleType) -> None:
     torch.manual_seed(seed(0))
-    model = DecoderLM(DecoderConfig(256, 16, 2, 2, 8, 32)).eval()
+    model = build(decoder_lm, 256, 16, 2, 2, 8, 32, causal=True)
     x = torch.tensor([list(b"[[link]]")])
     n = x.size(1)
     causal = torch.ones(n, n, dtype=torch.bool).tril()
     assert_equal(m.influence(model, x), causal, "the causal model's influence")
-    for block in model.blocks:
-        block.causal = False
+    torch.manual_seed(seed(0))
+    blind = build(decoder_lm, 256, 16, 2, 2, 8, 32, causal=False)
     assert_equal(
-        m.influence(model, x),
+        m.influence(blind, x),
         torch.ones(n, n, dtype=torch.bool),
         "without its mask, every position reads every byte",
     )
-    for block in model.blocks:
-        block.causal = True
     j = torch.arange(n)
     peeking = torch.ones(n, n, dtype=torch.bool).tril(1) & (j >= 1)[None, :]
     assert_equal(
-        m.influence(_Peeking(model), x),
+        m.influence(build(Peeking, model), x),
         peeking,
         "a model that reads one byte ahead: its influence matrix",
     )

@@ -8,7 +8,14 @@ from types import ModuleType
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer.exercises.grading import assert_close, exercise, rng
+from annotated_transformer.exercises.ch05 import NORMS
+from annotated_transformer.exercises.grading import (
+    assert_close,
+    backward,
+    exercise,
+    forbidden,
+    rng,
+)
 
 CHAPTER = "15"
 
@@ -26,9 +33,15 @@ def check_rms_norm(m: ModuleType) -> None:
     x = 3 * torch.randn(2, 5, 8, generator=gen) + 1
     weight = torch.rand(8, generator=gen) + 0.5
     for eps in (1e-6, 0.5):
+        x.requires_grad_(True)
         expected = F.rms_norm(x, (8,), weight, eps)
-        got = m.rms_norm(x, weight, eps)
-        assert_close(got, expected, f"RMSNorm with eps={eps}")
+        cotangent = torch.randn(x.shape, generator=gen)
+        (want,) = torch.autograd.grad(expected, x, cotangent)
+        x.grad = None
+        with forbidden(*NORMS, why="by hand"), backward(cotangent):
+            got = m.rms_norm(x, weight, eps)
+        assert_close(got, expected.detach(), f"RMSNorm with eps={eps}")
+        assert_close(x.grad, want, f"the gradient of RMSNorm with eps={eps}")
 
 
 @exercise(

@@ -19,6 +19,8 @@ from annotated_transformer.exercises.grading import (
     rng,
     seed,
 )
+from annotated_transformer.exercises.inputs import MeanSquaredError, sgd
+from annotated_transformer.exercises.protocol import build
 from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.training.schedules import make_scheduler
 
@@ -64,14 +66,12 @@ def _data(seed: int, batches: int, size: int) -> list[tuple[Tensor, Tensor]]:
     ]
 
 
-def _mse(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
-    x, y = batch
-    return F.mse_loss(model(x), y)  # the mean over the micro-batch
+_mse = MeanSquaredError()  # the mean over the micro-batch
 
 
 def _linear() -> nn.Linear:
     torch.manual_seed(seed(0))
-    return nn.Linear(3, 1)
+    return build(nn.Linear, 3, 1)
 
 
 @exercise(
@@ -92,7 +92,7 @@ def check_accumulate_gradients(m: ModuleType) -> None:
     model = _linear()
     for p in model.parameters():  # left over from an earlier step
         p.grad = torch.randn(p.shape, generator=rng(1))
-    m.accumulate_gradients(model, _mse, micro)
+    m.accumulate_gradients(model, build(MeanSquaredError), micro)
     for name, p in model.named_parameters():
         expected = dict(reference.named_parameters())[name].grad
         assert_close(p.grad, expected, f"the gradient of {name} (one batch of 20)")
@@ -113,11 +113,15 @@ def check_train_steps(m: ModuleType) -> None:
 
     micro = _data(1, 8, 4)
     model = _linear()
-    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-    scheduler = make_scheduler(optimizer, "linear", 1.0, warmup=10, total=100)
+    optimizer = build(sgd, model, lr=1.0)
+    scheduler = build(
+        make_scheduler, optimizer, "linear", 1.0, warmup=10, total=100
+    )
     with warnings.catch_warnings():  # PyTorch's own warning would give it away
         warnings.simplefilter("ignore", UserWarning)
-        m.train_steps(model, optimizer, scheduler, micro, 4, _mse)
+        m.train_steps(
+            model, optimizer, scheduler, micro, 4, build(MeanSquaredError)
+        )
     assert scheduler.last_epoch == 2, (
         f"8 micro-batches, 4 a step: 2 optimiser steps, but the scheduler counted "
         f"{scheduler.last_epoch}"

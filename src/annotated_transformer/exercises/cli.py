@@ -3,25 +3,38 @@
 Grades the exercises of one chapter: by default the reader's starter
 ``notebooks/exercises/06_<chapter>.py``; ``--file`` another copy of it;
 ``--solutions`` the reference solutions (a teacher's copy only). The file is
-graded in a separate process, each exercise within ``--timeout`` seconds, on
-inputs drawn from a fresh seed that the report prints (``--seed`` repeats a run).
-Exits 0 when every exercise passes, 1 otherwise, 2 on bad input, 130 when
-interrupted (after a summary of what was graded).
+graded in a separate process (:mod:`isolation`; the report says which), each
+exercise within ``--timeout`` seconds, on inputs drawn from a fresh seed that the
+report prints (``--seed`` repeats a run); what the answer prints goes to
+standard error, the report to standard output. Exits 0 when every exercise
+passes, 1 otherwise, 2 on bad input (a file that does not import included), 3
+when the grader could not grade (its own files changed), 130 when interrupted
+(after a summary of what was graded).
+
+``python -m annotated_transformer.exercises mark SUBMISSIONS`` marks a class
+(see :mod:`marking`).
 """
 
 from __future__ import annotations
 
 import argparse
 import secrets
+import sys
 from pathlib import Path
 
-from annotated_transformer.exercises import grading, isolation
+from annotated_transformer.exercises import grading, isolation, marking
+
+GRADED, FAILED, BAD_INPUT, NOT_GRADED, INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["mark"]:
+        return marking.main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m annotated_transformer.exercises",
-        description="Grade the exercises of one chapter.",
+        description="Grade the exercises of one chapter "
+        "(or a class's submissions: mark SUBMISSIONS, see mark --help).",
     )
     parser.add_argument("chapter", help="the chapter's number, e.g. 06")
     which = parser.add_mutually_exclusive_group()
@@ -40,10 +53,17 @@ def main(argv: list[str] | None = None) -> int:
         default=60.0,
         help="seconds each exercise may take (default 60)",
     )
+    parser.add_argument(
+        "--isolation",
+        choices=["auto", "sandbox", "process"],
+        default="auto",
+        help="sandbox (bubblewrap), process, or auto: the sandbox if there is one",
+    )
     args = parser.parse_args(argv)
     seed = secrets.randbelow(10**6) if args.seed is None else args.seed
     try:
         chapter = grading.normalise(args.chapter)
+        kind = isolation.isolation(args.isolation)
         if args.solutions:
             path = grading.solutions_path(chapter)
         else:
@@ -54,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
     except ValueError as error:
         print(f"error: {error}")
-        return 2
+        return BAD_INPUT
     results: list[grading.Result] = []
     total = len(grading.exercises(chapter))
 
@@ -63,15 +83,30 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         write(f"Chapter {chapter} exercises, graded from {path} (seed {seed})")
-        results = isolation.grade_file(
-            chapter, path, seed=seed, limit=args.timeout, write=write, into=results
+        write(isolation.describe(kind))
+        isolation.grade_file(
+            chapter,
+            path,
+            seed=seed,
+            limit=args.timeout,
+            kind=kind,
+            write=write,
+            into=results,
+            log=sys.stderr,
         )
     except ValueError as error:
         print(f"error: {error}")
-        return 2
+        return BAD_INPUT
+    except isolation.GraderChangedError as error:
+        print(f"error: {error}; reinstall the grader before grading again")
+        return NOT_GRADED
+    except isolation.WorkerError as error:
+        print(f"error: {error}")
+        return NOT_GRADED
     except KeyboardInterrupt:
         print(f"interrupted after {len(results)} of {total} exercises.")
         print(grading.summary(results, total), f"Repeat with --seed {seed}.")
-        return 130
+        return INTERRUPTED
     print(grading.summary(results, total))
-    return 0 if all(r.outcome is grading.Outcome.PASS for r in results) else 1
+    passed = all(r.outcome is grading.Outcome.PASS for r in results)
+    return GRADED if passed else FAILED

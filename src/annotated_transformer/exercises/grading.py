@@ -17,34 +17,34 @@ inputs are fresh on every run: :func:`rng` and :func:`seed` derive them from the
 run's seed (:func:`set_seed`; the grader prints it, ``--seed`` repeats a run), so
 an answer that returns literals or looks its inputs up in a table fails.
 
-:func:`run` trusts nothing the graded function does: an exception of any kind
-(``SystemExit`` included) is a FAIL, and so is a change to the grader's own code
-(:class:`Guard`). Running each answer file in a process of its own, with a time
-limit per exercise, is :mod:`exercises.isolation`'s job.
+The check never touches the reader's code: it receives an :class:`Answer`, whose
+``m.name(*args)`` is a request to the process that runs the answer (a worker,
+:mod:`exercises.isolation`; for the book's own trusted files, this process:
+:class:`InProcess`), answered in plain data (:mod:`protocol`). Whatever the answer
+does, a crash, ``SystemExit``, an in-place change or a banned kernel (see
+:mod:`worker`), comes back as one line, a FAIL.
 """
 
 from __future__ import annotations
 
-import builtins
+import ast
+import contextvars
 import enum
 import importlib
-import importlib.util
-import inspect
-import math
+import io
 import pkgutil
-import sys
 import textwrap
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
-from torch.overrides import TorchFunctionMode
+from torch import Tensor
+
+from annotated_transformer.exercises import protocol, worker
 
 Check = Callable[[ModuleType], None]
 
@@ -167,23 +167,222 @@ LOADED = "exercises_"
 """The prefix of the module names :func:`load` gives the files it imports."""
 
 
+class AnswerError(Exception):
+    """The worker's one line about a call: a crash, a side effect, a ban."""
+
+
+class StoppedError(Exception):
+    """The worker stopped answering (a time limit) or ended: the one line."""
+
+
+class Answers:
+    """A reader's answers, seen from the grader: requests go out, plain data
+    comes back (see :mod:`protocol`). :class:`InProcess` serves them here, for
+    trusted files (the book's solutions, the tests' mutants);
+    :class:`isolation.Worker` from a process of their own."""
+
+    def __init__(self) -> None:
+        self.callbacks: list[Callable] = []
+        self.functions: set[str] = set()  # the answer's functions
+        self.copied: set[str] = set()  # those that are a solution file's code
+        self.sources: dict[str, str] = {}  # their source, read as text
+
+    def exchange(self, message: dict, tensors: dict) -> tuple[dict, dict]:
+        """Send one request, return the reply (callbacks served meanwhile)."""
+        raise NotImplementedError
+
+    def callback(self, message: dict, tensors: dict) -> tuple[dict, dict]:
+        """Run one of the grader's functions for the worker, on plain data."""
+        function = self.callbacks[message["callback"]]
+        decode = protocol.Decoder(tensors)
+        encoder = protocol.Encoder()
+        try:
+            value = function(*decode(message["args"]), **decode(message["kwargs"]))
+            return {"value": encoder(value)}, encoder.tensors
+        except Exception as error:
+            return {"error": f"{type(error).__name__}: {error}"}, {}
+
+    def encoder(self) -> protocol.Encoder:
+        def other(value: object) -> dict:
+            if not callable(value):
+                kind = type(value).__name__
+                raise TypeError(f"a {kind} cannot be sent to the worker")
+            self.callbacks.append(value)
+            return {"callback": len(self.callbacks) - 1}
+
+        return protocol.Encoder(other)
+
+    def decoder(self, tensors: dict) -> protocol.Decoder:
+        def other(value: dict) -> Remote:
+            if "handle" not in value:
+                raise ValueError(f"unexpected {sorted(value)} in a reply")
+            return Remote(self, value["handle"])
+
+        return protocol.Decoder(tensors, other)
+
+    def ask(self, message: dict, encoder: protocol.Encoder) -> tuple[dict, Any]:
+        reply, tensors = self.exchange(message, encoder.tensors)
+        if "error" in reply:
+            if reply.get("todo"):
+                raise NotImplementedError
+            raise AnswerError(reply["error"])
+        return reply, self.decoder(tensors)
+
+
+class InProcess(Answers):
+    """Answers served in this process, through the same plain-data messages:
+    for files the grader trusts (``module`` may be any namespace)."""
+
+    def __init__(self, module: Any) -> None:
+        super().__init__()
+        self.server = worker.Server(module, self._through(self.callback))
+        ready = self.server.ready()
+        self.functions, self.copied = set(ready["functions"]), set(ready["copied"])
+        self.sources = _functions(getattr(module, "__file__", None))
+
+    @staticmethod
+    def _through(serve: Callable) -> Callable:
+        """``serve``, with its message and reply written as bytes and read back."""
+
+        def call(message: dict, tensors: dict) -> tuple[dict, dict]:
+            buffer = io.BytesIO()
+            protocol.send(buffer, message, tensors)
+            reply = serve(*protocol.receive(io.BytesIO(buffer.getvalue())))
+            buffer = io.BytesIO()
+            protocol.send(buffer, *reply)
+            return protocol.receive(io.BytesIO(buffer.getvalue()))
+
+        return call
+
+    def exchange(self, message: dict, tensors: dict) -> tuple[dict, dict]:
+        return self._through(self.server.handle)(message, tensors)
+
+
+class Remote:
+    """An object the answer returned that is not plain data (a vocabulary):
+    it stays in the worker; attributes, items, len and iteration are requests."""
+
+    def __init__(self, answers: Answers, handle: int) -> None:
+        self._answers, self._handle = answers, handle
+
+    def _ask(self, op: str, **fields: object) -> Any:
+        encoder = self._answers.encoder()
+        message = {"op": op, "handle": self._handle}
+        message |= {k: encoder(v) if k == "key" else v for k, v in fields.items()}
+        reply, decode = self._answers.ask(message, encoder)
+        return decode(reply["value"])
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self._ask("attr", name=name)
+
+    def __getitem__(self, key: object) -> Any:
+        return self._ask("item", key=key)
+
+    def __len__(self) -> int:
+        return self._ask("len")
+
+    def __iter__(self) -> Iterator:
+        return iter(self._ask("list"))
+
+
+_BANS: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "bans", default=None
+)
+_COTANGENT: contextvars.ContextVar[Tensor | None] = contextvars.ContextVar(
+    "cotangent", default=None
+)
+
+
+class Answer:
+    """The reader's module as a check sees it: ``m.name(*args)`` calls the
+    answer's function ``name`` in the worker and returns its outputs; objects
+    made with :func:`protocol.build` come back as the call left them."""
+
+    def __init__(self, answers: Answers) -> None:
+        self._answers = answers
+
+    def __getattr__(self, name: str) -> Callable:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        answers = self._answers
+
+        def call(*args: object, **kwargs: object) -> Any:
+            encoder = answers.encoder()
+            message = {
+                "op": "call",
+                "name": name,
+                "args": encoder(list(args)),
+                "kwargs": encoder(kwargs),
+                "bans": _BANS.get(),
+            }
+            cotangent = _COTANGENT.get()
+            if cotangent is not None:
+                message["cotangent"] = encoder(cotangent)
+            reply, decode = answers.ask(message, encoder)
+            for made, saved in zip(encoder.built, reply["after"], strict=True):
+                protocol.restore(made, decode(saved))
+            for leaf, grad in zip(
+                encoder.leaves, decode(reply["grads"]), strict=False
+            ):
+                leaf.grad = grad
+            return decode(reply["value"])
+
+        return call
+
+
+@contextmanager
+def forbidden(
+    *names: str, why: str, methods: tuple[str, ...] = ()
+) -> Iterator[None]:
+    """While the answer runs, every torch function and aten operator whose
+    name contains one of ``names`` raises, and so do the class ``methods``
+    ("torch.nn.TransformerEncoderLayer.forward"): banned by what they compute,
+    however the answer reaches them."""
+    token = _BANS.set({"names": list(names), "methods": list(methods), "why": why})
+    try:
+        yield
+    finally:
+        _BANS.reset(token)
+
+
+@contextmanager
+def backward(cotangent: Tensor) -> Iterator[None]:
+    """Ask for gradients: the worker backpropagates ``cotangent`` through the
+    answer's result (a FAIL when it cannot) and the tensors sent with
+    ``requires_grad`` come back with their ``.grad``."""
+    token = _COTANGENT.set(cotangent)
+    try:
+        yield
+    finally:
+        _COTANGENT.reset(token)
+
+
 def load(path: Path) -> ModuleType:
-    """Import a reader's file as a module; a one-line ValueError if it fails."""
+    """Import a trusted file (the solutions, a test's mutant) in this process;
+    answers are imported by the worker only. A one-line ValueError if it fails."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path} is not a file; pass the path of your answers")
-    name = f"{LOADED}{path.parent.name}_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and pickling look classes up here
+    return worker.load(path, f"{LOADED}{path.parent.name}_{path.stem}")
+
+
+def _functions(file: str | None) -> dict[str, str]:
+    """The source of every top-level function of ``file``, read without
+    running it ({} when there is no file)."""
+    if not file or not Path(file).is_file():
+        return {}
+    source = Path(file).read_text(encoding="utf-8", errors="replace")
     try:
-        spec.loader.exec_module(module)
-    except BaseException as error:  # SystemExit too: the file decides nothing
-        del sys.modules[name]
-        where = f" (line {error.lineno})" if isinstance(error, SyntaxError) else ""
-        what = f"{type(error).__name__}{where}: {error}"
-        raise ValueError(f"{path} does not import: {what}; fix it first") from None
-    return module
+        nodes = ast.parse(source).body
+    except SyntaxError:
+        return {}
+    return {
+        n.name: ast.get_source_segment(source, n) or ""
+        for n in nodes
+        if isinstance(n, ast.FunctionDef)
+    }
 
 
 class Outcome(enum.Enum):
@@ -201,6 +400,7 @@ class Result:
     outcome: Outcome
     message: str = ""
     attempted: bool = True
+    seconds: float = 0.0
 
 
 # The run's seed: every check draws its inputs from it (see rng and seed).
@@ -228,139 +428,45 @@ def integers(k: int, low: int, high: int, n: int) -> list[int]:
     return torch.randint(low, high + 1, (n,), generator=rng(k)).tolist()
 
 
-class Guard:
-    """What the grader's verdict rests on: this module's helpers, the checks, and
-    the parts of torch and Python that they call. :meth:`changed` names what an
-    answer replaced since the guard was made, and puts the originals back."""
-
-    def __init__(self, *owners: object) -> None:
-        self.strict = (*owners, sys.modules[__name__])  # the grader's own code
-        owners = (*self.strict, torch, F, Tensor, nn.Module, builtins, math)
-        self.saved = [(owner, dict(vars(owner))) for owner in owners]
-        self.modules = dict(sys.modules)
-
-    def changed(self) -> list[str]:
-        names = []
-        for owner, saved in self.saved:
-            current = vars(owner)
-            for name, value in saved.items():
-                now = current.get(name, _MISSING)
-                # torch wraps some of its own functions the first time an
-                # optimiser is made (for torch.compile): the same function still
-                same = now is value or (
-                    owner not in self.strict
-                    and getattr(now, "__wrapped__", None) is value
-                )
-                if not same:
-                    where = getattr(owner, "__name__", str(owner)).split(".")[-1]
-                    names.append(f"{where}.{name}")
-                    setattr(owner, name, value)
-        for name, module in self.modules.items():
-            if name.startswith(LOADED):  # a reader's file, imported by load()
-                continue
-            if sys.modules.get(name, module) is not module:
-                names.append(name)
-                sys.modules[name] = module
-        return names
-
-
-_MISSING = object()
-
-
-def patched(names: list[str]) -> str:
-    """The one line that says an answer changed the grader."""
-    shown = ", ".join(names[:3]) + (" …" if len(names) > 3 else "")
-    return f"it replaced {shown}, which the grader relies on: answers may not"
-
-
-class _Forbid(TorchFunctionMode):
-    def __init__(self, functions: dict[Callable, str]) -> None:
-        super().__init__()
-        self.functions = functions
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in self.functions:
-            raise AssertionError(self.functions[func])
-        return func(*args, **(kwargs or {}))
-
-
-@contextmanager
-def forbidden(*functions: Callable, why: str) -> Iterator[None]:
-    """Run the answer with torch ``functions`` (however it reached them, e.g.
-    ``F.scaled_dot_product_attention``) raising: the statement rules them out."""
-    said = "which the statement rules out"
-    names = {f: f"it calls {f.__name__}, {said} ({why})" for f in functions}
-    with _Forbid(names):
-        yield
-
-
-@contextmanager
-def not_called(module: nn.Module, why: str) -> Iterator[None]:
-    """Run the answer with ``module``'s own forward raising, however it is called
-    (the statement asks for it assembled by hand from its parts)."""
-
-    def refuse(*_: object, **__: object) -> None:
-        name = type(module).__name__
-        raise AssertionError(f"it calls the {name} it was given ({why})")
-
-    module.forward = refuse
-    try:
-        yield
-    finally:
-        del module.forward
-
-
 def run(
-    exercise: Exercise, module: ModuleType, starter: ModuleType | None = None
+    exercise: Exercise, answers: Answers | Any, starter: dict[str, str] | Any = None
 ) -> Result:
-    """Run one exercise's check on the reader's module (``starter``: the
-    untouched starter, which tells whether a "find the bug" function was
-    attempted)."""
-    function = getattr(module, exercise.name, None)
-    if not callable(function):
-        return Result(exercise, Outcome.FAIL, f"no function named {exercise.name}")
-    attempted = _attempted(function, getattr(starter, exercise.name, None))
-    copied = _from_solutions(function, module)
-    if copied:
-        return Result(exercise, Outcome.FAIL, copied, attempted)
-    guard = Guard(sys.modules[exercise.check.__module__])
+    """Run one exercise's check on the reader's ``answers`` (a module or
+    namespace is served in this process: :class:`InProcess`); ``starter``: the
+    starter's function sources (or module), which tell whether a "find the bug"
+    function was attempted."""
+    if not isinstance(answers, Answers):
+        answers = InProcess(answers)
+    if not isinstance(starter, dict):
+        starter = _functions(getattr(starter, "__file__", None))
+    name = exercise.name
+    original, mine = starter.get(name), answers.sources.get(name)
+    attempted = original is None or mine is None or original != mine
+
+    def result(outcome: Outcome, message: str = "") -> Result:
+        return Result(exercise, outcome, message, attempted)
+
+    if name not in answers.functions:
+        return result(Outcome.FAIL, f"no function named {name}")
+    if name in answers.copied:
+        return result(
+            Outcome.FAIL, "it is the reference solution's code: write your own"
+        )
     try:
-        exercise.check(module)
+        exercise.check(Answer(answers))
     except NotImplementedError:
-        result = Result(exercise, Outcome.TODO, "not attempted yet", attempted)
+        return result(Outcome.TODO, "not attempted yet")
+    except (AnswerError, StoppedError) as error:
+        return result(Outcome.FAIL, str(error))
     except AssertionError as error:
-        message = str(error) or "a check failed"
-        result = Result(exercise, Outcome.FAIL, message, attempted)
-    except BaseException as error:  # a crash, SystemExit, KeyboardInterrupt, …
-        result = Result(exercise, Outcome.FAIL, _crash(error, module), attempted)
-    else:
-        result = Result(exercise, Outcome.PASS, "", attempted)
-    changed = guard.changed()
-    if changed:
-        return Result(exercise, Outcome.FAIL, patched(changed), attempted)
-    return result
-
-
-def _attempted(function: Callable, original: Callable | None) -> bool:
-    """Whether ``function`` differs from the starter's ``original``."""
-    if original is None:
-        return True
-    try:
-        return inspect.getsource(function) != inspect.getsource(original)
-    except (OSError, TypeError):
-        return True
-
-
-def _from_solutions(function: Callable, module: ModuleType) -> str:
-    """A reason to fail ``function``, graded as ``module``'s, when it is code from
-    a reference solutions file (other than ``module`` itself)."""
-    code = getattr(function, "__code__", None)
-    file = Path(code.co_filename).resolve() if code else None
-    own = Path(getattr(module, "__file__", None) or ".").resolve()
-    where = (file.parent.name, file.parent.parent.name) if file else ()
-    if file != own and where == ("solutions", "exercises"):
-        return f"it is the reference solution's code ({file.name}): write your own"
-    return ""
+        return result(Outcome.FAIL, str(error) or "a check failed")
+    except Exception as error:
+        first = (str(error).strip().splitlines() or [""])[0]
+        what = f"{type(error).__name__}: {first}"
+        return result(
+            Outcome.FAIL, f"its result is not what was asked for ({what})"
+        )
+    return result(Outcome.PASS)
 
 
 def report(result: Result, write: Callable[[str], None] = print) -> None:
@@ -386,29 +492,20 @@ def summary(results: list[Result], total: int) -> str:
 
 def grade(
     chapter: str,
-    module: ModuleType,
+    module: Any,
     *,
-    starter: ModuleType | None = None,
+    starter: Any = None,
     write: Callable[[str], None] = print,
 ) -> list[Result]:
-    """Run every exercise of ``chapter`` on ``module`` in this process, printing
-    a report (the command line grades in a separate process: see isolation)."""
+    """Run every exercise of ``chapter`` on a trusted ``module`` in this
+    process, printing a report (answers are graded by :mod:`isolation`)."""
+    answers = module if isinstance(module, Answers) else InProcess(module)
     results = []
     for ex in exercises(chapter):
-        results.append(run(ex, module, starter))
+        results.append(run(ex, answers, starter))
         report(results[-1], write)
     write(summary(results, len(results)))
     return results
-
-
-def _crash(error: BaseException, module: ModuleType) -> str:
-    """One line: the exception, and the last line of the reader's file it passed."""
-    first = (str(error).strip().splitlines() or [""])[0]
-    file = getattr(module, "__file__", None)
-    frames = traceback.extract_tb(error.__traceback__)
-    lines = [f.lineno for f in frames if file and f.filename == file]
-    where = f" at line {lines[-1]} of {Path(file).name}" if lines else ""
-    return f"it raised {type(error).__name__}{where}: {first}"
 
 
 def _wrap(label: str, text: str) -> str:

@@ -5,11 +5,16 @@ Gradescope or JupyterHub with the tools it already has.
 test file per exercise (Otter's exception-based format: plain Python). Each test
 calls :func:`check`, which runs this package's check for that exercise on the
 names the student's file defined, on inputs from a fresh seed, and raises
-``AssertionError`` with the grader's one-line verdict. The tests hold no
-solution: the checks compare with independent references, as ``make exercises``
-does. Students check their work with ``otter check 06_masks.py -t tests``;
-``otter generate`` turns the same tests into a Gradescope autograder (see
-book/teachers.md).
+``AssertionError`` with the grader's one-line verdict, within ``LIMIT`` seconds
+per exercise (an alarm, on Linux and macOS). The tests hold no solution: the
+checks compare with independent references, as ``make exercises`` does. Each
+chapter's folder also gets ``requirements.txt``, the book's locked versions, for
+an autograder built with Python 3.11 like the book (``otter generate
+--python-version 3.11 -r requirements.txt``, see book/teachers.md).
+
+Otter runs the student's file in its own process, so the answer and the check
+share one: the process isolation and sandbox of ``make exercises`` and ``make
+mark`` do not exist there (book/teachers.md says so to teachers).
 """
 
 from __future__ import annotations
@@ -17,7 +22,11 @@ from __future__ import annotations
 import argparse
 import secrets
 import shutil
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -43,13 +52,46 @@ def test_{name}(env):
 '''
 
 
+LIMIT = 60
+"""Seconds each exercise may take under Otter."""
+
+PYTHON = "3.11"
+"""The Python the book is locked for, and the autograder's."""
+
+
+@contextmanager
+def time_limit(seconds: int) -> Iterator[None]:
+    """Raise TimeoutError after ``seconds`` (where an alarm can: POSIX, the
+    main thread; elsewhere no limit)."""
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not (
+        threading.main_thread()
+    ):
+        yield
+        return
+
+    def stop(*_: object) -> None:
+        raise TimeoutError(f"it ran for more than {seconds} s (an endless loop?)")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def check(chapter: str, name: str, env: dict[str, Any]) -> None:
     """Grade exercise ``name`` of ``chapter`` on the student's global names
     ``env``; an AssertionError with the verdict (and the hint) unless it passes."""
     seed = secrets.randbelow(10**6)
     grading.set_seed(seed)
     (exercise,) = [ex for ex in grading.exercises(chapter) if ex.name == name]
-    result = grading.run(exercise, SimpleNamespace(**env))
+    try:
+        with time_limit(LIMIT):
+            result = grading.run(exercise, SimpleNamespace(**env))
+    except TimeoutError as error:
+        result = grading.Result(exercise, Outcome.FAIL, str(error))
     if result.outcome is not Outcome.PASS:
         # A find-the-bug exercise asks its question: this report has no starter
         # to tell an untouched function from a failed attempt.
@@ -70,6 +112,13 @@ def export(
         tests.mkdir(parents=True, exist_ok=True)
         starter = grading.starter_path(chapter, root)
         shutil.copy(starter, folder / starter.name)
+        lock = (
+            (root or Path(__file__).resolve().parents[3])
+            / ".ci"
+            / "requirements.lock"
+        )
+        if lock.is_file():  # the book's pins, for the autograder's image
+            shutil.copy(lock, folder / "requirements.txt")
         for ex in grading.exercises(chapter):
             text = TEST_FILE.format(
                 label=ex.label,
