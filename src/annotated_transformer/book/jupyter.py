@@ -1,5 +1,5 @@
 """Jupyter set up for the book: the named kernel, chapters' ``.py`` files opened as
-notebooks, and a guard on saving.
+notebooks, and saves that keep what a chapter stores.
 
 ``python -m annotated_transformer.book.jupyter`` (run by ``make setup``, or by
 hand without make) sets up the Jupyter of this environment (``sys.prefix``):
@@ -7,8 +7,10 @@ hand without make) sets up the Jupyter of this environment (``sys.prefix``):
 - the kernel "Transformers from Scratch", this Python, which imports the package;
 - JupyterLab opens a ``.py`` chapter as a notebook (Jupytext's viewer), so editing
   and saving it keeps the pair in step;
-- the server refuses to save a chapter while ``AT_SIZE=ci`` (chapters shrunk for
-  CI): its outputs would replace the full-size ones stored in the ``.ipynb``;
+- saving a chapter keeps what it stores: its try-it cells (what a reader typed and
+  the answer stay in the open notebook only), every cell's stored timing, and,
+  while ``AT_SIZE=ci`` (chapters shrunk for CI), all of it: CI-size outputs never
+  replace the full-size ones stored in the ``.ipynb`` (see :func:`keep_stored`);
 - it saves a chart as the kernel wrote it: JupyterLab adds a PNG of each chart it
   draws to the notebook (tens of kB a chart), which the save leaves out.
 
@@ -19,6 +21,7 @@ pipx, an editor): any Jupyter then runs the chapters with this environment.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import re
 import sys
@@ -34,37 +37,63 @@ DISPLAY_NAME = "Transformers from Scratch"
 CHAPTER = re.compile(r"^\d\d_\w+\.(ipynb|py)$")
 HOOK = "annotated_transformer.book.jupyter.pre_save"
 VIEWERS = {"python": "Jupytext Notebook"}  # Jupytext's own setting
+TRY_IT = "try-it"  # the tag of a try-it cell (annotated_transformer.book.try_it)
 
 
-def refuse_ci_outputs(
-    model: dict[str, Any], path: str, contents_manager: Any, **kwargs: Any
-) -> None:
-    """Jupyter's pre-save hook: no stored chapter is overwritten from a CI-size
-    kernel.
-
-    The server's ``AT_SIZE`` is its kernels' run size. A chapter is a file named
-    ``NN_name.ipynb`` or ``.py`` whose ``.ipynb`` exists; a copy under a new name
-    is saved. The save fails with one line that JupyterLab shows; nothing on disk
-    changes.
-    """
-    from tornado.web import HTTPError  # the server's; never needed by a chapter
-
+def stored_chapter(path: str, contents_manager: Any) -> dict[str, Any] | None:
+    """The chapter's notebook as stored on disk, when ``path`` (relative to the
+    server's root) is a chapter: a file named ``NN_name.ipynb`` or ``.py`` whose
+    ``.ipynb`` exists. A copy under a new name is no chapter."""
     stored = (Path(contents_manager.root_dir) / path).with_suffix(".ipynb")
-    if run_size() == "ci" and CHAPTER.match(stored.name) and stored.is_file():
-        raise HTTPError(
-            409,
-            f"not saved: AT_SIZE=ci, and saving {path} would replace the chapter's "
-            "full-size outputs. Start Jupyter without AT_SIZE (make lab) to save, "
-            "or File > Save As under another name.",
-        )
+    if not (CHAPTER.match(stored.name) and stored.is_file()):
+        return None
+    return json.loads(stored.read_text(encoding="utf-8"))
+
+
+def keep_stored(model: dict[str, Any], stored: dict[str, Any]) -> None:
+    """What a reader does in a chapter never changes what it stores: the
+    notebook in ``model`` (about to be saved) gets back the stored notebook
+    metadata (the kernel's Python version is the reader's), the stored version of
+    each try-it cell (tagged ``try-it``: the reader's text and the model's
+    answer stay in the open notebook) and each stored cell's ``execution``
+    timing (what ``make times`` reads; JupyterLab drops it when a cell runs).
+    At ``AT_SIZE=ci`` (chapters shrunk for CI) every cell is the stored one:
+    CI-size outputs must not replace the full-size ones, so the save writes
+    the chapter as it was, and no dialog interrupts the reader.
+
+    Cells are matched by their id; a try-it cell with a new id takes the
+    stored try-it cell at the same rank. Changed in place: Jupytext writes the
+    ``.py`` from these same cells after the ``.ipynb``.
+    """
+    content = model["content"]
+    content["metadata"].clear()
+    content["metadata"].update(copy.deepcopy(stored["metadata"]))
+    cells = content["cells"]
+    if run_size() == "ci":
+        cells[:] = copy.deepcopy(stored["cells"])
+        return
+    by_id = {cell.get("id"): cell for cell in stored["cells"]}
+    try_its = [cell for cell in stored["cells"] if TRY_IT in tags(cell)]
+    rank = 0
+    for cell in cells:
+        if TRY_IT in tags(cell):
+            kept = by_id.get(cell.get("id")) or (try_its[rank:] or [None])[0]
+            rank += 1
+            if kept is not None:
+                cell.clear()
+                cell.update(copy.deepcopy(kept))
+                continue
+        timing = by_id.get(cell.get("id"), {}).get("metadata", {}).get("execution")
+        if timing is not None:
+            cell.setdefault("metadata", {})["execution"] = copy.deepcopy(timing)
+
+
+def tags(cell: dict[str, Any]) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
 
 
 def drop_chart_pngs(model: dict[str, Any]) -> None:
     """Leave out the PNG that JupyterLab adds to every chart output it draws."""
-    if model.get("type") != "notebook" or not isinstance(
-        model.get("content"), dict
-    ):
-        return
     for cell in model["content"].get("cells", []):
         for output in cell.get("outputs", []):
             data = output.get("data", {})
@@ -76,7 +105,13 @@ def pre_save(
     model: dict[str, Any], path: str, contents_manager: Any, **kwargs: Any
 ) -> None:
     """The pre-save hook of this environment's Jupyter server."""
-    refuse_ci_outputs(model, path, contents_manager)
+    if model.get("type") != "notebook" or not isinstance(
+        model.get("content"), dict
+    ):
+        return
+    stored = stored_chapter(path, contents_manager)
+    if stored is not None:
+        keep_stored(model, stored)
     drop_chart_pngs(model)
 
 

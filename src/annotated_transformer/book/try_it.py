@@ -32,8 +32,6 @@ from annotated_transformer.book.page import wrap
 from annotated_transformer.paths import results_dir
 from annotated_transformer.tasks.base import Task
 
-TAG = "try-it"  # the cell tag that marks a try-it cell
-
 
 @functools.cache
 def published(record: str) -> tuple[Task, nn.Module]:
