@@ -5,13 +5,18 @@ stores.
 (The browser check of a chapter in JupyterLab is ``tests/lab_check.py``.)
 """
 
+import asyncio
+import base64
 import json
+import struct
+import zlib
 from pathlib import Path
 
 import altair as alt
 import nbformat
 import pandas as pd
 import pytest
+from nbformat.sign import NotebookNotary
 
 from annotated_transformer.book import charts, jupyter, rendering
 
@@ -79,9 +84,15 @@ def test_install_sets_the_viewer_and_the_hook_and_keeps_other_settings(tmp_path)
     server = json.loads(
         (tmp_path / "etc/jupyter/jupyter_server_config.json").read_text()
     )
-    hook = server["ContentsManager"]["pre_save_hook"]
-    module, name = hook.rsplit(".", 1)
-    assert getattr(__import__(module, fromlist=[name]), name) is jupyter.pre_save
+    configured = {
+        server["ContentsManager"]["pre_save_hook"]: jupyter.pre_save,
+        server["ServerApp"]["contents_manager_class"]: jupyter.ChapterContents,
+    }
+    for dotted, expected in configured.items():
+        module, name = dotted.rsplit(".", 1)
+        assert getattr(__import__(module, fromlist=[name]), name) is expected
+    notification = settings["@jupyterlab/apputils-extension:notification"]
+    assert notification == {"fetchNews": "false", "checkForUpdates": False}
 
 
 def test_saving_leaves_out_the_png_jupyterlab_adds_to_a_chart():
@@ -209,3 +220,55 @@ def test_at_ci_size_a_save_writes_the_stored_chapter_silently(
             len(cells) == 4
             and cells[0]["outputs"] != chapter["cells"][0]["outputs"]
         )
+
+
+def test_the_stand_in_is_a_one_pixel_png():
+    png = base64.b64decode(jupyter.STAND_IN_PNG)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, at = {}, 8
+    while at < len(png):
+        (length,) = struct.unpack(">I", png[at : at + 4])
+        kind, data = png[at + 4 : at + 8], png[at + 8 : at + 8 + length]
+        (crc,) = struct.unpack(">I", png[at + 8 + length : at + 12 + length])
+        assert crc == zlib.crc32(kind + data)
+        chunks[kind] = data
+        at += 12 + length
+    assert list(chunks) == [b"IHDR", b"IDAT", b"IEND"]
+    assert struct.unpack(">II", chunks[b"IHDR"][:8]) == (1, 1)
+    assert zlib.decompress(chunks[b"IDAT"]) == bytes(5)  # filter 0, clear RGBA
+
+
+def test_a_chapter_read_by_the_server_has_a_stand_in_in_each_chart(tmp_path):
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("chart")
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "display_data", {rendering.MIME_TYPE: {"mark": "bar"}}
+        ),
+        nbformat.v4.new_output("display_data", {"text/plain": "a table"}),
+    ]
+    notebook.cells = [cell]
+    nbformat.write(notebook, tmp_path / "06_masks.ipynb")
+    contents = jupyter.ChapterContents(root_dir=str(tmp_path))
+    model = asyncio.run(contents.get("06_masks.ipynb"))
+    chart, table = model["content"]["cells"][0]["outputs"]
+    assert chart["data"]["image/png"] == jupyter.STAND_IN_PNG
+    assert "image/png" not in table["data"]
+    jupyter.drop_chart_pngs(model)  # and saving leaves it out again
+    assert model["content"]["cells"][0]["outputs"][0]["data"] == {
+        rendering.MIME_TYPE: {"mark": "bar"}
+    }
+
+
+def test_trust_signs_the_chapters_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    for name in ("06_masks.ipynb", "scratch.ipynb"):
+        cells = [nbformat.v4.new_markdown_cell(name)]  # two different notebooks
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), tmp_path / name)
+    assert jupyter.trust(tmp_path) == [tmp_path / "06_masks.ipynb"]
+    notary = NotebookNotary()
+    signed = {
+        name: notary.check_signature(nbformat.read(tmp_path / name, as_version=4))
+        for name in ("06_masks.ipynb", "scratch.ipynb")
+    }
+    assert signed == {"06_masks.ipynb": True, "scratch.ipynb": False}

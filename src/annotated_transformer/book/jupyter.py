@@ -21,13 +21,18 @@ pipx, an editor): any Jupyter then runs the chapters with this environment.
 from __future__ import annotations
 
 import argparse
+import base64
 import copy
 import json
 import re
+import struct
 import sys
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 
 from annotated_transformer.book.rendering import MIME_TYPE
 from annotated_transformer.book.sizes import run_size
@@ -37,6 +42,16 @@ DISPLAY_NAME = "Transformers from Scratch"
 CHAPTER = re.compile(r"^\d\d_\w+\.(ipynb|py)$")
 HOOK = "annotated_transformer.book.jupyter.pre_save"
 VIEWERS = {"python": "Jupytext Notebook"}  # Jupytext's own setting
+CONTENTS = "annotated_transformer.book.jupyter.ChapterContents"
+# JupyterLab's settings: .py chapters open as notebooks (Jupytext's viewer); no
+# prompt to fetch Jupyter's news, no update check (a first start asks nothing).
+LAB = {
+    "@jupyterlab/docmanager-extension:plugin": {"defaultViewers": VIEWERS},
+    "@jupyterlab/apputils-extension:notification": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+}
 TRY_IT = "try-it"  # the tag of a try-it cell (annotated_transformer.book.try_it)
 
 
@@ -101,6 +116,77 @@ def drop_chart_pngs(model: dict[str, Any]) -> None:
                 data.pop("image/png", None)
 
 
+def one_pixel_png() -> str:
+    """A 1 x 1 transparent PNG, base64-encoded (how notebooks store images)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return (
+            struct.pack(">I", len(data))
+            + body
+            + struct.pack(">I", zlib.crc32(body))
+        )
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 6, 0, 0, 0)  # 8-bit RGBA
+    pixel = zlib.compress(b"\x00" + bytes(4))  # filter byte, one clear pixel
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixel)
+    return base64.b64encode(png + chunk(b"IEND", b"")).decode("ascii")
+
+
+STAND_IN_PNG = one_pixel_png()
+
+
+def add_chart_stand_ins(notebook: dict[str, Any]) -> None:
+    """Give each chart output a stand-in PNG, so that JupyterLab leaves it as it
+    is.
+
+    JupyterLab (and Notebook 7) draws a chart, then writes a PNG of it into the
+    output unless the output has one, which marks a notebook that was only read
+    as modified ("Save changes before closing?"). The chart is still drawn from
+    its Vega-Lite specification; the stand-in exists only in the browser, since
+    saving leaves out every chart's PNG (:func:`drop_chart_pngs`).
+    """
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if MIME_TYPE in data and not data.get("image/png"):
+                data["image/png"] = STAND_IN_PNG
+
+
+class ChapterContents(AsyncLargeFileManager):
+    """The server's contents manager (Jupytext's pairs are built on it): the
+    notebooks it reads carry a stand-in PNG in each chart
+    (:func:`add_chart_stand_ins`)."""
+
+    async def get(
+        self,
+        path: str,
+        content: bool = True,
+        type: str | None = None,
+        format: str | None = None,
+        require_hash: bool = False,
+    ) -> dict[str, Any]:
+        model = await super().get(path, content, type, format, require_hash)
+        if content and model.get("type") == "notebook":
+            add_chart_stand_ins(model["content"])
+        return model
+
+
+def trust(folder: Path) -> list[Path]:
+    """Trust the chapters in ``folder`` as they are stored (``jupyter trust``):
+    their stored outputs are shown as the book wrote them, with no "Not
+    Trusted" mark. ``make lab`` does it for the checkout's chapters; a chapter
+    changed afterwards is trusted again only when Jupyter saves it."""
+    from nbformat import read
+    from nbformat.sign import NotebookNotary
+
+    notary = NotebookNotary()
+    chapters = sorted(p for p in folder.glob("*.ipynb") if CHAPTER.match(p.name))
+    for chapter in chapters:
+        notary.sign(read(chapter, as_version=4))
+    return chapters
+
+
 def pre_save(
     model: dict[str, Any], path: str, contents_manager: Any, **kwargs: Any
 ) -> None:
@@ -143,17 +229,22 @@ def install_kernel(user: bool) -> Path:
     )
 
 
-def install(prefix: Path) -> None:
-    """Set up the Jupyter of the environment in ``prefix``."""
-    config = prefix / "etc" / "jupyter"
-    _merge_json(
-        config / "labconfig" / "default_setting_overrides.json",
-        {"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": VIEWERS}},
-    )
+def configure(config: Path) -> None:
+    """Write the book's Jupyter settings into the configuration folder
+    ``config`` (an environment's ``etc/jupyter``, or a ``JUPYTER_CONFIG_DIR``)."""
+    _merge_json(config / "labconfig" / "default_setting_overrides.json", LAB)
     _merge_json(
         config / "jupyter_server_config.json",
-        {"ContentsManager": {"pre_save_hook": HOOK}},
+        {
+            "ServerApp": {"contents_manager_class": CONTENTS},
+            "ContentsManager": {"pre_save_hook": HOOK},
+        },
     )
+
+
+def install(prefix: Path) -> None:
+    """Set up the Jupyter of the environment in ``prefix``."""
+    configure(prefix / "etc" / "jupyter")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -163,11 +254,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="only register the kernel, for the user's own Jupyter installs",
     )
+    parser.add_argument(
+        "--trust",
+        type=Path,
+        metavar="FOLDER",
+        help="also trust the chapters in FOLDER as stored (make lab)",
+    )
     args = parser.parse_args(argv)
     spec = install_kernel(args.user)
     if not args.user:
         install(Path(sys.prefix))
     print(f'Jupyter: kernel "{DISPLAY_NAME}" in {spec}')
+    if args.trust:
+        print(f"Jupyter: {len(trust(args.trust))} chapters trusted as stored")
     return 0
 
 
