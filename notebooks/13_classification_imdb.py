@@ -329,7 +329,7 @@ print(
 # %% tags=["nbval-ignore-output", "try-it"]
 from annotated_transformer.book import try_it
 
-REVIEW = "A warm, funny film with a wonderful cast: I loved every minute."  # ← type here
+REVIEW = "A warm, funny film with a wonderful cast."  # ← type here
 try_it.classify(REVIEW)
 
 # %% [markdown]

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import nbformat
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 
 from annotated_transformer.book.rendering import MIME_TYPE
@@ -62,7 +63,8 @@ def stored_chapter(path: str, contents_manager: Any) -> dict[str, Any] | None:
     stored = (Path(contents_manager.root_dir) / path).with_suffix(".ipynb")
     if not (CHAPTER.match(stored.name) and stored.is_file()):
         return None
-    return json.loads(stored.read_text(encoding="utf-8"))
+    # as Jupyter reads it: each source and output text one string
+    return nbformat.read(stored, as_version=4)
 
 
 def keep_stored(model: dict[str, Any], stored: dict[str, Any]) -> None:
@@ -209,7 +211,7 @@ def _merge(settings: dict[str, Any], update: dict[str, Any]) -> None:
             settings[key] = value
 
 
-def _merge_json(path: Path, update: dict[str, Any]) -> None:
+def merge_json(path: Path, update: dict[str, Any]) -> None:
     """Write ``update`` into the JSON settings in ``path``, keeping the rest."""
     settings = json.loads(path.read_text()) if path.is_file() else {}
     _merge(settings, update)
@@ -232,8 +234,8 @@ def install_kernel(user: bool) -> Path:
 def configure(config: Path) -> None:
     """Write the book's Jupyter settings into the configuration folder
     ``config`` (an environment's ``etc/jupyter``, or a ``JUPYTER_CONFIG_DIR``)."""
-    _merge_json(config / "labconfig" / "default_setting_overrides.json", LAB)
-    _merge_json(
+    merge_json(config / "labconfig" / "default_setting_overrides.json", LAB)
+    merge_json(
         config / "jupyter_server_config.json",
         {
             "ServerApp": {"contents_manager_class": CONTENTS},
