@@ -44,10 +44,29 @@ CHAPTER = re.compile(r"^\d\d_\w+\.(ipynb|py)$")
 HOOK = "annotated_transformer.book.jupyter.pre_save"
 VIEWERS = {"python": "Jupytext Notebook"}  # Jupytext's own setting
 CONTENTS = "annotated_transformer.book.jupyter.ChapterContents"
+# In command mode JupyterLab takes the arrow keys to move between cells, even from
+# a focused slider or dropdown of a chart: the same shortcuts, but not from those.
+FOCUSED = ".jp-Notebook.jp-mod-commandMode:not(.jp-mod-readWrite) :focus"
+ARROWS = {
+    "ArrowDown": "notebook:move-cursor-down",
+    "ArrowUp": "notebook:move-cursor-up",
+    "ArrowLeft": "notebook:move-cursor-heading-above-or-collapse",
+    "ArrowRight": "notebook:move-cursor-heading-below-or-expand",
+}
+SHORTCUTS = [
+    {"command": command, "keys": [key], "selector": FOCUSED, **change}
+    for key, command in ARROWS.items()
+    for change in (
+        {"disabled": True},
+        {"selector": f"{FOCUSED}:not(input):not(select)"},
+    )
+]
 # JupyterLab's settings: .py chapters open as notebooks (Jupytext's viewer); no
-# prompt to fetch Jupyter's news, no update check (a first start asks nothing).
+# prompt to fetch Jupyter's news, no update check (a first start asks nothing);
+# a chart's controls take the arrow keys.
 LAB = {
     "@jupyterlab/docmanager-extension:plugin": {"defaultViewers": VIEWERS},
+    "@jupyterlab/shortcuts-extension:shortcuts": {"shortcuts": SHORTCUTS},
     "@jupyterlab/apputils-extension:notification": {
         "fetchNews": "false",
         "checkForUpdates": False,
@@ -67,7 +86,9 @@ def stored_chapter(path: str, contents_manager: Any) -> dict[str, Any] | None:
     return nbformat.read(stored, as_version=4)
 
 
-def keep_stored(model: dict[str, Any], stored: dict[str, Any]) -> None:
+def keep_stored(
+    model: dict[str, Any], stored: dict[str, Any], trusted: bool
+) -> None:
     """What a reader does in a chapter never changes what it stores: the
     notebook in ``model`` (about to be saved) gets back the stored notebook
     metadata (the kernel's Python version is the reader's), the stored version of
@@ -79,15 +100,16 @@ def keep_stored(model: dict[str, Any], stored: dict[str, Any]) -> None:
     the chapter as it was, and no dialog interrupts the reader.
 
     Cells are matched by their id; a try-it cell with a new id takes the
-    stored try-it cell at the same rank. Changed in place: Jupytext writes the
-    ``.py`` from these same cells after the ``.ipynb``.
+    stored try-it cell at the same rank. A stored cell put back is ``trusted``
+    as the stored chapter is (so the save signs it again). Changed in place:
+    Jupytext writes the ``.py`` from these same cells after the ``.ipynb``.
     """
     content = model["content"]
     content["metadata"].clear()
     content["metadata"].update(copy.deepcopy(stored["metadata"]))
     cells = content["cells"]
     if run_size() == "ci":
-        cells[:] = copy.deepcopy(stored["cells"])
+        cells[:] = [restored(cell, trusted) for cell in stored["cells"]]
         return
     by_id = {cell.get("id"): cell for cell in stored["cells"]}
     try_its = [cell for cell in stored["cells"] if TRY_IT in tags(cell)]
@@ -98,11 +120,19 @@ def keep_stored(model: dict[str, Any], stored: dict[str, Any]) -> None:
             rank += 1
             if kept is not None:
                 cell.clear()
-                cell.update(copy.deepcopy(kept))
+                cell.update(restored(kept, trusted))
                 continue
         timing = by_id.get(cell.get("id"), {}).get("metadata", {}).get("execution")
         if timing is not None:
             cell.setdefault("metadata", {})["execution"] = copy.deepcopy(timing)
+
+
+def restored(cell: dict[str, Any], trusted: bool) -> dict[str, Any]:
+    """A copy of the stored ``cell`` to save, a code cell marked ``trusted``."""
+    cell = copy.deepcopy(cell)
+    if cell.get("cell_type") == "code":
+        cell.setdefault("metadata", {})["trusted"] = trusted
+    return cell
 
 
 def tags(cell: dict[str, Any]) -> list[str]:
@@ -199,7 +229,8 @@ def pre_save(
         return
     stored = stored_chapter(path, contents_manager)
     if stored is not None:
-        keep_stored(model, stored)
+        trusted = contents_manager.notary.check_signature(stored)
+        keep_stored(model, stored, trusted)
     drop_chart_pngs(model)
 
 
