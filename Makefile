@@ -167,8 +167,10 @@ site-check: setup chromium
 	$(PY) tests/explorables_check.py $(SITE)
 
 # JupyterLab on the chapters, with the kernel "Transformers from Scratch" (this venv), .py
-# chapters opening as notebooks; Ctrl-C stops it. (`make setup` registered the kernel.)
+# chapters opening as notebooks, the chapters trusted as stored (the book's Jupyter set-up
+# written again first: it may be newer than the venv); Ctrl-C stops it.
 lab: setup
+	$(PY) -m annotated_transformer.book.jupyter --trust notebooks
 	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # The same kernel for a Jupyter installed elsewhere (conda, pipx) or an editor (VS Code).

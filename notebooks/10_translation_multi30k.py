@@ -52,7 +52,7 @@ import pandas as pd
 import torch
 
 from annotated_transformer.blocks.masks import segment_mask
-from annotated_transformer.book import explore, viz
+from annotated_transformer.book import viz
 from annotated_transformer.book.page import print_log, wrap
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
@@ -670,15 +670,33 @@ print(
 )
 
 # %% [markdown]
-# **Try it: type your own German sentence** between the quotes and run the cell. The model
-# above translates it with beam search (beam 4) and draws its attention: pick the kind
-# (cross-attention first: which German piece each English token looked at), the layer and
-# the head. [Chapter 11](11_attention_maps.ipynb) reads such maps. An empty sentence gets one
-# line saying so.
+# **Try it: type your own German sentence** between the quotes and run the cell. It needs
+# Jupyter (`make lab`, then this chapter's notebook, `10_translation_multi30k.ipynb`, or its
+# `.py`) and runs on its own: it loads the published model, `results/translate-cpu`, in a
+# few seconds, so no cell above it needs to run first. The model translates your sentence
+# with beam search (beam 4) and draws its attention: pick the kind (cross-attention first:
+# which German piece each English token looked at), the layer and the head.
+# [Chapter 11](11_attention_maps.ipynb) reads such maps. An empty sentence gets one line
+# saying so; so does a sentence most of whose pieces the model never learned (emoji, say).
+# Saving the chapter keeps this cell as it is stored: your sentence and its answer stay in
+# the open notebook.
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "try-it"]
+from annotated_transformer.book import try_it
+
 SENTENCE = "Ein kleines Mädchen spielt mit einem roten Ball."  # ← type here
-explore.translate_try_it(task, model, SENTENCE, beam=beam)
+try_it.translate(SENTENCE)
+
+# %% [markdown]
+# **Why a model answers confidently outside its data.** Give the translator a row of emoji
+# and it still writes a fluent English caption. Nothing in it can say "I don't know": every
+# step ends in a softmax over the English pieces, which always has a likeliest piece, and
+# the decoder was trained only to continue captions, so a caption is what it continues. Its
+# probabilities measure how the pieces compete with each other, not how far the input lies
+# from the 29,000 sentences it learned from. The warning line comes from outside the model: it
+# counts how many of the sentence's pieces are ones the model learned as units (see
+# `annotated_transformer.evaluation.coverage`), a crude but honest sign that the answer is
+# a guess.
 
 # %% [markdown]
 # [Chapter 11](11_attention_maps.ipynb) looks inside this model at what its attention heads attend to; [chapter 12](12_tricks_from_the_paper.ipynb)

@@ -52,7 +52,7 @@ import altair as alt
 import pandas as pd
 import torch
 
-from annotated_transformer.book import explore, viz
+from annotated_transformer.book import viz
 from annotated_transformer.book.page import print_log, wrap
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
@@ -305,13 +305,26 @@ print(
 )
 
 # %% [markdown]
-# **Try it: type your own review** between the quotes and run the cell: the model above
+# **Try it: type your own review** between the quotes and run the cell: the published model
 # reads it and says positive or negative, with its probability (as `classify predict`
-# prints them). An empty review gets one line saying so.
+# prints them). It needs Jupyter (`make lab`, then this chapter's notebook,
+# `13_classification_imdb.ipynb`, or its `.py`) and runs on its own: it loads
+# `results/imdb-cpu` in a few seconds. A review with no words (only emoji, say) gets one line
+# saying so, and one with few words the model knows (German, say) a warning before its
+# answer. Saving the chapter keeps this cell as it is stored.
+#
+# Mixed reviews are where it is least reliable: "Thin plot, but the acting kept me
+# watching to the end." comes out negative, and sure of it. The model has two labels and
+# no "mixed"; "thin plot" weighs more in what it learned than "kept me watching", and its
+# probability measures how far the review lies on one side of its boundary, not how right
+# it is ([chapter 10](10_translation_multi30k.ipynb) says why models answer confidently
+# outside their data).
 
-# %% tags=["nbval-ignore-output"]
-REVIEW = "Thin plot, but the acting kept me watching to the end."  # ← type here
-explore.classify_try_it(result.task, model, REVIEW)
+# %% tags=["nbval-ignore-output", "try-it"]
+from annotated_transformer.book import try_it
+
+REVIEW = "A warm, funny film with a wonderful cast."  # ← type here
+try_it.classify(REVIEW)
 
 # %% [markdown]
 # ## Where it goes wrong

@@ -494,13 +494,25 @@ print(
 )
 
 # %% [markdown]
-# **Try it: type your own prompt** between the quotes and run the cell: the model continues
-# it with 300 sampled bytes (temperature 0.8, top-k 40; change them in the call). A bad
-# setting (a temperature of 0, say) gets one line saying so.
+# **Try it: type your own prompt** between the quotes and run the cell: the published model
+# continues it with 300 sampled bytes (temperature 0.8, top-k 40; change them in the call).
+# It needs Jupyter (`make lab`, then this chapter's notebook, `14_generation_characters.ipynb`,
+# or its `.py`) and runs on its own: it loads `results/e6-cpu` in a few seconds. A bad
+# setting (a temperature of 0, say) gets one line saying so. Saving the chapter keeps this
+# cell as it is stored.
+#
+# All the model has read is the first megabyte of enwik8: Wikipedia articles in their
+# XML and wiki markup. So it answers in that markup: a prompt like `[[Category:` gets more
+# category links, and plain prose soon drifts into `[[links]]` and `''italics''`. Every byte
+# is one it knows, so no input is unknown to it; but a question, a dialogue or a recipe is
+# still continued as a Wikipedia page would continue, because that is the only text it has
+# seen.
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "try-it"]
+from annotated_transformer.book import try_it
+
 PROMPT = "The history of the city"  # ← type here
-explore.continue_try_it(run.task, lm, PROMPT, length=300, temperature=0.8, top_k=40)
+try_it.continue_text(PROMPT, "e6-cpu", length=300, temperature=0.8, top_k=40)
 
 # %% [markdown]
 # ## Running it yourself

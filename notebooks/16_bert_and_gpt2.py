@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from annotated_transformer.book import explore, viz
+from annotated_transformer.book import viz
 from annotated_transformer.book.page import wrap
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
@@ -852,15 +852,18 @@ for i in range(rows):
     print("".join(f"{(c[i] if i < len(c) else ''):<44}" for c in columns).rstrip())
 
 # %% [markdown]
-# **Try it: type your own prompt** between the quotes and run the cell: the GPT-2-recipe
-# model above continues it with 120 sampled tokens (about 400 bytes; temperature 0.8, as for
-# the samples above). A bad setting (a temperature of 0, say) gets one line saying so.
+# **Try it: type your own prompt** between the quotes and run the cell: the published
+# GPT-2-recipe model continues it with 120 sampled tokens (about 400 bytes; temperature 0.8,
+# as for the samples above). It needs Jupyter (`make lab`, then this chapter's notebook,
+# `16_bert_and_gpt2.ipynb`, or its `.py`) and runs on its own: it loads
+# `results/ts-gpt2-cpu` in a few seconds. A bad setting (a temperature of 0, say) gets one
+# line saying so. Saving the chapter keeps this cell as it is stored.
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "try-it"]
+from annotated_transformer.book import try_it
+
 PROMPT = "JULIET:\nO Romeo,"  # ← type here
-explore.continue_try_it(
-    gpt2_run.task, gpt2_run.model, PROMPT, length=120, temperature=0.8
-)
+try_it.continue_text(PROMPT, "ts-gpt2-cpu", length=120, temperature=0.8)
 
 # %% [markdown]
 # ## The published GPT-2, in the book's own classes

@@ -514,7 +514,7 @@ def test_empty_and_impossible_inputs_to_predict(trained, capsys, monkeypatch):
         "beam=0 must be >= 1",
     )
     fails(capsys, predict("classify", stdin=""), "nothing to classify")
-    fails(capsys, predict("classify", "<br /><br />"), "review 1 is empty")
+    fails(capsys, predict("classify", "<br /><br />"), "review 1 has no words")
     fails(capsys, predict("lm", stdin=""), "nothing to continue")
     fails(capsys, predict("lm", ""), "prompt 1 is empty")
     fails(capsys, predict("lm", "a", "--temperature", "0"), "temperature")

@@ -134,18 +134,6 @@ def test_attention_explorer_unrolls_each_map_row_by_row() -> None:
         assert percent == round(100 * float(weights[1, q, k]))
 
 
-def test_try_it_turns_bad_input_into_one_line(capsys) -> None:
-    def bad() -> None:
-        raise ValueError("review 1 is empty or blank:\n give some text")
-
-    assert explore.try_it(bad) is None
-    assert (
-        capsys.readouterr().out
-        == "error: review 1 is empty or blank: give some text\n"
-    )
-    assert explore.try_it(lambda: 42) == 42
-
-
 def test_attention_explorer_offers_only_controls_that_change_the_map() -> None:
     maps = {(kind, 1): torch.full((2, 2, 2), 0.5) for kind in explore.KINDS}
     one = ("one", ["a", "b"], ["x", "y"], maps)

@@ -5,7 +5,8 @@ chapters use to show things.
   repository's ``runs/`` folder, where chapters find finished command-line runs;
 - :mod:`~annotated_transformer.book.viz`: Altair charts (heatmaps, line charts);
 - :mod:`~annotated_transformer.book.explore`: explorable charts (controls that
-  work without a kernel) and the try-it helpers that run a published model;
+  work without a kernel); :mod:`~annotated_transformer.book.try_it`: the try-it
+  cells' helpers, each loading the published model it runs;
 - :mod:`~annotated_transformer.book.figures`: the diagrams, as hand-written SVG;
 - :mod:`~annotated_transformer.book.source`: ``show_source``, the
   package's code in a chapter, and :mod:`~annotated_transformer.book.listings`,

@@ -1,20 +1,17 @@
-"""Explorable charts and try-it helpers: pictures a reader moves without a kernel.
+"""Explorable charts: pictures a reader moves without a kernel.
 
 Each chart carries its data precomputed by the package's own functions, for a small
 grid of settings, and Vega-Lite parameters bound to sliders and dropdowns pick the
 rows to draw. Moving a control re-draws the chart in the browser: in the static
 site (offline) and in JupyterLab with no running kernel. The grids are kept small
 (see :func:`size_kb`) so that a page stays light.
-
-The try-it helpers run a published model on what the reader types and answer with
-its output, or with one line that says what was wrong with the input.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import altair as alt
@@ -27,10 +24,10 @@ from annotated_transformer.blocks.masks import (
     subsequent_mask,
 )
 from annotated_transformer.blocks.positional import sinusoids
-from annotated_transformer.book.page import wrap
 from annotated_transformer.data.batching import collate
 from annotated_transformer.evaluation.sampling import next_byte_distribution
 from annotated_transformer.tasks.base import check_texts
+from annotated_transformer.tasks.translation import warn_beyond_captions
 from annotated_transformer.training.schedules import ENDS_AT_TOTAL, SCHEDULES, rate
 
 KINDS = ("encoder self", "decoder self", "cross")
@@ -333,7 +330,7 @@ def translate_with_attention(
     Beam search as ``translate predict --beam``; the maps come from one
     teacher-forced pass over the translation (:func:`record_attention`). Raises
     ValueError for an empty or too long sentence; prints a note for words the
-    vocabulary lacks.
+    vocabulary lacks, and warns (``BeyondData``) when most pieces are unknown.
     """
     check_texts([sentence], "translate", "sentence")
     translator = task.translator(model)
@@ -341,6 +338,7 @@ def translate_with_attention(
     unknown = translator.unknown(tokens)
     if unknown:
         print(f"note: not in the vocabulary, read as <unk>: {', '.join(unknown)}")
+    warn_beyond_captions(tokens, task.src_vocab)
     out = translator.translate_tokens(tokens, beam=beam, alpha=task.config.alpha)[0]
     v = task.src_vocab
     pad, bos, eos = v.stoi["<pad>"], v.stoi["<s>"], v.stoi["</s>"]
@@ -437,50 +435,3 @@ def attention_explorer(
         .add_params(sentence, kind, layer, head)
         .properties(width=side, height=side)
     )
-
-
-def try_it(answer: Callable[[], Any]) -> Any:
-    """``answer()``, or, when the reader's input is wrong, one line that says so
-    (and None): a try-it cell never shows a traceback for bad input."""
-    try:
-        return answer()
-    except ValueError as error:
-        print(f"error: {' '.join(str(error).split())}")
-        return None
-
-
-def translate_try_it(
-    task: Any, model: torch.nn.Module, sentence: str, beam: int = 4
-) -> alt.Chart | None:
-    """Try it: a reader's German ``sentence`` → its beam translation (printed) and
-    an explorable map of its attention (returned; cross-attention first); bad
-    input gets one line."""
-
-    def answer() -> alt.Chart:
-        english, *kept = translate_with_attention(task, model, sentence, beam)
-        print(
-            wrap(f"German:  {sentence.strip()}\nEnglish: {english}", indent=" " * 9)
-        )
-        return attention_explorer([(sentence.strip()[:40], *kept)])
-
-    return try_it(answer)
-
-
-def classify_try_it(task: Any, model: torch.nn.Module, review: str) -> None:
-    """Try it: a reader's ``review`` → the classifier's label and its probability,
-    as ``classify predict`` prints them; bad input gets one line."""
-    answer = try_it(lambda: task.predict(model, [review])[0])
-    if answer is not None:
-        label, probability = answer.split("\t")
-        print(f"{label} (probability {float(probability):.2f})")
-
-
-def continue_try_it(
-    task: Any, model: torch.nn.Module, prompt: str, **options: Any
-) -> None:
-    """Try it: a reader's ``prompt`` and the model's continuation, sampled as
-    ``lm predict`` samples (``options``: length, temperature, top_k, seed), wrapped
-    to the page; bad input gets one line."""
-    answer = try_it(lambda: task.predict(model, [prompt], **options)[0])
-    if answer is not None:
-        print(wrap(answer))

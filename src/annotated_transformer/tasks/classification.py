@@ -39,6 +39,7 @@ from annotated_transformer.data.batching import bucket_batches, collate
 from annotated_transformer.data.bpe import BPE
 from annotated_transformer.data.vocab import MASK, SPECIALS, Vocab
 from annotated_transformer.evaluation import metrics
+from annotated_transformer.evaluation.coverage import warn_beyond_data
 from annotated_transformer.models.encoder_only import (
     EncoderClassifier,
     load_encoder,
@@ -546,8 +547,16 @@ class Classification(ReviewsTask):
             tokens = self.tokenizer(text)
             if not tokens:
                 raise ValueError(
-                    f"review {i} is empty: give some words to classify"
+                    f"review {i} has no words (the model reads letters, ! and ?): "
+                    "give some words to classify"
                 )
+            warn_beyond_data(
+                tokens,
+                self.vocab,
+                item=f"review {i}",
+                unit="words",
+                data="the English film reviews it learned from",
+            )
             ids = imdb.encode(
                 [tokens], self.vocab, self.config.max_len, self.config.tail
             )

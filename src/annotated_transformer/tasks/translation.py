@@ -44,6 +44,7 @@ from annotated_transformer.data.batching import (
 from annotated_transformer.data.bpe import BPE
 from annotated_transformer.data.vocab import SPECIALS, Vocab
 from annotated_transformer.evaluation import metrics
+from annotated_transformer.evaluation.coverage import warn_beyond_data
 from annotated_transformer.evaluation.decoding import (
     beam_search,
     check_beam_size,
@@ -557,7 +558,8 @@ class Translation(Task):
         alpha: float | None = None,
     ) -> list[str]:
         """English translations; warns (``UnknownTokens``) when a
-        word is read as ``<unk>``."""
+        word is read as ``<unk>``, and (``BeyondData``) when most of a sentence's
+        pieces are unknown."""
         check_texts(inputs, "translate", "sentence")
         alpha = self.config.alpha if alpha is None else alpha
         check_beam_size(beam)
@@ -575,11 +577,24 @@ class Translation(Task):
                 UnknownTokens,
                 stacklevel=2,
             )
+        warn_beyond_captions(tokens, self.src_vocab)
         with evaluating(model):
             return [
                 translator.text(t)
                 for t in translator.translate_tokens(tokens, beam, alpha)
             ]
+
+
+def warn_beyond_captions(tokens: Sequence[Sequence[str]], vocab: Vocab) -> None:
+    """Warn (``BeyondData``) for each sentence most of whose pieces are unknown."""
+    for i, pieces in enumerate(tokens, 1):
+        warn_beyond_data(
+            pieces,
+            vocab,
+            item=f"sentence {i}",
+            unit="pieces",
+            data="the German captions it learned from",
+        )
 
 
 class UnknownTokens(UserWarning):
