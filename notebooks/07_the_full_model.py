@@ -65,6 +65,7 @@ from annotated_transformer.models.encoder_decoder import (
     parameter_counts,
     parameter_formula,
 )
+from annotated_transformer.models.encoder_only import EncoderConfig
 
 _ = torch.manual_seed(0)
 PAD = 0
@@ -462,7 +463,7 @@ show_source(TransformerBlock)
 
 # %%
 torch.manual_seed(0)
-block_ = TransformerBlock(d_model=32, h=4, d_ff=128, dropout=0.1).eval()
+block_ = TransformerBlock(EncoderConfig(d_model=32, h=4, d_ff=128)).eval()
 with torch.no_grad():
     for p in block_.parameters():
         p.normal_(std=0.2)

@@ -11,7 +11,7 @@ from annotated_transformer.blocks.masks import (
 )
 from annotated_transformer.evaluation.sampling import left_pad, sample
 from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
-from annotated_transformer.models.gpt2 import GPT2LM
+from annotated_transformer.models.gpt2 import GPT2LM, GPTConfig
 from annotated_transformer.models.modern_decoder import (
     ModernConfig,
     ModernDecoderLM,
@@ -27,7 +27,7 @@ MODELS = {
     "sinusoidal": lambda: ModernDecoderLM(
         ModernConfig(40, 32, 4, 2, 24, positions="sinusoidal")
     ),
-    "GPT2LM": lambda: GPT2LM(40, 32, 4, 2, 24),
+    "GPT2LM": lambda: GPT2LM(GPTConfig(40, 32, 4, 2, 24)),
 }
 
 

@@ -14,7 +14,7 @@ import torch
 
 from annotated_transformer.blocks.feed_forward import ReLU2FeedForward
 from annotated_transformer.blocks.sparse_attention import PATTERNS
-from annotated_transformer.models.gpt2 import GPT2LM
+from annotated_transformer.models.gpt2 import GPT2LM, GPTConfig
 from annotated_transformer.models.modern_decoder import (
     FEED_FORWARDS,
     NORMS,
@@ -89,7 +89,7 @@ def test_the_pattern_finds_the_branches_it_is_meant_to():
 
 
 def test_gpt2_names_its_gelu_feed_forward_instead_of_swapping_one_in():
-    model = GPT2LM(vocab=20, d_model=16, h=2, N=2, max_len=8)
+    model = GPT2LM(GPTConfig(vocab=20, d_model=16, h=2, N=2, max_len=8))
     assert model.config.feed_forward == "gelu"
     assert all(
         type(block.feed_forward) is FEED_FORWARDS["gelu"] for block in model.blocks

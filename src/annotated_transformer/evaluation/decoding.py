@@ -67,9 +67,9 @@ class _Stepper:
     ):
         if cached and not isinstance(model, Transformer):
             raise ValueError(
-                "use_cache=True needs make_transformer's model (make_model's 2017 "
-                "one has no cache); build it with make_transformer or pass "
-                "use_cache=False"
+                "use_cache=True needs a Transformer (make_model's 2017 model has "
+                "no cache); build it with Transformer(TransformerConfig(...)) or "
+                "pass use_cache=False"
             )
         self.model, self.memory, self.src_mask = model, memory, src_mask
         self.cache = DecoderCache(len(model.decoder.layers)) if cached else None

@@ -5,23 +5,21 @@ that predicts the next token (chapter 14's byte model).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from annotated_transformer.blocks.attention import check_heads
 from annotated_transformer.blocks.embeddings import TokenAndPosition
 from annotated_transformer.blocks.kv_cache import KVCache
-from annotated_transformer.blocks.layers import (
-    TransformerBlock,
-)
+from annotated_transformer.blocks.layers import TransformerBlock
 from annotated_transformer.blocks.masks import (
     check_tokens,
     left_padding_mask,
     left_padding_positions,
 )
-from annotated_transformer.blocks.positional import (
-    PositionalEmbedding,
-)
+from annotated_transformer.blocks.positional import PositionalEmbedding
 
 
 def check_sizes(config: object, names: tuple[str, ...]) -> None:
@@ -39,7 +37,8 @@ class DecoderConfig:
 
     vocab: ids in [0, vocab); d_model: the width of every position's vector; h:
     attention heads; N: blocks; max_len: the longest context (the position
-    table's length); d_ff: the feed-forward's hidden width; dropout: its rate.
+    table's length); d_ff: the feed-forward's hidden width; dropout: its rate,
+    on the attention weights too. Its blocks are causal.
     """
 
     vocab: int = 256
@@ -50,8 +49,16 @@ class DecoderConfig:
     d_ff: int = 512
     dropout: float = 0.1
 
+    causal: ClassVar[bool] = True
+
     def __post_init__(self) -> None:
-        check_sizes(self, ("vocab", "N", "max_len"))
+        check_sizes(self, ("vocab", "N", "max_len", "d_ff"))
+        check_heads(self.h, self.d_model)
+
+    @property
+    def attn_dropout(self) -> float:
+        """The attention weights drop at ``dropout`` too."""
+        return self.dropout
 
 
 def check_lm_input(
@@ -125,10 +132,7 @@ class DecoderLM(nn.Module):
             nn.Embedding(c.vocab, c.d_model),
             PositionalEmbedding(c.d_model, c.max_len, c.dropout),
         )
-        self.blocks = nn.ModuleList(
-            TransformerBlock(c.d_model, c.h, c.d_ff, c.dropout, causal=True)
-            for _ in range(c.N)
-        )
+        self.blocks = nn.ModuleList(TransformerBlock(c) for _ in range(c.N))
         self.to_logits = nn.Linear(c.d_model, c.vocab)
 
     def new_cache(self) -> list[KVCache]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -73,42 +74,35 @@ def gpt2_init_(model: ModernDecoderLM) -> None:
         )
 
 
+@dataclass(frozen=True)
+class GPTConfig(ModernConfig):
+    """GPT-2's choices among :class:`ModernConfig`'s parts: pre-norm LayerNorm
+    (eps 1e-5), learned positions, GELU of width 4 · d_model (d_ff None), biases,
+    one key/value head per query head, tied embeddings, no dropout."""
+
+    kv_heads: int | None = None
+    norm: str = "layer"
+    positions: str = "learned"
+    feed_forward: str = "gelu"
+    bias: bool = True
+    eps: float | None = 1e-5
+    tie_embeddings: bool = True
+
+
 class GPT2LM(ModernDecoderLM):
     """GPT-2: N pre-norm LayerNorm blocks with GELU, learned
     positions, tied embeddings.
 
     logits = LayerNorm(blocks(dropout(E[x] + P))) Eᵀ; the contract of
     :class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM`
-    (``forward(x, cache)``, ``new_cache()``, ``max_len``). d_ff: the
-    feed-forward's width (GPT-2: 4 · d_model); eps: the LayerNorms' (GPT-2: 1e-5).
+    (``forward(x, cache)``, ``new_cache()``, ``max_len``), built from a
+    :class:`GPTConfig` and initialised as GPT-2 was (:func:`gpt2_init_`).
 
     x: integer (batch, len), ids in [0, vocab); returns logits (batch, len, vocab)
     """
 
-    def __init__(
-        self,
-        vocab: int,
-        d_model: int = 128,
-        h: int = 4,
-        N: int = 4,
-        max_len: int = 256,
-        d_ff: int | None = None,
-        dropout: float = 0.0,
-        eps: float = 1e-5,
-    ) -> None:
-        d_ff = d_ff or 4 * d_model
-        # One key/value head per query head.
-        config = ModernConfig(
-            vocab, d_model, h, N, max_len, d_ff, kv_heads=h, dropout=dropout,
-            norm="layer", positions="learned", feed_forward="gelu", bias=True,
-            eps=eps,
-        )  # fmt: skip
+    def __init__(self, config: GPTConfig) -> None:
         super().__init__(config)
-        self.sizes = {"vocab": vocab, "d_model": d_model, "h": h, "N": N}
-        self.sizes |= {"max_len": max_len, "d_ff": d_ff, "eps": eps}
-        self.to_logits = nn.Linear(d_model, vocab, bias=False)
-        # Tied: one (vocab, d_model) table.
-        self.to_logits.weight = self.embed.weight
         gpt2_init_(self)
 
     @classmethod
@@ -137,8 +131,9 @@ class GPT2LM(ModernDecoderLM):
         """A GPT-2 from ``config.json``'s content and weights named as in Hugging
         Face's ``model.safetensors`` (or a ``GPT2LMHeadModel.state_dict()``),
         strictly."""
+        sizes = GPTConfig(**hf_gpt2.gpt2_sizes(config), dropout=dropout)
         with torch.device("meta"):  # sizes only: every weight is then replaced
-            model = cls(**hf_gpt2.gpt2_sizes(config), dropout=dropout)
+            model = cls(sizes)
         hf_gpt2.check_names(weights, hf_gpt2.to_hf(model.state_dict()))
         dtype = torch.get_default_dtype()
         state = hf_gpt2.from_hf(weights)
@@ -151,6 +146,6 @@ class GPT2LM(ModernDecoderLM):
         """Write config.json and model.safetensors in Hugging Face's layout."""
         path = Path(path).expanduser()
         path.mkdir(parents=True, exist_ok=True)
-        config = hf_gpt2.gpt2_config(self.sizes, self.dropout.p)
+        config = hf_gpt2.gpt2_config(self.config)
         (path / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_file(hf_gpt2.to_hf(self.state_dict()), path / "model.safetensors")

@@ -100,8 +100,10 @@ class ModernConfig:
 
     d_ff: the feed-forward's hidden width; None takes ``width(4 · d_model)`` of
         the chosen feed-forward (4 · d_model for ReLU, the same parameter count for
-        SwiGLU). kv_heads: key/value heads, dividing h. eps: the norms' (None:
-        each norm's usual one, see :data:`NORMS`).
+        SwiGLU). kv_heads: key/value heads, dividing h (None: h, one per query
+        head). eps: the norms' (None: each norm's usual one, see :data:`NORMS`).
+    tie_embeddings: the output layer is the token embedding itself (no output
+        bias), as in GPT-2 and the 2017 paper's §3.4.
     """
 
     vocab: int = 256
@@ -110,7 +112,7 @@ class ModernConfig:
     N: int = 4
     max_len: int = 256
     d_ff: int | None = None
-    kv_heads: int = 2
+    kv_heads: int | None = 2
     dropout: float = 0.0
     rope_base: float = 10000.0
     norm: str = "rms"
@@ -118,10 +120,13 @@ class ModernConfig:
     feed_forward: str = "swiglu"
     bias: bool = False
     eps: float | None = None
+    tie_embeddings: bool = False
 
     def __post_init__(self) -> None:
         check_sizes(self, ("vocab", "N", "max_len"))
         check_choices(self.norm, self.positions, self.feed_forward)
+        if self.kv_heads is None:
+            object.__setattr__(self, "kv_heads", self.h)
         if self.d_ff is None:
             width = FEED_FORWARDS[self.feed_forward].width(4 * self.d_model)
             object.__setattr__(self, "d_ff", width)
@@ -210,7 +215,11 @@ class ModernDecoderLM(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(ModernBlock(c) for _ in range(c.N))
         self.norm = NORMS[c.norm](c.d_model, c.bias, c.eps)
-        self.to_logits = nn.Linear(c.d_model, c.vocab, bias=c.bias)
+        if c.tie_embeddings:
+            self.to_logits = nn.Linear(c.d_model, c.vocab, bias=False)
+            self.to_logits.weight = self.embed.weight  # one (vocab, d_model) table
+        else:
+            self.to_logits = nn.Linear(c.d_model, c.vocab, bias=c.bias)
 
     def new_cache(self) -> list[KVCache]:
         """An empty key/value cache: one growing :class:`KVCache` per block."""

@@ -16,22 +16,21 @@ model reads text. A new variant is a model file under ``models/`` (its layers un
 
 A builder takes the config (a ``LanguageModelConfig``: ``N``, ``d_model``, ``d_ff``,
 ``h``, ``dropout``, ``max_len`` and the variant's own options) and the vocabulary
-size, and builds the model's own config object from it (:func:`model_config`:
-every field of the model's config that the task's config has), the one object the
+size, and builds the model's own config object from them, the one object the
 model passes to every layer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
 from annotated_transformer.blocks.layers import TransformerBlock
 from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
-from annotated_transformer.models.gpt2 import GPT2LM
+from annotated_transformer.models.gpt2 import GPT2LM, GPTConfig
 from annotated_transformer.models.modern_decoder import (
     FEED_FORWARDS,
     ModernBlock,
@@ -43,8 +42,6 @@ from annotated_transformer.models.transformer_xl import (
     TransformerXLLM,
     XLConfig,
 )
-
-C = TypeVar("C")
 
 
 @dataclass(frozen=True)
@@ -74,43 +71,41 @@ class Variant:
     samples: bool = True
 
 
-def model_config(cls: type[C], config: Any, **given: Any) -> C:
-    """The model's config (a dataclass ``cls``) from the task's: each of its
-    fields that the task's config has, unless ``given``."""
-    names = [f.name for f in fields(cls) if f.name not in given]
-    taken = {n: getattr(config, n) for n in names if hasattr(config, n)}
-    return cls(**taken, **given)
+def build_2017(c: Any, vocab: int) -> DecoderLM:
+    """The 2017 block (post-norm, ReLU), learned positions."""
+    return DecoderLM(
+        DecoderConfig(vocab, c.d_model, c.h, c.N, c.max_len, c.d_ff, c.dropout)
+    )
 
 
-def build_2017(config: Any, vocab: int) -> DecoderLM:
-    """Chapter 14's model: the 2017 block (post-norm, ReLU), learned positions."""
-    return DecoderLM(model_config(DecoderConfig, config, vocab=vocab))
-
-
-def build_modern(config: Any, vocab: int) -> ModernDecoderLM:
-    """Chapter 15's model, its switches from the config. SwiGLU is
+def build_modern(c: Any, vocab: int) -> ModernDecoderLM:
+    """The Llama-style model, its parts from the config. SwiGLU is
     ``swiglu_width(d_ff)`` wide, the parameter count of a ReLU feed-forward of
     width ``d_ff``; ``kv_heads=0`` means one key/value head per query head."""
-    c = config
     width = FEED_FORWARDS[c.feed_forward].width(c.d_ff)
-    modern = model_config(
-        ModernConfig, c, vocab=vocab, d_ff=width, kv_heads=c.kv_heads or c.h
-    )
+    modern = ModernConfig(
+        vocab, c.d_model, c.h, c.N, c.max_len, width, kv_heads=c.kv_heads or c.h,
+        dropout=c.dropout, norm=c.norm, positions=c.positions,
+        feed_forward=c.feed_forward, bias=c.bias,
+    )  # fmt: skip
     return ModernDecoderLM(modern)
 
 
-def build_gpt2(config: Any, vocab: int) -> GPT2LM:
-    """Chapter 16's GPT-2: pre-norm LayerNorm, GELU, tied embeddings."""
-    names = ("d_model", "h", "N", "max_len", "d_ff", "dropout")
-    return GPT2LM(vocab, **{name: getattr(config, name) for name in names})
+def build_gpt2(c: Any, vocab: int) -> GPT2LM:
+    """GPT-2: pre-norm LayerNorm, GELU, tied embeddings."""
+    sizes = GPTConfig(
+        vocab, c.d_model, c.h, c.N, c.max_len, c.d_ff, dropout=c.dropout
+    )
+    return GPT2LM(sizes)
 
 
-def build_xl(config: Any, vocab: int) -> TransformerXLLM:
-    """Chapter 17's Transformer-XL: ``max_len``-byte segments, a memory of
-    ``mem_len`` states per layer (None: one segment, ``max_len``)."""
-    mem_len = config.max_len if config.mem_len is None else config.mem_len
-    xl = model_config(XLConfig, config, vocab=vocab, mem_len=mem_len)
-    return TransformerXLLM(xl)
+def build_xl(c: Any, vocab: int) -> TransformerXLLM:
+    """Transformer-XL: ``max_len``-byte segments, a memory of ``mem_len`` states
+    per layer (None: one segment, ``max_len``)."""
+    mem_len = c.max_len if c.mem_len is None else c.mem_len
+    return TransformerXLLM(
+        XLConfig(vocab, c.d_model, c.h, c.N, c.d_ff, mem_len, c.dropout)
+    )
 
 
 MODERN_OPTIONS = ("kv_heads", "norm", "positions", "feed_forward", "bias")
