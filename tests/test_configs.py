@@ -1,8 +1,10 @@
 """One config per model family: every model and every block it stacks is built
 from one frozen config, which no size reaches twice."""
 
+import ast
 import dataclasses
 import inspect
+from pathlib import Path
 
 import pytest
 import torch
@@ -96,7 +98,7 @@ def test_every_size_comes_from_the_config(family, config, block):
         (lambda: EncoderConfig(50, pad=60), "pad=60"),
         (lambda: EncoderConfig(50, d_model=30, h=4), "not divisible by h=4"),
         (lambda: DecoderConfig(d_model=30, h=4), "not divisible by h=4"),
-        (lambda: ModernConfig(norm="batch"), "norm='batch'"),
+        (lambda: ModernConfig(h=4, kv_heads=3), "kv_heads must divide h"),
     ],
 )
 def test_a_bad_size_is_refused_where_the_config_is_made(make, message):
@@ -113,3 +115,95 @@ def test_gpt2_is_the_modern_model_with_gpt2s_choices():
     assert model.to_logits.weight is model.embed.weight
     assert model.to_logits.bias is None
     assert model.config is config
+
+
+# ------------------------------------- checks at the edge, variants as classes
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "annotated_transformer"
+LAYERS = [
+    path
+    for folder in ("blocks", "models")
+    for path in sorted((PACKAGE / folder).glob("*.py"))
+]
+VALUE_READS = {"item", "min", "max", "tolist"}
+
+
+def forwards(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
+    """Every ``forward`` method of every class in a module, with its class."""
+    return [
+        (cls.name, method)
+        for cls in ast.walk(tree)
+        if isinstance(cls, ast.ClassDef)
+        for method in cls.body
+        if isinstance(method, ast.FunctionDef) and method.name == "forward"
+    ]
+
+
+def checks_and_value_reads(method: ast.FunctionDef) -> list[str]:
+    """The ``raise`` statements and ``.item()``/``.min()``/``.max()`` calls in a
+    method: a check, or a read that makes a GPU wait for the device."""
+    found = []
+    for node in ast.walk(method):
+        if isinstance(node, ast.Raise):
+            found.append(f"raise (line {node.lineno})")
+        call = node.func if isinstance(node, ast.Call) else None
+        if isinstance(call, ast.Attribute) and call.attr in VALUE_READS:
+            found.append(f".{call.attr}() (line {node.lineno})")
+    return found
+
+
+def test_no_check_or_value_read_inside_a_forward():
+    found = [
+        f"{path.name} {name}.forward: {what}"
+        for path in LAYERS
+        for name, method in forwards(ast.parse(path.read_text()))
+        for what in checks_and_value_reads(method)
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_forward_scan_finds_what_it_is_meant_to():
+    source = """
+class Block:
+    def forward(self, x):
+        if int(x.max()) > 3:
+            raise ValueError("too big")
+        return x.item()
+"""
+    [(_, method)] = forwards(ast.parse(source))
+    assert len(checks_and_value_reads(method)) == 3
+
+
+def string_tables(tree: ast.Module) -> list[str]:
+    """Module-level dicts whose keys are all strings and whose values name code
+    (a class, a function, a tuple of them): a variant table."""
+    found = []
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(node, ast.AnnAssign):
+            target = node.target
+        value = getattr(node, "value", None)
+        if not isinstance(value, ast.Dict) or not value.keys:
+            continue
+        keys = all(
+            isinstance(k, ast.Constant) and isinstance(k.value, str)
+            for k in value.keys
+        )
+        names = all(
+            isinstance(v, ast.Name | ast.Attribute | ast.Tuple)
+            for v in value.values
+        )
+        if keys and names:
+            found.append(ast.unparse(target))
+    return found
+
+
+def test_no_string_keyed_variant_table_in_blocks_or_models():
+    found = [
+        f"{path.name}: {name}"
+        for path in LAYERS
+        for name in string_tables(ast.parse(path.read_text()))
+    ]
+    assert not found, "\n".join(found)
+    tables = string_tables(ast.parse('NORMS = {"rms": rms_norm}\nX = {"a": "b"}'))
+    assert tables == ["NORMS"]

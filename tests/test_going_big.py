@@ -18,6 +18,7 @@ from annotated_transformer.models.encoder_decoder import (
     TransformerConfig,
 )
 from annotated_transformer.models.modern_decoder import (
+    ModernConfig,
     ModernDecoderLM,
     modern_parameter_formula,
 )
@@ -133,8 +134,9 @@ def test_lm_block_modern_builds_todays_model_with_the_2017_parameter_budget():
     model = LanguageModel(config).build_model()
     assert isinstance(model, ModernDecoderLM)
     c = config
+    width = swiglu_width(c.d_ff)
     formula = modern_parameter_formula(
-        256, c.d_model, c.h, 2, swiglu_width(c.d_ff), c.N
+        ModernConfig(256, c.d_model, c.h, c.N, c.max_len, width, kv_heads=2)
     )
     assert sum(p.numel() for p in model.parameters()) == sum(formula.values())
     assert (

@@ -7,8 +7,8 @@ Encoder-decoder (the paper, as coded in the Annotated Transformer — pre-norm):
 - :class:`EncoderLayer` (self-attention, FFN), :class:`DecoderLayer` (masked
   self-attention, source attention, FFN);
 - :class:`Encoder`, :class:`Decoder`: N layers and a final norm;
-- :class:`CachedDecoderLayer`, :class:`CachedDecoder`: the decoder as chapter 09
-  extends it, passing each layer its key/value cache (the runner's).
+- :class:`CachedDecoderLayer`, :class:`CachedDecoder`: the decoder with a
+  key/value cache for decoding, passed to each layer.
 
 One block for encoder-only and decoder-only models (Bloem's ``former`` — post-norm,
 as the paper's text): :class:`TransformerBlock`.
@@ -156,7 +156,7 @@ class Decoder(nn.Module):
 
 
 class CachedDecoderLayer(DecoderLayer):
-    """:class:`DecoderLayer` with a key/value cache (chapter 09); its attentions
+    """:class:`DecoderLayer` with a key/value cache; its attentions
     are :class:`~annotated_transformer.blocks.attention.CachedAttention`.
 
     cache: this layer's ``(self_kv, src_kv)`` from a :class:`DecoderCache`, or
@@ -183,7 +183,7 @@ class CachedDecoderLayer(DecoderLayer):
 
 
 class CachedDecoder(Decoder):
-    """:class:`Decoder` of :class:`CachedDecoderLayer` s: with a
+    """:class:`Decoder` of layers of :class:`CachedDecoderLayer`: with a
     :class:`DecoderCache`, layer i gets ``cache.layers[i]``."""
 
     def forward(

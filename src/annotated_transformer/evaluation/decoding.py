@@ -173,9 +173,8 @@ def beam_search(
     check_beam_size(beam_size)
     check_length_penalty(length_penalty)
     batch, K, device = src.size(0), beam_size, src.device
-    memory = model.encode(src, src_mask).repeat_interleave(
-        K, dim=0
-    )  # (batch*K, src_len, d)
+    # (batch * K, src_len, d_model): each source once per beam
+    memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)
     step = _Stepper(model, memory, src_mask.repeat_interleave(K, dim=0), use_cache)
     ys = torch.full((batch * K, 1), start_symbol, dtype=torch.long, device=device)
     # Sum of log-probabilities per hypothesis; all K beams start as the same empty

@@ -232,12 +232,8 @@ class Transformer(EncoderDecoder):
         self, src: Tensor, src_mask: Tensor | None, positions: Tensor | None = None
     ) -> Tensor:
         """src (batch, src_len) -> memory (batch, src_len, d_model)."""
-        check_tokens(src, "src")
-        batch, length = src.shape
-        if src_mask is not None:
-            check_mask(src_mask, batch, length, length, name="src_mask")
+        check_source(src, src_mask, positions, self.max_len)
         offset = 0 if positions is None else positions
-        check_positions(length, offset, self.max_len)
         return self.encoder(self.src_embed(src, offset), src_mask)
 
     def decode(
@@ -260,28 +256,53 @@ class Transformer(EncoderDecoder):
         src_mask: (batch, 1 or new, src_len). positions: (batch, new) for packed
         rows.
         """
-        check_tokens(tgt, "tgt")
-        batch, new = tgt.shape
-        if memory.size(0) != batch:
-            raise ValueError(
-                f"tgt has batch size {batch} but memory has {memory.size(0)}"
-            )
-        if src_mask is not None:
-            check_mask(src_mask, batch, new, memory.size(1), name="src_mask")
-        layers = len(self.decoder.layers)
-        if cache is not None and len(cache.layers) != layers:
-            raise ValueError(
-                f"the cache has {len(cache.layers)} layers but the decoder has "
-                f"{layers}; build it with DecoderCache({layers})"
-            )
+        check_target(self, memory, src_mask, tgt, tgt_mask, cache, positions)
         # Read before the layers extend the cache: positions past .. past + new - 1.
         past = 0 if cache is None else cache.length
-        if tgt_mask is not None:
-            check_mask(tgt_mask, batch, new, past + new, name="tgt_mask")
         offset = past if positions is None else positions
-        check_positions(new, offset, self.max_len)
         x = self.tgt_embed(tgt, offset)
         return self.decoder(x, memory, src_mask, tgt_mask, cache)
+
+
+def check_source(
+    src: Tensor, src_mask: Tensor | None, positions: Tensor | None, max_len: int
+) -> None:
+    """One line for a source batch that does not fit :meth:`Transformer.encode`."""
+    check_tokens(src, "src")
+    batch, length = src.shape
+    if src_mask is not None:
+        check_mask(src_mask, batch, length, length, name="src_mask")
+    check_positions(length, 0 if positions is None else positions, max_len)
+
+
+def check_target(
+    model: Transformer,
+    memory: Tensor,
+    src_mask: Tensor | None,
+    tgt: Tensor,
+    tgt_mask: Tensor | None,
+    cache: DecoderCache | None,
+    positions: Tensor | None,
+) -> None:
+    """One line for target inputs that do not fit :meth:`Transformer.decode`."""
+    check_tokens(tgt, "tgt")
+    batch, new = tgt.shape
+    if memory.size(0) != batch:
+        raise ValueError(
+            f"tgt has batch size {batch} but memory has {memory.size(0)}"
+        )
+    if src_mask is not None:
+        check_mask(src_mask, batch, new, memory.size(1), name="src_mask")
+    layers = len(model.decoder.layers)
+    if cache is not None and len(cache.layers) != layers:
+        raise ValueError(
+            f"the cache has {len(cache.layers)} layers but the decoder has "
+            f"{layers}; build it with DecoderCache({layers})"
+        )
+    past = 0 if cache is None else cache.length
+    if tgt_mask is not None:
+        check_mask(tgt_mask, batch, new, past + new, name="tgt_mask")
+    check_positions(new, past if positions is None else positions, model.max_len)
 
 
 def tie_weights(

@@ -1,5 +1,5 @@
-"""Encoder-only models: a review classifier (chapter 13) and BERT's masked
-language model (chapter 16), sharing one encoder whose weights pass from the
+"""Encoder-only models: a review classifier and BERT's masked
+language model, sharing one encoder whose weights pass from the
 second to the first.
 """
 

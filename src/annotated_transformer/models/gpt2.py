@@ -1,14 +1,14 @@
 """GPT-2's decoder-only recipe (Radford et al. 2019), from the package's blocks.
 
-GPT-2 is chapter 14's decoder-only model with four changes, and chapter 15's
-switches already hold the first one:
+GPT-2 is the 2017 decoder-only model with four changes, and the modern block's
+parts already hold the first one:
 
 - pre-norm LayerNorm blocks, learned positions, biases, one key/value head per query
   head: :class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM` with
-  ``norm="layer", positions="learned", bias=True, kv_heads=h`` (a final LayerNorm
-  before the output, too);
-- GELU instead of ReLU in the feed-forward (``feed_forward="gelu"``,
-  :class:`~annotated_transformer.blocks.feed_forward.GELUFeedForward`, the tanh
+  ``norm=layer_norm, positions=LearnedPositions, bias=True, kv_heads=h`` (a final
+  LayerNorm before the output, too);
+- GELU instead of ReLU in the feed-forward
+  (:class:`~annotated_transformer.blocks.feed_forward.GELUFeedForward`, the tanh
   approximation GPT-2's code uses): x · Φ(x), a smooth ReLU that lets small
   negative values through;
 - tied input and output embeddings: the logits are h Eᵀ with the token table E
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,12 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from annotated_transformer.blocks.feed_forward import GELUFeedForward
+from annotated_transformer.blocks.grouped_query_attention import (
+    GroupedQueryAttention,
+)
+from annotated_transformer.blocks.norms import layer_norm
+from annotated_transformer.blocks.positional import LearnedPositions, NoPositions
 from annotated_transformer.models import gpt2_weights as hf_gpt2
 from annotated_transformer.models.modern_decoder import (
     ModernConfig,
@@ -81,9 +88,10 @@ class GPTConfig(ModernConfig):
     one key/value head per query head, tied embeddings, no dropout."""
 
     kv_heads: int | None = None
-    norm: str = "layer"
-    positions: str = "learned"
-    feed_forward: str = "gelu"
+    norm: Callable[[int, bool, float | None], nn.Module] = layer_norm
+    positions: type[NoPositions] = LearnedPositions
+    attention: type[GroupedQueryAttention] = GroupedQueryAttention
+    feed_forward: type[nn.Module] = GELUFeedForward
     bias: bool = True
     eps: float | None = 1e-5
     tie_embeddings: bool = True

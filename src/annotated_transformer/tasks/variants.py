@@ -1,5 +1,7 @@
-"""The decoder-only language models of the ``lm`` task: one entry per ``block``
-name (``--set block=NAME``).
+"""The decoder-only language models of the ``lm`` task, by the names a config
+gives them: one entry per ``block`` name (``--set block=NAME``), and the parts of
+the modern block by name (``--set norm=…``, ``positions=…``, ``feed_forward=…``),
+each read here once and turned into the classes the model's config names.
 
 An entry (:class:`Variant`) says how to build the model from the task's config,
 which layer class the model stacks, and what the task needs to know about how the
@@ -13,6 +15,8 @@ model reads text. A new variant is a model file under ``models/`` (its layers un
 - the runner checkpoints and shards its layers
   (:func:`annotated_transformer.runner.stack_layers`);
 - ``tests/test_registry.py`` trains it one step and checks its cache.
+
+The models themselves know no names: their configs hold classes.
 
 A builder takes the config (a ``LanguageModelConfig``: ``N``, ``d_model``, ``d_ff``,
 ``h``, ``dropout``, ``max_len`` and the variant's own options) and the vocabulary
@@ -28,11 +32,34 @@ from typing import Any
 
 from torch import nn
 
+from annotated_transformer.blocks.feed_forward import (
+    GELUFeedForward,
+    ReLU2FeedForward,
+    ReLUFeedForward,
+    SwiGLU,
+)
+from annotated_transformer.blocks.grouped_query_attention import (
+    ALiBiAttention,
+    GroupedQueryAttention,
+    RotaryAttention,
+)
 from annotated_transformer.blocks.layers import TransformerBlock
+from annotated_transformer.blocks.norms import layer_norm, rms_norm
+from annotated_transformer.blocks.positional import (
+    ALiBiPositions,
+    LearnedPositions,
+    NoPositions,
+    RotaryPositions,
+    SinusoidalPositions,
+)
+from annotated_transformer.blocks.sparse_attention import (
+    Fixed,
+    SparsePattern,
+    Strided,
+)
 from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.models.gpt2 import GPT2LM, GPTConfig
 from annotated_transformer.models.modern_decoder import (
-    FEED_FORWARDS,
     ModernBlock,
     ModernConfig,
     ModernDecoderLM,
@@ -42,6 +69,58 @@ from annotated_transformer.models.transformer_xl import (
     TransformerXLLM,
     XLConfig,
 )
+
+NORMS = {"rms": rms_norm, "layer": layer_norm}
+# Each way of giving positions and the attention that applies them.
+POSITIONS: dict[str, tuple[type[NoPositions], type[GroupedQueryAttention]]] = {
+    "rope": (RotaryPositions, RotaryAttention),
+    "alibi": (ALiBiPositions, ALiBiAttention),
+    "learned": (LearnedPositions, GroupedQueryAttention),
+    "sinusoidal": (SinusoidalPositions, GroupedQueryAttention),
+    "none": (NoPositions, GroupedQueryAttention),
+}
+FEED_FORWARDS: dict[str, type[ReLUFeedForward | SwiGLU]] = {
+    "swiglu": SwiGLU,
+    "relu": ReLUFeedForward,
+    "gelu": GELUFeedForward,
+    "relu2": ReLU2FeedForward,
+}
+
+
+# The sparse attention patterns (``attention=strided``).
+PATTERNS: dict[str, type[SparsePattern]] = {"strided": Strided, "fixed": Fixed}
+
+
+def pattern_named(name: str, stride: int, c: int = 1) -> SparsePattern:
+    """The pattern a config names; one clear error for a name that is none."""
+    if name not in PATTERNS:
+        raise ValueError(f"pattern={name!r}: use one of {', '.join(PATTERNS)}")
+    return PATTERNS[name].of(stride, c)
+
+
+def check_choices(norm: str, positions: str, feed_forward: str) -> None:
+    """One clear error for a part of the modern block that does not exist."""
+    for name, value, table in (
+        ("norm", norm, NORMS),
+        ("positions", positions, POSITIONS),
+        ("feed_forward", feed_forward, FEED_FORWARDS),
+    ):
+        if value not in table:
+            raise ValueError(f"{name}={value!r}: use one of {', '.join(table)}")
+
+
+def modern_parts(
+    norm: str = "rms", positions: str = "rope", feed_forward: str = "swiglu"
+) -> dict[str, Any]:
+    """The classes a :class:`ModernConfig` takes for the parts named (``norm``,
+    ``positions`` and the ``attention`` that applies them, ``feed_forward``)."""
+    position, attention = POSITIONS[positions]
+    return {
+        "norm": NORMS[norm],
+        "positions": position,
+        "attention": attention,
+        "feed_forward": FEED_FORWARDS[feed_forward],
+    }
 
 
 @dataclass(frozen=True)
@@ -82,11 +161,11 @@ def build_modern(c: Any, vocab: int) -> ModernDecoderLM:
     """The Llama-style model, its parts from the config. SwiGLU is
     ``swiglu_width(d_ff)`` wide, the parameter count of a ReLU feed-forward of
     width ``d_ff``; ``kv_heads=0`` means one key/value head per query head."""
-    width = FEED_FORWARDS[c.feed_forward].width(c.d_ff)
+    parts = modern_parts(c.norm, c.positions, c.feed_forward)
     modern = ModernConfig(
-        vocab, c.d_model, c.h, c.N, c.max_len, width, kv_heads=c.kv_heads or c.h,
-        dropout=c.dropout, norm=c.norm, positions=c.positions,
-        feed_forward=c.feed_forward, bias=c.bias,
+        vocab, c.d_model, c.h, c.N, c.max_len,
+        parts["feed_forward"].width(c.d_ff), kv_heads=c.kv_heads or None,
+        dropout=c.dropout, bias=c.bias, **parts,
     )  # fmt: skip
     return ModernDecoderLM(modern)
 
@@ -120,7 +199,7 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
-def which(flag: str) -> str:
+def variants_with(flag: str) -> str:
     """The names of the variants whose ``flag`` is true, for a message: e.g.
-    ``which("sparse")`` is ``"modern or gpt2"``."""
+    ``variants_with("sparse")`` is ``"modern or gpt2"``."""
     return " or ".join(name for name, v in VARIANTS.items() if getattr(v, flag))
