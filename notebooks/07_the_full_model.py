@@ -379,8 +379,8 @@ RENAME = {
 
 
 def to_torch_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Our state dict -> PyTorch's transformer names; q, k, v stacked into "
-    "in_proj."""
+    """Our state dict -> PyTorch's transformer names; q, k, v stacked into
+    in_proj."""
     theirs = {}
     for name, tensor in state.items():
         if ".linears." in name and ".linears.3." not in name:
@@ -423,14 +423,14 @@ reference.load_state_dict(to_torch_names(stacks))
 
 src = torch.tensor([[5, 9, 3, 7, 2, 8], [6, 3, 8, 2, PAD, PAD]])  # (batch, src_len)
 tgt = torch.tensor([[1, 4, 7, 3, 9], [1, 8, 12, PAD, PAD]])  # (batch, tgt_len)
+# PyTorch's masks: True = may NOT attend
+future = ~subsequent_mask(tgt.size(1))[0]
 with torch.no_grad():
     ours = model(src, tgt, padding_mask(src, PAD), make_std_mask(tgt, PAD))
     theirs = reference(
         model.src_embed(src),
         model.tgt_embed(tgt),
-        tgt_mask=~subsequent_mask(tgt.size(1))[
-            0
-        ],  # PyTorch's masks: True = may NOT attend
+        tgt_mask=future,
         src_key_padding_mask=src == PAD,
         tgt_key_padding_mask=tgt == PAD,
         memory_key_padding_mask=src == PAD,

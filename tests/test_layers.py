@@ -112,9 +112,8 @@ def test_transformer_block_matches_post_norm_torch_layer(causal):
     ours = block(x, mask)
     kwargs = {"src_key_padding_mask": tokens == 0}
     if causal:
-        kwargs["src_mask"] = ~subsequent_mask(n)[
-            0
-        ]  # PyTorch: True = may NOT attend
+        # PyTorch: True = may NOT attend
+        kwargs["src_mask"] = ~subsequent_mask(n)[0]
         kwargs["is_causal"] = True
     expected = ref(x, **kwargs)
     real = tokens != 0

@@ -90,9 +90,8 @@ def random_batch(src_vocab=11, tgt_vocab=13, batch=3, src_len=7, tgt_len=6):
 def test_matches_torch_nn_transformer(build):
     """The chapter's 2017 model and the runner's, each against PyTorch's."""
     model = small_model(build=build)
-    for (
-        p
-    ) in model.parameters():  # also move LayerNorms and biases off their defaults
+    # Also move LayerNorms and biases off their defaults.
+    for p in model.parameters():
         nn.init.normal_(p, std=0.2)
     ref = nn.Transformer(
         d_model=SIZES["d_model"], nhead=SIZES["h"], num_encoder_layers=SIZES["N"],
