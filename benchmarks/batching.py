@@ -51,7 +51,10 @@ from annotated_transformer.data.batching import (
     fixed_batches,
     packed_batches,
 )
-from annotated_transformer.models.encoder_decoder import make_transformer
+from annotated_transformer.models.encoder_decoder import (
+    Transformer,
+    TransformerConfig,
+)
 from annotated_transformer.tasks.translation import (
     PRESETS,
     Translation,
@@ -99,8 +102,8 @@ def train_once(name, index, pairs, task, val_batches, precision) -> dict:
         batches = [make_batch(pairs, i, vocab, pad_to) for i in index]
     torch.manual_seed(0)
     config = task.config
-    model = make_transformer(
-        len(task.src_vocab), len(task.tgt_vocab), **config.model
+    model = Transformer(
+        TransformerConfig(len(task.src_vocab), len(task.tgt_vocab), **config.model)
     )
     optimizer = make_optimizer(model)
     warmup = max(1, len(batches) // 10)

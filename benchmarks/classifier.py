@@ -19,7 +19,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer.models.encoder_only import EncoderClassifier
+from annotated_transformer.models.encoder_only import (
+    EncoderClassifier,
+    EncoderConfig,
+)
 
 
 def steps_per_second(
@@ -66,7 +69,7 @@ def main() -> None:
     for name, keep in (("fused (scaled_dot_product_attention)", False),
                        ("explicit (keep_attention=True)", True)):  # fmt: skip
         torch.manual_seed(0)
-        model = EncoderClassifier(
+        config = EncoderConfig(
             vocab,
             d_model=d_model,
             h=h,
@@ -75,6 +78,7 @@ def main() -> None:
             max_len=length,
             dropout=0.1,
         )
+        model = EncoderClassifier(config)
         for block in model.blocks:
             block.attention.keep_attention = keep
         results[name] = steps_per_second(model, tokens, steps) * batch * length

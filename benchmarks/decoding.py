@@ -23,7 +23,10 @@ import torch
 
 from annotated_transformer.blocks.masks import padding_mask
 from annotated_transformer.evaluation.decoding import beam_search, greedy_decode
-from annotated_transformer.models.encoder_decoder import make_transformer
+from annotated_transformer.models.encoder_decoder import (
+    Transformer,
+    TransformerConfig,
+)
 
 VOCAB, PAD, START, END = 8000, 0, 1, 2
 
@@ -52,7 +55,9 @@ def main() -> None:
 
     torch.manual_seed(0)
     model = (
-        make_transformer(VOCAB, VOCAB, N=3, d_model=256, d_ff=1024, h=8)
+        Transformer(
+            TransformerConfig(VOCAB, VOCAB, N=3, d_model=256, d_ff=1024, h=8)
+        )
         .to(device)
         .eval()
     )

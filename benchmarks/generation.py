@@ -21,8 +21,8 @@ import torch
 
 from annotated_transformer.evaluation.sampling import sample
 from annotated_transformer.models.decoder_only import DecoderLM
-from annotated_transformer.models.registry import build_2017
 from annotated_transformer.tasks.lm import PRESETS
+from annotated_transformer.tasks.variants import build_2017
 
 
 def time_sampling(

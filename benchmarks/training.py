@@ -30,7 +30,10 @@ from torch import nn
 
 from annotated_transformer.blocks.masks import make_std_mask, padding_mask
 from annotated_transformer.blocks.positional import PositionalEncoding
-from annotated_transformer.models.encoder_decoder import make_transformer
+from annotated_transformer.models.encoder_decoder import (
+    Transformer,
+    TransformerConfig,
+)
 
 SIZES = {"small": (3, 256, 1024, 8), "base": (6, 512, 2048, 8)}
 VOCAB, PAD, SMOOTHING = 8000, 0, 0.1
@@ -99,7 +102,9 @@ def run_one(
     dev = torch.device(device)
     N, d_model, d_ff, h = SIZES[size]
     if impl == "package":
-        model = make_transformer(VOCAB, VOCAB, N, d_model, d_ff, h, dropout=0.1)
+        model = Transformer(
+            TransformerConfig(VOCAB, VOCAB, N, d_model, d_ff, h, dropout=0.1)
+        )
         model = model.to(dev)
 
         def logits(src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:

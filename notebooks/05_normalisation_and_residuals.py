@@ -49,6 +49,7 @@ from annotated_transformer.blocks.layers import (
 from annotated_transformer.blocks.norms import LayerNorm
 from annotated_transformer.book import viz
 from annotated_transformer.book.source import show_source
+from annotated_transformer.models.encoder_only import EncoderConfig
 
 _ = torch.manual_seed(0)
 
@@ -403,11 +404,9 @@ D_MODEL, HEADS = 32, 4
 
 def build_stack(kind: str, depth: int) -> nn.ModuleList:
     torch.manual_seed(0)
+    sizes = EncoderConfig(d_model=D_MODEL, h=HEADS, d_ff=4 * D_MODEL, dropout=0.0)
     if kind == "post-norm":
-        layers = [
-            TransformerBlock(D_MODEL, HEADS, d_ff=4 * D_MODEL, dropout=0.0)
-            for _ in range(depth)
-        ]
+        layers = [TransformerBlock(sizes) for _ in range(depth)]
     else:
         layers = [
             EncoderLayer(

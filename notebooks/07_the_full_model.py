@@ -69,6 +69,7 @@ from annotated_transformer.models.encoder_decoder import (
     parameter_counts,
     parameter_formula,
 )
+from annotated_transformer.models.encoder_only import EncoderConfig
 
 _ = torch.manual_seed(0)
 PAD = 0
@@ -428,13 +429,14 @@ reference.load_state_dict(to_torch_names(stacks))
 
 src = torch.tensor([[5, 9, 3, 7, 2, 8], [6, 3, 8, 2, PAD, PAD]])  # (batch, src_len)
 tgt = torch.tensor([[1, 4, 7, 3, 9], [1, 8, 12, PAD, PAD]])  # (batch, tgt_len)
+# PyTorch's masks: True = may NOT attend
+future = ~subsequent_mask(tgt.size(1))[0]
 with torch.no_grad():
     ours = model(src, tgt, padding_mask(src, PAD), make_std_mask(tgt, PAD))
-    # PyTorch's masks are the other way round: True = may NOT attend
     theirs = reference(
         model.src_embed(src),
         model.tgt_embed(tgt),
-        tgt_mask=~subsequent_mask(tgt.size(1))[0],
+        tgt_mask=future,
         src_key_padding_mask=src == PAD,
         tgt_key_padding_mask=tgt == PAD,
         memory_key_padding_mask=src == PAD,
@@ -467,7 +469,7 @@ show_source(TransformerBlock)
 
 # %%
 torch.manual_seed(0)
-block_ = TransformerBlock(d_model=32, h=4, d_ff=128, dropout=0.1).eval()
+block_ = TransformerBlock(EncoderConfig(d_model=32, h=4, d_ff=128)).eval()
 with torch.no_grad():
     for p in block_.parameters():
         p.normal_(std=0.2)

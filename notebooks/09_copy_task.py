@@ -57,7 +57,7 @@ from annotated_transformer.evaluation.decoding import (
 )
 from annotated_transformer.models.encoder_decoder import (
     Transformer,
-    make_transformer,
+    TransformerConfig,
 )
 from annotated_transformer.training.loss import seq2seq_loss
 from annotated_transformer.training.schedules import make_scheduler
@@ -147,8 +147,10 @@ EARLY = 100  # a snapshot at the end of warm-up, for comparing decoders later
 EPSILON = 0.1
 
 torch.manual_seed(0)
-model = make_transformer(
-    V, V, N=2, d_model=D_MODEL, d_ff=2 * D_MODEL, h=HEADS, dropout=0.0
+model = Transformer(
+    TransformerConfig(
+        V, V, N=2, d_model=D_MODEL, d_ff=2 * D_MODEL, h=HEADS, dropout=0.0
+    )
 )
 optimizer = make_optimizer(model)
 scheduler = make_scheduler(
@@ -350,7 +352,7 @@ for name, value in accuracy.items():
 # projects only the new positions and reads the earlier keys and values from the cache (the
 # source memory's are projected once, at the first step); `CachedDecoderLayer` hands each of
 # its attentions its cache; `Transformer.decode` numbers the new positions from
-# `cache.length` and checks its inputs once, where they enter. `make_transformer` builds
+# `cache.length` and checks its inputs once, where they enter. `Transformer` builds
 # `make_model`'s model from these classes, weight for weight: the model trained above is one.
 
 # %%

@@ -70,7 +70,10 @@ from annotated_transformer.data.multi30k import (
     tokenize,
 )
 from annotated_transformer.data.vocab import Vocab
-from annotated_transformer.models.encoder_decoder import make_transformer
+from annotated_transformer.models.encoder_decoder import (
+    Transformer,
+    TransformerConfig,
+)
 from annotated_transformer.runner import Run, ensure_run, rows_with
 from annotated_transformer.tasks.base import TrainConfig
 from annotated_transformer.tasks.translation import (
@@ -391,8 +394,8 @@ mask_chart = functools.partial(
 
 # %%
 torch.manual_seed(0)
-small = make_transformer(
-    len(src_vocab), len(tgt_vocab), N=2, d_model=32, d_ff=64, h=4
+small = Transformer(
+    TransformerConfig(len(src_vocab), len(tgt_vocab), N=2, d_model=32, d_ff=64, h=4)
 ).eval()
 padded = make_batch(pairs, short, src_vocab)  # one pair a row, padded
 loss = seq2seq_loss(tgt_vocab.stoi["<pad>"], 0.1)
@@ -417,7 +420,7 @@ show_source(Translation.batches)
 # ## Training
 #
 # Everything that trains a model in this book goes through one runner. A *task* says what
-# differs between jobs — here the data and vocabularies, `make_transformer`, the label-smoothed
+# differs between jobs — here the data and vocabularies, the `Transformer`, the label-smoothed
 # loss, `batches(epoch)`, and the validation and test scores — and the runner does the rest
 # the same way for every task: device and precision, the optimiser and its learning-rate
 # schedule ([chapter 08](08_training.ipynb)), checkpoints, logs and resuming. The whole recipe is one config

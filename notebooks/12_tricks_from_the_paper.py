@@ -65,7 +65,7 @@ from annotated_transformer.evaluation.decoding import (
 )
 from annotated_transformer.models.encoder_decoder import (
     Generator,
-    make_transformer,
+    Transformer,
     parameter_counts,
     tie_weights,
 )
@@ -161,8 +161,8 @@ show_source(tie_weights)
 
 # %% tags=["nbval-ignore-output"]
 V, d = len(shared), preset.d_model
-untied = make_transformer(V, V, **preset.model)
-tied = tie_weights(make_transformer(V, V, **preset.model), share_source=True)
+untied = Transformer(preset.model(V, V))
+tied = tie_weights(Transformer(preset.model(V, V)), share_source=True)
 count = {
     name: sum(p.numel() for p in m.parameters())
     for name, m in (("untied", untied), ("tied", tied))
@@ -367,7 +367,7 @@ folder = Path(tempfile.mkdtemp())
 paths = []
 for seed in (0, 1):
     torch.manual_seed(seed)
-    epoch = make_transformer(V, V, **preset.model)
+    epoch = Transformer(preset.model(V, V))
     paths.append(save_checkpoint(folder / f"keep-{seed}.pt", epoch))
 a, b = (read_checkpoint(path)["model"] for path in paths)
 _, averaged = average_checkpoints(paths)

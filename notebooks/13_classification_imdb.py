@@ -58,7 +58,10 @@ from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.data import imdb
 from annotated_transformer.data.bpe import BPE
-from annotated_transformer.models.encoder_only import EncoderClassifier
+from annotated_transformer.models.encoder_only import (
+    EncoderClassifier,
+    EncoderConfig,
+)
 from annotated_transformer.runner import ensure_run, rows_with
 from annotated_transformer.tasks.classification import (
     LABELS,
@@ -177,7 +180,8 @@ show_source(EncoderClassifier)
 # with `<pad>` (id 0) to the length of the longer.
 
 # %%
-model = EncoderClassifier(100, 2, d_model=16, h=2, N=2, d_ff=64, max_len=8).eval()
+sizes = EncoderConfig(100, 2, d_model=16, h=2, N=2, d_ff=64, max_len=8)
+model = EncoderClassifier(sizes).eval()
 tokens = torch.tensor([[5, 17, 42, 8, 9], [23, 61, 7, 0, 0]])  # (batch=2, len=5)
 x = model.position(model.embed(tokens))
 print("embedded + positions ", tuple(x.shape))

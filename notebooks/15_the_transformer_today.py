@@ -212,7 +212,7 @@ show_source(GroupedQueryAttention.forward)
 
 # %%
 # Without positions: its subclass RotaryAttention adds RoPE.
-att = GroupedQueryAttention(64, h=8, kv_heads=2).eval()
+att = GroupedQueryAttention(ModernConfig(d_model=64, h=8, kv_heads=2)).eval()
 x = torch.randn(3, 12, 64)
 heads = lambda t, n: t.unflatten(-1, (n, 8)).transpose(1, 2)  # noqa: E731
 q, k, v = heads(att.w_q(x), 8), heads(att.w_k(x), 2), heads(att.w_v(x), 2)
@@ -232,8 +232,8 @@ print("grouped-query attention == multi-head attention on repeated key/value hea
 # %%
 def cache_row(kv_heads: int, batch: int, new: int) -> dict:
     torch.manual_seed(0)
-    config = ModernConfig(256, 512, 8, 6, max_len=1024, d_ff=swiglu_width(2048),
-                          kv_heads=kv_heads)
+    config = ModernConfig(vocab=256, d_model=512, h=8, N=6, max_len=1024,
+                          d_ff=swiglu_width(2048), kv_heads=kv_heads)
     model = ModernDecoderLM(config).eval()
     prompt = torch.randint(0, 256, (batch, 64))
     cache = model.new_cache()

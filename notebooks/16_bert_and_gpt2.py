@@ -563,6 +563,7 @@ from annotated_transformer.data.byte_corpora import load_splits
 from annotated_transformer.models.encoder_decoder import count_parameters
 from annotated_transformer.models.gpt2 import (
     GPT2LM,
+    GPTConfig,
     gpt2_init_,
     residual_projections,
 )
@@ -594,7 +595,7 @@ show_source(GELUFeedForward, gpt2_init_, GPT2LM)
 
 # %%
 torch.manual_seed(0)
-gpt = GPT2LM(vocab=768, d_model=256, h=4, N=12, max_len=64)
+gpt = GPT2LM(GPTConfig(vocab=768, d_model=256, h=4, N=12, max_len=64))
 stds = pd.DataFrame(
     {
         "layer": [
@@ -632,7 +633,7 @@ def stream_variance(model: GPT2LM, x: torch.Tensor) -> list[float]:
 
 
 x = torch.randint(0, 768, (8, 64))
-unscaled = GPT2LM(vocab=768, d_model=256, h=4, N=12, max_len=64)
+unscaled = GPT2LM(GPTConfig(vocab=768, d_model=256, h=4, N=12, max_len=64))
 for layer in residual_projections(unscaled):
     nn.init.normal_(layer.weight, std=0.02)
 variance = pd.DataFrame(
@@ -665,7 +666,7 @@ viz.line_chart(
 
 # %%
 for vocab in (256, 768, 50_257):
-    tied = count_parameters(GPT2LM(vocab, 128, 4, 4, 128))
+    tied = count_parameters(GPT2LM(GPTConfig(vocab, 128, 4, 4, 128)))
     print(
         f"vocabulary {vocab:>6,}: {tied:>9,} parameters tied, "
         f"{tied + vocab * 128:>9,} untied"

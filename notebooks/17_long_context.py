@@ -76,7 +76,7 @@ torch.set_num_threads(1)
 #   between query and key.
 #
 # The package has both (`blocks/relative_attention.py`, `evaluation/segments.py`) and the
-# `lm` task trains it with `--set block=xl` (the model's entry in `models/registry.py`; the
+# `lm` task trains it with `--set block=xl` (the model's entry in `tasks/variants.py`; the
 # task reads the text in segments with `tasks/lm_segments.py`):
 #
 # ```

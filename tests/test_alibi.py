@@ -11,6 +11,7 @@ from annotated_transformer.blocks.grouped_query_attention import (
     ALiBiAttention,
 )
 from annotated_transformer.blocks.kv_cache import KVCache
+from annotated_transformer.models.modern_decoder import ModernConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -65,7 +66,8 @@ def naive_alibi_attention(att: ALiBiAttention, x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("kv_heads", [1, 2, 4])
 def test_alibi_attention_equals_the_loop_and_its_cached_form(kv_heads):
     torch.manual_seed(0)
-    att = ALiBiAttention(16, 4, kv_heads).double().eval()
+    att = ALiBiAttention(ModernConfig(d_model=16, h=4, kv_heads=kv_heads))
+    att = att.double().eval()
     x = torch.randn(2, 7, 16, dtype=torch.float64)
     full = att(x)
     torch.testing.assert_close(full, naive_alibi_attention(att, x))
@@ -78,6 +80,6 @@ def test_alibi_attention_equals_the_loop_and_its_cached_form(kv_heads):
 
 def test_a_bias_computed_once_by_the_model_is_the_one_each_layer_would_compute():
     torch.manual_seed(0)
-    att = ALiBiAttention(16, 4, 2).double().eval()
+    att = ALiBiAttention(ModernConfig(d_model=16, h=4, kv_heads=2)).double().eval()
     x = torch.randn(2, 6, 16, dtype=torch.float64)
     torch.testing.assert_close(att(x, terms=alibi_bias(4, 6)), att(x))

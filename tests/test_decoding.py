@@ -7,8 +7,9 @@ from annotated_transformer.blocks.masks import padding_mask, subsequent_mask
 from annotated_transformer.data.copy_task import copy_task_batches
 from annotated_transformer.evaluation.decoding import beam_search, greedy_decode
 from annotated_transformer.models.encoder_decoder import (
+    Transformer,
+    TransformerConfig,
     make_model,
-    make_transformer,
 )
 from annotated_transformer.training.loss import seq2seq_loss
 from annotated_transformer.training.schedules import make_scheduler
@@ -22,8 +23,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models (see conftest.
 
 def random_model(vocab: int, seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return make_transformer(
-        vocab, vocab, N=2, d_model=32, d_ff=64, h=4, dropout=0.1
+    return Transformer(
+        TransformerConfig(vocab, vocab, N=2, d_model=32, d_ff=64, h=4, dropout=0.1)
     )
 
 
@@ -190,8 +191,10 @@ def copy_model() -> torch.nn.Module:
     11, a few hundred steps."""
     torch.manual_seed(0)
     vocab, d_model = 11, 32
-    model = make_transformer(
-        vocab, vocab, N=2, d_model=d_model, d_ff=64, h=2, dropout=0.0
+    model = Transformer(
+        TransformerConfig(
+            vocab, vocab, N=2, d_model=d_model, d_ff=64, h=2, dropout=0.0
+        )
     )
     opt = make_optimizer(model)
     trainer = Trainer(
@@ -250,9 +253,11 @@ def test_the_2017_model_decodes_without_a_cache_and_says_how_to_get_one():
     simple = make_model(11, 11, N=1, d_model=16, d_ff=32, h=2).eval()
     src = torch.tensor([[1, 4, 5, 6, 2]])
     src_mask = padding_mask(src, 0)
-    with pytest.raises(ValueError, match="use_cache=True needs make_transformer"):
+    with pytest.raises(ValueError, match="use_cache=True needs a Transformer"):
         greedy_decode(simple, src, src_mask, 6, 1)
-    full = make_transformer(11, 11, N=1, d_model=16, d_ff=32, h=2).eval()
+    full = Transformer(
+        TransformerConfig(11, 11, N=1, d_model=16, d_ff=32, h=2)
+    ).eval()
     full.load_state_dict(simple.state_dict())
     torch.testing.assert_close(
         greedy_decode(simple, src, src_mask, 6, 1, use_cache=False),

@@ -17,7 +17,10 @@ import torch.multiprocessing as mp
 from annotated_transformer import runner
 from annotated_transformer.data.batching import bucket_batches, shard_batches
 from annotated_transformer.data.vocab import SPECIALS, Vocab
-from annotated_transformer.models.encoder_decoder import make_transformer
+from annotated_transformer.models.encoder_decoder import (
+    Transformer,
+    TransformerConfig,
+)
 from annotated_transformer.tasks.translation import make_batch, pair_lengths
 from annotated_transformer.training import distributed
 from annotated_transformer.training.checkpoints import read_checkpoint
@@ -58,8 +61,10 @@ def _batches(rank: int, world: int, accumulate: int):
 def _train(rank: int, world: int, accumulate: int, global_tokens: bool):
     """STEPS optimiser steps of a tiny model; returns (weights, per-step losses)."""
     torch.manual_seed(0)
-    model = make_transformer(
-        len(VOCAB), len(VOCAB), N=1, d_model=16, d_ff=32, h=2, dropout=0.0
+    model = Transformer(
+        TransformerConfig(
+            len(VOCAB), len(VOCAB), N=1, d_model=16, d_ff=32, h=2, dropout=0.0
+        )
     )
     loss_fn = seq2seq_loss(VOCAB.stoi["<pad>"], smoothing=0.1)
     if global_tokens:

@@ -11,7 +11,10 @@ from annotated_transformer.blocks.embeddings import (
     check_ids,
 )
 from annotated_transformer.blocks.positional import PositionalEncoding
-from annotated_transformer.models.encoder_decoder import make_transformer
+from annotated_transformer.models.encoder_decoder import (
+    Transformer,
+    TransformerConfig,
+)
 
 
 def test_lookup_times_sqrt_d_model():
@@ -34,7 +37,7 @@ def test_out_of_range_ids_raise_with_sizes(bad):
 
 def test_float_ids_raise():
     """At the model's door, not in the embedding layer."""
-    model = make_transformer(10, 10, N=1, d_model=4, d_ff=8, h=2)
+    model = Transformer(TransformerConfig(10, 10, N=1, d_model=4, d_ff=8, h=2))
     with pytest.raises(ValueError, match="src must hold integer token ids"):
         model.encode(torch.tensor([[1.0, 2.0]]), None)
 

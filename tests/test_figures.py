@@ -19,9 +19,11 @@ from annotated_transformer.blocks.masks import padding_mask
 from annotated_transformer.book import figures
 from annotated_transformer.data.masking import mask_tokens
 from annotated_transformer.models.encoder_decoder import (
+    Transformer,
+    TransformerConfig,
     make_model,
-    make_transformer,
 )
+from annotated_transformer.models.encoder_only import EncoderConfig
 from annotated_transformer.models.modern_decoder import ModernBlock, ModernConfig
 from annotated_transformer.training.memory import per_device_bytes, training_memory
 
@@ -125,7 +127,9 @@ def test_full_model_boxes_name_the_classes_that_implement_them() -> None:
 
 def test_block_today_boxes_name_the_classes_that_implement_them() -> None:
     blocks = {
-        "TransformerBlock": TransformerBlock(8, 2, 16),
+        "TransformerBlock": TransformerBlock(
+            EncoderConfig(d_model=8, h=2, d_ff=16)
+        ),
         "ModernBlock": ModernBlock(
             ModernConfig(d_model=8, h=2, kv_heads=1, d_ff=16)
         ),
@@ -220,7 +224,9 @@ def test_packing_figure_keeps_each_pair_apart() -> None:
 
 
 def test_kv_cache_figure_counts_what_the_cache_holds() -> None:
-    model = make_transformer(11, 11, N=2, d_model=8, d_ff=16, h=2).eval()
+    model = Transformer(
+        TransformerConfig(11, 11, N=2, d_model=8, d_ff=16, h=2)
+    ).eval()
     src = torch.randint(3, 11, (1, figures.KV_SRC_LEN))
     src_mask = padding_mask(src, 0)
     memory = model.encode(src, src_mask)

@@ -13,8 +13,12 @@ from annotated_transformer.blocks.layers import (
     TransformerBlock,
 )
 from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
-from annotated_transformer.models.encoder_decoder import make_transformer
+from annotated_transformer.models.encoder_decoder import (
+    Transformer,
+    TransformerConfig,
+)
 from annotated_transformer.models.modern_decoder import (
+    ModernConfig,
     ModernDecoderLM,
     modern_parameter_formula,
 )
@@ -36,7 +40,9 @@ def test_checkpointed_gradients_equal_the_plain_ones_with_dropout_on(kind):
         torch.manual_seed(0)
         if kind == "lm":
             return DecoderLM(DecoderConfig(50, 16, 2, 3, 12, 32, dropout=0.3))
-        return make_transformer(50, 50, N=2, d_model=16, d_ff=32, h=2, dropout=0.3)
+        return Transformer(
+            TransformerConfig(50, 50, N=2, d_model=16, d_ff=32, h=2, dropout=0.3)
+        )
 
     def loss(model: torch.nn.Module) -> torch.Tensor:
         torch.manual_seed(1)  # the same dropout masks for both models
@@ -128,8 +134,9 @@ def test_lm_block_modern_builds_todays_model_with_the_2017_parameter_budget():
     model = LanguageModel(config).build_model()
     assert isinstance(model, ModernDecoderLM)
     c = config
+    width = swiglu_width(c.d_ff)
     formula = modern_parameter_formula(
-        256, c.d_model, c.h, 2, swiglu_width(c.d_ff), c.N
+        ModernConfig(256, c.d_model, c.h, c.N, c.max_len, width, kv_heads=2)
     )
     assert sum(p.numel() for p in model.parameters()) == sum(formula.values())
     assert (

@@ -11,7 +11,7 @@ from torch import nn
 
 from annotated_transformer.blocks.feed_forward import GELUFeedForward
 from annotated_transformer.data.byte_bpe import ByteBPE
-from annotated_transformer.models.gpt2 import GPT2LM
+from annotated_transformer.models.gpt2 import GPT2LM, GPTConfig
 from annotated_transformer.runner import PRESETS
 from annotated_transformer.tasks.lm import (
     LanguageModel,
@@ -23,7 +23,7 @@ from annotated_transformer.tasks.lm import (
 def test_residual_projections_start_with_std_002_over_sqrt_2n():
     torch.manual_seed(0)
     N, d = 6, 256
-    model = GPT2LM(vocab=300, d_model=d, h=4, N=N, max_len=64)
+    model = GPT2LM(GPTConfig(vocab=300, d_model=d, h=4, N=N, max_len=64))
     expected = 0.02 / math.sqrt(
         2 * N
     )  # GPT-2: 1/√(number of residual layers), 2 per block
@@ -49,7 +49,7 @@ def test_residual_projections_start_with_std_002_over_sqrt_2n():
 
 
 def test_input_and_output_embeddings_are_one_parameter():
-    model = GPT2LM(vocab=50, d_model=32, h=4, N=2, max_len=16)
+    model = GPT2LM(GPTConfig(vocab=50, d_model=32, h=4, N=2, max_len=16))
     assert (
         model.to_logits.weight is model.embed.weight
         and model.to_logits.bias is None
@@ -73,12 +73,12 @@ def test_gelu_feed_forward_equals_a_reference_built_from_nn_gelu():
     reference[2].load_state_dict(ff.w_2.state_dict())
     x = torch.randn(2, 5, 16)
     torch.testing.assert_close(ff(x), reference(x))
-    model = GPT2LM(vocab=20, d_model=16, h=2, N=2, max_len=8)
+    model = GPT2LM(GPTConfig(vocab=20, d_model=16, h=2, N=2, max_len=8))
     assert all(isinstance(b.feed_forward, GELUFeedForward) for b in model.blocks)
 
 
 def test_gpt2_blocks_are_pre_norm_layer_norm_with_biases():
-    model = GPT2LM(vocab=20, d_model=16, h=2, N=1, max_len=8)
+    model = GPT2LM(GPTConfig(vocab=20, d_model=16, h=2, N=1, max_len=8))
     block = model.blocks[0]
     assert isinstance(block.norm1, nn.LayerNorm) and block.norm1.bias is not None
     assert (

@@ -12,6 +12,7 @@ from annotated_transformer.blocks.grouped_query_attention import (
 )
 from annotated_transformer.blocks.kv_cache import KVCache
 from annotated_transformer.blocks.rope import rope_tables
+from annotated_transformer.models.modern_decoder import ModernConfig
 
 B, L, D_MODEL = 2, 7, 24
 
@@ -19,7 +20,8 @@ B, L, D_MODEL = 2, 7, 24
 def make(h, kv_heads, seed=0, rope=True, **kwargs):
     torch.manual_seed(seed)
     kind = RotaryAttention if rope else GroupedQueryAttention
-    return kind(D_MODEL, h, kv_heads, **kwargs).double().eval()
+    config = ModernConfig(d_model=D_MODEL, h=h, kv_heads=kv_heads, **kwargs)
+    return kind(config).double().eval()
 
 
 def inputs(length=L, seed=1):
@@ -154,11 +156,9 @@ def test_parameter_count_and_biases():
 
 def test_bad_configurations_raise():
     with pytest.raises(ValueError, match="kv_heads must divide h"):
-        GroupedQueryAttention(24, 4, 3)
+        ModernConfig(d_model=24, h=4, kv_heads=3)
     with pytest.raises(ValueError, match="not divisible by h=5"):
-        GroupedQueryAttention(24, 5, 1)
+        ModernConfig(d_model=24, h=5, kv_heads=1)
     with pytest.raises(ValueError, match="got d=3; choose d_model / h even"):
-        RotaryAttention(24, 8, 2)(torch.zeros(1, 2, 24))
-    GroupedQueryAttention(24, 8, 2)  # odd d_k is fine without RoPE
-    with pytest.raises(ValueError, match=r"x must be \(batch, len, d_model=24\)"):
-        make(4, 2)(torch.zeros(3, 24, dtype=torch.float64))
+        make(8, 2)(torch.zeros(1, 2, 24, dtype=torch.float64))
+    make(8, 2, rope=False)  # odd d_k is fine without RoPE

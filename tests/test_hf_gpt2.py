@@ -13,7 +13,7 @@ from safetensors.torch import load_file, save_file
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from annotated_transformer.evaluation.sampling import sample
-from annotated_transformer.models.gpt2 import GPT2LM
+from annotated_transformer.models.gpt2 import GPT2LM, GPTConfig
 
 SMALL = {"vocab_size": 300, "n_positions": 64, "n_embd": 48, "n_layer": 3}
 SMALL["n_head"] = 4
@@ -65,7 +65,9 @@ def test_gpt2_124m_shape_equals_transformers():
 
 def test_saved_gpt2_loads_into_transformers(tmp_path):
     torch.manual_seed(0)
-    model = GPT2LM(vocab=120, d_model=32, h=4, N=2, max_len=40, d_ff=80, eps=1e-6)
+    model = GPT2LM(
+        GPTConfig(vocab=120, d_model=32, h=4, N=2, max_len=40, d_ff=80, eps=1e-6)
+    )
     model.eval().save_pretrained(tmp_path)
     ref = GPT2LMHeadModel.from_pretrained(tmp_path).eval()
     assert ref.config.n_inner == 80 and ref.config.layer_norm_epsilon == 1e-6

@@ -16,6 +16,8 @@ from annotated_transformer.blocks.layers import (
 )
 from annotated_transformer.blocks.masks import padding_mask, subsequent_mask
 from annotated_transformer.blocks.norms import LayerNorm
+from annotated_transformer.models.decoder_only import DecoderConfig
+from annotated_transformer.models.encoder_only import EncoderConfig
 
 
 def test_clones_are_independent_copies():
@@ -93,7 +95,9 @@ def load_block_into_torch(
 def test_transformer_block_matches_post_norm_torch_layer(causal):
     torch.manual_seed(0)
     d, h, batch, n = 16, 4, 3, 7
-    block = TransformerBlock(d, h, 4 * d, dropout=0.1, causal=causal).eval()
+    sizes = {"d_model": d, "h": h, "d_ff": 4 * d, "dropout": 0.1}
+    config = DecoderConfig(**sizes) if causal else EncoderConfig(**sizes)
+    block = TransformerBlock(config).eval()
     for p in block.parameters():  # move LayerNorms off the identity too
         nn.init.normal_(p, std=0.3)
     ref = nn.TransformerEncoderLayer(
@@ -108,9 +112,8 @@ def test_transformer_block_matches_post_norm_torch_layer(causal):
     ours = block(x, mask)
     kwargs = {"src_key_padding_mask": tokens == 0}
     if causal:
-        kwargs["src_mask"] = ~subsequent_mask(n)[
-            0
-        ]  # PyTorch: True = may NOT attend
+        # PyTorch: True = may NOT attend
+        kwargs["src_mask"] = ~subsequent_mask(n)[0]
         kwargs["is_causal"] = True
     expected = ref(x, **kwargs)
     real = tokens != 0
@@ -119,7 +122,7 @@ def test_transformer_block_matches_post_norm_torch_layer(causal):
 
 def test_causal_block_with_cache_matches_full_pass():
     torch.manual_seed(0)
-    block = TransformerBlock(16, 4, 64, causal=True).eval()
+    block = TransformerBlock(DecoderConfig(d_model=16, h=4, d_ff=64)).eval()
     x = torch.randn(2, 6, 16)
     full = block(x)
     cache = KVCache()
@@ -133,7 +136,7 @@ def test_causal_block_with_cache_matches_full_pass():
 
 def test_causal_block_does_not_leak_the_future():
     torch.manual_seed(0)
-    block = TransformerBlock(16, 4, 64, causal=True).eval()
+    block = TransformerBlock(DecoderConfig(d_model=16, h=4, d_ff=64)).eval()
     x = torch.randn(1, 6, 16)
     y = x.clone()
     y[:, 4:] = torch.randn(1, 2, 16)

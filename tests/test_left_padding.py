@@ -11,23 +11,24 @@ from annotated_transformer.blocks.masks import (
 )
 from annotated_transformer.evaluation.sampling import left_pad, sample
 from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
-from annotated_transformer.models.gpt2 import GPT2LM
+from annotated_transformer.models.gpt2 import GPT2LM, GPTConfig
 from annotated_transformer.models.modern_decoder import (
     ModernConfig,
     ModernDecoderLM,
 )
+from annotated_transformer.tasks.variants import modern_parts
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17]]
 MODELS = {
     "DecoderLM": lambda: DecoderLM(DecoderConfig(40, 32, 4, 2, 24, 64, 0.0)),
     "rope": lambda: ModernDecoderLM(ModernConfig(40, 32, 4, 2, 24)),
     "alibi": lambda: ModernDecoderLM(
-        ModernConfig(40, 32, 4, 2, 24, positions="alibi")
+        ModernConfig(40, 32, 4, 2, 24, **modern_parts(positions="alibi"))
     ),
     "sinusoidal": lambda: ModernDecoderLM(
-        ModernConfig(40, 32, 4, 2, 24, positions="sinusoidal")
+        ModernConfig(40, 32, 4, 2, 24, **modern_parts(positions="sinusoidal"))
     ),
-    "GPT2LM": lambda: GPT2LM(40, 32, 4, 2, 24),
+    "GPT2LM": lambda: GPT2LM(GPTConfig(40, 32, 4, 2, 24)),
 }
 
 
@@ -105,7 +106,7 @@ def test_norm_eps_is_a_setting():
     assert norm_eps(rms) == {1e-5}
     assert norm_eps(ModernDecoderLM(ModernConfig(40, 32, 4, 1, 8))) == {1e-6}
     assert norm_eps(
-        ModernDecoderLM(ModernConfig(40, 32, 4, 1, 8, norm="layer"))
+        ModernDecoderLM(ModernConfig(40, 32, 4, 1, 8, **modern_parts(norm="layer")))
     ) == {1e-5}
     x, g = torch.randn(3, 32), rms.norm.weight
     expected = g * x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-5)

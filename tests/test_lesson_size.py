@@ -51,7 +51,7 @@ RATIO = 1.5
 # Compared together, as the issue does: the four classes of the two stacks.
 LAYERS = ("EncoderLayer", "Encoder", "DecoderLayer", "Decoder")
 # The module-level helpers a definition is written with, shown beside it.
-HELPERS = {"PositionalEncoding": ("sinusoids", "at")}
+HELPERS = {"PositionalEncoding": ("sinusoids", "position_ids")}
 
 SKIP = {
     tokenize.COMMENT,

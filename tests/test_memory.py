@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from annotated_transformer.blocks.masks import make_std_mask, padding_mask
 from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.models.encoder_decoder import (
-    make_transformer,
+    Transformer,
+    TransformerConfig,
     tie_weights,
 )
 from annotated_transformer.training.loss import smoothed_cross_entropy
@@ -31,7 +32,9 @@ def build(
     if kind == "lm":
         model = DecoderLM(DecoderConfig(vocab, d_model, h, N, 12, d_ff, dropout))
     else:
-        model = make_transformer(vocab, vocab, N, d_model, d_ff, h, dropout)
+        model = Transformer(
+            TransformerConfig(vocab, vocab, N, d_model, d_ff, h, dropout)
+        )
         model = tie_weights(model, share_source=True) if shared else model
     for module in model.modules():
         if hasattr(module, "keep_attention"):

@@ -21,8 +21,8 @@ from annotated_transformer.blocks.masks import (
 from annotated_transformer.models.encoder_decoder import (
     Generator,
     Transformer,
+    TransformerConfig,
     make_model,
-    make_transformer,
     parameter_counts,
     parameter_formula,
     tie_weights,
@@ -33,6 +33,11 @@ PAD = 0
 # fast path: expected here.
 pytestmark = pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
 SIZES = {"N": 2, "d_model": 32, "d_ff": 64, "h": 4}
+
+
+def make_transformer(*sizes, **named) -> Transformer:
+    """The translation model from its config alone."""
+    return Transformer(TransformerConfig(*sizes, **named))
 
 
 def small_model(src_vocab=11, tgt_vocab=13, build=make_transformer, **kwargs):
@@ -85,9 +90,8 @@ def random_batch(src_vocab=11, tgt_vocab=13, batch=3, src_len=7, tgt_len=6):
 def test_matches_torch_nn_transformer(build):
     """The chapter's 2017 model and the runner's, each against PyTorch's."""
     model = small_model(build=build)
-    for (
-        p
-    ) in model.parameters():  # also move LayerNorms and biases off their defaults
+    # Also move LayerNorms and biases off their defaults.
+    for p in model.parameters():
         nn.init.normal_(p, std=0.2)
     ref = nn.Transformer(
         d_model=SIZES["d_model"], nhead=SIZES["h"], num_encoder_layers=SIZES["N"],
@@ -110,7 +114,7 @@ def test_matches_torch_nn_transformer(build):
     torch.testing.assert_close(ours[real], expected[real], atol=1e-5, rtol=1e-5)
 
 
-def test_make_transformer_is_make_model_with_the_later_chapters_classes():
+def test_transformer_is_make_model_with_the_later_chapters_classes():
     """Same seed, same weights under the same names (so records written by either
     load into the other); the same outputs; only the runner's has the cache."""
     simple, full = small_model(build=make_model), small_model()

@@ -14,18 +14,21 @@ from annotated_transformer.models.modern_decoder import (
     ModernDecoderLM,
     modern_parameter_formula,
 )
+from annotated_transformer.tasks.variants import check_choices, modern_parts
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SIZES = {"d_model": 32, "h": 4, "N": 2, "d_ff": 48, "kv_heads": 2}
 
 
+def modern_config(norm="rms", positions="rope", feed_forward="swiglu", **sizes):
+    """A ModernConfig with its parts named as the lm task names them."""
+    return ModernConfig(**sizes, **modern_parts(norm, positions, feed_forward))
+
+
 def small_lm(max_len=32, seed=0, **kwargs):
     torch.manual_seed(seed)
-    return (
-        ModernDecoderLM(ModernConfig(max_len=max_len, **{**SIZES, **kwargs}))
-        .double()
-        .eval()
-    )
+    config = modern_config(max_len=max_len, **{**SIZES, **kwargs})
+    return ModernDecoderLM(config).double().eval()
 
 
 def tokens(batch, length, seed=1):
@@ -68,8 +71,9 @@ def test_block_is_pre_norm_rms_gqa_swiglu():
     ],
 )
 def test_parameter_count_matches_formula(vocab, d_model, h, kv_heads, d_ff, N):
-    model = ModernDecoderLM(ModernConfig(vocab, d_model, h, N, 16, d_ff, kv_heads))
-    formula = modern_parameter_formula(vocab, d_model, h, kv_heads, d_ff, N)
+    config = ModernConfig(vocab, d_model, h, N, 16, d_ff, kv_heads)
+    model = ModernDecoderLM(config)
+    formula = modern_parameter_formula(config)
     measured = {
         "embed": model.embed.weight.numel(),
         "norm": model.norm.weight.numel(),
@@ -224,11 +228,8 @@ def test_every_switch_setting_counts_as_its_formula_and_caches_exactly(
     switches, kv_heads
 ):
     model = small_lm(kv_heads=kv_heads, **switches)
-    sizes = {
-        **SIZES,
-        "kv_heads": kv_heads,
-    }  # d_ff is the hidden width, ReLU or SwiGLU
-    formula = modern_parameter_formula(vocab=256, **sizes, max_len=32, **switches)
+    # d_ff is the hidden width, ReLU or SwiGLU
+    formula = modern_parameter_formula(model.config)
     assert sum(formula.values()) == sum(p.numel() for p in model.parameters())
     x = tokens(2, 11)
     cache = model.new_cache()
@@ -244,7 +245,7 @@ def test_the_ladder_starts_at_pytorchs_pre_norm_layer_with_a_causal_mask():
     causal mask."""
     torch.manual_seed(0)
     d, h, d_ff = 16, 4, 24
-    config = ModernConfig(d_model=d, h=h, kv_heads=h, d_ff=d_ff, **PRE_NORM_2017)
+    config = modern_config(d_model=d, h=h, kv_heads=h, d_ff=d_ff, **PRE_NORM_2017)
     block = ModernBlock(config).double().eval()
     for p in block.parameters():  # move LayerNorm off its (1, 0) start
         torch.nn.init.normal_(p, std=0.3)
@@ -277,7 +278,16 @@ def test_the_pre_norm_start_has_chapter_14s_parameters_plus_a_final_norm():
 
     old = DecoderLM(DecoderConfig(256, 32, 4, 2, 32, 128))
     new = ModernDecoderLM(
-        ModernConfig(256, 32, 4, 2, 32, 128, kv_heads=4, **PRE_NORM_2017)
+        modern_config(
+            vocab=256,
+            d_model=32,
+            h=4,
+            N=2,
+            max_len=32,
+            d_ff=128,
+            kv_heads=4,
+            **PRE_NORM_2017,
+        )
     )
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
     assert count(new) == count(old) + 2 * 32  # the final LayerNorm's gain and bias
@@ -303,6 +313,6 @@ def test_unknown_switches_are_refused_in_one_line():
     with pytest.raises(
         ValueError, match="positions='xpos': use one of rope, alibi"
     ):
-        ModernDecoderLM(ModernConfig(positions="xpos"))
+        check_choices("rms", "xpos", "swiglu")
     with pytest.raises(ValueError, match="norm='batch': use one of rms, layer"):
-        ModernConfig(d_model=16, h=4, kv_heads=2, d_ff=24, norm="batch")
+        check_choices("batch", "rope", "swiglu")

@@ -18,7 +18,10 @@ from annotated_transformer.blocks.positional import (
 )
 from annotated_transformer.data import batching
 from annotated_transformer.data.batching import Batch, PackedBatch
-from annotated_transformer.models.encoder_decoder import make_transformer
+from annotated_transformer.models.encoder_decoder import (
+    Transformer,
+    TransformerConfig,
+)
 from annotated_transformer.training.loss import seq2seq_loss
 
 
@@ -167,8 +170,8 @@ def test_packed_batch_gives_the_padded_batchs_loss_and_gradients():
     """Each pair, packed beside others, gets exactly what it
     gets in a padded batch."""
     torch.manual_seed(0)
-    model = make_transformer(
-        20, 20, N=2, d_model=32, d_ff=64, h=4, dropout=0.0
+    model = Transformer(
+        TransformerConfig(20, 20, N=2, d_model=32, d_ff=64, h=4, dropout=0.0)
     ).double()
     pairs = random_pairs(9, 20, seed=1)
     full = [([1, *s, 2], [1, *t, 2]) for s, t in pairs]

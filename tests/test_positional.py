@@ -11,7 +11,10 @@ from annotated_transformer.blocks.positional import (
     check_positions,
     sinusoids,
 )
-from annotated_transformer.models.encoder_decoder import make_transformer
+from annotated_transformer.models.encoder_decoder import (
+    Transformer,
+    TransformerConfig,
+)
 
 
 def test_sinusoids_match_the_formula():
@@ -75,4 +78,4 @@ def test_too_long_raises_with_sizes():
 
 def test_odd_d_model_raises():
     with pytest.raises(ValueError, match="d_model=7"):
-        make_transformer(11, 11, d_model=7, h=7)
+        Transformer(TransformerConfig(11, 11, d_model=7, h=7))

@@ -1,4 +1,4 @@
-"""The language-model variants of models/registry.py, each built from the lm task's
+"""The language-model variants of tasks/variants.py, each built from the lm task's
 config: one optimiser step, and decoding with its key/value cache (or memory)
 against recomputation; a variant added by one registry entry alone is built,
 trained and checkpointed by the task and the runner."""
@@ -14,8 +14,8 @@ from torch import Tensor, nn
 
 from annotated_transformer import runner
 from annotated_transformer.evaluation.sampling import sample
-from annotated_transformer.models.registry import VARIANTS, Variant
 from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
+from annotated_transformer.tasks.variants import VARIANTS, Variant
 from annotated_transformer.training.trainer import checkpoint_blocks
 
 TINY = {"N": 2, "d_model": 16, "d_ff": 32, "h": 2, "max_len": 8, "batch_size": 3}

@@ -12,7 +12,7 @@ from annotated_transformer.blocks.kv_cache import KVCache
 from annotated_transformer.blocks.sparse_attention import (
     Fixed,
     SparseSelfAttention,
-    pattern_named,
+    Strided,
     sparse_attention,
     sparsify_,
 )
@@ -22,6 +22,7 @@ from annotated_transformer.models.modern_decoder import (
 )
 from annotated_transformer.runner import PRESETS
 from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
+from annotated_transformer.tasks.variants import pattern_named
 
 RULES = {  # the union of each pattern's two masks, as in Child et al. (2019)
     "strided": lambda i, j, l, c: j <= i and (i - j < l or (i - j) % l == 0),
@@ -92,8 +93,7 @@ def test_a_sparsified_model_keeps_its_weights_and_its_short_range_predictions():
     ).eval()
     sparse = sparsify_(
         ModernDecoderLM(ModernConfig(50, 32, 4, 2, max_len=32, kv_heads=4)),
-        "strided",
-        8,
+        Strided(8),
     )
     sparse.load_state_dict(dense.state_dict())  # the same parameter names
     sparse.eval()

@@ -22,7 +22,10 @@ from annotated_transformer.data.batching import collate
 from annotated_transformer.data.bpe import BPE
 from annotated_transformer.finished import RunResult
 from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
-from annotated_transformer.models.encoder_only import EncoderClassifier
+from annotated_transformer.models.encoder_only import (
+    EncoderClassifier,
+    EncoderConfig,
+)
 from annotated_transformer.tasks import PRESETS
 from annotated_transformer.tasks.classification import ReviewTokenizer
 from annotated_transformer.tasks.lm import (
@@ -316,7 +319,7 @@ def small_model(cls: bool = False, **changes) -> EncoderClassifier:
     options = dict(
         d_model=16, h=2, N=2, d_ff=32, max_len=12, dropout=0.1, pad=0, cls=cls
     )
-    return EncoderClassifier(50, 3, **{**options, **changes})
+    return EncoderClassifier(EncoderConfig(50, 3, **{**options, **changes}))
 
 
 @pytest.mark.parametrize("cls", [False, True])
@@ -400,7 +403,7 @@ def test_it_learns_a_keyword_task(one_thread):
     get it (nearly) right."""
     torch.manual_seed(1)
     model = EncoderClassifier(
-        20, 2, d_model=16, h=2, N=1, d_ff=64, max_len=16, dropout=0.0
+        EncoderConfig(20, 2, d_model=16, h=2, N=1, d_ff=64, max_len=16, dropout=0.0)
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     gen = torch.Generator().manual_seed(0)
@@ -432,7 +435,7 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match=r"shape \(batch, len\)"):
         model(torch.tensor([1, 2, 3]))
     with pytest.raises(ValueError, match="pad=60"):
-        EncoderClassifier(50, pad=60)
+        EncoderConfig(50, pad=60)
     # value checks live where batches are built, not in every forward pass
     with pytest.raises(ValueError, match=r"ids must lie in \[0, 50\)"):
         check_ids(torch.tensor([[1, 2, 50]]), 50)

@@ -13,7 +13,10 @@ import torch.nn.functional as F
 import annotated_transformer
 from annotated_transformer.data.batching import Batch
 from annotated_transformer.data.copy_task import copy_task_batches
-from annotated_transformer.models.encoder_decoder import make_transformer
+from annotated_transformer.models.encoder_decoder import (
+    Transformer,
+    TransformerConfig,
+)
 from annotated_transformer.models.modes import evaluating
 from annotated_transformer.training.checkpoints import load_checkpoint
 from annotated_transformer.training.loss import seq2seq_loss
@@ -65,7 +68,9 @@ def test_batch_shifts_the_target_and_counts_tokens() -> None:
 
 def tiny_model(seed: int = 0, dropout: float = 0.0) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return make_transformer(V, V, N=1, d_model=16, d_ff=32, h=2, dropout=dropout)
+    return Transformer(
+        TransformerConfig(V, V, N=1, d_model=16, d_ff=32, h=2, dropout=dropout)
+    )
 
 
 def test_one_step_equals_a_hand_written_pytorch_step() -> None:
@@ -266,8 +271,8 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_checkpoint(
 def resume_setup(checkpoint: str | None) -> Trainer:
     """The run the resume test interrupts (also imported by the fresh process)."""
     torch.manual_seed(0)
-    model = make_transformer(
-        V, V, N=1, d_model=16, d_ff=32, h=2, dropout=0.2
+    model = Transformer(
+        TransformerConfig(V, V, N=1, d_model=16, d_ff=32, h=2, dropout=0.2)
     )  # dropout draws RNG
     opt = make_optimizer(model)
     scheduler = make_scheduler(opt, "noam", (16 * 4) ** -0.5, 4, 0)

@@ -12,15 +12,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from annotated_transformer.blocks.feed_forward import ReLU2FeedForward
-from annotated_transformer.blocks.sparse_attention import PATTERNS
-from annotated_transformer.models.gpt2 import GPT2LM
-from annotated_transformer.models.modern_decoder import (
+from annotated_transformer.blocks.feed_forward import (
+    GELUFeedForward,
+    ReLU2FeedForward,
+)
+from annotated_transformer.models.gpt2 import GPT2LM, GPTConfig
+from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
+from annotated_transformer.tasks.variants import (
     FEED_FORWARDS,
     NORMS,
+    PATTERNS,
     POSITIONS,
 )
-from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "annotated_transformer"
 TINY = {"N": 2, "d_model": 16, "d_ff": 32, "h": 2, "max_len": 8, "batch_size": 3}
@@ -89,10 +92,10 @@ def test_the_pattern_finds_the_branches_it_is_meant_to():
 
 
 def test_gpt2_names_its_gelu_feed_forward_instead_of_swapping_one_in():
-    model = GPT2LM(vocab=20, d_model=16, h=2, N=2, max_len=8)
-    assert model.config.feed_forward == "gelu"
+    model = GPT2LM(GPTConfig(vocab=20, d_model=16, h=2, N=2, max_len=8))
+    assert model.config.feed_forward is GELUFeedForward is FEED_FORWARDS["gelu"]
     assert all(
-        type(block.feed_forward) is FEED_FORWARDS["gelu"] for block in model.blocks
+        type(block.feed_forward) is GELUFeedForward for block in model.blocks
     )
 
 

@@ -85,9 +85,9 @@ from annotated_transformer.finished import (
 )
 from annotated_transformer.machine import write_provenance
 from annotated_transformer.models.encoder_decoder import count_parameters
-from annotated_transformer.models.registry import VARIANTS
 from annotated_transformer.tasks import PRESETS, TASKS, Task
 from annotated_transformer.tasks.base import apply_settings
+from annotated_transformer.tasks.variants import VARIANTS
 from annotated_transformer.training import distributed as dist
 from annotated_transformer.training.checkpoints import (
     CheckpointError,
@@ -125,7 +125,7 @@ def stack_layers() -> tuple[type[nn.Module], ...]:
     """The layer classes of every model the runner trains: what activation
     checkpointing recomputes, and FSDP shards, one at a time. The encoder-decoder's
     and the encoder-only models' layers, and each language-model variant's block
-    (:data:`~annotated_transformer.models.registry.VARIANTS`)."""
+    (:data:`~annotated_transformer.tasks.variants.VARIANTS`)."""
     layers = (EncoderLayer, DecoderLayer, TransformerBlock)
     variants = (variant.block for variant in VARIANTS.values())
     return tuple(dict.fromkeys((*layers, *variants)))  # each class once, in order

@@ -4,11 +4,11 @@
 - :func:`attention`: the textbook form, matmul → softmax → matmul, every step
   written out, returning the attention weights too;
 - :class:`MultiHeadedAttention`: h attentions side by side, the 2017 module as
-  chapter 02 teaches it (it keeps the weights in ``attn``);
+  the paper has it (it keeps the weights in ``attn``);
 - :class:`CachedAttention`: the same module with what later chapters add and
-  the runner uses: a key/value cache for decoding (chapter 09), PyTorch's fused
+  training uses: a key/value cache for decoding, PyTorch's fused
   ``scaled_dot_product_attention`` kernel, and the explicit path only when the
-  weights are wanted (``keep_attention``, chapter 11). Same parameters, same
+  weights are wanted (``keep_attention``, for drawing them). Same parameters, same
   outputs (``tests/test_attention.py``).
 
 Masks are boolean and ``True`` means *may attend*, the convention of
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -34,31 +33,6 @@ def check_heads(h: int, d_model: int) -> None:
             f"d_model={d_model} is not divisible by h={h} heads; "
             "choose h so that every head gets d_model / h features (e.g. h=8 "
             "for 512)"
-        )
-
-
-def check_mask(mask: Tensor, scores_shape: torch.Size | tuple[int, ...]) -> None:
-    """Raise a ValueError unless ``mask`` is boolean and fits ``scores_shape``.
-
-    Only the dtype and the shape: a check that reads the mask's *values* would, on a
-    GPU, wait for the device. Whether every query row has a key to attend to is
-    checked once per batch, where the batch is built
-    (:func:`~annotated_transformer.blocks.masks.check_rows`).
-
-    scores_shape: ``(..., q_len, k_len)``, the shape of the attention scores.
-    """
-    if mask.dtype != torch.bool:
-        raise ValueError(
-            f"mask must be boolean (True = may attend), got dtype {mask.dtype}"
-        )
-    try:
-        shape = torch.broadcast_shapes(mask.shape, tuple(scores_shape))
-    except RuntimeError:
-        shape = None
-    if shape != tuple(scores_shape):
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} cannot broadcast to the attention "
-            f"scores {tuple(scores_shape)} (..., q_len, k_len)"
         )
 
 
@@ -136,14 +110,14 @@ class MultiHeadedAttention(nn.Module):
 
 
 class CachedAttention(MultiHeadedAttention):
-    """:class:`MultiHeadedAttention` as the runner uses it: with a key/value
+    """:class:`MultiHeadedAttention` as training uses it: with a key/value
     cache, and PyTorch's fused attention kernel unless the weights are wanted.
 
     cache: during incremental decoding, earlier keys/values (see :mod:`kv_cache`);
         then key/value hold only the new positions, and k_len counts the cached
         ones too. A static cache (the source memory) is projected once.
     Set ``keep_attention = True`` to run the explicit :func:`attention` and keep
-    the weights in ``attn`` (chapter 11's maps); otherwise ``attn`` is None.
+    the weights in ``attn`` (to draw attention maps); otherwise ``attn`` is None.
     """
 
     keep_attention = False

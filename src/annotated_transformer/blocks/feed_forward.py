@@ -67,7 +67,7 @@ class PositionwiseFeedForward(nn.Module):
     at every position (eq. 2).
 
     x: (batch, len, d_model) -> (batch, len, d_model); hidden width d_ff (2048 in
-        the paper); ``bias=False`` drops b₁ and b₂ (chapter 15's ablation)
+        the paper); ``bias=False`` drops b₁ and b₂ (the modern block's choice)
     """
 
     def __init__(
@@ -83,8 +83,8 @@ class PositionwiseFeedForward(nn.Module):
 
 
 class ReLUFeedForward(PositionwiseFeedForward):
-    """The paper's feed-forward as chapter 15's table of feed-forwards holds it
-    (``modern_decoder.FEED_FORWARDS``): with its count of weight matrices, for the
+    """The paper's feed-forward as a part of the modern block
+    (``ModernConfig.feed_forward``): with its count of weight matrices, for the
     parameter formula, and the hidden width that has the parameters of a
     width-``d_ff`` ReLU one (itself)."""
 

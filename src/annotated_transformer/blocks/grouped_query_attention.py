@@ -30,7 +30,7 @@ need to be rotated again.
 
 from __future__ import annotations
 
-from typing import Protocol, Self
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -39,14 +39,11 @@ from torch import Tensor, nn
 from annotated_transformer.blocks.alibi import alibi_bias
 from annotated_transformer.blocks.kv_cache import KVCache
 from annotated_transformer.blocks.masks import subsequent_mask
+from annotated_transformer.blocks.positional import PositionTerms
 from annotated_transformer.blocks.rope import rope_tables, rotate_pairs
 
-# What a model's positions give every layer's attention: RoPE's (cos, sin) tables,
-# ALiBi's bias, or nothing.
-Terms = tuple[Tensor, Tensor] | Tensor | None
 
-
-class Sizes(Protocol):
+class AttentionSizes(Protocol):
     """The fields of a model's config an attention is built from."""
 
     d_model: int
@@ -62,43 +59,24 @@ class GroupedQueryAttention(nn.Module):
     ``kv_heads`` key/value heads; no positions inside.
 
     Projections W^Q (d_model → h·d_k), W^K and W^V (d_model → kv_heads·d_k), W^O
-    (h·d_k → d_model), without biases unless ``bias=True``. ``dropout`` applies to
-    the attention weights. Its subclasses add positions: :class:`RotaryAttention`
-    and :class:`ALiBiAttention`.
+    (h·d_k → d_model), without biases unless ``config.bias``. ``config.dropout``
+    applies to the attention weights. Its subclasses add positions:
+    :class:`RotaryAttention` and :class:`ALiBiAttention`.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        h: int,
-        kv_heads: int,
-        dropout: float = 0.0,
-        bias: bool = False,
-    ) -> None:
-        super().__init__()
-        if h < 1 or d_model % h != 0:
-            raise ValueError(
-                f"d_model={d_model} is not divisible by h={h} heads; "
-                "choose h so that every head gets d_model / h features"
-            )
-        if kv_heads < 1 or h % kv_heads != 0:
-            raise ValueError(
-                f"h={h} query heads cannot be split into groups for "
-                f"kv_heads={kv_heads}; kv_heads must divide h (1: multi-query, h: "
-                "multi-head)"
-            )
-        self.d_model, self.h, self.kv_heads = d_model, h, kv_heads
-        self.d_k = d_model // h
-        self.w_q = nn.Linear(d_model, h * self.d_k, bias=bias)
-        self.w_k = nn.Linear(d_model, kv_heads * self.d_k, bias=bias)
-        self.w_v = nn.Linear(d_model, kv_heads * self.d_k, bias=bias)
-        self.w_o = nn.Linear(h * self.d_k, d_model, bias=bias)
-        self.dropout_p = dropout
+    # It takes a mask for left-padded rows (sparse attention does not).
+    takes_padding = True
 
-    @classmethod
-    def from_config(cls, c: Sizes) -> Self:
-        """The attention of a model whose config is ``c``."""
-        return cls(c.d_model, c.h, c.kv_heads, c.dropout, c.bias)
+    def __init__(self, config: AttentionSizes) -> None:
+        super().__init__()
+        c = config
+        self.d_model, self.h, self.kv_heads = c.d_model, c.h, c.kv_heads
+        self.d_k = c.d_model // c.h
+        self.w_q = nn.Linear(c.d_model, c.h * self.d_k, bias=c.bias)
+        self.w_k = nn.Linear(c.d_model, c.kv_heads * self.d_k, bias=c.bias)
+        self.w_v = nn.Linear(c.d_model, c.kv_heads * self.d_k, bias=c.bias)
+        self.w_o = nn.Linear(c.h * self.d_k, c.d_model, bias=c.bias)
+        self.dropout_p = c.dropout
 
     def _split_heads(self, x: Tensor, heads: int) -> Tensor:
         """(batch, len, heads · d_k) -> (batch, heads, len, d_k)."""
@@ -108,7 +86,7 @@ class GroupedQueryAttention(nn.Module):
         self,
         x: Tensor,
         cache: KVCache | None = None,
-        terms: Terms = None,
+        terms: PositionTerms = None,
         mask: Tensor | None = None,
     ) -> Tensor:
         """Each position attends to itself and every earlier one.
@@ -123,11 +101,6 @@ class GroupedQueryAttention(nn.Module):
             :func:`~annotated_transformer.blocks.masks.left_padding_mask`).
         returns (batch, new, d_model)
         """
-        if x.dim() != 3 or x.size(-1) != self.d_model:
-            raise ValueError(
-                f"x must be (batch, len, d_model={self.d_model}), got "
-                f"{tuple(x.shape)}"
-            )
         past = 0 if cache is None else cache.length
         # (batch, h, new, d_k) and (batch, kv_heads, new, d_k)
         q = self._split_heads(self.w_q(x), self.h)
@@ -151,13 +124,13 @@ class GroupedQueryAttention(nn.Module):
         return self.w_o(out.transpose(1, 2).flatten(2))
 
     def positioned(
-        self, q: Tensor, k: Tensor, terms: Terms, past: int
+        self, q: Tensor, k: Tensor, terms: PositionTerms, past: int
     ) -> tuple[Tensor, Tensor]:
         """The queries and keys with their positions: unchanged here."""
         return q, k
 
     def scores_mask(
-        self, q: Tensor, terms: Terms, mask: Tensor | None, past: int
+        self, q: Tensor, terms: PositionTerms, mask: Tensor | None, past: int
     ) -> tuple[Tensor | None, bool]:
         """SDPA's ``attn_mask`` and ``is_causal``: new query i (position
         past + i) sees keys 0 … past + i.
@@ -183,17 +156,13 @@ class RotaryAttention(GroupedQueryAttention):
     (batch, 1, new, d_k / 2), each row's own positions.
     """
 
-    # The base of the angles θᵢ = base^(−2i/d_k); from_config takes the config's.
-    base = 10000.0
-
-    @classmethod
-    def from_config(cls, c: Sizes) -> Self:
-        attention = super().from_config(c)
-        attention.base = c.rope_base
-        return attention
+    def __init__(self, config: AttentionSizes) -> None:
+        super().__init__(config)
+        # The base of the angles θᵢ = base^(−2i/d_k).
+        self.base = config.rope_base
 
     def positioned(
-        self, q: Tensor, k: Tensor, terms: Terms, past: int
+        self, q: Tensor, k: Tensor, terms: PositionTerms, past: int
     ) -> tuple[Tensor, Tensor]:
         """q and k, each pair of features turned by its position's angle."""
         if terms is None:
@@ -212,7 +181,7 @@ class ALiBiAttention(GroupedQueryAttention):
     """
 
     def scores_mask(
-        self, q: Tensor, terms: Terms, mask: Tensor | None, past: int
+        self, q: Tensor, terms: PositionTerms, mask: Tensor | None, past: int
     ) -> tuple[Tensor | None, bool]:
         """The bias, −inf where a padded row's mask hides a key."""
         if terms is None:

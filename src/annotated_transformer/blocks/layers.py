@@ -7,8 +7,8 @@ Encoder-decoder (the paper, as coded in the Annotated Transformer — pre-norm):
 - :class:`EncoderLayer` (self-attention, FFN), :class:`DecoderLayer` (masked
   self-attention, source attention, FFN);
 - :class:`Encoder`, :class:`Decoder`: N layers and a final norm;
-- :class:`CachedDecoderLayer`, :class:`CachedDecoder`: the decoder as chapter 09
-  extends it, passing each layer its key/value cache (the runner's).
+- :class:`CachedDecoderLayer`, :class:`CachedDecoder`: the decoder with a
+  key/value cache for decoding, passed to each layer.
 
 One block for encoder-only and decoder-only models (Bloem's ``former`` — post-norm,
 as the paper's text): :class:`TransformerBlock`.
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from typing import Protocol
 
 from torch import Tensor, nn
 from torch.nn import Module
@@ -48,12 +49,12 @@ class SublayerConnection(nn.Module):
     The paper writes post-norm, LayerNorm(x + Sublayer(x)); normalising first, as
     the Annotated Transformer's code does, keeps a clean identity path from input to
     output and trains deep stacks without a careful warm-up. x: (batch, len,
-    size) -> same.
+    d_model) -> same.
     """
 
-    def __init__(self, size: int, dropout: float) -> None:
+    def __init__(self, d_model: int, dropout: float) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(size)
+        self.norm = nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
@@ -63,18 +64,18 @@ class SublayerConnection(nn.Module):
 class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each in a pre-norm residual connection.
 
-    x: (batch, src_len, size); mask: bool (batch, 1, src_len)
-    returns (batch, src_len, size)
+    x: (batch, src_len, d_model); mask: bool (batch, 1, src_len)
+    returns (batch, src_len, d_model)
     """
 
     def __init__(
-        self, size: int, self_attn: Module, feed_forward: Module, dropout: float
+        self, d_model: int, self_attn: Module, feed_forward: Module, dropout: float
     ) -> None:
         super().__init__()
         self.self_attn = self_attn
         self.feed_forward = feed_forward
-        self.sublayer = clones(SublayerConnection(size, dropout), 2)
-        self.size = size
+        self.sublayer = clones(SublayerConnection(d_model, dropout), 2)
+        self.d_model = d_model
 
     def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
         x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, mask))
@@ -88,7 +89,7 @@ class Encoder(nn.Module):
     def __init__(self, layer: EncoderLayer, N: int) -> None:
         super().__init__()
         self.layers = clones(layer, N)
-        self.norm = nn.LayerNorm(layer.size)
+        self.norm = nn.LayerNorm(layer.d_model)
 
     def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
         for layer in self.layers:
@@ -100,26 +101,26 @@ class DecoderLayer(nn.Module):
     """Masked self-attention, source attention over the encoder memory,
     feed-forward.
 
-    x: (batch, tgt_len, size); memory: (batch, src_len, size)
+    x: (batch, tgt_len, d_model); memory: (batch, src_len, d_model)
     src_mask: bool (batch, 1, src_len)
     tgt_mask: bool (batch or 1, tgt_len, tgt_len)
-    returns (batch, tgt_len, size)
+    returns (batch, tgt_len, d_model)
     """
 
     def __init__(
         self,
-        size: int,
+        d_model: int,
         self_attn: Module,
         src_attn: Module,
         feed_forward: Module,
         dropout: float,
     ) -> None:
         super().__init__()
-        self.size = size
+        self.d_model = d_model
         self.self_attn = self_attn
         self.src_attn = src_attn
         self.feed_forward = feed_forward
-        self.sublayer = clones(SublayerConnection(size, dropout), 3)
+        self.sublayer = clones(SublayerConnection(d_model, dropout), 3)
 
     def forward(
         self,
@@ -140,7 +141,7 @@ class Decoder(nn.Module):
     def __init__(self, layer: DecoderLayer, N: int) -> None:
         super().__init__()
         self.layers = clones(layer, N)
-        self.norm = nn.LayerNorm(layer.size)
+        self.norm = nn.LayerNorm(layer.d_model)
 
     def forward(
         self,
@@ -155,11 +156,11 @@ class Decoder(nn.Module):
 
 
 class CachedDecoderLayer(DecoderLayer):
-    """:class:`DecoderLayer` with a key/value cache (chapter 09); its attentions
+    """:class:`DecoderLayer` with a key/value cache; its attentions
     are :class:`~annotated_transformer.blocks.attention.CachedAttention`.
 
     cache: this layer's ``(self_kv, src_kv)`` from a :class:`DecoderCache`, or
-        None; with it, x holds only the new positions (batch, new, size), the
+        None; with it, x holds only the new positions (batch, new, d_model), the
         earlier keys/values come from the cache, and tgt_mask is
         (batch or 1, new, past + new).
     """
@@ -182,7 +183,7 @@ class CachedDecoderLayer(DecoderLayer):
 
 
 class CachedDecoder(Decoder):
-    """:class:`Decoder` of :class:`CachedDecoderLayer` s: with a
+    """:class:`Decoder` of layers of :class:`CachedDecoderLayer`: with a
     :class:`DecoderCache`, layer i gets ``cache.layers[i]``."""
 
     def forward(
@@ -199,6 +200,17 @@ class CachedDecoder(Decoder):
         return self.norm(x)
 
 
+class BlockConfig(Protocol):
+    """The fields of a model's config a :class:`TransformerBlock` is built from."""
+
+    d_model: int
+    h: int
+    d_ff: int
+    dropout: float
+    attn_dropout: float
+    causal: bool
+
+
 class TransformerBlock(nn.Module):
     """Bloem's post-norm block for encoder-only and decoder-only models.
 
@@ -206,28 +218,24 @@ class TransformerBlock(nn.Module):
     dropout(FFN(x))) (the paper's text, §3.1 and §5.4;
     ``nn.TransformerEncoderLayer`` with norm_first=False).
 
+    config: the model's sizes; ``config.causal`` also hides the future (a
+        decoder-only language model), ``config.attn_dropout`` drops attention
+        weights.
     x: (batch, len, d_model); mask: bool (batch or 1, 1 or len, past + len),
-        e.g. a padding mask; ``causal=True`` also hides the future (a
-        decoder-only language model).
+        e.g. a padding mask.
     cache: a :class:`KVCache` for generation, then x holds only the new positions.
     returns (batch, len, d_model)
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        h: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        causal: bool = False,
-    ) -> None:
+    def __init__(self, config: BlockConfig) -> None:
         super().__init__()
-        self.attention = CachedAttention(h, d_model, dropout)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
-        self.causal = causal
+        c = config
+        self.attention = CachedAttention(c.h, c.d_model, c.attn_dropout)
+        self.feed_forward = PositionwiseFeedForward(c.d_model, c.d_ff, c.dropout)
+        self.norm1 = nn.LayerNorm(c.d_model)
+        self.norm2 = nn.LayerNorm(c.d_model)
+        self.dropout = nn.Dropout(c.dropout)
+        self.causal = c.causal
 
     def forward(
         self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None

@@ -57,13 +57,13 @@ class LayerNorm(nn.Module):
     std is the unbiased (n − 1) standard deviation and eps is added to it,
     not to the variance; ``nn.LayerNorm`` computes (x − mean) / √(var + eps)
     with the biased variance.
-    x: (..., features) -> (..., features)
+    x: (..., d_model) -> (..., d_model)
     """
 
-    def __init__(self, features: int, eps: float = 1e-6) -> None:
+    def __init__(self, d_model: int, eps: float = 1e-6) -> None:
         super().__init__()
-        self.a_2 = nn.Parameter(torch.ones(features))
-        self.b_2 = nn.Parameter(torch.zeros(features))
+        self.a_2 = nn.Parameter(torch.ones(d_model))
+        self.b_2 = nn.Parameter(torch.zeros(d_model))
         self.eps = eps
 
     def forward(self, x: Tensor) -> Tensor:

@@ -20,18 +20,26 @@ for every sentence (:func:`~annotated_transformer.blocks.masks.segment_positions
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import torch
 from torch import Tensor, nn
 
 from annotated_transformer.blocks.alibi import alibi_bias
-from annotated_transformer.blocks.grouped_query_attention import (
-    ALiBiAttention,
-    GroupedQueryAttention,
-    RotaryAttention,
-    Terms,
-)
 from annotated_transformer.blocks.rope import rope_tables
+
+# What a model's positions give every layer's attention: RoPE's (cos, sin) tables,
+# ALiBi's bias, or nothing.
+PositionTerms = tuple[Tensor, Tensor] | Tensor | None
+
+
+class PositionSizes(Protocol):
+    """The fields of a model's config its positions are built from."""
+
+    d_model: int
+    h: int
+    max_len: int
+    rope_base: float
 
 
 def check_positions(length: int, offset: int | Tensor, max_len: int) -> None:
@@ -64,7 +72,7 @@ def check_positions(length: int, offset: int | Tensor, max_len: int) -> None:
         )
 
 
-def at(offset: int | Tensor, x: Tensor) -> Tensor:
+def position_ids(offset: int | Tensor, x: Tensor) -> Tensor:
     """x's positions: offset .. offset + len - 1 (len,), or the (batch, len)
     tensor given."""
     if isinstance(offset, Tensor):
@@ -110,7 +118,7 @@ class PositionalEncoding(nn.Module):
         self.register_buffer("pe", pe, persistent=False)
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
-        return self.dropout(x + self.pe[0, at(offset, x)])
+        return self.dropout(x + self.pe[0, position_ids(offset, x)])
 
 
 class PositionalEmbedding(nn.Module):
@@ -130,28 +138,28 @@ class PositionalEmbedding(nn.Module):
         self.dropout = nn.Dropout(p=dropout)
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
-        return self.dropout(x + self.embedding(at(offset, x)))
+        return self.dropout(x + self.embedding(position_ids(offset, x)))
 
 
 # The ways a decoder-only model (``ModernDecoderLM``) is told positions, one class
-# each, named in ``modern_decoder.POSITIONS``. Each is the model's ``position``
-# part: ``forward(x, positions)`` adds to the token vectors what it adds (maybe
-# nothing), and ``terms(positions, past, x)`` gives what every layer's attention
-# applies (maybe nothing); ``Attention`` is the attention class that applies it.
+# each, named in its config (``ModernConfig.positions``). Each is the model's
+# ``position`` part: ``forward(x, positions)`` adds to the token vectors what it
+# adds (maybe nothing), and ``terms(positions, past, x)`` gives what every layer's
+# attention applies (maybe nothing; the config's ``attention`` class applies it).
 
 
 class NoPositions(nn.Module):
-    """No position information at all: causal attention alone (an ablation)."""
+    """No position information at all: causal attention alone (an ablation).
 
-    Attention: type[GroupedQueryAttention] = GroupedQueryAttention
+    config: the model's (``d_model``, ``h``, ``max_len``, ``rope_base``)."""
 
-    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
+    def __init__(self, config: PositionSizes) -> None:
         super().__init__()
 
     def forward(self, x: Tensor, positions: int | Tensor) -> Tensor:
         return x
 
-    def terms(self, positions: Tensor, past: int, x: Tensor) -> Terms:
+    def terms(self, positions: Tensor, past: int, x: Tensor) -> PositionTerms:
         """Nothing for the attention."""
         return None
 
@@ -163,13 +171,13 @@ class LearnedPositions(NoPositions):
     """A learned vector per position, added to the input (GPT-2's); state-dict
     names those of :class:`PositionalEmbedding` (``embedding.weight``)."""
 
-    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
-        super().__init__(d_model, h, max_len, base)
-        self.max_len = max_len
-        self.embedding = nn.Embedding(max_len, d_model)
+    def __init__(self, config: PositionSizes) -> None:
+        super().__init__(config)
+        self.max_len = config.max_len
+        self.embedding = nn.Embedding(config.max_len, config.d_model)
 
     def forward(self, x: Tensor, positions: int | Tensor) -> Tensor:
-        return x + self.embedding(at(positions, x))
+        return x + self.embedding(position_ids(positions, x))
 
     def extend(self, max_len: int) -> None:
         raise ValueError(
@@ -181,13 +189,14 @@ class LearnedPositions(NoPositions):
 class SinusoidalPositions(NoPositions):
     """The paper's sinusoids, added to the input."""
 
-    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
-        super().__init__(d_model, h, max_len, base)
-        self.d_model = d_model
-        self.register_buffer("pe", sinusoids(max_len, d_model), persistent=False)
+    def __init__(self, config: PositionSizes) -> None:
+        super().__init__(config)
+        self.d_model = config.d_model
+        pe = sinusoids(config.max_len, config.d_model)
+        self.register_buffer("pe", pe, persistent=False)
 
     def forward(self, x: Tensor, positions: int | Tensor) -> Tensor:
-        return x + self.pe[at(positions, x)]
+        return x + self.pe[position_ids(positions, x)]
 
     def extend(self, max_len: int) -> None:
         self.pe = sinusoids(max_len, self.d_model).to(self.pe.device)
@@ -197,13 +206,11 @@ class RotaryPositions(NoPositions):
     """RoPE: nothing added to the input; every layer rotates its queries and keys
     by their positions (:mod:`~annotated_transformer.blocks.rope`)."""
 
-    Attention = RotaryAttention
+    def __init__(self, config: PositionSizes) -> None:
+        super().__init__(config)
+        self.d_k, self.base = config.d_model // config.h, config.rope_base
 
-    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
-        super().__init__(d_model, h, max_len, base)
-        self.d_k, self.base = d_model // h, base
-
-    def terms(self, positions: Tensor, past: int, x: Tensor) -> Terms:
+    def terms(self, positions: Tensor, past: int, x: Tensor) -> PositionTerms:
         """(cos, sin), (len, d_k / 2); with left padding (batch, 1, len, d_k / 2),
         a table per row."""
         dtype = torch.promote_types(x.dtype, torch.float32)
@@ -217,12 +224,10 @@ class ALiBiPositions(NoPositions):
     """ALiBi: nothing added to the input; every layer's scores get the distance
     penalty of :mod:`~annotated_transformer.blocks.alibi`."""
 
-    Attention = ALiBiAttention
+    def __init__(self, config: PositionSizes) -> None:
+        super().__init__(config)
+        self.h = config.h
 
-    def __init__(self, d_model: int, h: int, max_len: int, base: float) -> None:
-        super().__init__(d_model, h, max_len, base)
-        self.h = h
-
-    def terms(self, positions: Tensor, past: int, x: Tensor) -> Terms:
+    def terms(self, positions: Tensor, past: int, x: Tensor) -> PositionTerms:
         """ALiBi's bias (h, len, past + len)."""
         return alibi_bias(self.h, x.size(1), past, x.device)

@@ -11,7 +11,7 @@ pair i by the angle m·θᵢ at position m:
 
 i.e. x ↦ R(m) x with R(m) block-diagonal, one 2×2 rotation per pair. The frequencies
 θᵢ are those of the sinusoidal encoding
-(:mod:`~annotated_transformer.blocks.positional`), where chapter 04 found that
+(:mod:`~annotated_transformer.blocks.positional`), where we found that
 moving k positions rotates each (sin, cos) pair by kθᵢ. Here that rotation is
 applied to the queries and keys themselves, and since rotations are orthogonal and
 compose,

@@ -349,17 +349,6 @@ class Fixed(SparsePattern):
         return fixed_sparse_attention(q, k, v, self.stride, self.c)
 
 
-# The patterns by name, as a config gives them (``attention=strided``).
-PATTERNS: dict[str, type[SparsePattern]] = {"strided": Strided, "fixed": Fixed}
-
-
-def pattern_named(name: str, stride: int, c: int = 1) -> SparsePattern:
-    """The pattern a config names; one clear error for a name that is none."""
-    if name not in PATTERNS:
-        raise ValueError(f"pattern={name!r}: use one of {', '.join(PATTERNS)}")
-    return PATTERNS[name].of(stride, c)
-
-
 def sparse_mask(pattern: SparsePattern, n: int) -> Tensor:
     """The union of a pattern's masks, bool (n, n):
     local | strided, or block | summary."""
@@ -395,9 +384,12 @@ class SparseSelfAttention(nn.Module):
     attention weights.
 
     x: (batch, new, d_model); terms: optional (cos, sin) tables of the new
-        positions (RoPE); no mask (left padding): the patterns assume unpadded rows.
+        positions (RoPE); no mask (left padding): the patterns assume unpadded rows
+        (``takes_padding``, checked where a batch enters the model).
     returns (batch, new, d_model)
     """
+
+    takes_padding = False
 
     def __init__(
         self, d_model: int, h: int, pattern: SparsePattern, bias: bool = False
@@ -415,8 +407,6 @@ class SparseSelfAttention(nn.Module):
         terms: tuple[Tensor, Tensor] | None = None,
         mask: Tensor | None = None,
     ) -> Tensor:
-        if mask is not None:
-            raise ValueError("sparse attention takes no padding mask")
         past, new = (0 if cache is None else cache.length), x.size(1)
         q, k, v = (
             w(x).unflatten(-1, (self.h, self.d_k)).transpose(1, 2) for w in self.qkv
@@ -440,11 +430,10 @@ class SparseSelfAttention(nn.Module):
         return self.w_q, self.w_k, self.w_v
 
 
-def sparsify_(model: nn.Module, pattern: str, stride: int, c: int = 1) -> nn.Module:
+def sparsify_(model: nn.Module, pattern: SparsePattern) -> nn.Module:
     """Replace the attention of every block of a ModernDecoderLM (or
-    GPT2LM) by :class:`SparseSelfAttention` with the same weights, in
-    place; returns the model."""
-    chosen = pattern_named(pattern, stride, c)
+    GPT2LM) by :class:`SparseSelfAttention` under ``pattern`` with the same
+    weights, in place; returns the model."""
     for block in model.blocks:
         dense = block.attention
         if dense.kv_heads != dense.h or isinstance(dense, ALiBiAttention):
@@ -452,7 +441,7 @@ def sparsify_(model: nn.Module, pattern: str, stride: int, c: int = 1) -> nn.Mod
                 "sparse attention needs one key/value head per head and no ALiBi"
             )
         bias = dense.w_q.bias is not None
-        sparse = SparseSelfAttention(dense.d_model, dense.h, chosen, bias)
+        sparse = SparseSelfAttention(dense.d_model, dense.h, pattern, bias)
         sparse.load_state_dict(dense.state_dict())
         block.attention = sparse.to(dense.w_q.weight.device)
     return model

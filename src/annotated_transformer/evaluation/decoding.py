@@ -67,9 +67,9 @@ class _Stepper:
     ):
         if cached and not isinstance(model, Transformer):
             raise ValueError(
-                "use_cache=True needs make_transformer's model (make_model's 2017 "
-                "one has no cache); build it with make_transformer or pass "
-                "use_cache=False"
+                "use_cache=True needs a Transformer (make_model's 2017 model has "
+                "no cache); build it with Transformer(TransformerConfig(...)) or "
+                "pass use_cache=False"
             )
         self.model, self.memory, self.src_mask = model, memory, src_mask
         self.cache = DecoderCache(len(model.decoder.layers)) if cached else None
@@ -173,9 +173,8 @@ def beam_search(
     check_beam_size(beam_size)
     check_length_penalty(length_penalty)
     batch, K, device = src.size(0), beam_size, src.device
-    memory = model.encode(src, src_mask).repeat_interleave(
-        K, dim=0
-    )  # (batch*K, src_len, d)
+    # (batch * K, src_len, d_model): each source once per beam
+    memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)
     step = _Stepper(model, memory, src_mask.repeat_interleave(K, dim=0), use_cache)
     ys = torch.full((batch * K, 1), start_symbol, dtype=torch.long, device=device)
     # Sum of log-probabilities per hypothesis; all K beams start as the same empty

@@ -141,10 +141,8 @@ def sample(
     with evaluating(model):
         text = prompt.to(next(model.parameters()).device)
         real = None if mask is None else mask.to(text.device)  # (batch, text_len)
-        start, cache = (
-            max(0, text.size(1) - model.max_len),
-            None,
-        )  # a long prompt: its end
+        # A long prompt: its end.
+        start, cache = max(0, text.size(1) - model.max_len), None
         for _ in range(length):
             new_start = context_start(text.size(1), start, model.max_len)
             # the mask covers the context, cached places included
@@ -157,12 +155,9 @@ def sample(
             else:
                 logits = model(text[:, -1:], cache, **padding)  # the newest byte
             start = new_start
-            probs = next_byte_distribution(
-                logits[:, -1], temperature, top_k
-            )  # (batch, vocab)
-            next_byte = torch.multinomial(
-                probs, 1, generator=generator
-            )  # (batch, 1)
+            # (batch, vocab), then (batch, 1)
+            probs = next_byte_distribution(logits[:, -1], temperature, top_k)
+            next_byte = torch.multinomial(probs, 1, generator=generator)
             text = torch.cat([text, next_byte], dim=1)
             if real is not None:  # the new byte is a token
                 real = torch.cat([real, next_byte >= 0], dim=1)

@@ -18,9 +18,10 @@ from annotated_transformer.exercises.protocol import build
 from annotated_transformer.models.encoder_decoder import count_parameters
 from annotated_transformer.models.encoder_only import (
     EncoderClassifier,
+    EncoderConfig,
     MaskedLanguageModel,
 )
-from annotated_transformer.models.gpt2 import GPT2LM
+from annotated_transformer.models.gpt2 import GPT2LM, GPTConfig
 
 CHAPTER = "16"
 
@@ -86,8 +87,8 @@ def check_mask_exactly(m: ModuleType) -> None:
 def check_load_matching(m: ModuleType) -> None:
     sizes = {"d_model": 16, "h": 2, "N": 2, "max_len": 20, "d_ff": 32}
     torch.manual_seed(seed(0))
-    pretrained = MaskedLanguageModel(50, **sizes)
-    classifier = build(EncoderClassifier, 50, 2, **sizes)
+    pretrained = MaskedLanguageModel(EncoderConfig(50, **sizes))
+    classifier = build(EncoderClassifier, build(EncoderConfig, 50, 2, **sizes))
     head = {k: v.clone() for k, v in classifier.to_classes.state_dict().items()}
     state = pretrained.state_dict()
     skipped = m.load_matching(classifier, state)
@@ -148,7 +149,7 @@ def check_gpt2_parameters(m: ModuleType) -> None:
         (768, 32, 3, 20, 48),
         _drawn_gpt2(),
     ):
-        model = GPT2LM(vocab, d_model, 2, N, max_len, d_ff)
+        model = GPT2LM(GPTConfig(vocab, d_model, 2, N, max_len, d_ff))
         expected = count_parameters(model)
         got = m.gpt2_parameters(vocab, d_model, N, max_len, d_ff)
         assert got == expected, (

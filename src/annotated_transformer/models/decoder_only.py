@@ -1,27 +1,25 @@
 """The decoder-only language model built from the 2017 blocks: a causal stack
-that predicts the next token (chapter 14's byte model).
+that predicts the next token (a byte model).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from annotated_transformer.blocks.attention import check_heads
 from annotated_transformer.blocks.embeddings import TokenAndPosition
 from annotated_transformer.blocks.kv_cache import KVCache
-from annotated_transformer.blocks.layers import (
-    TransformerBlock,
-)
+from annotated_transformer.blocks.layers import TransformerBlock
 from annotated_transformer.blocks.masks import (
     check_tokens,
     left_padding_mask,
     left_padding_positions,
 )
-from annotated_transformer.blocks.positional import (
-    PositionalEmbedding,
-)
+from annotated_transformer.blocks.positional import PositionalEmbedding
 
 
 def check_sizes(config: object, names: tuple[str, ...]) -> None:
@@ -34,12 +32,13 @@ def check_sizes(config: object, names: tuple[str, ...]) -> None:
 
 @dataclass(frozen=True)
 class DecoderConfig:
-    """Chapter 14's model, its sizes: checked once, then the one object the model
+    """The decoder-only model's sizes: checked once, then the one object the model
     is built from (``DecoderLM(config)``).
 
     vocab: ids in [0, vocab); d_model: the width of every position's vector; h:
     attention heads; N: blocks; max_len: the longest context (the position
-    table's length); d_ff: the feed-forward's hidden width; dropout: its rate.
+    table's length); d_ff: the feed-forward's hidden width; dropout: its rate,
+    on the attention weights too. Its blocks are causal.
     """
 
     vocab: int = 256
@@ -50,8 +49,16 @@ class DecoderConfig:
     d_ff: int = 512
     dropout: float = 0.1
 
+    causal: ClassVar[bool] = True
+
     def __post_init__(self) -> None:
-        check_sizes(self, ("vocab", "N", "max_len"))
+        check_sizes(self, ("vocab", "N", "max_len", "d_ff"))
+        check_heads(self.h, self.d_model)
+
+    @property
+    def attn_dropout(self) -> float:
+        """The attention weights drop at ``dropout`` too."""
+        return self.dropout
 
 
 def check_lm_input(
@@ -60,13 +67,15 @@ def check_lm_input(
     n_blocks: int,
     max_len: int,
     mask: Tensor | None = None,
+    takes_padding: bool = True,
 ) -> int:
     """Raise a ValueError unless ``x`` (batch, len) fits a decoder-only LM; return
     the number of cached positions (the position of x's first token).
 
     The model has ``n_blocks`` blocks and a context of ``max_len`` positions;
     ``cache`` must hold one :class:`KVCache` per block; ``mask``, if given, is bool
-    (batch, past + len). Shapes only: the ids' values are checked where they enter
+    (batch, past + len), and only for a model whose attention ``takes_padding``.
+    Shapes only: the ids' values are checked where they enter
     (``embeddings.check_ids``), not in every forward pass.
     """
     check_tokens(x, "x")
@@ -86,6 +95,11 @@ def check_lm_input(
             f"exceed the model's context of max_len={max_len}; feed at most the "
             f"last {max_len} bytes (sampling.sample crops the context for you)"
         )
+    if mask is not None and not takes_padding:
+        raise ValueError(
+            "this model's sparse attention takes no padding mask: give prompts of "
+            "one length, without left padding"
+        )
     shape = (x.size(0), past + x.size(1))
     if mask is not None and (mask.dtype, tuple(mask.shape)) != (torch.bool, shape):
         raise ValueError(
@@ -99,9 +113,9 @@ class DecoderLM(nn.Module):
     """A decoder-only (GPT-style) language model over bytes: predict each next byte.
 
     logits = W · blocks(embed(x) + P[positions]) + b, with ``N`` causal post-norm
-    :class:`~annotated_transformer.blocks.layers.TransformerBlock` s (Bloem's
-    ``former``; GPT without the encoder or the source attention of the paper's
-    decoder).
+    blocks, each a :class:`~annotated_transformer.blocks.layers.TransformerBlock`
+    (Bloem's ``former``; GPT without the encoder or the source attention of the
+    paper's decoder).
 
     config: the sizes (:class:`DecoderConfig`); each block takes its part of them.
     x: integer (batch, len), ids in [0, vocab); positions start at
@@ -125,10 +139,7 @@ class DecoderLM(nn.Module):
             nn.Embedding(c.vocab, c.d_model),
             PositionalEmbedding(c.d_model, c.max_len, c.dropout),
         )
-        self.blocks = nn.ModuleList(
-            TransformerBlock(c.d_model, c.h, c.d_ff, c.dropout, causal=True)
-            for _ in range(c.N)
-        )
+        self.blocks = nn.ModuleList(TransformerBlock(c) for _ in range(c.N))
         self.to_logits = nn.Linear(c.d_model, c.vocab)
 
     def new_cache(self) -> list[KVCache]:

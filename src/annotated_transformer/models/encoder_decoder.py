@@ -1,13 +1,12 @@
 """The paper's model: the encoder-decoder Transformer (Vaswani et al. 2017).
 
 - :class:`EncoderDecoder`: encode the source once, decode the target;
-- :class:`Transformer`: the same with what later chapters add (inputs checked at
-  the door, a key/value cache for generating, packed rows), built by
-  :func:`make_transformer`, the model the runner trains;
 - :class:`Generator`: the final linear layer and softmax over the target vocabulary;
 - :func:`make_model`: build the whole model from hyper-parameters,
-  Glorot-initialised, and :func:`make_transformer`, the same with :data:`FULL`'s
-  classes;
+  Glorot-initialised;
+- :class:`Transformer`: the same model built from a :class:`TransformerConfig`, with
+  what later chapters add (inputs checked at the door, a key/value cache for
+  generating, packed rows): the model a translation run trains;
 - :func:`tie_weights`: share the target embeddings with the generator (and the
   source);
 - :func:`count_parameters`, :func:`parameter_counts` (measured per block) and
@@ -21,6 +20,7 @@ The decoder-only and encoder-only models are in
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from annotated_transformer.blocks.attention import (
     CachedAttention,
     MultiHeadedAttention,
+    check_heads,
 )
 from annotated_transformer.blocks.embeddings import Embeddings, TokenAndPosition
 from annotated_transformer.blocks.feed_forward import PositionwiseFeedForward
@@ -40,15 +41,12 @@ from annotated_transformer.blocks.layers import (
     Encoder,
     EncoderLayer,
 )
-from annotated_transformer.blocks.masks import (
-    check_mask,
-    check_tokens,
-)
+from annotated_transformer.blocks.masks import check_mask, check_tokens
 from annotated_transformer.blocks.positional import (
     PositionalEncoding,
     check_positions,
-    sinusoids,
 )
+from annotated_transformer.models.decoder_only import check_sizes
 
 
 class Generator(nn.Module):
@@ -123,7 +121,7 @@ def make_model(
 
     Matrices get Glorot/Xavier-uniform initialisation, as in the Annotated
     Transformer; biases keep PyTorch's defaults and LayerNorms start as the
-    identity. :func:`make_transformer` builds the same model, weight for weight,
+    identity. :class:`Transformer` builds the same model, weight for weight,
     with what the later chapters add.
     """
     c = copy.deepcopy
@@ -143,10 +141,43 @@ def make_model(
     return model
 
 
+@dataclass(frozen=True)
+class TransformerConfig:
+    """The encoder-decoder's sizes, checked once: the one object
+    :class:`Transformer` is built from.
+
+    src_vocab, tgt_vocab: the vocabularies; N, d_model, d_ff, h, dropout:
+    :func:`make_model`'s; max_len: the longest sequence (the positional table's
+    length); attn_dropout: dropout on the attention weights (None: ``dropout``, as
+    in the paper's code; 0 lets PyTorch use its fused kernels in training too).
+    """
+
+    src_vocab: int
+    tgt_vocab: int
+    N: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    h: int = 8
+    dropout: float = 0.1
+    max_len: int = 5000
+    attn_dropout: float | None = None
+
+    def __post_init__(self) -> None:
+        check_sizes(self, ("src_vocab", "tgt_vocab", "N", "d_ff", "max_len"))
+        if self.d_model % 2 != 0 or self.d_model < 2:
+            raise ValueError(
+                f"d_model={self.d_model} must be a positive even number (sin/cos "
+                "pairs)"
+            )
+        check_heads(self.h, self.d_model)
+
+
 class Transformer(EncoderDecoder):
-    """:class:`EncoderDecoder` as the runner trains and decodes it: inputs checked
-    where they enter, a key/value cache for decoding (chapter 09) and packed rows
-    (chapter 10). Built by :func:`make_transformer`.
+    """:func:`make_model`'s model, weight for weight, built from a
+    :class:`TransformerConfig` with the classes that add a key/value cache for
+    decoding (:class:`CachedAttention`, :class:`CachedDecoder`) and positions for
+    packed rows. The same parameters and state-dict keys; the model a translation
+    run trains.
 
     Packed rows (several sentence pairs per row,
     :class:`~annotated_transformer.training.trainer.PackedBatch`) also pass
@@ -155,6 +186,28 @@ class Transformer(EncoderDecoder):
     ``src_pos``/``tgt_pos`` (batch, len), each token's position within its own
     sentence.
     """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        c, clone = config, copy.deepcopy
+        attn_dropout = c.dropout if c.attn_dropout is None else c.attn_dropout
+        attn = CachedAttention(c.h, c.d_model, attn_dropout)
+        ff = PositionwiseFeedForward(c.d_model, c.d_ff, c.dropout)
+        position = PositionalEncoding(c.d_model, c.dropout, c.max_len)
+        encoder_layer = EncoderLayer(c.d_model, clone(attn), clone(ff), c.dropout)
+        decoder_layer = CachedDecoderLayer(
+            c.d_model, clone(attn), clone(attn), clone(ff), c.dropout
+        )
+        super().__init__(
+            Encoder(encoder_layer, c.N),
+            CachedDecoder(decoder_layer, c.N),
+            TokenAndPosition(Embeddings(c.d_model, c.src_vocab), clone(position)),
+            TokenAndPosition(Embeddings(c.d_model, c.tgt_vocab), clone(position)),
+            Generator(c.d_model, c.tgt_vocab),
+        )
+        self.config = config
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
 
     def forward(
         self,
@@ -173,18 +226,14 @@ class Transformer(EncoderDecoder):
     @property
     def max_len(self) -> int:
         """The longest sequence the positional table covers."""
-        return self.src_embed.position.pe.size(1)
+        return self.config.max_len
 
     def encode(
         self, src: Tensor, src_mask: Tensor | None, positions: Tensor | None = None
     ) -> Tensor:
         """src (batch, src_len) -> memory (batch, src_len, d_model)."""
-        check_tokens(src, "src")
-        batch, length = src.shape
-        if src_mask is not None:
-            check_mask(src_mask, batch, length, length, name="src_mask")
+        check_source(src, src_mask, positions, self.max_len)
         offset = 0 if positions is None else positions
-        check_positions(length, offset, self.max_len)
         return self.encoder(self.src_embed(src, offset), src_mask)
 
     def decode(
@@ -207,75 +256,53 @@ class Transformer(EncoderDecoder):
         src_mask: (batch, 1 or new, src_len). positions: (batch, new) for packed
         rows.
         """
-        check_tokens(tgt, "tgt")
-        batch, new = tgt.shape
-        if memory.size(0) != batch:
-            raise ValueError(
-                f"tgt has batch size {batch} but memory has {memory.size(0)}"
-            )
-        if src_mask is not None:
-            check_mask(src_mask, batch, new, memory.size(1), name="src_mask")
-        layers = len(self.decoder.layers)
-        if cache is not None and len(cache.layers) != layers:
-            raise ValueError(
-                f"the cache has {len(cache.layers)} layers but the decoder has "
-                f"{layers}; build it with DecoderCache({layers})"
-            )
+        check_target(self, memory, src_mask, tgt, tgt_mask, cache, positions)
         # Read before the layers extend the cache: positions past .. past + new - 1.
         past = 0 if cache is None else cache.length
-        if tgt_mask is not None:
-            check_mask(tgt_mask, batch, new, past + new, name="tgt_mask")
         offset = past if positions is None else positions
-        check_positions(new, offset, self.max_len)
         x = self.tgt_embed(tgt, offset)
         return self.decoder(x, memory, src_mask, tgt_mask, cache)
 
 
-FULL: dict[type[nn.Module], type[nn.Module]] = {
-    MultiHeadedAttention: CachedAttention,
-    DecoderLayer: CachedDecoderLayer,
-    Decoder: CachedDecoder,
-    EncoderDecoder: Transformer,
-}
-"""Each 2017 class and its subclass with what later chapters add: the same
-parameters, more methods."""
+def check_source(
+    src: Tensor, src_mask: Tensor | None, positions: Tensor | None, max_len: int
+) -> None:
+    """One line for a source batch that does not fit :meth:`Transformer.encode`."""
+    check_tokens(src, "src")
+    batch, length = src.shape
+    if src_mask is not None:
+        check_mask(src_mask, batch, length, length, name="src_mask")
+    check_positions(length, 0 if positions is None else positions, max_len)
 
 
-def make_transformer(
-    src_vocab: int,
-    tgt_vocab: int,
-    N: int = 6,
-    d_model: int = 512,
-    d_ff: int = 2048,
-    h: int = 8,
-    dropout: float = 0.1,
-    max_len: int = 5000,
-    attn_dropout: float | None = None,
-) -> Transformer:
-    """:func:`make_model`'s model with the :data:`FULL` classes, as the runner
-    trains it: the same weights for the same seed, the same state-dict keys.
-
-    max_len: the longest sequence (the positional table's length).
-    attn_dropout: dropout on the attention weights (None: ``dropout``, as in the
-    paper's code); 0 lets PyTorch use its fused attention kernels in training too.
-    """
-    sizes = {"src_vocab": src_vocab, "tgt_vocab": tgt_vocab, "N": N, "d_ff": d_ff}
-    for name, value in (sizes | {"max_len": max_len}).items():
-        if value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value}")
-    if d_model % 2 != 0 or d_model < 2:
+def check_target(
+    model: Transformer,
+    memory: Tensor,
+    src_mask: Tensor | None,
+    tgt: Tensor,
+    tgt_mask: Tensor | None,
+    cache: DecoderCache | None,
+    positions: Tensor | None,
+) -> None:
+    """One line for target inputs that do not fit :meth:`Transformer.decode`."""
+    check_tokens(tgt, "tgt")
+    batch, new = tgt.shape
+    if memory.size(0) != batch:
         raise ValueError(
-            f"d_model={d_model} must be a positive even number (sin/cos pairs)"
+            f"tgt has batch size {batch} but memory has {memory.size(0)}"
         )
-    model = make_model(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout)
-    for module in model.modules():
-        # A subclass that adds no state: the module keeps its weights.
-        module.__class__ = FULL.get(type(module), type(module))
-        if isinstance(module, CachedAttention) and attn_dropout is not None:
-            module.dropout.p = attn_dropout
-        if isinstance(module, PositionalEncoding):
-            module.pe = sinusoids(max_len, d_model).unsqueeze(0)
-    return model
+    if src_mask is not None:
+        check_mask(src_mask, batch, new, memory.size(1), name="src_mask")
+    layers = len(model.decoder.layers)
+    if cache is not None and len(cache.layers) != layers:
+        raise ValueError(
+            f"the cache has {len(cache.layers)} layers but the decoder has "
+            f"{layers}; build it with DecoderCache({layers})"
+        )
+    past = 0 if cache is None else cache.length
+    if tgt_mask is not None:
+        check_mask(tgt_mask, batch, new, past + new, name="tgt_mask")
+    check_positions(new, past if positions is None else positions, model.max_len)
 
 
 def tie_weights(

@@ -1,26 +1,67 @@
-"""Encoder-only models: a review classifier (chapter 13) and BERT's masked
-language model (chapter 16), sharing one encoder whose weights pass from the
+"""Encoder-only models: a review classifier and BERT's masked
+language model, sharing one encoder whose weights pass from the
 second to the first.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from annotated_transformer.blocks.attention import check_heads
 from annotated_transformer.blocks.embeddings import Embeddings
-from annotated_transformer.blocks.layers import (
-    TransformerBlock,
-)
-from annotated_transformer.blocks.masks import (
-    check_tokens,
-    window_mask,
-)
-from annotated_transformer.blocks.positional import (
-    PositionalEmbedding,
-)
+from annotated_transformer.blocks.layers import TransformerBlock
+from annotated_transformer.blocks.masks import check_tokens, window_mask
+from annotated_transformer.blocks.positional import PositionalEmbedding
+from annotated_transformer.models.decoder_only import check_sizes
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """An encoder-only model's sizes, checked once: the one object the model and
+    every block are built from (``EncoderClassifier(config)``).
+
+    vocab: ids in [0, vocab); n_classes: the classifier's outputs; pad: the padding
+        id (ignored by attention and pooling); max_len: the longest token sequence
+        accepted (the learned position table has max_len, +1 for [CLS], rows);
+        attn_dropout: dropout on the attention weights, separate from ``dropout``
+        elsewhere because any value > 0 takes ``scaled_dot_product_attention`` off
+        its fast kernel (see the ``classify`` presets); cls: pool at a learned
+        [CLS] vector instead of the mean over the real tokens.
+    window: if > 0, the first block attends only to tokens at most ``window``
+        positions away (``masks.window_mask``, the local pattern of sparse
+        attention); the later blocks see every token. Learned positions start
+        random, so a model must discover that neighbours matter; the window builds
+        that in (without it masked-LM attention stays uniform).
+    """
+
+    vocab: int = 256
+    n_classes: int = 2
+    d_model: int = 128
+    h: int = 8
+    N: int = 6
+    max_len: int = 512
+    d_ff: int = 512
+    dropout: float = 0.1
+    attn_dropout: float = 0.0
+    pad: int = 0
+    cls: bool = False
+    window: int = 0
+
+    causal: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        check_sizes(self, ("vocab", "n_classes", "N", "max_len", "d_ff"))
+        check_heads(self.h, self.d_model)
+        if self.window < 0:
+            raise ValueError(f"window={self.window} must be >= 0 (0: no window)")
+        if not 0 <= self.pad < self.vocab:
+            raise ValueError(
+                f"pad={self.pad} is not an id of the vocabulary [0, {self.vocab})"
+            )
 
 
 class EncoderClassifier(nn.Module):
@@ -36,68 +77,29 @@ class EncoderClassifier(nn.Module):
     -> logits = pooled W + b
         (batch, n_classes); softmax gives the class probabilities.
 
-    pad: the padding id (ignored by attention and pooling); max_len: the longest
-        token sequence accepted (the learned position table has max_len, +1 for
-        [CLS], rows); attn_dropout: dropout on the attention weights, separate from
-        ``dropout`` elsewhere because any value > 0 takes
-        ``scaled_dot_product_attention`` off its fast kernel (see the ``classify``
-        presets).
-    window: if > 0, the first block attends only to tokens at most ``window``
-        positions away (``masks.window_mask``, the local pattern of sparse
-        attention); the later blocks see every token. Learned positions start
-        random, so a model must discover that neighbours matter; the window builds
-        that in (chapter 16: without it masked-LM attention stays uniform).
+    config: the sizes (:class:`EncoderConfig`), the one object every block is
+    built from.
     """
 
-    def __init__(
-        self,
-        vocab: int,
-        n_classes: int = 2,
-        *,
-        d_model: int = 128,
-        h: int = 8,
-        N: int = 6,
-        max_len: int = 512,
-        d_ff: int = 512,
-        dropout: float = 0.1,
-        attn_dropout: float = 0.0,
-        pad: int = 0,
-        cls: bool = False,
-        window: int = 0,
-    ) -> None:
+    def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
-        positive = {
-            "vocab": vocab,
-            "n_classes": n_classes,
-            "N": N,
-            "max_len": max_len,
-        }
-        for name, value in positive.items():
-            if value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value}")
-        if window < 0:
-            raise ValueError(f"window={window} must be >= 0 (0: no window)")
-        self.window = window
-        if not 0 <= pad < vocab:
-            raise ValueError(
-                f"pad={pad} is not an id of the vocabulary [0, {vocab})"
-            )
-        self.pad, self.max_len = pad, max_len
-        self.embed = Embeddings(d_model, vocab)
+        c = self.config = config
+        self.window, self.pad, self.max_len = c.window, c.pad, c.max_len
+        self.embed = Embeddings(c.d_model, c.vocab)
         # Embeddings multiplies by √d_model: rows of std 1/√d_model put every
         # token vector on the scale of a learned position vector (std 1,
         # nn.Embedding's default).
-        nn.init.normal_(self.embed.lut.weight, std=d_model**-0.5)
+        nn.init.normal_(self.embed.lut.weight, std=c.d_model**-0.5)
         self.cls = (
-            nn.Parameter(torch.randn(1, 1, d_model) / d_model**0.5) if cls else None
+            nn.Parameter(torch.randn(1, 1, c.d_model) / c.d_model**0.5)
+            if c.cls
+            else None
         )
-        self.position = PositionalEmbedding(d_model, max_len + int(cls), dropout)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(d_model, h, d_ff, dropout) for _ in range(N)
+        self.position = PositionalEmbedding(
+            c.d_model, c.max_len + int(c.cls), c.dropout
         )
-        for block in self.blocks:
-            block.attention.dropout.p = attn_dropout
-        self.to_classes = nn.Linear(d_model, n_classes)
+        self.blocks = nn.ModuleList(TransformerBlock(c) for _ in range(c.N))
+        self.to_classes = nn.Linear(c.d_model, c.n_classes)
 
     def forward(self, tokens: Tensor) -> Tensor:
         """tokens: integer (batch, len), padded with
@@ -160,12 +162,12 @@ class MaskedLanguageModel(EncoderClassifier):
     costs more than the encoder, and the loss needs it at ~15 % of the tokens.
     """
 
-    def __init__(self, vocab: int, **sizes: Any) -> None:
-        if sizes.get("cls"):
+    def __init__(self, config: EncoderConfig) -> None:
+        if config.cls:
             raise ValueError(
                 "cls=True: a masked language model predicts every token; use False"
             )
-        super().__init__(vocab, vocab, **sizes)
+        super().__init__(replace(config, n_classes=config.vocab))
         self.to_classes.weight = self.embed.lut.weight  # (vocab, d_model), shared
 
     def forward(self, tokens: Tensor, where: Tensor | None = None) -> Tensor:

@@ -1,14 +1,14 @@
 """GPT-2's decoder-only recipe (Radford et al. 2019), from the package's blocks.
 
-GPT-2 is chapter 14's decoder-only model with four changes, and chapter 15's
-switches already hold the first one:
+GPT-2 is the 2017 decoder-only model with four changes, and the modern block's
+parts already hold the first one:
 
 - pre-norm LayerNorm blocks, learned positions, biases, one key/value head per query
   head: :class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM` with
-  ``norm="layer", positions="learned", bias=True, kv_heads=h`` (a final LayerNorm
-  before the output, too);
-- GELU instead of ReLU in the feed-forward (``feed_forward="gelu"``,
-  :class:`~annotated_transformer.blocks.feed_forward.GELUFeedForward`, the tanh
+  ``norm=layer_norm, positions=LearnedPositions, bias=True, kv_heads=h`` (a final
+  LayerNorm before the output, too);
+- GELU instead of ReLU in the feed-forward
+  (:class:`~annotated_transformer.blocks.feed_forward.GELUFeedForward`, the tanh
   approximation GPT-2's code uses): x · Φ(x), a smooth ReLU that lets small
   negative values through;
 - tied input and output embeddings: the logits are h Eᵀ with the token table E
@@ -31,12 +31,20 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from annotated_transformer.blocks.feed_forward import GELUFeedForward
+from annotated_transformer.blocks.grouped_query_attention import (
+    GroupedQueryAttention,
+)
+from annotated_transformer.blocks.norms import layer_norm
+from annotated_transformer.blocks.positional import LearnedPositions, NoPositions
 from annotated_transformer.models import gpt2_weights as hf_gpt2
 from annotated_transformer.models.modern_decoder import (
     ModernConfig,
@@ -73,42 +81,36 @@ def gpt2_init_(model: ModernDecoderLM) -> None:
         )
 
 
+@dataclass(frozen=True)
+class GPTConfig(ModernConfig):
+    """GPT-2's choices among :class:`ModernConfig`'s parts: pre-norm LayerNorm
+    (eps 1e-5), learned positions, GELU of width 4 · d_model (d_ff None), biases,
+    one key/value head per query head, tied embeddings, no dropout."""
+
+    kv_heads: int | None = None
+    norm: Callable[[int, bool, float | None], nn.Module] = layer_norm
+    positions: type[NoPositions] = LearnedPositions
+    attention: type[GroupedQueryAttention] = GroupedQueryAttention
+    feed_forward: type[nn.Module] = GELUFeedForward
+    bias: bool = True
+    eps: float | None = 1e-5
+    tie_embeddings: bool = True
+
+
 class GPT2LM(ModernDecoderLM):
     """GPT-2: N pre-norm LayerNorm blocks with GELU, learned
     positions, tied embeddings.
 
     logits = LayerNorm(blocks(dropout(E[x] + P))) Eᵀ; the contract of
     :class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM`
-    (``forward(x, cache)``, ``new_cache()``, ``max_len``). d_ff: the
-    feed-forward's width (GPT-2: 4 · d_model); eps: the LayerNorms' (GPT-2: 1e-5).
+    (``forward(x, cache)``, ``new_cache()``, ``max_len``), built from a
+    :class:`GPTConfig` and initialised as GPT-2 was (:func:`gpt2_init_`).
 
     x: integer (batch, len), ids in [0, vocab); returns logits (batch, len, vocab)
     """
 
-    def __init__(
-        self,
-        vocab: int,
-        d_model: int = 128,
-        h: int = 4,
-        N: int = 4,
-        max_len: int = 256,
-        d_ff: int | None = None,
-        dropout: float = 0.0,
-        eps: float = 1e-5,
-    ) -> None:
-        d_ff = d_ff or 4 * d_model
-        # One key/value head per query head.
-        config = ModernConfig(
-            vocab, d_model, h, N, max_len, d_ff, kv_heads=h, dropout=dropout,
-            norm="layer", positions="learned", feed_forward="gelu", bias=True,
-            eps=eps,
-        )  # fmt: skip
+    def __init__(self, config: GPTConfig) -> None:
         super().__init__(config)
-        self.sizes = {"vocab": vocab, "d_model": d_model, "h": h, "N": N}
-        self.sizes |= {"max_len": max_len, "d_ff": d_ff, "eps": eps}
-        self.to_logits = nn.Linear(d_model, vocab, bias=False)
-        # Tied: one (vocab, d_model) table.
-        self.to_logits.weight = self.embed.weight
         gpt2_init_(self)
 
     @classmethod
@@ -137,8 +139,9 @@ class GPT2LM(ModernDecoderLM):
         """A GPT-2 from ``config.json``'s content and weights named as in Hugging
         Face's ``model.safetensors`` (or a ``GPT2LMHeadModel.state_dict()``),
         strictly."""
+        sizes = GPTConfig(**hf_gpt2.gpt2_sizes(config), dropout=dropout)
         with torch.device("meta"):  # sizes only: every weight is then replaced
-            model = cls(**hf_gpt2.gpt2_sizes(config), dropout=dropout)
+            model = cls(sizes)
         hf_gpt2.check_names(weights, hf_gpt2.to_hf(model.state_dict()))
         dtype = torch.get_default_dtype()
         state = hf_gpt2.from_hf(weights)
@@ -151,6 +154,6 @@ class GPT2LM(ModernDecoderLM):
         """Write config.json and model.safetensors in Hugging Face's layout."""
         path = Path(path).expanduser()
         path.mkdir(parents=True, exist_ok=True)
-        config = hf_gpt2.gpt2_config(self.sizes, self.dropout.p)
+        config = hf_gpt2.gpt2_config(self.config)
         (path / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_file(hf_gpt2.to_hf(self.state_dict()), path / "model.safetensors")

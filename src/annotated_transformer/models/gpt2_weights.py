@@ -37,8 +37,8 @@ QKV = ("w_q", "w_k", "w_v")
 
 
 def gpt2_sizes(config: dict[str, Any]) -> dict[str, Any]:
-    """:class:`~annotated_transformer.models.gpt2.GPT2LM`'s arguments from
-    config.json."""
+    """The fields of :class:`~annotated_transformer.models.gpt2.GPTConfig` that
+    config.json sets."""
     supported = {
         "activation_function": ("gelu_new", "gelu_pytorch_tanh"),
         "scale_attn_weights": (True,),
@@ -62,22 +62,22 @@ def gpt2_sizes(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def gpt2_config(sizes: dict[str, Any], dropout: float = 0.0) -> dict[str, Any]:
-    """The config.json of a model of ``sizes`` (the keys of :func:`gpt2_sizes`)."""
+def gpt2_config(config: Any) -> dict[str, Any]:
+    """The config.json of a model built from ``config`` (a ``GPTConfig``)."""
     return {
         "architectures": ["GPT2LMHeadModel"],
         "model_type": "gpt2",
-        "vocab_size": sizes["vocab"],
-        "n_positions": sizes["max_len"],
-        "n_embd": sizes["d_model"],
-        "n_layer": sizes["N"],
-        "n_head": sizes["h"],
-        "n_inner": sizes["d_ff"],
+        "vocab_size": config.vocab,
+        "n_positions": config.max_len,
+        "n_embd": config.d_model,
+        "n_layer": config.N,
+        "n_head": config.h,
+        "n_inner": config.d_ff,
         "activation_function": "gelu_new",
-        "layer_norm_epsilon": sizes["eps"],
-        "resid_pdrop": dropout,
-        "embd_pdrop": dropout,
-        "attn_pdrop": dropout,
+        "layer_norm_epsilon": config.eps,
+        "resid_pdrop": config.dropout,
+        "embd_pdrop": config.dropout,
+        "attn_pdrop": config.dropout,
         "tie_word_embeddings": True,
     }
 

@@ -25,83 +25,61 @@ RMSNorm and output projection. It keeps the contract of
 (``forward(x, cache)``, ``new_cache()``, ``max_len``), so
 :func:`~annotated_transformer.evaluation.sampling.sample` generates from either.
 
-Each change is also a switch, so that chapter 15 can add them one at a time to a
-pre-norm block and measure each: ``norm`` ("rms" or "layer"), ``positions`` ("rope",
-"alibi", "learned", "sinusoidal" or "none"), ``feed_forward`` ("swiglu" or "relu"),
-``bias`` and ``kv_heads``. With ``norm="layer", positions="learned",
-feed_forward="relu", bias=True, kv_heads=h`` the model is chapter 14's, made
-pre-norm.
+Each change is also a part the config names by its class, so that they can be
+added one at a time to a pre-norm block and measured: ``norm`` (``rms_norm`` or
+``layer_norm``), ``positions`` with the ``attention`` that applies them
+(``RotaryPositions`` with ``RotaryAttention``, ``ALiBiPositions`` with
+``ALiBiAttention``, or ``LearnedPositions``, ``SinusoidalPositions`` or
+``NoPositions`` with ``GroupedQueryAttention``), ``feed_forward`` (``SwiGLU``,
+``ReLUFeedForward``, ...), ``bias`` and ``kv_heads``. With ``layer_norm``, learned
+positions, ReLU, biases and ``kv_heads=h`` the model is the 2017 decoder-only one,
+made pre-norm.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from annotated_transformer.blocks.feed_forward import (
-    GELUFeedForward,
-    ReLU2FeedForward,
-    ReLUFeedForward,
-    SwiGLU,
+from annotated_transformer.blocks.attention import check_heads
+from annotated_transformer.blocks.feed_forward import SwiGLU
+from annotated_transformer.blocks.grouped_query_attention import (
+    GroupedQueryAttention,
+    RotaryAttention,
 )
-from annotated_transformer.blocks.grouped_query_attention import Terms
 from annotated_transformer.blocks.kv_cache import KVCache
 from annotated_transformer.blocks.masks import (
     left_padding_mask,
     left_padding_positions,
 )
-from annotated_transformer.blocks.norms import layer_norm, rms_norm
+from annotated_transformer.blocks.norms import rms_norm
 from annotated_transformer.blocks.positional import (
-    ALiBiPositions,
-    LearnedPositions,
     NoPositions,
+    PositionTerms,
     RotaryPositions,
-    SinusoidalPositions,
 )
 from annotated_transformer.models.decoder_only import check_lm_input, check_sizes
 from annotated_transformer.models.encoder_decoder import count_parameters
 
-# The parts a config names, each a class (or a function that builds one); a new
-# variant is a class and one entry here. Names are checked once, where a config is
-# read (check_choices); the model looks them up and branches on none of them.
-NORMS = {"rms": rms_norm, "layer": layer_norm}
-POSITIONS: dict[str, type[NoPositions]] = {
-    "rope": RotaryPositions,
-    "alibi": ALiBiPositions,
-    "learned": LearnedPositions,
-    "sinusoidal": SinusoidalPositions,
-    "none": NoPositions,
-}
-FEED_FORWARDS: dict[str, type[ReLUFeedForward] | type[SwiGLU]] = {
-    "swiglu": SwiGLU,
-    "relu": ReLUFeedForward,
-    "gelu": GELUFeedForward,
-    "relu2": ReLU2FeedForward,
-}
-
-
-def check_choices(norm: str, positions: str, feed_forward: str) -> None:
-    """One clear error for a block option that does not exist."""
-    for name, value, table in (
-        ("norm", norm, NORMS),
-        ("positions", positions, POSITIONS),
-        ("feed_forward", feed_forward, FEED_FORWARDS),
-    ):
-        if value not in table:
-            raise ValueError(f"{name}={value!r}: use one of {', '.join(table)}")
-
 
 @dataclass(frozen=True)
 class ModernConfig:
-    """Chapter 15's model, its sizes and its parts by name: read and checked once,
+    """The Llama-style model, its sizes and its parts (classes): checked once,
     then the one object every block is built from (``ModernBlock(config)``).
 
     d_ff: the feed-forward's hidden width; None takes ``width(4 · d_model)`` of
         the chosen feed-forward (4 · d_model for ReLU, the same parameter count for
-        SwiGLU). kv_heads: key/value heads, dividing h. eps: the norms' (None:
-        each norm's usual one, see :data:`NORMS`).
+        SwiGLU). kv_heads: key/value heads, dividing h (None: h, one per query
+        head). eps: the norms' (None: each norm's usual one).
+    norm: builds a norm from (d_model, bias, eps); positions: the model's
+        :class:`~annotated_transformer.blocks.positional.NoPositions` class;
+        attention: the attention class that applies them; feed_forward: its
+        class, built from (d_model, d_ff, dropout, bias).
+    tie_embeddings: the output layer is the token embedding itself (no output
+        bias), as in GPT-2 and the 2017 paper's §3.4.
     """
 
     vocab: int = 256
@@ -110,20 +88,30 @@ class ModernConfig:
     N: int = 4
     max_len: int = 256
     d_ff: int | None = None
-    kv_heads: int = 2
+    kv_heads: int | None = 2
     dropout: float = 0.0
     rope_base: float = 10000.0
-    norm: str = "rms"
-    positions: str = "rope"
-    feed_forward: str = "swiglu"
+    norm: Callable[[int, bool, float | None], nn.Module] = rms_norm
+    positions: type[NoPositions] = RotaryPositions
+    attention: type[GroupedQueryAttention] = RotaryAttention
+    feed_forward: type[nn.Module] = SwiGLU
     bias: bool = False
     eps: float | None = None
+    tie_embeddings: bool = False
 
     def __post_init__(self) -> None:
         check_sizes(self, ("vocab", "N", "max_len"))
-        check_choices(self.norm, self.positions, self.feed_forward)
+        check_heads(self.h, self.d_model)
+        if self.kv_heads is None:
+            object.__setattr__(self, "kv_heads", self.h)
+        if self.kv_heads < 1 or self.h % self.kv_heads:
+            raise ValueError(
+                f"h={self.h} query heads cannot be split into groups for "
+                f"kv_heads={self.kv_heads}; kv_heads must divide h (1: "
+                "multi-query, h: multi-head)"
+            )
         if self.d_ff is None:
-            width = FEED_FORWARDS[self.feed_forward].width(4 * self.d_model)
+            width = self.feed_forward.width(4 * self.d_model)
             object.__setattr__(self, "d_ff", width)
 
 
@@ -146,19 +134,18 @@ class ModernBlock(nn.Module):
     def __init__(self, config: ModernConfig) -> None:
         super().__init__()
         c = config
-        self.norm1 = NORMS[c.norm](c.d_model, c.bias, c.eps)
+        self.norm1 = c.norm(c.d_model, c.bias, c.eps)
         # The attention that applies the positions' terms (or none).
-        self.attention = POSITIONS[c.positions].Attention.from_config(c)
-        self.norm2 = NORMS[c.norm](c.d_model, c.bias, c.eps)
-        ff = FEED_FORWARDS[c.feed_forward]
-        self.feed_forward = ff(c.d_model, c.d_ff, c.dropout, c.bias)
+        self.attention = c.attention(c)
+        self.norm2 = c.norm(c.d_model, c.bias, c.eps)
+        self.feed_forward = c.feed_forward(c.d_model, c.d_ff, c.dropout, c.bias)
         self.dropout = nn.Dropout(c.dropout)
 
     def forward(
         self,
         x: Tensor,
         cache: KVCache | None = None,
-        terms: Terms = None,
+        terms: PositionTerms = None,
         mask: Tensor | None = None,
     ) -> Tensor:
         attended = self.attention(self.norm1(x), cache, terms, mask)
@@ -167,8 +154,8 @@ class ModernBlock(nn.Module):
 
 
 class ModernDecoderLM(nn.Module):
-    """A decoder-only language model with N :class:`ModernBlock`
-    s (Llama's recipe, small).
+    """A decoder-only language model, N blocks of :class:`ModernBlock` (Llama's
+    recipe, small).
 
     logits = RMSNorm(blocks(dropout(E[x]))) Wᵀ, positions
     entering only through RoPE.
@@ -180,10 +167,10 @@ class ModernDecoderLM(nn.Module):
     :class:`~annotated_transformer.models.decoder_only.DecoderLM` does.
 
     config: the sizes and parts (:class:`ModernConfig`), the one object every
-        block is built from. norm, positions, feed_forward, bias: the switches of
-        the module docstring; "learned" and "sinusoidal" positions are added to
-        the token vectors, as in chapter 14. max_len: the longest context (RoPE
-        has no table to outgrow, but the model is trained, and
+        block is built from. norm, positions, feed_forward, bias: the parts of the
+        module docstring; learned and sinusoidal positions are added to the token
+        vectors, as in the 2017 decoder-only model. max_len: the longest context
+        (RoPE has no table to outgrow, but the model is trained, and
         :func:`~annotated_transformer.evaluation.sampling.sample` crops, to this
         length).
 
@@ -204,13 +191,15 @@ class ModernDecoderLM(nn.Module):
         self.vocab, self.max_len, self.rope_base = c.vocab, c.max_len, c.rope_base
         self.embed = nn.Embedding(c.vocab, c.d_model)
         # What positions add to the input (maybe nothing) and give every layer.
-        self.position = POSITIONS[c.positions](
-            c.d_model, c.h, c.max_len, c.rope_base
-        )
+        self.position = c.positions(c)
         self.dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(ModernBlock(c) for _ in range(c.N))
-        self.norm = NORMS[c.norm](c.d_model, c.bias, c.eps)
-        self.to_logits = nn.Linear(c.d_model, c.vocab, bias=c.bias)
+        self.norm = c.norm(c.d_model, c.bias, c.eps)
+        if c.tie_embeddings:
+            self.to_logits = nn.Linear(c.d_model, c.vocab, bias=False)
+            self.to_logits.weight = self.embed.weight  # one (vocab, d_model) table
+        else:
+            self.to_logits = nn.Linear(c.d_model, c.vocab, bias=c.bias)
 
     def new_cache(self) -> list[KVCache]:
         """An empty key/value cache: one growing :class:`KVCache` per block."""
@@ -233,7 +222,10 @@ class ModernDecoderLM(nn.Module):
         cache: list[KVCache] | None = None,
         mask: Tensor | None = None,
     ) -> Tensor:
-        past = check_lm_input(x, cache, len(self.blocks), self.max_len, mask)
+        padding = all(block.attention.takes_padding for block in self.blocks)
+        past = check_lm_input(
+            x, cache, len(self.blocks), self.max_len, mask, padding
+        )
         if mask is None:
             keys = None
             positions = torch.arange(past, past + x.size(1), device=x.device)
@@ -250,20 +242,7 @@ class ModernDecoderLM(nn.Module):
         return self.to_logits(self.norm(h))  # (batch, len, vocab)
 
 
-def modern_parameter_formula(
-    vocab: int,
-    d_model: int,
-    h: int,
-    kv_heads: int,
-    d_ff: int,
-    N: int,
-    *,
-    norm: str = "rms",
-    positions: str = "rope",
-    feed_forward: str = "swiglu",
-    bias: bool = False,
-    max_len: int = 0,
-) -> dict[str, int]:
+def modern_parameter_formula(config: ModernConfig) -> dict[str, int]:
     """Parameters of :class:`ModernDecoderLM`, per part, in closed form.
 
     attention: W^Q and W^O d², W^K and W^V d · kv_heads · d_k each (d_k = d / h), so
@@ -273,22 +252,23 @@ def modern_parameter_formula(
     vocab · d each;  bias=True adds each linear layer's output width;  learned
     positions max_len · d
     """
+    c = config
     # kv: the width of W^K and W^V
-    d, kv = d_model, kv_heads * (d_model // h)
+    d, kv, bias = c.d_model, c.kv_heads * (c.d_model // c.h), c.bias
     attention = 2 * d * d + 2 * d * kv + (2 * d + 2 * kv if bias else 0)
     # m weight matrices; biases: (m - 1) hidden layers of d_ff, one output of d
-    m = FEED_FORWARDS[feed_forward].matrices
-    ff = m * d * d_ff + ((m - 1) * d_ff + d if bias else 0)
+    m = c.feed_forward.matrices
+    ff = m * d * c.d_ff + ((m - 1) * c.d_ff + d if bias else 0)
     # A norm and the positions are counted from the part itself, built without
     # memory: a gain (+ a bias), a table of max_len · d or nothing.
     with torch.device("meta"):
-        norm_size = count_parameters(NORMS[norm](d, bias, None))
-        position = count_parameters(POSITIONS[positions](d, h, max_len, 1e4))
-    counts = {"embed": vocab * d}
+        norm_size = count_parameters(c.norm(d, bias, None))
+        position = count_parameters(c.positions(c))
+    counts = {"embed": c.vocab * d}
     if position:
         counts["position"] = position
-    for i in range(N):
+    for i in range(c.N):
         counts[f"blocks.{i}"] = attention + ff + 2 * norm_size
     counts["norm"] = norm_size
-    counts["to_logits"] = vocab * d + (vocab if bias else 0)
+    counts["to_logits"] = c.vocab * d + (c.vocab if bias else 0)
     return counts

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from annotated_transformer.blocks.attention import check_heads
 from annotated_transformer.blocks.feed_forward import PositionwiseFeedForward
 from annotated_transformer.blocks.masks import check_tokens
 from annotated_transformer.blocks.relative_attention import (
@@ -42,7 +43,7 @@ from annotated_transformer.blocks.relative_attention import (
 
 @dataclass(frozen=True)
 class XLConfig:
-    """Chapter 17's model, its sizes: checked once, then the one object the model
+    """Transformer-XL's sizes: checked once, then the one object the model
     and every block are built from (``TransformerXLLM(config)``).
 
     mem_len: the states each layer keeps from earlier segments, by default (a
@@ -64,6 +65,31 @@ class XLConfig:
                 f"need vocab >= 1, N >= 1, mem_len >= 0; got {self.vocab}, "
                 f"{self.N}, {self.mem_len}"
             )
+        check_heads(self.h, self.d_model)
+        if self.d_model % 2:
+            raise ValueError(
+                f"d_model={self.d_model} must be even: the relative positions are "
+                "sin/cos pairs"
+            )
+
+
+def check_xl_input(
+    x: Tensor, memories: list[Tensor] | None, n_blocks: int, mem_len: int
+) -> None:
+    """Raise a ValueError unless ``x`` (batch, len) and ``memories`` (one per
+    block, or None) fit a Transformer-XL of ``n_blocks`` blocks, keeping
+    ``mem_len`` >= 0 states. Shapes only: the ids' values are checked where the
+    batch is built."""
+    if mem_len < 0:
+        raise ValueError(f"mem_len={mem_len} must be >= 0 states per layer")
+    check_tokens(x, "x")
+    if x.size(1) < 1:
+        raise ValueError("x has no positions: give at least one token")
+    if memories is not None and len(memories) != n_blocks:
+        raise ValueError(
+            f"got {len(memories)} memories for {n_blocks} blocks; pass "
+            "the new_memories returned by the previous call, or None"
+        )
 
 
 class TransformerXLBlock(nn.Module):
@@ -136,18 +162,7 @@ class TransformerXLLM(nn.Module):
         mem_len: int | None = None,
     ) -> tuple[Tensor, list[Tensor]]:
         mem_len = self.mem_len if mem_len is None else mem_len
-        if mem_len < 0:
-            raise ValueError(f"mem_len={mem_len} must be >= 0 states per layer")
-        check_tokens(x, "x")
-        if x.size(1) < 1 or int(x.min()) < 0 or int(x.max()) >= self.vocab:
-            raise ValueError(
-                f"x needs at least one position and ids in [0, {self.vocab})"
-            )
-        if memories is not None and len(memories) != len(self.blocks):
-            raise ValueError(
-                f"got {len(memories)} memories for {len(self.blocks)} blocks; pass "
-                "the new_memories returned by the previous call, or None"
-            )
+        check_xl_input(x, memories, len(self.blocks), mem_len)
         h = self.dropout(self.embed(x))  # (batch, len, d_model)
         new_memories = []
         for i, block in enumerate(self.blocks):

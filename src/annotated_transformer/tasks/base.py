@@ -6,7 +6,7 @@ schedule, checkpoints, logs, resuming — is the runner's
 A task is a config dataclass and a class with six methods:
 
 - ``build_model()``: the model, from the config's sizes (the ``lm`` task: by its
-  variant's entry in :mod:`annotated_transformer.models.registry`);
+  variant's entry in :mod:`annotated_transformer.tasks.variants`);
 - ``loss(model, batch) -> (loss_sum, n)``: the loss *summed* over the batch's tokens
   (or examples) and their count, the
   :class:`~annotated_transformer.training.trainer.Trainer`'s contract;

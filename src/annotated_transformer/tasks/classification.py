@@ -42,6 +42,7 @@ from annotated_transformer.evaluation import metrics
 from annotated_transformer.evaluation.coverage import warn_beyond_data
 from annotated_transformer.models.encoder_only import (
     EncoderClassifier,
+    EncoderConfig,
     load_encoder,
 )
 from annotated_transformer.models.modes import evaluating
@@ -113,20 +114,12 @@ class ReviewsConfig(TrainConfig):
     )
     shares = ("dropout", "attn_dropout")
 
-    @property
-    def model(self) -> dict[str, Any]:
-        names = (
-            "N",
-            "d_model",
-            "d_ff",
-            "h",
-            "dropout",
-            "max_len",
-            "attn_dropout",
-            "cls",
-            "window",
-        )
-        return {k: getattr(self, k) for k in names}
+    def model(self, vocab: int, n_classes: int, pad: int) -> EncoderConfig:
+        """The encoder's config: these sizes over the data's vocabulary."""
+        return EncoderConfig(
+            vocab, n_classes, self.d_model, self.h, self.N, self.max_len,
+            self.d_ff, self.dropout, self.attn_dropout, pad, self.cls, self.window,
+        )  # fmt: skip
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -486,12 +479,10 @@ class Classification(ReviewsTask):
     def build_model(self) -> EncoderClassifier:
         """The classifier; a new run with ``init`` starts from
         the pretrained encoder."""
-        model = EncoderClassifier(
-            len(self.vocab),
-            len(LABELS),
-            pad=self.vocab["<pad>"],
-            **self.config.model,
+        config = self.config.model(
+            len(self.vocab), len(LABELS), self.vocab["<pad>"]
         )
+        model = EncoderClassifier(config)
         if self.pretrained is not None:
             load_encoder(model, self.pretrained)
         return model

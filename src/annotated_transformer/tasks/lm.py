@@ -5,7 +5,7 @@ Tiny Shakespeare or enwik8.
   (:mod:`annotated_transformer.data.byte_corpora`); the vocabulary is the 256 byte
   values, so there is no tokenizer at all.
 - Model: the decoder-only variant named by ``block``, built by its entry in
-  :mod:`annotated_transformer.models.registry`: ``"2017"``
+  :mod:`annotated_transformer.tasks.variants`: ``"2017"``
   (:class:`~annotated_transformer.models.decoder_only.DecoderLM`, the 2017 block
   with a causal mask and learned positions, chapter 14), ``"modern"``
   (:class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM`, today's
@@ -81,7 +81,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from annotated_transformer.blocks.sparse_attention import PATTERNS, sparsify_
+from annotated_transformer.blocks.sparse_attention import sparsify_
 from annotated_transformer.data.byte_bpe import ByteBPE
 from annotated_transformer.data.byte_corpora import (
     DATASETS,
@@ -97,9 +97,7 @@ from annotated_transformer.evaluation.sampling import (
 )
 from annotated_transformer.evaluation.segments import Segments
 from annotated_transformer.models.decoder_only import DecoderLM
-from annotated_transformer.models.modern_decoder import check_choices
 from annotated_transformer.models.modes import evaluating
-from annotated_transformer.models.registry import VARIANTS, which
 from annotated_transformer.tasks.base import (
     Task,
     TrainConfig,
@@ -107,6 +105,13 @@ from annotated_transformer.tasks.base import (
     epoch_generator,
 )
 from annotated_transformer.tasks.lm_segments import ConsecutiveSegments
+from annotated_transformer.tasks.variants import (
+    PATTERNS,
+    VARIANTS,
+    check_choices,
+    pattern_named,
+    variants_with,
+)
 from annotated_transformer.training.progress import tqdm
 
 PREFIX_NOTE = (
@@ -118,10 +123,10 @@ PREFIX_NOTE = (
 @dataclass(frozen=True)
 class LanguageModelConfig(TrainConfig):
     """A language-model run: the text, the window, the model variant
-    (``block``, :mod:`annotated_transformer.models.registry`) and its sizes."""
+    (``block``, :mod:`annotated_transformer.tasks.variants`) and its sizes."""
 
     dataset: str = "tinyshakespeare"  # tinyshakespeare, enwik8 or enwik8_prefix
-    block: str = "2017"  # models/registry.py's VARIANTS: 2017, modern, gpt2, xl
+    block: str = "2017"  # tasks/variants.py's VARIANTS: 2017, modern, gpt2, xl
     kv_heads: int = 0  # modern: key/value heads (0: h, multi-head; 1: multi-query)
     norm: str = "rms"  # modern: rms or layer
     positions: str = "rope"  # modern: rope, alibi, learned, sinusoidal or none
@@ -222,7 +227,8 @@ class LanguageModelConfig(TrainConfig):
         other_block = not VARIANTS[self.block].sparse or self.positions == "alibi"
         if other_block or self.kv_heads not in (0, self.h):
             raise ValueError(
-                f"attention={self.attention} needs block={which('sparse')}, "
+                f"attention={self.attention} needs "
+                f"block={variants_with('sparse')}, "
                 "kv_heads=0 and no ALiBi"
             )
         if self.sparse_stride < 1:
@@ -538,8 +544,8 @@ class RandomWindows:
         BPE: of its token stream. A model without memory takes no ``mem_len``."""
         if mem_len is not None:
             raise ValueError(
-                f"mem_len={mem_len}: only a block={which('memory')} model has a "
-                "memory"
+                f"mem_len={mem_len}: only a block={variants_with('memory')} "
+                "model has a memory"
             )
         task = self.task
         if task.bpe is None:
@@ -562,7 +568,7 @@ class RandomWindows:
 
 class LanguageModel(Task):
     """Next-byte prediction with one of the decoder-only variants of
-    :mod:`annotated_transformer.models.registry` (``block``).
+    :mod:`annotated_transformer.tasks.variants` (``block``).
 
     What depends on how the variant reads a text (batches, loss, validation, bits
     per byte) is its ``reader``'s: :class:`RandomWindows`, or
@@ -660,7 +666,8 @@ class LanguageModel(Task):
         c = self.config
         model = self.variant.build(c, self.vocab)
         if c.attention != "dense":
-            sparsify_(model, c.attention, c.sparse_stride, c.sparse_summary or 1)
+            stride, summary = c.sparse_stride, c.sparse_summary or 1
+            sparsify_(model, pattern_named(c.attention, stride, summary))
         return model
 
     def batches(self, epoch: int) -> list[tuple[Tensor, Tensor]] | list[Segments]:
@@ -723,7 +730,7 @@ class LanguageModel(Task):
         if not self.variant.samples:
             raise ValueError(
                 f"predict does not sample from block={self.config.block} models "
-                f"yet: use block={which('samples')}"
+                f"yet: use block={variants_with('samples')}"
             )
         check_texts(inputs, "continue", "prompt")
         check_sampling(temperature, top_k, length)

@@ -4,7 +4,7 @@ to the next.
 
 The other variants read independent windows
 (:class:`~annotated_transformer.tasks.lm.RandomWindows`); a variant whose registry
-entry has ``memory=True`` (:mod:`annotated_transformer.models.registry`) is read
+entry has ``memory=True`` (:mod:`annotated_transformer.tasks.variants`) is read
 here instead. The same five methods, another regime:
 
 - training batches: the training bytes as ``batch_size`` parallel streams of

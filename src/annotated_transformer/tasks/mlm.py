@@ -192,9 +192,9 @@ class MaskedLM(ReviewsTask):
     def build_model(self) -> MaskedLanguageModel:
         """The model; a new run with ``init`` starts from all that run's weights
         (pretraining goes on under a new schedule)."""
-        model = MaskedLanguageModel(
-            len(self.vocab), pad=self.vocab["<pad>"], **self.config.model
-        )
+        vocab = len(self.vocab)
+        config = self.config.model(vocab, vocab, self.vocab["<pad>"])
+        model = MaskedLanguageModel(config)
         if self.pretrained is not None:
             model.load_state_dict(self.pretrained)
         return model

@@ -53,7 +53,8 @@ from annotated_transformer.evaluation.decoding import (
 )
 from annotated_transformer.models.encoder_decoder import (
     EncoderDecoder,
-    make_transformer,
+    Transformer,
+    TransformerConfig,
     tie_weights,
 )
 from annotated_transformer.models.modes import evaluating
@@ -109,10 +110,12 @@ class TranslationConfig(TrainConfig):
     )
     shares = ("dropout", "attn_dropout", "label_smoothing")
 
-    @property
-    def model(self) -> dict[str, Any]:
-        names = ("N", "d_model", "d_ff", "h", "dropout", "max_len", "attn_dropout")
-        return {k: getattr(self, k) for k in names}
+    def model(self, src_vocab: int, tgt_vocab: int) -> TransformerConfig:
+        """The model's config: these sizes over the data's vocabularies."""
+        return TransformerConfig(
+            src_vocab, tgt_vocab, self.N, self.d_model, self.d_ff, self.h,
+            self.dropout, self.max_len, self.attn_dropout,
+        )  # fmt: skip
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -491,8 +494,8 @@ class Translation(Task):
 
     # --- model and loss
     def build_model(self) -> EncoderDecoder:
-        model = make_transformer(
-            len(self.src_vocab), len(self.tgt_vocab), **self.config.model
+        model = Transformer(
+            self.config.model(len(self.src_vocab), len(self.tgt_vocab))
         )
         return tie_weights(model, share_source=True) if self.config.tie else model
 

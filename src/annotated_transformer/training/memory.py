@@ -75,7 +75,8 @@ from torch.profiler import ProfilerActivity, profile
 from annotated_transformer.blocks.masks import make_std_mask, padding_mask
 from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.models.encoder_decoder import (
-    make_transformer,
+    Transformer,
+    TransformerConfig,
     parameter_formula,
     tie_weights,
 )
@@ -379,7 +380,7 @@ def training_memory(
     activation_checkpointing: bool = False,
 ) -> MemoryBreakdown:
     """Bytes of one training step of a ``DecoderLM`` (kind "lm") or a
-    ``make_transformer`` ``Transformer`` (kind "seq2seq"), with Adam, batch × length
+    ``Transformer`` (kind "seq2seq"), with Adam, batch × length
     tokens (source and target).
 
     attention: "fused" (``F.scaled_dot_product_attention``, the default) or
@@ -632,7 +633,9 @@ def measured_training_memory(
                 model(x).flatten(0, 1), y.flatten(), reduction="sum"
             )
     else:
-        model = make_transformer(vocab, vocab, N, d_model, d_ff, h, dropout)
+        model = Transformer(
+            TransformerConfig(vocab, vocab, N, d_model, d_ff, h, dropout)
+        )
         model = (tie_weights(model, share_source=True) if shared else model).to(dev)
         src = torch.randint(1, vocab, (batch, length), generator=gen).to(dev)
         tgt = torch.randint(1, vocab, (batch, length + 1), generator=gen).to(dev)
