@@ -14,7 +14,7 @@
 #
 # - **You will learn** BERT's masked-language-model pretraining and fine-tuning, and GPT-2's decoder-only recipe, each measured against a baseline.
 # - **It assumes** [chapter 13](13_classification_imdb.ipynb), [chapter 14](14_generation_characters.ipynb) and [chapter 15](15_the_transformer_today.ipynb).
-# - **Time:** about 30 minutes to read; it runs in about 18 minutes from its runs' records; training its 7 runs took 8.2–251.7 minutes each on one or two CPU threads.
+# - **Time:** about 30 minutes to read; it runs in about 7 minutes from its runs' records; training its 7 runs took 8.2–251.7 minutes each on one or two CPU threads.
 #
 # :::{admonition} Where the outputs come from
 # :class: dropdown

@@ -14,7 +14,7 @@
 #
 # - **You will learn** how Transformer-XL's memory and relative positions and sparse attention's patterns let a model see further.
 # - **It assumes** [chapter 14](14_generation_characters.ipynb), [chapter 15](15_the_transformer_today.ipynb) and [chapter 16](16_bert_and_gpt2.ipynb).
-# - **Time:** about 25 minutes to read; it runs in about 5 minutes from its runs' records; training its 4 runs took 3.6–26.4 minutes each on one CPU thread.
+# - **Time:** about 25 minutes to read; it runs in about 2 minutes from its runs' records; training its 4 runs took 3.6–26.4 minutes each on one CPU thread.
 #
 # :::{admonition} Where the outputs come from
 # :class: dropdown
