@@ -675,8 +675,8 @@ print(
 # %% [markdown]
 # **Try it: type your own German sentence** between the quotes and run the cell. It needs
 # Jupyter (`make lab`, then this chapter's notebook, `10_translation_multi30k.ipynb`, or its
-# `.py`) and runs on its own: it loads the published model, `results/translate-cpu`, in a
-# few seconds, so no cell above it needs to run first. The model translates your sentence
+# `.py`) and runs on its own: it loads the published model, `results/translate-cpu`, itself,
+# so no cell above it needs to run first. The model translates your sentence
 # with beam search (beam 4) and draws its attention: pick the kind (cross-attention first:
 # which German piece each English token looked at), the layer and the head.
 # [Chapter 11](11_attention_maps.ipynb) reads such maps. An empty sentence gets one line

@@ -327,7 +327,7 @@ explore.attention_explorer(examples)
 # **Try it: type your own German sentence** between the quotes and run the cell: its
 # beam translation and the same explorable maps, for your sentence. It needs Jupyter
 # (`make lab`, then this chapter's notebook, `11_attention_maps.ipynb`, or its `.py`) and
-# runs on its own: it loads the published model, `results/translate-cpu`, in a few seconds.
+# runs on its own: it loads the published model, `results/translate-cpu`, itself.
 # An empty sentence gets one line saying so; so does a sentence most of whose pieces the
 # model never learned ([chapter 10](10_translation_multi30k.ipynb) says why it translates
 # those anyway). Saving the chapter keeps this cell as it is stored.

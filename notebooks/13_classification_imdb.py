@@ -313,7 +313,7 @@ print(
 # reads it and says positive or negative, with its probability (as `classify predict`
 # prints them). It needs Jupyter (`make lab`, then this chapter's notebook,
 # `13_classification_imdb.ipynb`, or its `.py`) and runs on its own: it loads
-# `results/imdb-cpu` in a few seconds. A review with no words (only emoji, say) gets one line
+# `results/imdb-cpu` itself. A review with no words (only emoji, say) gets one line
 # saying so, and one with few words the model knows (German, say) a warning before its
 # answer. Saving the chapter keeps this cell as it is stored.
 #

@@ -497,7 +497,7 @@ print(
 # **Try it: type your own prompt** between the quotes and run the cell: the published model
 # continues it with 300 sampled bytes (temperature 0.8, top-k 40; change them in the call).
 # It needs Jupyter (`make lab`, then this chapter's notebook, `14_generation_characters.ipynb`,
-# or its `.py`) and runs on its own: it loads `results/e6-cpu` in a few seconds. A bad
+# or its `.py`) and runs on its own: it loads `results/e6-cpu` itself. A bad
 # setting (a temperature of 0, say) gets one line saying so. Saving the chapter keeps this
 # cell as it is stored.
 #

@@ -857,7 +857,7 @@ for i in range(rows):
 # GPT-2-recipe model continues it with 120 sampled tokens (about 400 bytes; temperature 0.8,
 # as for the samples above). It needs Jupyter (`make lab`, then this chapter's notebook,
 # `16_bert_and_gpt2.ipynb`, or its `.py`) and runs on its own: it loads
-# `results/ts-gpt2-cpu` in a few seconds. A bad setting (a temperature of 0, say) gets one
+# `results/ts-gpt2-cpu` itself. A bad setting (a temperature of 0, say) gets one
 # line saying so. Saving the chapter keeps this cell as it is stored.
 
 # %% tags=["nbval-ignore-output", "try-it"]

@@ -733,8 +733,9 @@ alt.vconcat(*charts)
 # Read the slopes on the log-log axes: doubling n multiplies the explicit form's memory by
 # about 4 (quadratic) and its time by more; the fused kernel never stores the matrix, so its
 # memory grows only linearly, but its time still grows faster than linearly; the
-# block-sparse kernels grow at about n√n in both (which multiplies by 2√2 per doubling), on
-# average over the range; single steps are noisy. In the stored run, at 8,192 positions, the
+# block-sparse kernels' memory grows at about n√n (which multiplies by 2√2 per doubling), on
+# average over the range, and their time more slowly than the fused kernel's (single steps
+# are noisy). In the stored run, at 8,192 positions, the
 # block-sparse kernels took under a quarter of the fused kernel's time and less than a tenth
 # of the explicit form's memory; the fused kernel's memory stays the smallest of all,
 # because it recomputes instead of storing.
