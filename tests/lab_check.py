@@ -16,7 +16,9 @@ loopback address. Then:
 - its ``.py`` opens as a notebook (Jupytext's viewer), with the stored charts of its
   pair, and runs the same way;
 - its ``.ipynb`` in Notebook 7 at a phone's 390 px: charts and MyST rendered, the
-  controls redraw their charts, no "Not Trusted"; the server never logged a
+  controls redraw their charts, every chart, solution code (its toggle opened) and
+  the menu bar fit the window (nothing scrolls sideways in a cell), no "Not
+  Trusted"; the server never logged a
   chapter as not trusted; no chapter file changed;
 - at full size, chapter 13's try-it cell, given a German review and run alone,
   answers within a minute with the out-of-data warning; saving the chapter then
@@ -372,6 +374,41 @@ def check_opens_unmodified(
     return problems
 
 
+# What a narrow window would have to scroll sideways or cut: a chart (its drawing,
+# its controls, its actions menu) wider than its cell, a solution's code wider
+# than its box, a menu bar that hides menus. Each as "what: its width > room".
+OVERFLOWS = f"""() => {{
+  const wide = [];
+  const check = (what, el, room) => {{
+    const width = Math.max(el.scrollWidth, el.getBoundingClientRect().width);
+    if (width > room + 1) wide.push(`${{what}}: ${{Math.round(width)}} px`
+                                    + ` > ${{Math.round(room)}} px`);
+  }};
+  {ROOT_NODE}.querySelectorAll({CHART}).forEach((chart, i) => {{
+    const cell = chart.getBoundingClientRect();
+    check(`chart ${{i + 1}}`, chart, chart.clientWidth);
+    for (const part of chart.querySelectorAll('.marks, form, details')) {{
+      const box = part.getBoundingClientRect();
+      if (box.left < cell.left - 1 || box.right > cell.right + 1)
+        wide.push(`chart ${{i + 1}}'s ${{part.tagName.toLowerCase()}} at `
+          + `${{Math.round(box.left)}}-${{Math.round(box.right)}} px, its cell `
+          + `${{Math.round(cell.left)}}-${{Math.round(cell.right)}} px`);
+    }}
+  }});
+  {ROOT_NODE}.querySelectorAll('.jp-MarkdownCell details pre').forEach(
+    (pre, i) => check(`solution code ${{i + 1}}`, pre, pre.clientWidth));
+  const menu = document.querySelector('#jp-MainMenu');
+  if (menu) check('the menu bar', menu, menu.clientWidth);
+  return wide;
+}}"""
+
+
+def check_fits(page: Page, where: str) -> list[str]:
+    """Nothing scrolls sideways inside a cell or is cut: charts, solution code
+    (its toggles opened) and the menu bar fit the window."""
+    return [f"{where}: {wide}" for wide in page.evaluate(OVERFLOWS)]
+
+
 TRY_IT_CELL = """() => {
   const cells = window.jupyterapp.shell.currentWidget.content.model.cells;
   for (let i = 0; i < cells.length; i++)
@@ -528,6 +565,8 @@ def main() -> int:
             where = f"Notebook 7 {chapter}.ipynb at 390 px"
             problems += check_rendered(page, where, charts, admonitions, figures)
             problems += check_controls(page, where, explorable)
+            problems += check_solutions(page, where, toggles)
+            problems += check_fits(page, where)
             if page.get_by_text("Not Trusted").count():
                 problems.append(f"{where}: marked Not Trusted")
             if args.screenshot:
