@@ -18,8 +18,9 @@ loopback address. Then:
 - its ``.ipynb`` in Notebook 7 at a phone's 390 px: charts and MyST rendered, the
   controls redraw their charts, every chart, solution code (its toggle opened) and
   the menu bar fit the window (nothing scrolls sideways in a cell), no "Not
-  Trusted"; the server never logged a
-  chapter as not trusted; no chapter file changed;
+  Trusted"; the server never logged a chapter as not trusted; no chapter file
+  changed; no chapter made jupyterlab-myst log a cross-reference it could not
+  resolve (a ``{ref}`` to another chapter);
 - at full size, chapter 13's try-it cell, given a German review and run alone,
   answers within a minute with the out-of-data warning; saving the chapter then
   leaves its pair byte-identical, every stored cell timing kept.
@@ -62,6 +63,9 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run"]
 LOOPBACK = re.compile(r"^(https?|wss?)://(127\.0\.0\.1|localhost)(:\d+)?/")
 # MyST markup that must not reach the reader as text.
 RAW_MYST = re.compile(r":::\{|\{ref\}`|^\([\w-]+\)=$|```\{", re.M)
+# What jupyterlab-myst logs for a {ref} whose target is in another chapter (it
+# resolves targets within one notebook): the link is dead in Jupyter.
+UNRESOLVED = "Cross reference target was not found"
 # On top of the book's own Jupyter set-up (book.jupyter.configure): autosave off
 # (the check saves when it means to), and every cell laid out, so that the page
 # holds every output.
@@ -504,6 +508,10 @@ def main() -> int:
     problems: list[str] = []
     start = time.monotonic()
     blocked: list[str] = []
+    logged: list[str] = []  # the browser console's messages
+
+    def listen(message) -> None:
+        logged.append(message.text)
 
     def route(route_, request) -> None:
         if LOOPBACK.match(request.url) or request.url.startswith(
@@ -525,6 +533,7 @@ def main() -> int:
         )
         context = browser.new_context(viewport={"width": 1280, "height": 1000})
         context.route("**/*", route)
+        context.on("console", listen)
         root, config = prepare(Path(tmp) / "ci", chapters)
         stored = pairs(root)
         port, token = free_port(), secrets.token_hex(16)
@@ -556,6 +565,7 @@ def main() -> int:
             print(f"  Notebook 7 ({time.monotonic() - start:.0f} s)", flush=True)
             phone = browser.new_context(viewport={"width": 390, "height": 844})
             phone.route("**/*", route)
+            phone.on("console", listen)
             page = phone.new_page()
             page.goto(
                 f"{base}/notebooks/{chapter}.ipynb?token={token}",
@@ -593,6 +603,11 @@ def main() -> int:
         problems += unchanged(root, stored, "after trying it and saving")
         browser.close()
     problems += [f"request left the machine: {url}" for url in sorted(set(blocked))]
+    problems += [
+        f"browser console, {logged.count(text)} times: {text}"
+        for text in sorted(set(logged))
+        if UNRESOLVED in text
+    ]
     for problem in problems:
         print("PROBLEM", problem)
     print(
