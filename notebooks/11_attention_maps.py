@@ -476,8 +476,8 @@ for module in modules.values():  # back to the fused kernel
 # ### Exercise 11.2 · Comparing rows that see different numbers of keys
 #
 # Entropy says how spread out a row of attention is
-# ({ref}`exercise 2.3 <ex-02-attention-entropy>`), but its largest value, $\log_2 n$
-# bits, depends on how many keys $n$ the row may see: in decoder
+# (exercise 2.3 in [chapter 2](02_self_attention.ipynb)), but its largest value,
+# $\log_2 n$ bits, depends on how many keys $n$ the row may see: in decoder
 # self-attention, row $i$ sees $i + 1$. This chapter's entropy chart rescales for that.
 # Divide each row's entropy by $\log_2$ of its visible keys, so that 0 means all weight
 # on one key and 1 uniform over what the row may see, and average over the rows that see

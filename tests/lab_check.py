@@ -16,8 +16,11 @@ loopback address. Then:
 - its ``.py`` opens as a notebook (Jupytext's viewer), with the stored charts of its
   pair, and runs the same way;
 - its ``.ipynb`` in Notebook 7 at a phone's 390 px: charts and MyST rendered, the
-  controls redraw their charts, no "Not Trusted"; the server never logged a
-  chapter as not trusted; no chapter file changed;
+  controls redraw their charts, every chart, solution code (its toggle opened) and
+  the menu bar fit the window (nothing scrolls sideways in a cell), no "Not
+  Trusted"; the server never logged a chapter as not trusted; no chapter file
+  changed; no chapter made jupyterlab-myst log a cross-reference it could not
+  resolve (a ``{ref}`` to another chapter);
 - at full size, chapter 13's try-it cell, given a German review and run alone,
   answers within a minute with the out-of-data warning; saving the chapter then
   leaves its pair byte-identical, every stored cell timing kept.
@@ -60,6 +63,9 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run"]
 LOOPBACK = re.compile(r"^(https?|wss?)://(127\.0\.0\.1|localhost)(:\d+)?/")
 # MyST markup that must not reach the reader as text.
 RAW_MYST = re.compile(r":::\{|\{ref\}`|^\([\w-]+\)=$|```\{", re.M)
+# What jupyterlab-myst logs for a {ref} whose target is in another chapter (it
+# resolves targets within one notebook): the link is dead in Jupyter.
+UNRESOLVED = "Cross reference target was not found"
 # On top of the book's own Jupyter set-up (book.jupyter.configure): autosave off
 # (the check saves when it means to), and every cell laid out, so that the page
 # holds every output.
@@ -372,6 +378,41 @@ def check_opens_unmodified(
     return problems
 
 
+# What a narrow window would have to scroll sideways or cut: a chart (its drawing,
+# its controls, its actions menu) wider than its cell, a solution's code wider
+# than its box, a menu bar that hides menus. Each as "what: its width > room".
+OVERFLOWS = f"""() => {{
+  const wide = [];
+  const check = (what, el, room) => {{
+    const width = Math.max(el.scrollWidth, el.getBoundingClientRect().width);
+    if (width > room + 1) wide.push(`${{what}}: ${{Math.round(width)}} px`
+                                    + ` > ${{Math.round(room)}} px`);
+  }};
+  {ROOT_NODE}.querySelectorAll({CHART}).forEach((chart, i) => {{
+    const cell = chart.getBoundingClientRect();
+    check(`chart ${{i + 1}}`, chart, chart.clientWidth);
+    for (const part of chart.querySelectorAll('.marks, form, details')) {{
+      const box = part.getBoundingClientRect();
+      if (box.left < cell.left - 1 || box.right > cell.right + 1)
+        wide.push(`chart ${{i + 1}}'s ${{part.tagName.toLowerCase()}} at `
+          + `${{Math.round(box.left)}}-${{Math.round(box.right)}} px, its cell `
+          + `${{Math.round(cell.left)}}-${{Math.round(cell.right)}} px`);
+    }}
+  }});
+  {ROOT_NODE}.querySelectorAll('.jp-MarkdownCell details pre').forEach(
+    (pre, i) => check(`solution code ${{i + 1}}`, pre, pre.clientWidth));
+  const menu = document.querySelector('#jp-MainMenu');
+  if (menu) check('the menu bar', menu, menu.clientWidth);
+  return wide;
+}}"""
+
+
+def check_fits(page: Page, where: str) -> list[str]:
+    """Nothing scrolls sideways inside a cell or is cut: charts, solution code
+    (its toggles opened) and the menu bar fit the window."""
+    return [f"{where}: {wide}" for wide in page.evaluate(OVERFLOWS)]
+
+
 TRY_IT_CELL = """() => {
   const cells = window.jupyterapp.shell.currentWidget.content.model.cells;
   for (let i = 0; i < cells.length; i++)
@@ -467,6 +508,10 @@ def main() -> int:
     problems: list[str] = []
     start = time.monotonic()
     blocked: list[str] = []
+    logged: list[str] = []  # the browser console's messages
+
+    def listen(message) -> None:
+        logged.append(message.text)
 
     def route(route_, request) -> None:
         if LOOPBACK.match(request.url) or request.url.startswith(
@@ -488,6 +533,7 @@ def main() -> int:
         )
         context = browser.new_context(viewport={"width": 1280, "height": 1000})
         context.route("**/*", route)
+        context.on("console", listen)
         root, config = prepare(Path(tmp) / "ci", chapters)
         stored = pairs(root)
         port, token = free_port(), secrets.token_hex(16)
@@ -519,6 +565,7 @@ def main() -> int:
             print(f"  Notebook 7 ({time.monotonic() - start:.0f} s)", flush=True)
             phone = browser.new_context(viewport={"width": 390, "height": 844})
             phone.route("**/*", route)
+            phone.on("console", listen)
             page = phone.new_page()
             page.goto(
                 f"{base}/notebooks/{chapter}.ipynb?token={token}",
@@ -528,6 +575,8 @@ def main() -> int:
             where = f"Notebook 7 {chapter}.ipynb at 390 px"
             problems += check_rendered(page, where, charts, admonitions, figures)
             problems += check_controls(page, where, explorable)
+            problems += check_solutions(page, where, toggles)
+            problems += check_fits(page, where)
             if page.get_by_text("Not Trusted").count():
                 problems.append(f"{where}: marked Not Trusted")
             if args.screenshot:
@@ -554,6 +603,11 @@ def main() -> int:
         problems += unchanged(root, stored, "after trying it and saving")
         browser.close()
     problems += [f"request left the machine: {url}" for url in sorted(set(blocked))]
+    problems += [
+        f"browser console, {logged.count(text)} times: {text}"
+        for text in sorted(set(logged))
+        if UNRESOLVED in text
+    ]
     for problem in problems:
         print("PROBLEM", problem)
     print(

@@ -95,6 +95,21 @@ def test_install_sets_the_viewer_and_the_hook_and_keeps_other_settings(tmp_path)
     assert notification == {"fetchNews": "false", "checkForUpdates": False}
 
 
+def test_install_gives_lab_and_notebook_7_the_books_css(tmp_path):
+    jupyter.install(tmp_path)
+    server = json.loads(
+        (tmp_path / "etc/jupyter/jupyter_server_config.json").read_text()
+    )
+    assert server["LabApp"]["custom_css"] is True  # Notebook 7 loads it anyway
+    pages = server["ServerApp"]["tornado_settings"]
+    # where JupyterLab serves /custom/ from, and where Notebook 7 reads it
+    lab = Path(pages["static_custom_path"][0]) / "custom.css"
+    notebook = Path(pages["page_config_data"]["jupyterConfigDir"]) / "custom"
+    assert lab == notebook / "custom.css"
+    assert lab.is_relative_to(tmp_path / "etc/jupyter")
+    assert ".vega-embed" in lab.read_text()
+
+
 def test_saving_leaves_out_the_png_jupyterlab_adds_to_a_chart():
     chart = {rendering.MIME_TYPE: {"mark": "bar"}, "image/png": "iVBOR"}
     picture = {"image/png": "iVBOR"}  # a PNG the kernel wrote stays

@@ -72,6 +72,40 @@ LAB = {
         "checkForUpdates": False,
     },
 }
+# The book's CSS for JupyterLab and Notebook 7 (their ``custom/custom.css``): a
+# chart scales down to its cell, its actions menu beside it rather than past the
+# cell's edge or over its title, a solution's code wraps, and the menu bar holds
+# all its menus: a phone's 390 px scrolls nothing sideways and cuts nothing.
+CSS = """\
+/* Transformers from Scratch (python -m annotated_transformer.book.jupyter) */
+.jp-RenderedVegaCommon5 .vega-embed {
+  display: block;
+  width: fit-content;
+  max-width: 100%;
+  box-sizing: border-box;
+}
+.jp-RenderedVegaCommon5 .chart-wrapper {
+  max-width: 100%;
+}
+.jp-RenderedVegaCommon5 .chart-wrapper > .marks {
+  max-width: 100%;
+  height: auto !important;
+}
+.jp-RenderedVegaCommon5 .vega-bindings {
+  max-width: 100%;
+  overflow-wrap: anywhere;
+}
+.jp-MarkdownCell pre,
+.jp-MarkdownCell pre code {
+  white-space: pre-wrap !important;
+  overflow-wrap: anywhere;
+}
+@media (max-width: 480px) {
+  #jp-MainMenu .lm-MenuBar-item {
+    padding: 0 4px;
+  }
+}
+"""
 TRY_IT = "try-it"  # the tag of a try-it cell (annotated_transformer.book.try_it)
 
 
@@ -266,11 +300,23 @@ def configure(config: Path) -> None:
     """Write the book's Jupyter settings into the configuration folder
     ``config`` (an environment's ``etc/jupyter``, or a ``JUPYTER_CONFIG_DIR``)."""
     merge_json(config / "labconfig" / "default_setting_overrides.json", LAB)
+    custom = config / "custom"
+    custom.mkdir(parents=True, exist_ok=True)
+    (custom / "custom.css").write_text(CSS)
+    # Both read custom.css from the user's folder (~/.jupyter) unless told
+    # otherwise: JupyterLab through the server's static_custom_path, Notebook 7
+    # through its page's jupyterConfigDir.
+    pages = {"static_custom_path": [str(custom)]}
+    pages["page_config_data"] = {"jupyterConfigDir": str(config)}
     merge_json(
         config / "jupyter_server_config.json",
         {
-            "ServerApp": {"contents_manager_class": CONTENTS},
+            "ServerApp": {
+                "contents_manager_class": CONTENTS,
+                "tornado_settings": pages,
+            },
             "ContentsManager": {"pre_save_hook": HOOK},
+            "LabApp": {"custom_css": True},
         },
     )
 
