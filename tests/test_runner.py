@@ -941,3 +941,26 @@ def test_signals_in_quick_succession_are_one_line_and_130(
     said = f"the last checkpoint, {last}, is intact: continue with --resume"
     assert err.splitlines()[-1] == f"interrupted: {said}"
     assert sum(line.startswith("interrupted") for line in err.splitlines()) == 1
+
+
+def test_a_finished_run_whose_history_is_a_fifo_or_a_link_out_is_refused(
+    tmp_path, uninterrupted
+):
+    """load_run reads history.csv as a regular file inside the run's folder: a FIFO
+    (whose reading would wait for a writer for ever) or a link out of the folder is
+    one DamagedFileError, at once."""
+    import shutil
+
+    from annotated_transformer.files import DamagedFileError
+
+    whole_dir, _ = uninterrupted("lm")
+    fifo = shutil.copytree(whole_dir, tmp_path / "fifo")
+    (fifo / "history.csv").unlink()
+    os.mkfifo(fifo / "history.csv")
+    with pytest.raises(DamagedFileError, match="is a FIFO, not a regular file"):
+        runner.load_run(fifo)
+    linked = shutil.copytree(whole_dir, tmp_path / "linked")
+    (linked / "history.csv").rename(tmp_path / "elsewhere.csv")
+    (linked / "history.csv").symlink_to(tmp_path / "elsewhere.csv")
+    with pytest.raises(DamagedFileError, match="is a link that leads out of"):
+        runner.load_run(linked)

@@ -73,6 +73,7 @@ from annotated_transformer.files import (
     atomic_write,
     is_stale,
     open_at,
+    open_regular,
     write_json,
 )
 from annotated_transformer.finished import (
@@ -819,7 +820,9 @@ def load_run(out: str | Path, *, data_dir: str | Path | None = None) -> RunResul
     out = Path(out)
     task, model = load_model(out / FINAL, data_dir=data_dir)
     metrics = records.read_metrics(out / METRICS)
-    return RunResult(out, task, model, pd.read_csv(out / "history.csv"), metrics)
+    with open_regular(out / "history.csv", out) as f:  # never a FIFO or a link out
+        history = pd.read_csv(f)
+    return RunResult(out, task, model, history, metrics)
 
 
 def load_model(
