@@ -483,7 +483,7 @@ chart.configure_axisY(format="%").configure_legend(orient="bottom", labelLimit=0
 #
 # You can now
 #
-# - corrupt text the way BERT does (80 % `[MASK]`, 10 % a random word, 10 % unchanged) and
+# - corrupt text the way BERT does (`[MASK]`, a random word, or the word unchanged) and
 #   train an encoder to restore it;
 # - fine-tune the pretrained encoder on a labelled task, and tell what pretraining bought
 #   from what size or longer training would have;

@@ -380,7 +380,7 @@ for i in range(rows):
 # GPT-2-recipe model continues it with 120 sampled tokens (about 400 bytes; temperature 0.8,
 # as for the samples above). It needs Jupyter (`make lab`, then this chapter's notebook,
 # `17_gpt2.ipynb`, or its `.py`) and runs on its own: it loads
-# `results/ts-gpt2-cpu` in a few seconds. A bad setting (a temperature of 0, say) gets one
+# `results/ts-gpt2-cpu` first. A bad setting (a temperature of 0, say) gets one
 # line saying so. Saving the chapter keeps this cell as it is stored.
 
 # %% tags=["nbval-ignore-output", "try-it"]
@@ -490,8 +490,8 @@ with torch.no_grad():
     batched = model(ids, mask=mask)[:, -1]
     alone = torch.cat([model(torch.tensor([e]))[:, -1] for e in encoded])
 torch.testing.assert_close(batched, alone, rtol=1e-4, atol=1e-4)
-print(f"{len(prompts)} prompts of {[len(e) for e in encoded]} tokens, padded to "
-      f"{ids.size(1)}: next-token logits equal to each prompt's alone")
+print(f"prompts of {[len(e) for e in encoded]} tokens, padded to {ids.size(1)}:")
+print("the next-token logits equal those of each prompt alone")
 out = sample(model, ids, 40, temperature=0.8, top_k=40, mask=mask,
              generator=torch.Generator().manual_seed(0))
 for row, real in zip(out, mask, strict=True):
