@@ -102,7 +102,8 @@ from annotated_transformer.tasks.lm import (
 # $\mathrm{GELU}(x) = x\,\Phi(x)$; GPT-2's code uses the tanh approximation. The model class
 # builds [chapter 15](15_the_transformer_today.ipynb)'s `ModernDecoderLM` from one `ModernConfig` with `norm="layer",
 # positions="learned", feed_forward="gelu", bias=True` and one key/value head per query head,
-# ties the output to the embedding table, and initialises.
+# ties the output to the embedding table, and initialises: its constructor adds only
+# `gpt2_init_` (its loader, `from_pretrained`, comes with the published GPT-2 below).
 
 # %%
 show_source(GELUFeedForward, gpt2_init_, GPT2LM.__init__)
