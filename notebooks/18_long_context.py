@@ -87,7 +87,7 @@ torch.set_num_threads(1)
 # ```
 
 # %% [markdown]
-# ![Eight columns of states in three rows (input x, block 1, block 2): four from the previous segment, dashed, marked memory with no gradient, and four of the current segment. Lines show each current state attending to the four states before it and itself, in the row below, reaching into the memory; the last position's lines are highlighted.](figures/17_xl_memory.svg)
+# ![Eight columns of states in three rows (input x, block 1, block 2): four from the previous segment, dashed, marked memory with no gradient, and four of the current segment. Lines show each current state attending to the four states before it and itself, in the row below, reaching into the memory; the last position's lines are highlighted.](figures/18_xl_memory.svg)
 #
 # *Transformer-XL's segment-level recurrence: each block attends over [memory;
 # current], the memory being the previous segment's states, detached.*

@@ -449,7 +449,7 @@ print(f"optimiser steps {trainer.step}, scheduler steps {scheduler.last_epoch}")
 # $a_{layer}$ at a time.
 
 # %% [markdown]
-# ![Four blocks in a row. Forward: each block keeps only its input, x0 to x3, and its activations are crossed out (freed). Backward, from the last block to the first: each block recomputes its forward from its saved input, then computes its gradients.](figures/18_checkpointing.svg)
+# ![Four blocks in a row. Forward: each block keeps only its input, x0 to x3, and its activations are crossed out (freed). Backward, from the last block to the first: each block recomputes its forward from its saved input, then computes its gradients.](figures/19_checkpointing.svg)
 #
 # *Activation checkpointing: keep each block's input, run its forward again in the
 # backward pass.*
@@ -600,7 +600,7 @@ time_chart = viz.line_chart(
 # its own dropout masks):
 
 # %% [markdown]
-# ![Two panels for four devices, ranks 0 to 3. DDP: every rank holds the full weights (4P bytes), gradients (4P) and Adam moments (8P), and a quarter of the batch. FSDP: every rank holds only its quarter of weights, gradients and Adam moments, its quarter of the batch, and one gathered unit at a time.](figures/18_parallelism.svg)
+# ![Two panels for four devices, ranks 0 to 3. DDP: every rank holds the full weights (4P bytes), gradients (4P) and Adam moments (8P), and a quarter of the batch. FSDP: every rank holds only its quarter of weights, gradients and Adam moments, its quarter of the batch, and one gathered unit at a time.](figures/19_parallelism.svg)
 #
 # *What each device keeps under data parallelism (DDP) and under fully sharded
 # data parallelism (FSDP); P is the number of parameters.*

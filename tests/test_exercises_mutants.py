@@ -355,7 +355,7 @@ def test_the_student_edition_holds_no_solution_expression(tmp_path):
         assert (tmp_path / "teacher" / name).exists()
         assert not (student / name).exists(), name
     chapters = list((student / "notebooks").glob("[0-9][0-9]_*.*"))
-    assert len(chapters) == 36
+    assert len(chapters) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.*")))
     for path in chapters:
         text = path.read_text(encoding="utf-8")
         assert (

@@ -1676,9 +1676,9 @@ FIGURES: dict[str, Callable[[], str]] = {
     "10_packing": packing,
     "15_block_today": block_today,
     "16_bert_masking": bert_masking,
-    "17_xl_memory": xl_memory,
-    "18_parallelism": parallelism,
-    "18_checkpointing": checkpointing,
+    "18_xl_memory": xl_memory,
+    "19_parallelism": parallelism,
+    "19_checkpointing": checkpointing,
 }
 
 
