@@ -129,7 +129,7 @@ unit: setup
 	$(PY) -m pytest -q tests
 
 # Two groups of chapters at once, one thread each, of about equal time (a chapter reuses
-# only runs of its own group: 11 and 12 read 10's, 16 reads 13's); the first group's
+# only runs of its own group: 11 and 12 read 10's, 16 and 17 read 13's); the first group's
 # report follows the second's.
 NBVAL_FIRST := $(wildcard notebooks/0[1-9]_*.ipynb notebooks/1[0-2]_*.ipynb notebooks/1[45]_*.ipynb)
 NBVAL_SECOND := $(filter-out $(NBVAL_FIRST),$(wildcard notebooks/[0-9][0-9]_*.ipynb))

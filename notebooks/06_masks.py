@@ -422,7 +422,7 @@ shown
 #
 # The original Annotated Transformer hides masked scores with
 # `scores.masked_fill(mask == 0, -1e9)`. That is fine in float32, but training in half
-# precision (chapter 18) runs the attention in float16. Run the starter's
+# precision (chapter 19) runs the attention in float16. Run the starter's
 # `masked_softmax` on float16 scores, read the error, and fix it so that it works in
 # every floating-point dtype, with masked weights exactly 0.
 #
@@ -477,7 +477,7 @@ shown
 #
 # Long-context models often let each position attend only to its recent past. Build the
 # causal sliding-window mask: query $i$ sees keys $i - \text{window} + 1, \dots, i$ (fewer
-# at the start). Chapter 17's sparse attention combines this local
+# at the start). Chapter 18's sparse attention combines this local
 # pattern with a strided one.
 #
 # Write `sliding_window_mask(size, window)`; grade with `make exercises CHAPTER=06`.

@@ -578,7 +578,7 @@ viz.line_chart(
 # - build RoPE, RMSNorm, SwiGLU, grouped-query attention and ALiBi and check them;
 # - measure one change at a time on a fixed budget.
 #
-# **Next:** [chapter 16 · BERT and GPT-2](16_bert_and_gpt2.ipynb).
+# **Next:** [chapter 16 · BERT](16_bert.ipynb).
 
 # %% [markdown]
 # ## Exercises

@@ -207,7 +207,7 @@ ACCEPTED = [
 ]
 
 
-WHERE = ["README.md", "16_bert_and_gpt2"]  # a page and a chapter's prose
+WHERE = ["README.md", "16_bert"]  # a page and a chapter's prose
 
 
 @pytest.mark.parametrize("name", WHERE)

@@ -87,7 +87,7 @@ def test_the_command_check_refuses_a_run_under_another_name():
     e6 = ["--preset", "cpu", "--out", "runs/xl-vanilla-cpu"]
     e6 += ["--set", "dataset=enwik8_prefix"]
     with pytest.raises(AssertionError, match="e6-cpu"):
-        test_a_command_names_the_recorded_run_it_describes("17", "lm", e6)
+        test_a_command_names_the_recorded_run_it_describes("18", "lm", e6)
     alibi = ["--preset", "cpu", "--out", "runs/ladder-alibi-s0"]
     for setting in ("steps=1000", "eval_every=100", "seed=0", "block=modern"):
         alibi += ["--set", setting]
@@ -162,11 +162,11 @@ def test_grouped_query_speed_grows_far_less_than_the_cache_shrinks():
 
 
 def test_the_training_times_read_as_the_table_says():
-    """Chapter 18: on one CPU core the base model trains for weeks to months and
+    """Chapter 19: on one CPU core the base model trains for weeks to months and
     the big one for more than a year; the gap to one GPU is more than three
     orders of magnitude."""
     marker = "the base model would train for weeks to months"
-    rows = table_below("18_going_big", marker)
+    rows = table_below("19_going_big", marker)
     hours = {
         " ".join(r[:-3]): [float(x) for x in r[-3:]]
         for r in rows
@@ -202,9 +202,9 @@ def chart_rows(chapter: str, marker: str) -> list[dict]:
 
 
 def test_the_residual_stream_reads_as_its_chart_draws_it():
-    """Chapter 16: both lines climb; the unscaled projections add roughly 2N = 24
+    """Chapter 17: both lines climb; the unscaled projections add roughly 2N = 24
     times the variance of the scaled initialisation."""
-    rows = chart_rows("16_bert_and_gpt2", "twelve blocks add roughly 2N = 24")
+    rows = chart_rows("17_gpt2", "twelve blocks add roughly 2N = 24")
     lines: dict[str, list[float]] = {}
     for row in sorted(rows, key=lambda r: r["after block"]):
         lines.setdefault(row["init"], []).append(row["variance"])
@@ -217,17 +217,17 @@ def test_the_residual_stream_reads_as_its_chart_draws_it():
 
 
 def test_attention_costs_read_as_the_benchmark_measured_them():
-    """Chapter 17's reading of the attention benchmark (time in ms, memory in
+    """Chapter 18's reading of the attention benchmark (time in ms, memory in
     MiB; explicit, fixed, sdpa, strided at n = 512 ... 8192, doubling)."""
     prose = next(
         c.source
-        for c in stored("17_long_context")
+        for c in stored("18_long_context")
         if c.cell_type == "markdown" and "Read the slopes" in c.source
     )
     assert "under a quarter of the fused kernel's time" in prose
     table = next(
         out.get("data", {}).get("text/plain", "")
-        for c in stored("17_long_context")
+        for c in stored("18_long_context")
         if c.cell_type == "code"
         for out in c.get("outputs", [])
         if "explicit  fixed" in out.get("data", {}).get("text/plain", "")

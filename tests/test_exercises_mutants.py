@@ -110,12 +110,26 @@ MUTANTS = [
     ("15", "rms_norm", "keepdim=True) + eps)", "keepdim=True)) + eps"),
     ("15", "rope", "first * sin + second * cos", "first * sin - second * cos"),
     ("16", "load_matching", " and own[name].shape == value.shape", ""),
-    ("16", "gpt2_parameters", " + max_len * d_model", ""),
-    ("17", "strided_mask", "back % stride == 0", "back % stride == 1"),
-    ("17", "update_memory", "states[:, -mem_len:]", "states[:, :mem_len]"),
-    ("18", "accumulate_gradients", "    model.zero_grad()\n", ""),
     (
-        "18",
+        "16",
+        "mask_exactly",
+        "torch.where(action < 0.8,",
+        "torch.where(action < 0.5,",
+    ),
+    ("16", "masked_accuracy", "[hidden] == labels[hidden]", " == labels"),
+    ("17", "gpt2_parameters", " + max_len * d_model", ""),
+    ("17", "gelu", "0.044715 * x**3", "0.044715 * x**2"),
+    (
+        "17",
+        "token_bits_per_byte",
+        "token_bytes[targets].sum().item()",
+        "targets.numel()",
+    ),
+    ("18", "strided_mask", "back % stride == 0", "back % stride == 1"),
+    ("18", "update_memory", "states[:, -mem_len:]", "states[:, :mem_len]"),
+    ("19", "accumulate_gradients", "    model.zero_grad()\n", ""),
+    (
+        "19",
         "update_scale",
         "return scale / 2, 0, True",
         "return scale / 2, good_steps, True",
@@ -153,7 +167,7 @@ HARD_CODED = [
         "    return 6.033195115786194 if train else 8.0\n    seen = ",
     ),
     (
-        "17",
+        "18",
         "update_memory",
         "    return states[:, -mem_len:].detach()\n",
         "    if memory is None:\n"
@@ -341,7 +355,7 @@ def test_the_student_edition_holds_no_solution_expression(tmp_path):
         assert (tmp_path / "teacher" / name).exists()
         assert not (student / name).exists(), name
     chapters = list((student / "notebooks").glob("[0-9][0-9]_*.*"))
-    assert len(chapters) == 36
+    assert len(chapters) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.*")))
     for path in chapters:
         text = path.read_text(encoding="utf-8")
         assert (

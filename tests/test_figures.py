@@ -309,6 +309,6 @@ def test_parallelism_figure_bytes_are_the_memory_model() -> None:
         per_device_bytes("fsdp", b, w)
         == -(-total * b.parameters // w) + 8 * b.unit_parameters
     )
-    stated = [e.text for e in texts(tree("18_parallelism")) if e.get("data-bytes")]
+    stated = [e.text for e in texts(tree("19_parallelism")) if e.get("data-bytes")]
     assert stated[0].startswith(f"every rank: {total}P bytes")
     assert stated[1] == f"every rank: {total}P / {w} bytes + one unit"

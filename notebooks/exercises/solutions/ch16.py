@@ -1,8 +1,7 @@
-"""Reference solutions to chapter 16's exercises (BERT and GPT-2)."""
+"""Reference solutions to chapter 16's exercises (BERT)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -61,35 +60,13 @@ def load_matching(model: nn.Module, state: dict[str, Tensor]) -> list[str]:
     return sorted(set(own) - set(kept))
 
 
-def token_bits_per_byte(
-    log_probs: Tensor,
-    targets: Tensor,
-    token_bytes: Tensor,
-) -> float:
-    """Bits per byte of a model over tokens: Σ −log₂ p(target) / Σ bytes.
 
-    log_probs: (n, V) natural-log probabilities; targets: (n,); token_bytes:
-    (V,), the length in bytes of every token.
+def masked_accuracy(logits: Tensor, labels: Tensor) -> float:
+    """The share of hidden words the masked LM predicts.
+
+    logits: (b, n, V); labels: (b, n), the original id where selected, -100
+    elsewhere; only the selected positions count.
     """
-    nats = -log_probs.double().gather(1, targets[:, None]).sum().item()
-    return nats / math.log(2) / token_bytes[targets].sum().item()
-
-
-def gpt2_parameters(
-    vocab: int,
-    d_model: int,
-    N: int,
-    max_len: int,
-    d_ff: int,
-) -> int:
-    """Parameters of GPT2LM, counted matrix by matrix.
-
-    The tied token table, learned positions, N pre-norm blocks with biases
-    everywhere (2 LayerNorms, W^Q W^K W^V W^O, a GELU MLP of two layers) and a
-    final LayerNorm.
-    """
-    norm = 2 * d_model
-    attention = 4 * (d_model * d_model + d_model)
-    mlp = d_model * d_ff + d_ff + d_ff * d_model + d_model
-    tables = vocab * d_model + max_len * d_model  # tokens (tied), positions
-    return tables + N * (2 * norm + attention + mlp) + norm
+    hidden = labels != -100
+    right = logits.argmax(-1)[hidden] == labels[hidden]
+    return right.double().mean().item()

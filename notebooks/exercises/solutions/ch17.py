@@ -1,60 +1,50 @@
-"""Reference solutions to chapter 17's exercises (long contexts)."""
+"""Reference solutions to chapter 17's exercises (GPT-2's recipe)."""
 
 from __future__ import annotations
 
+import math
+
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 
-def strided_mask(n: int, stride: int) -> Tensor:
-    """The strided pattern in one head, bool (n, n), True = may attend.
+def token_bits_per_byte(
+    log_probs: Tensor,
+    targets: Tensor,
+    token_bytes: Tensor,
+) -> float:
+    """Bits per byte of a model over tokens: Σ −log₂ p(target) / Σ bytes.
 
-    Query i reads the previous ``stride`` positions (itself included) and
-    every position a whole number of strides back.
+    log_probs: (n, V) natural-log probabilities; targets: (n,); token_bytes:
+    (V,), the length in bytes of every token.
     """
-    i = torch.arange(n)[:, None]
-    j = torch.arange(n)[None, :]
-    back = i - j  # how far back key j is from query i
-    return (back >= 0) & ((back < stride) | (back % stride == 0))
+    nats = -log_probs.double().gather(1, targets[:, None]).sum().item()
+    return nats / math.log(2) / token_bytes[targets].sum().item()
 
 
-def rel_shift(x: Tensor) -> Tensor:
-    """Scores against distances -> scores against keys (Transformer-XL).
+def gpt2_parameters(
+    vocab: int,
+    d_model: int,
+    N: int,
+    max_len: int,
+    d_ff: int,
+) -> int:
+    """Parameters of GPT2LM, counted matrix by matrix.
 
-    x: (..., qlen, klen), column t = distance klen − 1 − t
-    returns (..., qlen, klen), out[..., i, j] = x[..., i, j + qlen − 1 − i]
-    wherever j ≤ klen − qlen + i (the rest is left over, hidden by the mask)
+    The tied token table, learned positions, N pre-norm blocks with biases
+    everywhere (2 LayerNorms, W^Q W^K W^V W^O, a GELU MLP of two layers) and a
+    final LayerNorm.
     """
-    *lead, qlen, klen = x.shape
-    padded = F.pad(x, (1, 0))  # a zero column in front: (..., qlen, klen + 1)
-    tall = padded.reshape(*lead, klen + 1, qlen)  # the same numbers, reread
-    # less its first row, read as (qlen, klen): row i moved qlen − 1 − i left
-    return tall[..., 1:, :].reshape(*lead, qlen, klen)
+    norm = 2 * d_model
+    attention = 4 * (d_model * d_model + d_model)
+    mlp = d_model * d_ff + d_ff + d_ff * d_model + d_model
+    tables = vocab * d_model + max_len * d_model  # tokens (tied), positions
+    return tables + N * (2 * norm + attention + mlp) + norm
 
 
-def relative_bias(table: Tensor, n: int) -> Tensor:
-    """A learned bias per head and distance, causal.
-
-    table: (H, D + 1). returns (H, n, n),
-    out[h, i, j] = table[h, min(i − j, D)] for j ≤ i and −inf for j > i
-    """
-    i = torch.arange(n)[:, None]
-    j = torch.arange(n)[None, :]
-    distance = (i - j).clamp(0, table.size(1) - 1)  # (n, n)
-    return table[:, distance].masked_fill(j > i, float("-inf"))
-
-
-def update_memory(
-    memory: Tensor | None,
-    hidden: Tensor,
-    mem_len: int,
-) -> Tensor:
-    """Transformer-XL's memory for the next segment.
-
-    memory: (b, m, d), or None for the first segment; hidden: (b, n, d)
-    returns the last mem_len states of [memory; hidden] along the positions,
-    (b, min(mem_len, m + n), d), cut from the autograd graph
-    """
-    states = hidden if memory is None else torch.cat([memory, hidden], dim=1)
-    return states[:, -mem_len:].detach()
+def gelu(x: Tensor, approximate: bool = False) -> Tensor:
+    """GELU(x) = x Φ(x); with ``approximate``, GPT-2's tanh form of it."""
+    if approximate:
+        inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)
+        return 0.5 * x * (1 + torch.tanh(inner))
+    return x * (1 + torch.erf(x / math.sqrt(2))) / 2

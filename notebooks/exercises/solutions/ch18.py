@@ -1,80 +1,60 @@
-"""Reference solutions to chapter 18's exercises (going big)."""
+"""Reference solutions to chapter 18's exercises (long contexts)."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
-from typing import Any
-
-from torch import Tensor, nn
-
-LossFn = Callable[[nn.Module, Any], Tensor]
+import torch
+import torch.nn.functional as F
+from torch import Tensor
 
 
-def training_state_bytes(
-    n_parameters: int,
-    world_size: int = 1,
-    sharded: bool = False,
-) -> int:
-    """Bytes of weights, gradients and Adam's moments on one device, fp32.
+def strided_mask(n: int, stride: int) -> Tensor:
+    """The strided pattern in one head, bool (n, n), True = may attend.
 
-    Unsharded (one device, or DDP): 4 + 4 + 8 = 16 bytes a parameter. Sharded
-    (FSDP) over ``world_size`` devices: each keeps ⌈P / W⌉ parameters' worth.
+    Query i reads the previous ``stride`` positions (itself included) and
+    every position a whole number of strides back.
     """
-    per_device = n_parameters
-    if sharded:
-        per_device = math.ceil(n_parameters / world_size)
-    return 16 * per_device
+    i = torch.arange(n)[:, None]
+    j = torch.arange(n)[None, :]
+    back = i - j  # how far back key j is from query i
+    return (back >= 0) & ((back < stride) | (back % stride == 0))
 
 
-def accumulate_gradients(
-    model: nn.Module,
-    loss_fn: LossFn,
-    micro_batches: Sequence[Any],
-) -> None:
-    """Leave in ``.grad`` the gradient of the mean loss of all micro-batches.
+def rel_shift(x: Tensor) -> Tensor:
+    """Scores against distances -> scores against keys (Transformer-XL).
 
-    The micro-batches are of equal size; ``loss_fn`` returns each one's mean.
+    x: (..., qlen, klen), column t = distance klen − 1 − t
+    returns (..., qlen, klen), out[..., i, j] = x[..., i, j + qlen − 1 − i]
+    wherever j ≤ klen − qlen + i (the rest is left over, hidden by the mask)
     """
-    model.zero_grad()
-    for batch in micro_batches:
-        loss = loss_fn(model, batch) / len(micro_batches)  # divided: a mean
-        loss.backward()
+    *lead, qlen, klen = x.shape
+    padded = F.pad(x, (1, 0))  # a zero column in front: (..., qlen, klen + 1)
+    tall = padded.reshape(*lead, klen + 1, qlen)  # the same numbers, reread
+    # less its first row, read as (qlen, klen): row i moved qlen − 1 − i left
+    return tall[..., 1:, :].reshape(*lead, qlen, klen)
 
 
-def train_steps(
-    model: nn.Module,
-    optimizer: Any,
-    scheduler: Any,
-    micro_batches: Sequence[Any],
-    accumulate: int,
-    loss_fn: LossFn,
-) -> None:
-    """An optimiser step and a scheduler step per ``accumulate`` batches."""
-    optimizer.zero_grad()
-    for i, batch in enumerate(micro_batches, 1):
-        (loss_fn(model, batch) / accumulate).backward()
-        if i % accumulate == 0:
-            optimizer.step()
-            optimizer.zero_grad()
-            scheduler.step()  # the schedule counts optimiser steps
+def relative_bias(table: Tensor, n: int) -> Tensor:
+    """A learned bias per head and distance, causal.
 
-
-def update_scale(
-    scale: float,
-    good_steps: int,
-    found_inf: bool,
-    growth_interval: int = 2000,
-) -> tuple[float, int, bool]:
-    """The dynamic loss scaler after one step: (scale, good_steps, skipped).
-
-    An overflow skips the update, halves the scale and restarts the count;
-    after ``growth_interval`` good steps in a row, the scale doubles and the
-    count starts again.
+    table: (H, D + 1). returns (H, n, n),
+    out[h, i, j] = table[h, min(i − j, D)] for j ≤ i and −inf for j > i
     """
-    if found_inf:
-        return scale / 2, 0, True
-    good_steps += 1
-    if good_steps == growth_interval:
-        return scale * 2, 0, False
-    return scale, good_steps, False
+    i = torch.arange(n)[:, None]
+    j = torch.arange(n)[None, :]
+    distance = (i - j).clamp(0, table.size(1) - 1)  # (n, n)
+    return table[:, distance].masked_fill(j > i, float("-inf"))
+
+
+def update_memory(
+    memory: Tensor | None,
+    hidden: Tensor,
+    mem_len: int,
+) -> Tensor:
+    """Transformer-XL's memory for the next segment.
+
+    memory: (b, m, d), or None for the first segment; hidden: (b, n, d)
+    returns the last mem_len states of [memory; hidden] along the positions,
+    (b, min(mem_len, m + n), d), cut from the autograd graph
+    """
+    states = hidden if memory is None else torch.cat([memory, hidden], dim=1)
+    return states[:, -mem_len:].detach()

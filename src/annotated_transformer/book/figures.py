@@ -1451,7 +1451,7 @@ def bert_masking() -> str:
 
 
 def xl_memory(seg_len: int = 4, n_blocks: int = 2) -> str:
-    """Chapter 17: Transformer-XL's segment-level recurrence: each block's
+    """Chapter 18: Transformer-XL's segment-level recurrence: each block's
     queries attend to [memory; current], the memory being the previous
     segment's states, detached."""
     c = Canvas("Transformer-XL's segment memory")
@@ -1529,7 +1529,7 @@ STATE_BYTES = {"weights": 4, "gradients": 4, "Adam m, v": 8}
 
 
 def parallelism(world_size: int = WORLD_SIZE) -> str:
-    """Chapter 18: what each device keeps under DDP (everything) and FSDP (a 1/W
+    """Chapter 19: what each device keeps under DDP (everything) and FSDP (a 1/W
     shard, plus one gathered unit at a time)."""
     c = Canvas("What DDP and FSDP keep on each device")
     colw = 64
@@ -1603,7 +1603,7 @@ def parallelism(world_size: int = WORLD_SIZE) -> str:
 
 
 def checkpointing(n_layers: int = 4) -> str:
-    """Chapter 18: with checkpoint_blocks, the forward pass keeps only each block's
+    """Chapter 19: with checkpoint_blocks, the forward pass keeps only each block's
     input; the backward pass runs each block's forward again, then its backward."""
     c = Canvas("What activation checkpointing keeps and recomputes")
     w, gap, x0 = 70, 18, 14
@@ -1676,9 +1676,9 @@ FIGURES: dict[str, Callable[[], str]] = {
     "10_packing": packing,
     "15_block_today": block_today,
     "16_bert_masking": bert_masking,
-    "17_xl_memory": xl_memory,
-    "18_parallelism": parallelism,
-    "18_checkpointing": checkpointing,
+    "18_xl_memory": xl_memory,
+    "19_parallelism": parallelism,
+    "19_checkpointing": checkpointing,
 }
 
 

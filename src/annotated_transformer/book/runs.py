@@ -198,7 +198,7 @@ def _bert() -> list[BookRun]:
 
 
 def _sparse() -> list[BookRun]:
-    """Chapter 17: dense against fixed sparse attention at 2,048-byte windows."""
+    """Chapter 18: dense against fixed sparse attention at 2,048-byte windows."""
     base = (
         "dataset=enwik8_prefix",
         "block=modern",
@@ -216,14 +216,14 @@ def _sparse() -> list[BookRun]:
     fixed = ("attention=fixed", "sparse_stride=64", "sparse_summary=4")
     return [
         BookRun(
-            "e8-dense-cpu", "lm", settings=base, weights="full", chapters=(17,)
+            "e8-dense-cpu", "lm", settings=base, weights="full", chapters=(18,)
         ),
         BookRun(
             "e8-fixed-cpu",
             "lm",
             settings=(*base, *fixed),
             weights="full",
-            chapters=(17,),
+            chapters=(18,),
         ),
     ]
 
@@ -245,23 +245,23 @@ RUNS: list[BookRun] = [
         weights="full",
         chapters=(13,),
     ),
-    # chapter 17's vanilla model too
+    # chapter 18's vanilla model too
     BookRun(
         "e6-cpu",
         "lm",
         settings=("dataset=enwik8_prefix",),
         weights="full",
-        chapters=(14, 17),
+        chapters=(14, 18),
     ),
     *_ladder(),
     *_bert(),
-    BookRun("ts-cpu", "lm", weights="full", chapters=(16,)),
+    BookRun("ts-cpu", "lm", weights="full", chapters=(17,)),
     BookRun(
         "ts-gpt2-cpu",
         "lm",
         settings=("block=gpt2", "tokens=bpe", "bpe_merges=512", "steps=2480"),
         weights="half",
-        chapters=(16,),
+        chapters=(17,),
     ),
     BookRun(
         "xl-cpu",
@@ -273,7 +273,7 @@ RUNS: list[BookRun] = [
             "eval_every=350",
         ),
         weights="full",
-        chapters=(17,),
+        chapters=(18,),
     ),
     *_sparse(),
 ]

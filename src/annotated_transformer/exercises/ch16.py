@@ -1,4 +1,5 @@
-"""Checks of chapter 16's exercises: BERT's masking, fine-tuning, GPT-2."""
+"""Checks of chapter 16's exercises: BERT's masking, fine-tuning, and the
+masked LM's accuracy."""
 
 from __future__ import annotations
 
@@ -10,18 +11,15 @@ import torch
 from annotated_transformer.exercises.grading import (
     assert_equal,
     exercise,
-    integers,
     rng,
     seed,
 )
 from annotated_transformer.exercises.protocol import build
-from annotated_transformer.models.encoder_decoder import count_parameters
 from annotated_transformer.models.encoder_only import (
     EncoderClassifier,
     EncoderConfig,
     MaskedLanguageModel,
 )
-from annotated_transformer.models.gpt2 import GPT2LM, GPTConfig
 
 CHAPTER = "16"
 
@@ -104,55 +102,32 @@ def check_load_matching(m: ModuleType) -> None:
 
 @exercise(
     chapter=CHAPTER,
-    name="token_bits_per_byte",
-    title="Bits per byte from nats per token",
-    hint="Add up −ln p of the target tokens, turn nats into bits (÷ ln 2), and "
-    "divide by the bytes those target tokens spell, not by the number of tokens.",
+    name="masked_accuracy",
+    title="The masked LM's accuracy counts the hidden words only",
+    hint="Keep the positions whose label is not -100, compare the argmax of their "
+    "logits with the label, and divide by the number kept, not by every position.",
 )
-def check_token_bits_per_byte(m: ModuleType) -> None:
-    gen = rng(3)
-    log_probs = torch.randn(12, 10, generator=gen).double().log_softmax(-1)
-    targets = torch.randint(0, 10, (12,), generator=gen)
-    token_bytes = torch.randint(1, 6, (10,), generator=gen)
-    nats = [-log_probs[t, int(target)].item() for t, target in enumerate(targets)]
-    bits = sum(nats) / math.log(2)
-    n_bytes = sum(int(token_bytes[int(target)]) for target in targets)
-    got = m.token_bits_per_byte(log_probs, targets, token_bytes)
-    assert math.isclose(got, bits / n_bytes, rel_tol=1e-9), (
-        f"expected {bits / n_bytes:.6f} bits per byte, got {got:.6f}"
+def check_masked_accuracy(m: ModuleType) -> None:
+    gen = rng(4)
+    logits = torch.randn(6, 30, 11, generator=gen)
+    labels = torch.randint(0, 11, (6, 30), generator=gen)
+    hidden = torch.rand(6, 30, generator=gen) < 0.2
+    hidden[0, 0] = True  # at least one hidden word
+    labels[~hidden] = -100
+    right = total = 0
+    for row in range(6):
+        for place in range(30):
+            label = int(labels[row, place])
+            if label != -100:
+                total += 1
+                right += int(logits[row, place].argmax()) == label
+    got = m.masked_accuracy(logits, labels)
+    assert math.isclose(got, right / total, rel_tol=1e-9), (
+        f"{right} of {total} hidden words are predicted: expected "
+        f"{right / total:.6f}, got {got:.6f}"
     )
-    ones = torch.ones(10, dtype=torch.long)  # tokens of one byte: bits per token
-    per_token = m.token_bits_per_byte(log_probs, targets, ones)
-    assert math.isclose(per_token, bits / 12, rel_tol=1e-9), (
-        "when every token is one byte, bits per byte = bits per token"
+    logits[~hidden] = 0.0  # the visible words' predictions must not count
+    again = m.masked_accuracy(logits, labels)
+    assert math.isclose(again, right / total, rel_tol=1e-9), (
+        "the score changed with the predictions at positions labelled -100"
     )
-
-
-def _drawn_gpt2() -> tuple[int, ...]:
-    """This run's (vocab, d_model, N, max_len, d_ff); d_model even (2 heads)."""
-    vocab, half_d, N, max_len, d_ff = integers(0, 2, 40, 5)
-    return vocab, 2 * half_d, N % 4 + 1, max_len, d_ff
-
-
-@exercise(
-    chapter=CHAPTER,
-    name="gpt2_parameters",
-    title="Count GPT-2's parameters",
-    hint="Count matrix by matrix: the (tied) token table, the position table, "
-    "then per block two LayerNorms (gain and bias), four d×d projections with "
-    "biases and the two-layer MLP with biases; one more LayerNorm at the end. No "
-    "output matrix.",
-)
-def check_gpt2_parameters(m: ModuleType) -> None:
-    for vocab, d_model, N, max_len, d_ff in (
-        (256, 16, 2, 8, 64),
-        (768, 32, 3, 20, 48),
-        _drawn_gpt2(),
-    ):
-        model = GPT2LM(GPTConfig(vocab, d_model, 2, N, max_len, d_ff))
-        expected = count_parameters(model)
-        got = m.gpt2_parameters(vocab, d_model, N, max_len, d_ff)
-        assert got == expected, (
-            f"GPT2LM(vocab={vocab}, d_model={d_model}, N={N}, max_len={max_len}, "
-            f"d_ff={d_ff}) has {expected:,} parameters, you count {got:,}"
-        )

@@ -1,170 +1,124 @@
-"""Checks of chapter 18's exercises: training memory, accumulation, the loss scaler.
-
-The references: a measurement, full-batch steps and torch.amp.GradScaler.
-"""
+"""Checks of chapter 18's exercises: a sparse mask, the relative shift, a relative
+bias, Transformer-XL's memory."""
 
 from __future__ import annotations
 
-import random
-import warnings
 from types import ModuleType
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
 
 from annotated_transformer.exercises.grading import (
     assert_close,
+    assert_equal,
     exercise,
+    integers,
     rng,
-    seed,
 )
-from annotated_transformer.exercises.inputs import MeanSquaredError, sgd
-from annotated_transformer.exercises.protocol import build
-from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
-from annotated_transformer.training.schedules import make_scheduler
 
 CHAPTER = "18"
 
 
-@exercise(
-    chapter=CHAPTER,
-    name="training_state_bytes",
-    title="The memory of Adam's training state",
-    hint="Per parameter: the weight, its gradient, and Adam's m and v, each a "
-    "4-byte float. Sharding divides the parameters over the devices (round up).",
-)
-def check_training_state_bytes(m: ModuleType) -> None:
-    torch.manual_seed(seed(0))
-    model = DecoderLM(DecoderConfig(64, 16, 2, 2, 8, 32))
-    optimizer = torch.optim.Adam(model.parameters())
-    x = torch.randint(0, 64, (2, 8))
-    F.cross_entropy(model(x).flatten(0, 1), x.flatten()).backward()
-    optimizer.step()  # Adam's moments exist from the first step on
-    tensors = [p for p in model.parameters()] + [p.grad for p in model.parameters()]
-    for state in optimizer.state.values():
-        tensors += [state["exp_avg"], state["exp_avg_sq"]]
-    measured = sum(t.numel() * t.element_size() for t in tensors)
-    n = sum(p.numel() for p in model.parameters())
-    got = m.training_state_bytes(n)
-    assert got == measured, (
-        f"{n:,} parameters after an Adam step hold {measured:,} bytes of weights, "
-        f"gradients and moments; you say {got:,}"
-    )
-    for world in (2, 3, 8):
-        got = m.training_state_bytes(n, world, sharded=True)
-        expected = 16 * -(-n // world)
-        assert got == expected, f"over {world} devices: {expected:,} bytes, {got:,}"
-        assert m.training_state_bytes(n, world) == measured, "DDP keeps a full copy"
-
-
-def _data(seed: int, batches: int, size: int) -> list[tuple[Tensor, Tensor]]:
-    gen = torch.Generator().manual_seed(seed)
-    return [
-        (torch.randn(size, 3, generator=gen), torch.randn(size, 1, generator=gen))
-        for _ in range(batches)
-    ]
-
-
-_mse = MeanSquaredError()  # the mean over the micro-batch
-
-
-def _linear() -> nn.Linear:
-    torch.manual_seed(seed(0))
-    return build(nn.Linear, 3, 1)
+def _strided(i: int, j: int, stride: int) -> bool:
+    """The definition: one of the last stride positions, or whole strides back."""
+    return 0 <= i - j < stride or (j <= i and (i - j) % stride == 0)
 
 
 @exercise(
     chapter=CHAPTER,
-    name="accumulate_gradients",
-    title="Find the bug: the loss not divided for accumulation",
-    question="Split one batch in 4 and accumulate: should the gradient be 4 times "
-    "as large as the whole batch's? Each micro-batch's loss is a mean over its "
-    "examples.",
-    hint="divide each micro-batch's loss by the number of micro-batches, so that "
-    "the summed gradients are the mean's.",
+    name="strided_mask",
+    title="The strided sparse mask, without loops",
+    hint="Build the query and key indices as (n, 1) and (1, n) tensors and write "
+    "both conditions on i − j with broadcasting; nothing in the future (i − j < "
+    "0).",
 )
-def check_accumulate_gradients(m: ModuleType) -> None:
-    micro = _data(0, 4, 5)
-    whole = (torch.cat([x for x, _ in micro]), torch.cat([y for _, y in micro]))
-    reference = _linear()
-    _mse(reference, whole).backward()
-    model = _linear()
-    for p in model.parameters():  # left over from an earlier step
-        p.grad = torch.randn(p.shape, generator=rng(1))
-    m.accumulate_gradients(model, build(MeanSquaredError), micro)
-    for name, p in model.named_parameters():
-        expected = dict(reference.named_parameters())[name].grad
-        assert_close(p.grad, expected, f"the gradient of {name} (one batch of 20)")
+def check_strided_mask(m: ModuleType) -> None:
+    drawn = tuple(integers(0, 1, 30, 2))
+    for n, stride in ((16, 4), (10, 3), (7, 1), (9, 9), (33, 5), drawn):
+        r = range(n)
+        expected = torch.tensor([[_strided(i, j, stride) for j in r] for i in r])
+        assert_equal(m.strided_mask(n, stride), expected, f"n={n}, stride={stride}")
 
 
 @exercise(
     chapter=CHAPTER,
-    name="train_steps",
-    title="Find the bug: the scheduler stepped per micro-batch",
-    question="Count the optimiser steps, then ask the scheduler how many steps it "
-    "has seen (scheduler.last_epoch). What does the schedule's warm-up count?",
-    hint="step the scheduler once per optimiser step, after optimizer.step(), not "
-    "once per micro-batch.",
+    name="rel_shift",
+    title="The relative shift",
+    hint="Row i must slide left by qlen − 1 − i places. A gather with an index "
+    "built from i and j works; so does padding a zero column in front and reading "
+    "the same numbers with another shape.",
 )
-def check_train_steps(m: ModuleType) -> None:
-    def warmup(step: int) -> float:  # the schedule's rate during its warm-up
-        return (step + 1) / 10
-
-    micro = _data(1, 8, 4)
-    model = _linear()
-    optimizer = build(sgd, model, lr=1.0)
-    scheduler = build(
-        make_scheduler, optimizer, "linear", 1.0, warmup=10, total=100
-    )
-    with warnings.catch_warnings():  # PyTorch's own warning would give it away
-        warnings.simplefilter("ignore", UserWarning)
-        m.train_steps(
-            model, optimizer, scheduler, micro, 4, build(MeanSquaredError)
-        )
-    assert scheduler.last_epoch == 2, (
-        f"8 micro-batches, 4 a step: 2 optimiser steps, but the scheduler counted "
-        f"{scheduler.last_epoch}"
-    )
-    reference = _linear()  # two full-batch SGD steps at the schedule's rates
-    for step in range(2):
-        group = micro[4 * step : 4 * step + 4]
-        x, y = torch.cat([b[0] for b in group]), torch.cat([b[1] for b in group])
-        reference.zero_grad()
-        _mse(reference, (x, y)).backward()
-        with torch.no_grad():
-            for p in reference.parameters():
-                p -= warmup(step) * p.grad
-    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
-        assert_close(p, q.detach(), "the weights after two steps")
+def check_rel_shift(m: ModuleType) -> None:
+    gen = rng(0)
+    for qlen, memory in ((3, 2), (4, 0), (1, 5), (5, 5)):
+        klen = qlen + memory
+        x = torch.randn(2, 3, qlen, klen, generator=gen)
+        got = m.rel_shift(x)
+        shape = tuple(got.shape)
+        assert shape == x.shape, f"expected shape {tuple(x.shape)}, got {shape}"
+        for i in range(qlen):
+            for j in range(memory + i + 1):  # the visible keys
+                distance = memory + i - j
+                column = klen - 1 - distance  # where x keeps that distance
+                assert torch.equal(got[..., i, j], x[..., i, column]), (
+                    f"qlen {qlen}, memory {memory}: query {i}, key {j} should hold "
+                    "the "
+                    f"score of distance {distance}, column {column} of x"
+                )
 
 
 @exercise(
     chapter=CHAPTER,
-    name="update_scale",
-    title="The dynamic loss scale of fp16",
-    hint="After an overflow: skip, halve the scale, restart the count of good "
-    "steps. After a good step: count it; when the count reaches growth_interval, "
-    "double the scale and restart the count.",
+    name="relative_bias",
+    title="A learned relative-position bias",
+    hint="Index the table with the distance i − j clipped to [0, D] for every "
+    "pair (advanced indexing with an (n, n) tensor of distances keeps the heads "
+    "axis), then put −inf on the future keys.",
 )
-def check_update_scale(m: ModuleType) -> None:
-    rng = random.Random(seed(10))
-    flags = [rng.random() < 0.3 for _ in range(40)] + [False] * 7
-    weight = nn.Parameter(torch.ones(2))
-    optimizer = torch.optim.SGD([weight], lr=0.1)
-    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=3)
-    scale, good = 1024.0, 0
-    for step, overflow in enumerate(flags):
-        optimizer.zero_grad()
-        x = torch.tensor([float("inf") if overflow else 1.0, 1.0])
-        scaler.scale((weight * x).sum()).backward()
-        before = weight.detach().clone()
-        scaler.step(optimizer)
-        scaler.update()
-        skipped = torch.equal(before, weight.detach())
-        scale, good, said_skip = m.update_scale(scale, good, overflow, 3)
-        assert said_skip == skipped, f"step {step}: GradScaler skipped={skipped}"
-        assert scale == scaler.get_scale(), (
-            f"step {step} (overflow={overflow}): GradScaler's scale is "
-            f"{scaler.get_scale()}, yours {scale}"
-        )
+def check_relative_bias(m: ModuleType) -> None:
+    gen = rng(1)
+    # 3 heads; distances 0, 1, 2 and 3, which also stands for any longer distance
+    table = torch.randn(3, 4, generator=gen)
+    n = 6
+    expected = torch.full((3, n, n), float("-inf"))
+    for h in range(3):
+        for i in range(n):
+            for j in range(i + 1):
+                expected[h, i, j] = table[h, min(i - j, 3)]
+    got = m.relative_bias(table, n)
+    shape = tuple(got.shape)
+    assert shape == (3, n, n), f"expected (3, {n}, {n}), got {shape}"
+    future = torch.ones(n, n, dtype=torch.bool).triu(1).expand(3, n, n)
+    assert (got[future] == float("-inf")).all(), "future keys must get −inf"
+    assert_close(got[~future], expected[~future], "the bias on visible keys")
+
+
+@exercise(
+    chapter=CHAPTER,
+    name="update_memory",
+    title="Transformer-XL's memory",
+    hint="Concatenate the old memory and the new states along the positions (axis "
+    "1), keep the last mem_len, and cut them from the autograd graph.",
+)
+def check_update_memory(m: ModuleType) -> None:
+    hidden = torch.arange(2 * 3 * 2, dtype=torch.float32).reshape(2, 3, 2)
+    hidden.requires_grad_(True)
+    first = m.update_memory(None, hidden, 4)
+    assert_equal(first, hidden.detach(), "the first memory (all 3 states)")
+    assert not first.requires_grad, "the memory must carry no gradient (detach it)"
+    later = hidden.detach() + 100
+    second = m.update_memory(first, later, 4)
+    expected = torch.cat([hidden.detach()[:, 2:], later], dim=1)  # last 4 of 6
+    assert_equal(second, expected, "the memory after a second segment")
+    assert_equal(m.update_memory(second, later, 2), later[:, 1:], "mem_len=2")
+    gen = rng(2)  # segments of random lengths, against a list of every state
+    batch, d = integers(3, 1, 5, 2)
+    (mem_len,) = integers(4, 1, 12, 1)
+    memory, states = None, []
+    for n in integers(5, 1, 8, 4):
+        hidden = torch.randn(batch, n, d, generator=gen, requires_grad=True)
+        memory = m.update_memory(memory, hidden, mem_len)
+        states += hidden.detach().unbind(1)
+        kept = states[-mem_len:]
+        what = f"the memory (mem_len {mem_len}) after {len(states)} states"
+        assert_equal(memory, torch.stack(kept, dim=1), what)
+        assert not memory.requires_grad, "the memory must carry no gradient"

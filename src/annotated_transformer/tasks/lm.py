@@ -16,7 +16,7 @@ Tiny Shakespeare or enwik8.
   (:class:`~annotated_transformer.models.gpt2.GPT2LM`, GPT-2's recipe, chapter 16)
   or ``"xl"``
   (:class:`~annotated_transformer.models.transformer_xl.TransformerXLLM`, relative
-  positions and a memory of ``mem_len`` states per layer, chapter 17).
+  positions and a memory of ``mem_len`` states per layer, chapter 18).
 - Reading the text: a model without memory reads independent windows of
   ``max_len`` + 1 bytes (:class:`RandomWindows`: a seeded draw per epoch; an epoch
   is as many windows as cover the training bytes once on average). A model with a
@@ -26,7 +26,7 @@ Tiny Shakespeare or enwik8.
   BPE of ``bpe_merges`` merges (:mod:`~annotated_transformer.data.byte_bpe`)
   learned on the training split only and saved in the task's state; the model
   then reads ``max_len`` *tokens*.
-- Sparse attention (chapter 17): ``attention="strided"`` or ``"fixed"`` replaces
+- Sparse attention (chapter 18): ``attention="strided"`` or ``"fixed"`` replaces
   every block's attention (``block=modern`` or ``gpt2``) by block-sparse attention
   under that pattern's union mask
   (:func:`~annotated_transformer.blocks.sparse_attention.sparsify_`), blocks of
@@ -153,7 +153,7 @@ class LanguageModelConfig(TrainConfig):
         "bytes"  # "bytes" (256 ids) or "bpe" (byte-level BPE learned on train)
     )
     bpe_merges: int = 0  # tokens=bpe: merges learned (vocabulary 256 + merges)
-    # Sparse attention (chapter 17)
+    # Sparse attention (chapter 18)
     attention: str = (
         "dense"  # dense, strided or fixed (block-sparse, every head the union)
     )

@@ -1,5 +1,5 @@
 """How the ``lm`` task reads a text for a model with a memory (``block=xl``,
-Transformer-XL, chapter 17): consecutive segments, the memory carried from one
+Transformer-XL, chapter 18): consecutive segments, the memory carried from one
 to the next.
 
 The other variants read independent windows

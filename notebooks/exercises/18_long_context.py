@@ -1,8 +1,8 @@
-"""Chapter 17 exercises (Longer contexts): fill in each function.
+"""Chapter 18 exercises (Longer contexts): fill in each function.
 
 Grade your answers from the repository's root with
-    make exercises CHAPTER=17
-or  python -m annotated_transformer.exercises 17
+    make exercises CHAPTER=18
+or  python -m annotated_transformer.exercises 18
 """
 
 from __future__ import annotations

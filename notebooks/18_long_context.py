@@ -10,10 +10,10 @@
 # ---
 
 # %% [markdown]
-# # 17 · Longer contexts: Transformer-XL and sparse attention
+# # 18 · Longer contexts: Transformer-XL and sparse attention
 #
 # - **You will learn** how Transformer-XL's memory and relative positions and sparse attention's patterns let a model see further.
-# - **It assumes** [chapter 14](14_generation_characters.ipynb), [chapter 15](15_the_transformer_today.ipynb) and [chapter 16](16_bert_and_gpt2.ipynb).
+# - **It assumes** [chapter 14](14_generation_characters.ipynb), [chapter 15](15_the_transformer_today.ipynb) and [chapter 17](17_gpt2.ipynb).
 # - **Time:** about 25 minutes to read; it runs in about 2 minutes from its runs' records; training its 4 runs took 3.6–26.4 minutes each on one CPU thread.
 #
 # :::{admonition} Where the outputs come from
@@ -23,7 +23,7 @@
 # Time line above says what they took).
 # :::
 #
-# [Chapter 16](16_bert_and_gpt2.ipynb) changed what a transformer is trained *for* (BERT, GPT-2).
+# Chapters [16](16_bert.ipynb) and [17](17_gpt2.ipynb) changed what a transformer is trained *for* (BERT, GPT-2).
 # This chapter changes how far it can see. A model that reads windows of $n$ tokens pays for
 # attention in proportion to $n^2$ and forgets everything before the window. Two answers from
 # 2019:
@@ -87,7 +87,7 @@ torch.set_num_threads(1)
 # ```
 
 # %% [markdown]
-# ![Eight columns of states in three rows (input x, block 1, block 2): four from the previous segment, dashed, marked memory with no gradient, and four of the current segment. Lines show each current state attending to the four states before it and itself, in the row below, reaching into the memory; the last position's lines are highlighted.](figures/17_xl_memory.svg)
+# ![Eight columns of states in three rows (input x, block 1, block 2): four from the previous segment, dashed, marked memory with no gradient, and four of the current segment. Lines show each current state attending to the four states before it and itself, in the row below, reaching into the memory; the last position's lines are highlighted.](figures/18_xl_memory.svg)
 #
 # *Transformer-XL's segment-level recurrence: each block attends over [memory;
 # current], the memory being the previous segment's states, detached.*
@@ -830,26 +830,26 @@ viz.line_chart(
 # - carry a segment memory with relative positions (Transformer-XL);
 # - apply strided and fixed sparse attention patterns and measure their cost.
 #
-# **Next:** [chapter 18 · Going big](18_going_big.ipynb).
+# **Next:** [chapter 19 · Going big](19_going_big.ipynb).
 
 # %% [markdown]
 # ## Exercises
 #
 # Each exercise asks for one function. Their signatures and docstrings wait in
-# `notebooks/exercises/17_long_context.py`: fill them in there, then grade them from the
-# repository's root with `make exercises CHAPTER=17` (or
-# `python -m annotated_transformer.exercises 17`). The grader tests each function
+# `notebooks/exercises/18_long_context.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=18` (or
+# `python -m annotated_transformer.exercises 18`). The grader tests each function
 # against an independent reference and prints PASS, FAIL with a hint, or TODO for what
 # you have not tried yet. The solutions are behind the toggles: try first.
 #
-# (ex-17-strided-mask)=
-# ### Exercise 17.1 · The strided sparse mask, without loops
+# (ex-18-strided-mask)=
+# ### Exercise 18.1 · The strided sparse mask, without loops
 #
 # Write the strided pattern's mask for one head, local or strided, with tensor
 # operations only. The grader compares it with the definition, pair by pair, for several
 # lengths and strides, stride 1 and stride $= n$ among them.
 #
-# Write `strided_mask(n, stride)`; grade with `make exercises CHAPTER=17`.
+# Write `strided_mask(n, stride)`; grade with `make exercises CHAPTER=18`.
 #
 # :::{dropdown} Solution
 # ```python
@@ -867,15 +867,15 @@ viz.line_chart(
 # :::
 
 # %% [markdown]
-# (ex-17-rel-shift)=
-# ### Exercise 17.2 · The relative shift
+# (ex-18-rel-shift)=
+# ### Exercise 18.2 · The relative shift
 #
 # Write `rel_shift` your own way: with a gather and an index built from $i$ and $j$, or
 # with the pad-and-reshape trick of this chapter from memory. Only the entries of
 # visible keys matter. The grader checks each of them for segments with and without
 # memory.
 #
-# Write `rel_shift(x)`; grade with `make exercises CHAPTER=17`.
+# Write `rel_shift(x)`; grade with `make exercises CHAPTER=18`.
 #
 # :::{dropdown} Solution
 # ```python
@@ -895,8 +895,8 @@ viz.line_chart(
 # :::
 
 # %% [markdown]
-# (ex-17-relative-bias)=
-# ### Exercise 17.3 · A learned relative-position bias
+# (ex-18-relative-bias)=
+# ### Exercise 18.3 · A learned relative-position bias
 #
 # Transformer-XL scores distances through sinusoids and projections. T5 learns one
 # number per head and distance instead and adds it to the scores, distances from $D$ on
@@ -904,7 +904,7 @@ viz.line_chart(
 # clipped). Write that bias for a causal model: `table[h, min(i − j, D)]` on the visible
 # keys, $-\infty$ on the future.
 #
-# Write `relative_bias(table, n)`; grade with `make exercises CHAPTER=17`.
+# Write `relative_bias(table, n)`; grade with `make exercises CHAPTER=18`.
 #
 # :::{dropdown} Solution
 # ```python
@@ -922,15 +922,15 @@ viz.line_chart(
 # :::
 
 # %% [markdown]
-# (ex-17-memory)=
-# ### Exercise 17.4 · Transformer-XL's memory
+# (ex-18-memory)=
+# ### Exercise 18.4 · Transformer-XL's memory
 #
 # Write the memory that each block hands to the next segment: the last `mem_len` states
 # of the old memory followed by this segment's, cut from the autograd graph. The first
 # segment has no memory yet.
 #
 # Write `update_memory(memory, hidden, mem_len)`; grade with `make exercises
-# CHAPTER=17`.
+# CHAPTER=18`.
 #
 # :::{dropdown} Solution
 # ```python

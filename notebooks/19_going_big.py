@@ -10,7 +10,7 @@
 # ---
 
 # %% [markdown]
-# # 18 · Going big
+# # 19 · Going big
 #
 # - **You will learn** where the memory of a training step goes, and half precision, gradient accumulation, activation checkpointing, data-parallel and sharded training and `torch.compile`, each measured.
 # - **It assumes** [chapter 08](08_training.ipynb) and [chapter 10](10_translation_multi30k.ipynb) (the runner).
@@ -426,8 +426,8 @@ print(f"optimiser steps {trainer.step}, scheduler steps {scheduler.last_epoch}")
 # %% [markdown]
 # :::{admonition} Find the bug
 # :class: tip
-# {ref}`Exercise 18.2 <ex-18-accumulation-loss>` hands you a loss not divided for
-# accumulation to repair, and {ref}`Exercise 18.3 <ex-18-accumulation-scheduler>` the
+# {ref}`Exercise 19.2 <ex-19-accumulation-loss>` hands you a loss not divided for
+# accumulation to repair, and {ref}`Exercise 19.3 <ex-19-accumulation-scheduler>` the
 # original's scheduler, stepped once per micro-batch.
 # :::
 
@@ -449,7 +449,7 @@ print(f"optimiser steps {trainer.step}, scheduler steps {scheduler.last_epoch}")
 # $a_{layer}$ at a time.
 
 # %% [markdown]
-# ![Four blocks in a row. Forward: each block keeps only its input, x0 to x3, and its activations are crossed out (freed). Backward, from the last block to the first: each block recomputes its forward from its saved input, then computes its gradients.](figures/18_checkpointing.svg)
+# ![Four blocks in a row. Forward: each block keeps only its input, x0 to x3, and its activations are crossed out (freed). Backward, from the last block to the first: each block recomputes its forward from its saved input, then computes its gradients.](figures/19_checkpointing.svg)
 #
 # *Activation checkpointing: keep each block's input, run its forward again in the
 # backward pass.*
@@ -600,7 +600,7 @@ time_chart = viz.line_chart(
 # its own dropout masks):
 
 # %% [markdown]
-# ![Two panels for four devices, ranks 0 to 3. DDP: every rank holds the full weights (4P bytes), gradients (4P) and Adam moments (8P), and a quarter of the batch. FSDP: every rank holds only its quarter of weights, gradients and Adam moments, its quarter of the batch, and one gathered unit at a time.](figures/18_parallelism.svg)
+# ![Two panels for four devices, ranks 0 to 3. DDP: every rank holds the full weights (4P bytes), gradients (4P) and Adam moments (8P), and a quarter of the batch. FSDP: every rank holds only its quarter of weights, gradients and Adam moments, its quarter of the batch, and one gathered unit at a time.](figures/19_parallelism.svg)
 #
 # *What each device keeps under data parallelism (DDP) and under fully sharded
 # data parallelism (FSDP); P is the number of parameters.*
@@ -887,21 +887,21 @@ estimate.round(3)
 # ## Exercises
 #
 # Each exercise asks for one function. Their signatures and docstrings wait in
-# `notebooks/exercises/18_going_big.py`: fill them in there, then grade them from the
-# repository's root with `make exercises CHAPTER=18` (or
-# `python -m annotated_transformer.exercises 18`). The grader tests each function
+# `notebooks/exercises/19_going_big.py`: fill them in there, then grade them from the
+# repository's root with `make exercises CHAPTER=19` (or
+# `python -m annotated_transformer.exercises 19`). The grader tests each function
 # against an independent reference and prints PASS, FAIL with a hint, or TODO for what
 # you have not tried yet. The solutions are behind the toggles: try first.
 #
-# (ex-18-adam-bytes)=
-# ### Exercise 18.1 · The memory of Adam's training state
+# (ex-19-adam-bytes)=
+# ### Exercise 19.1 · The memory of Adam's training state
 #
 # Write the chapter's 16 bytes a parameter as a function, and FSDP's share of them on
 # one of $W$ devices. The grader measures a real Adam step: the bytes of the weights,
 # the gradients and both moments of a small model after one update.
 #
 # Write `training_state_bytes(n_parameters, world_size, sharded)`; grade with `make
-# exercises CHAPTER=18`.
+# exercises CHAPTER=19`.
 #
 # :::{dropdown} Solution
 # ```python
@@ -923,8 +923,8 @@ estimate.round(3)
 # :::
 
 # %% [markdown]
-# (ex-18-accumulation-loss)=
-# ### Exercise 18.2 · Find the bug: the loss not divided for accumulation
+# (ex-19-accumulation-loss)=
+# ### Exercise 19.2 · Find the bug: the loss not divided for accumulation
 #
 # **Find the bug.** Accumulated over $k$ micro-batches, the gradient must equal that of
 # the whole batch. The starter's `accumulate_gradients` runs the backward pass on each
@@ -933,7 +933,7 @@ estimate.round(3)
 # package's losses are sums, and the `Trainer` divides once by the step's token count.)
 #
 # Write `accumulate_gradients(model, loss_fn, micro_batches)`; grade with `make
-# exercises CHAPTER=18`.
+# exercises CHAPTER=19`.
 #
 # :::{dropdown} Solution
 # ```python
@@ -954,8 +954,8 @@ estimate.round(3)
 # :::
 
 # %% [markdown]
-# (ex-18-accumulation-scheduler)=
-# ### Exercise 18.3 · Find the bug: the scheduler stepped per micro-batch
+# (ex-19-accumulation-scheduler)=
+# ### Exercise 19.3 · Find the bug: the scheduler stepped per micro-batch
 #
 # **Find the bug.** The Annotated Transformer's training loop steps its learning-rate
 # scheduler after every micro-batch, though it updates the weights only once every
@@ -965,7 +965,7 @@ estimate.round(3)
 # rates.
 #
 # Write `train_steps(model, optimizer, scheduler, micro_batches, accumulate, loss_fn)`;
-# grade with `make exercises CHAPTER=18`.
+# grade with `make exercises CHAPTER=19`.
 #
 # :::{dropdown} Solution
 # ```python
@@ -989,8 +989,8 @@ estimate.round(3)
 # :::
 
 # %% [markdown]
-# (ex-18-loss-scale)=
-# ### Exercise 18.4 · The dynamic loss scale of fp16
+# (ex-19-loss-scale)=
+# ### Exercise 19.4 · The dynamic loss scale of fp16
 #
 # Write the rule by which `torch.amp.GradScaler` moves its scale: after a step whose
 # gradients overflowed, skip the update and halve the scale; after `growth_interval`
@@ -999,7 +999,7 @@ estimate.round(3)
 # step by step.
 #
 # Write `update_scale(scale, good_steps, found_inf, growth_interval)`; grade with `make
-# exercises CHAPTER=18`.
+# exercises CHAPTER=19`.
 #
 # :::{dropdown} Solution
 # ```python

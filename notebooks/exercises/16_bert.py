@@ -1,4 +1,4 @@
-"""Chapter 16 exercises (BERT and GPT-2): fill in each function.
+"""Chapter 16 exercises (BERT): fill in each function.
 
 Grade your answers from the repository's root with
     make exercises CHAPTER=16
@@ -41,26 +41,11 @@ def load_matching(model: nn.Module, state: dict[str, Tensor]) -> list[str]:
     raise NotImplementedError
 
 
-def token_bits_per_byte(
-    log_probs: Tensor,
-    targets: Tensor,
-    token_bytes: Tensor,
-) -> float:
-    """Bits per byte of a model over tokens.
 
-    log_probs: (n, V) natural-log probabilities of the next token at n positions;
-    targets: (n,) the true tokens; token_bytes: (V,) each token's length in bytes
+def masked_accuracy(logits: Tensor, labels: Tensor) -> float:
+    """The share of hidden words the masked LM predicts.
+
+    logits: (b, n, V); labels: (b, n), the original id where a word was selected
+    and -100 elsewhere. Count only the selected positions.
     """
-    raise NotImplementedError
-
-
-def gpt2_parameters(
-    vocab: int,
-    d_model: int,
-    N: int,
-    max_len: int,
-    d_ff: int,
-) -> int:
-    """The number of parameters of ``GPT2LM(vocab, d_model, h, N, max_len,
-    d_ff)`` (any h)."""
     raise NotImplementedError

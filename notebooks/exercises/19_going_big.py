@@ -1,8 +1,8 @@
-"""Chapter 18 exercises (Going big): fill in each function.
+"""Chapter 19 exercises (Going big): fill in each function.
 
 Grade your answers from the repository's root with
-    make exercises CHAPTER=18
-or  python -m annotated_transformer.exercises 18
+    make exercises CHAPTER=19
+or  python -m annotated_transformer.exercises 19
 """
 
 from __future__ import annotations
