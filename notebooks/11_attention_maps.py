@@ -324,6 +324,13 @@ for i in picked:
 explore.attention_explorer(examples)
 
 # %% [markdown]
+# The third sentence goes wrong: test2016's reference reads "Three people sit in a cave", and
+# the model writes *lift* for *Höhle*, a word in only a handful of the training captions, so
+# rare that the vocabulary splits it into three pieces (▁H, öh, le). Pick it with
+# cross-attention in the last layer: the row that writes *lift* (its input is *a*) looks at
+# ▁H in every head. The model knows where the word is; it has too few examples to know what
+# it means, and it answers with a fluent guess rather than a doubt.
+#
 # **Try it: type your own German sentence** between the quotes and run the cell: its
 # beam translation and the same explorable maps, for your sentence. It needs Jupyter
 # (`make lab`, then this chapter's notebook, `11_attention_maps.ipynb`, or its `.py`) and
