@@ -107,6 +107,7 @@ from annotated_transformer.training.progress import tqdm
 from annotated_transformer.training.published import read_weights
 from annotated_transformer.training.schedules import make_scheduler
 from annotated_transformer.training.trainer import (
+    Budget,
     Trainer,
     checkpoint_blocks,
     make_optimizer,
@@ -296,6 +297,9 @@ class Run:
             stream=self.task.stream,
             before_save=self.check_folder,
             folder=self.fd,
+            budget=Budget(60 * config.budget_minutes, config.warmup, self.total)
+            if config.budget_minutes
+            else None,
         )
         if resume:
             self.resume_from(candidates)
@@ -519,8 +523,9 @@ class Run:
             write_provenance(self.out, self.device, self.trainer.step)
         if self.trainer.step == 0:
             c = self.config
+            budget = f" or {c.budget_minutes:g} minutes" if c.budget_minutes else ""
             self.say(
-                f"{self.task_name} {self.preset}: {self.total} steps "
+                f"{self.task_name} {self.preset}: {self.total} steps{budget} "
                 f"({self.steps_per_epoch} per epoch) on {dist.world_size()} "
                 f"process(es), {self.device}, {c.precision}; "
                 f"{count_parameters(self.model):,} parameters"
@@ -536,7 +541,7 @@ class Run:
             progress=self.progress and dist.is_main(),
         )
         self.write_history()
-        if self.trainer.step < self.total:
+        if not self.trainer.done(self.total):
             self.say(
                 f"stopped at step {self.trainer.step} (--max-steps); continue with "
                 "--resume"

@@ -91,6 +91,9 @@ class TrainConfig:
         "last"  # final.pt: "last" weights, or the "best" validated (or averaged)
     )
     seed: int = 0
+    # >0: stop after this many minutes of training steps, planned at the end of the
+    # warm-up to fill them (training.trainer.Budget); steps/epochs cap the run.
+    budget_minutes: float = 0.0
 
     # Settings that change only how the finished model is tested (a beam size), not
     # training: a finished run is reused under other values of them, and re-tested.
@@ -116,6 +119,11 @@ class TrainConfig:
                 raise ValueError(
                     f"{key}={getattr(self, key)!r}: use one of {', '.join(allowed)}"
                 )
+        if self.budget_minutes and self.warmup < 2:
+            raise ValueError(
+                f"budget_minutes={self.budget_minutes} measures the pace over the "
+                f"warm-up: set warmup to 2 steps or more (it is {self.warmup})"
+            )
         if self.steps < 1 and not self.epochs:
             raise ValueError(f"steps={self.steps} must be >= 1 (or give epochs)")
         if self.sharding == "fsdp" and self.precision == "fp16":

@@ -131,3 +131,18 @@ def make_scheduler(
     return LambdaLR(
         optimizer, functools.partial(SCHEDULES[kind], warmup=warmup, **extra)
     )
+
+
+def retarget(scheduler: LambdaLR, total: int) -> None:
+    """Make a cosine or linear ``scheduler`` end at ``total`` steps from now on.
+
+    A run with a time budget knows its number of steps only once it has measured
+    its pace (:class:`~annotated_transformer.training.trainer.Budget`); the
+    warm-up does not depend on ``total``, so it is set at the end of the warm-up.
+    """
+    scheduler.lr_lambdas = [
+        functools.partial(f.func, *f.args, **{**f.keywords, "total": total})
+        if "total" in f.keywords
+        else f
+        for f in scheduler.lr_lambdas
+    ]

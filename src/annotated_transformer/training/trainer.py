@@ -51,6 +51,7 @@ import functools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,7 @@ from annotated_transformer.training.checkpoints import (
 from annotated_transformer.training.loss import LossFn
 from annotated_transformer.training.precision import precision_context
 from annotated_transformer.training.progress import tqdm
+from annotated_transformer.training.schedules import retarget
 
 
 def make_optimizer(model: nn.Module, lr: float = 1.0) -> torch.optim.Adam:
@@ -140,6 +142,33 @@ def _every(step: int, period: int) -> bool:
     return period > 0 and step % period == 0
 
 
+@dataclass(frozen=True)
+class Budget:
+    """A limit on training time: ``seconds`` of training steps (evaluations and
+    checkpoints not counted, as in ``train_minutes``).
+
+    At step ``measure_at`` (the end of the warm-up) the run measures its pace over
+    the second half of the steps so far and plans the number of steps that fills
+    the budget; the schedule then ends there. The plan is saved with the
+    checkpoints, so a resumed run keeps it and repeats the same steps. A run also
+    stops at the first step that reaches ``seconds``, should the pace drop.
+    """
+
+    seconds: float
+    measure_at: int
+    most: int  # the run's steps without a budget
+
+    def plan(self, rows: Sequence[dict[str, float]]) -> int:
+        """The steps that fill the budget at the pace of ``rows``."""
+        done, half = len(rows), len(rows) // 2
+        pace = (rows[-1]["seconds"] - rows[half - 1]["seconds"]) / (done - half)
+        left = int((self.seconds - rows[-1]["seconds"]) / pace)
+        return min(self.most, done + max(left, 0))
+
+    def spent(self, rows: Sequence[dict[str, float]]) -> bool:
+        return bool(rows) and rows[-1]["seconds"] >= self.seconds
+
+
 class Trainer:
     """Runs optimiser steps of ``loss_fn`` on ``model`` and keeps
     the state needed to resume.
@@ -176,6 +205,7 @@ class Trainer:
         stream: Any = None,
         before_save: Callable[[], None] | None = None,
         folder: int | None = None,
+        budget: Budget | None = None,
     ) -> None:
         if accumulate < 1:
             raise ValueError(
@@ -191,6 +221,7 @@ class Trainer:
         self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
         self.config, self.stream = config or {}, stream
         self.before_save, self.folder = before_save, folder
+        self.budget, self.planned = budget, None
         self.device = next(model.parameters()).device
         self.scaler = torch.amp.GradScaler(
             self.device.type, enabled=precision == "fp16"
@@ -348,10 +379,14 @@ class Trainer:
             disable=not (progress and main),
         )
         with bar:
-            while self.step < max_steps:
+            while not self.done(max_steps):
                 row = self.train_step(
                     [next(stream) for _ in range(self.accumulate)]
                 )
+                if self.budget and self.step == self.budget.measure_at:
+                    self.planned = self.budget.plan(self.rows)
+                    retarget(self.scheduler, self.planned)
+                    bar.total = self.end(max_steps)
                 bar.update(1)
                 loss, lr, tok_s = row["loss"], row["lr"], row["tokens_per_s"]
                 bar.set_postfix(
@@ -360,7 +395,7 @@ class Trainer:
                     tok_s=f"{tok_s:.0f}",
                     refresh=False,
                 )
-                done = self.step == max_steps
+                done = self.done(max_steps)
                 evaluated = evaluate is not None and _every(self.step, every)
                 if evaluated:
                     row.update(evaluate())
@@ -368,6 +403,15 @@ class Trainer:
                 if self.checkpoint_path and due:
                     self.save()
         return self.history
+
+    def end(self, max_steps: int) -> int:
+        """The last step: ``max_steps``, or the budget's plan when sooner."""
+        return min(max_steps, self.planned or max_steps)
+
+    def done(self, max_steps: int) -> bool:
+        """Has training reached its last step, or spent its budget?"""
+        spent = self.budget is not None and self.budget.spent(self.rows)
+        return self.step >= self.end(max_steps) or spent
 
     def save(self, path: str | Path | None = None) -> Path | None:
         """Write a checkpoint (rank 0 only) with everything ``resume`` needs; the
@@ -396,6 +440,8 @@ class Trainer:
             "batch_in_epoch": self.batch_in_epoch,
             "history": self.rows,
         }
+        if self.planned is not None:
+            extra["planned"] = self.planned
         if self.scaler.is_enabled():
             extra["scaler"] = self.scaler.state_dict()
         if self.stream is not None:
@@ -446,6 +492,9 @@ class Trainer:
         self.step, self.saved_step = state["step"], state["step"]
         self.epoch, self.batch_in_epoch = extra["epoch"], extra["batch_in_epoch"]
         self.rows = list(extra["history"])
+        self.planned = extra.get("planned")
+        if self.planned is not None:
+            retarget(self.scheduler, self.planned)
         self.config = state["config"] or self.config
         return state
 
