@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import shutil
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -69,6 +70,26 @@ def test_commands_name_the_run_and_its_settings():
     assert names.index("mlm-cpu") < names.index("imdb-bert-cpu")
     bert = book_runs.BY_NAME["imdb-bert-cpu"]
     assert "init=results/mlm-cpu" in bert.settings
+
+
+def test_the_speedrun_ladder_climbs_from_the_cpu_preset_to_the_speedrun_preset():
+    """Each rung adds its own change; the last, over the cpu preset at the
+    budget, is the speedrun preset as written in tasks/translation.py."""
+    budget = book_runs.SPEEDRUN_BUDGET
+    ladder = book_runs.speedrun_ladder(new_config("translate", "cpu"))
+    assert list(ladder.values())[-1] == (
+        "lr=0.002", "warmup=250", "bpe_merges=4000", "attn_dropout=0",
+    )  # fmt: skip
+    climbed = new_config("translate", "cpu", [*budget, *ladder["attn0"]])
+    assert climbed == new_config("translate", "speedrun")
+    assert climbed.budget_minutes == 30 and climbed.precision == "fp32"
+    # every rung is the rung before plus one change, and runs on 2 threads
+    rungs = list(ladder.values())
+    assert all(b[: len(a)] == a and b != a for a, b in itertools.pairwise(rungs))
+    run = book_runs.BY_NAME["translate-speedrun-cpu-s1"]
+    assert run.train_words(1)[-4:] == [
+        "--threads", "2", "--out", "runs/translate-speedrun-cpu-s1",
+    ]  # fmt: skip
 
 
 def test_a_record_is_named_results_name_wherever_the_records_are(

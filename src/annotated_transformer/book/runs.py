@@ -50,9 +50,11 @@ class BookRun:
     settings: tuple[str, ...] = ()
     weights: str = ""
     chapters: tuple[int, ...] = ()
+    threads: int | None = None  # a timed run's own threads, whatever --threads says
 
     def train_words(self, threads: int) -> list[str]:
         sets = [word for s in self.settings for word in ("--set", s)]
+        threads = self.threads or threads
         return [
             self.task,
             "train",
@@ -169,6 +171,64 @@ def _levers() -> list[BookRun]:
     ]
 
 
+# Chapter 12's speedrun: the budget every rung trains for, on 2 threads.
+SPEEDRUN_BUDGET = (
+    *("budget_minutes=30", "epochs=20"),
+    *("precision=fp32", "keep_last=3"),
+)
+SEEDS = (("", ()), ("-s1", ("seed=1",)))
+
+
+def speedrun_ladder(config: TranslationConfig) -> dict[str, tuple[str, ...]]:
+    """Chapter 12's ladder from the translation ``config`` to the speedrun: each
+    rung adds one change to the rung before, by its name."""
+    changes = {
+        "cpu": (),
+        "lr2": (f"lr={2 * config.lr:g}", f"warmup={config.warmup * 5 // 8}"),
+        "merges": (f"bpe_merges={config.bpe_merges // 2}",),
+        "attn0": ("attn_dropout=0",),
+    }
+    ladder, settings = {}, ()
+    for name, change in changes.items():
+        settings = (*settings, *change)
+        ladder[name] = settings
+    return ladder
+
+
+def speedrun_rungs(
+    base: str, budget: tuple[str, ...]
+) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Each rung's (preset, settings) over the ``base`` preset at ``budget``; over
+    the ``cpu`` preset the last rung is the ``speedrun`` preset itself."""
+    ladder = speedrun_ladder(PRESETS["translate"][base])
+    rungs = {name: (base, (*budget, *s)) for name, s in ladder.items()}
+    if base == "cpu":
+        rungs[list(ladder)[-1]] = ("speedrun", ())
+    return rungs
+
+
+def speedrun_name(rung: str) -> str:
+    """The run of a rung: the last is ``translate-speedrun`` (the preset)."""
+    return "translate-speedrun" + ("" if rung == "attn0" else f"-{rung}")
+
+
+def _speedrun() -> list[BookRun]:
+    """Chapter 12: the speedrun's ladder at its budget, two seeds at both ends."""
+    rungs = speedrun_rungs("cpu", SPEEDRUN_BUDGET)
+    return [
+        BookRun(
+            speedrun_name(name) + suffix,
+            "translate",
+            preset=preset,
+            settings=(*settings, *seed),
+            chapters=(12,),
+            threads=2,
+        )
+        for name, (preset, settings) in rungs.items()
+        for suffix, seed in SEEDS[: 2 if name in ("cpu", "attn0") else 1]
+    ]
+
+
 def _bert() -> list[BookRun]:
     """Chapter 16: masked-LM pretraining, its fine-tune, and the from-scratch
     classifiers it is compared with (chapter 13's with four times its steps)."""
@@ -237,6 +297,7 @@ RUNS: list[BookRun] = [
         chapters=(12,),
     ),
     *_levers(),
+    *_speedrun(),
     BookRun("imdb-cpu", "classify", weights="full", chapters=(13, 16)),
     BookRun(
         "imdb-cpu-bpe",
@@ -298,7 +359,7 @@ def train_and_record(run: BookRun, threads: int, log: Path | None = None) -> Non
     if not (out / METRICS).is_file():
         if (out / LAST).is_file():
             train = [run.task, "train", "--resume", "--out", str(out)]
-            train += ["--threads", str(threads)]
+            train += ["--threads", str(run.threads or threads)]
         else:
             train = run.train_words(threads)
         steps.insert(0, train + (["--no-progress"] if log else []))
