@@ -30,6 +30,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def budget_run(seconds: float, checkpoint: str | None = None) -> Trainer:
+    """A cosine run of MOST steps with a budget of ``seconds``."""
     model = tiny_model(seed=0, dropout=0.2)
     optimizer = make_optimizer(model)
     scheduler = make_scheduler(optimizer, "cosine", 1e-3, WARMUP, MOST)
@@ -43,19 +44,24 @@ def budget_run(seconds: float, checkpoint: str | None = None) -> Trainer:
     )
 
 
-def test_the_plan_fills_the_budget_at_the_measured_pace() -> None:
+def test_the_plan_fills_the_budget_at_the_measured_pace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(Budget, "MARGIN", 1.0)
     budget = Budget(seconds=10.0, measure_at=4, most=100)
     # 0.5 s per step for two steps, then 1 s: the pace is the second half's
     rows = [{"seconds": s} for s in (0.5, 1.0, 2.0, 3.0)]
     assert budget.plan(rows) == 4 + 7  # 7 more one-second steps reach 10 s
     assert Budget(10.0, 4, most=6).plan(rows) == 6  # never beyond the run's steps
     assert Budget(2.0, 4, most=100).plan(rows) == 4  # already spent: stop here
+    monkeypatch.setattr(Budget, "MARGIN", 0.9)  # plan for 9 s of the 10
+    assert budget.plan(rows) == 4 + 6
 
 
 def test_a_budget_run_stops_at_its_plan_with_its_schedule_at_the_end(
     clock: None,
 ) -> None:
-    trainer = budget_run(seconds=5.0)
+    trainer = budget_run(seconds=5.0 / Budget.MARGIN)
     history = trainer.fit(resume_data, MOST, progress=False)
     # 5 s at 0.25 s per step: 20 steps, not the 50 the schedule was made for
     assert trainer.planned == 20 and len(history) == 20
@@ -70,12 +76,13 @@ def test_a_resumed_budget_run_repeats_the_same_steps(
     clock: None, tmp_path: Path
 ) -> None:
     torch.set_num_threads(1)
-    whole = budget_run(seconds=5.0).fit(resume_data, MOST, progress=False)
+    seconds = 5.0 / Budget.MARGIN
+    whole = budget_run(seconds).fit(resume_data, MOST, progress=False)
 
     path = str(tmp_path / "last.pt")
-    first = budget_run(seconds=5.0, checkpoint=path)
+    first = budget_run(seconds, checkpoint=path)
     first.fit(resume_data, 8, progress=False)  # past the plan, then killed
-    resumed = budget_run(seconds=5.0, checkpoint=path)
+    resumed = budget_run(seconds, checkpoint=path)
     resumed.resume()
     assert resumed.planned == 20
     history = resumed.fit(resume_data, MOST, progress=False)

@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
@@ -148,11 +148,14 @@ class Budget:
     checkpoints not counted, as in ``train_minutes``).
 
     At step ``measure_at`` (the end of the warm-up) the run measures its pace over
-    the second half of the steps so far and plans the number of steps that fills
-    the budget; the schedule then ends there. The plan is saved with the
-    checkpoints, so a resumed run keeps it and repeats the same steps. A run also
-    stops at the first step that reaches ``seconds``, should the pace drop.
+    the second half of the steps so far and plans the steps that fill ``MARGIN`` of
+    the budget (the pace drifts by a few per cent over a run); the schedule then
+    ends there. The plan is saved with the checkpoints, so a resumed run keeps it
+    and repeats the same steps. A run also stops at the first step that reaches
+    ``seconds``, should the pace drop further.
     """
+
+    MARGIN: ClassVar[float] = 0.97
 
     seconds: float
     measure_at: int
@@ -162,7 +165,7 @@ class Budget:
         """The steps that fill the budget at the pace of ``rows``."""
         done, half = len(rows), len(rows) // 2
         pace = (rows[-1]["seconds"] - rows[half - 1]["seconds"]) / (done - half)
-        left = int((self.seconds - rows[-1]["seconds"]) / pace)
+        left = int((self.MARGIN * self.seconds - rows[-1]["seconds"]) / pace)
         return min(self.most, done + max(left, 0))
 
     def spent(self, rows: Sequence[dict[str, float]]) -> bool:
