@@ -187,6 +187,7 @@ def speedrun_ladder(config: TranslationConfig) -> dict[str, tuple[str, ...]]:
         "lr2": (f"lr={2 * config.lr:g}", f"warmup={config.warmup * 5 // 8}"),
         "merges": (f"bpe_merges={config.bpe_merges // 2}",),
         "attn0": ("attn_dropout=0",),
+        "tokens": (f"max_tokens={config.max_tokens * 3 // 5}",),
     }
     ladder, settings = {}, ()
     for name, change in changes.items():
@@ -199,17 +200,21 @@ def speedrun_rungs(
     base: str, budget: tuple[str, ...]
 ) -> dict[str, tuple[str, tuple[str, ...]]]:
     """Each rung's (preset, settings) over the ``base`` preset at ``budget``; over
-    the ``cpu`` preset the last rung is the ``speedrun`` preset itself."""
-    ladder = speedrun_ladder(PRESETS["translate"][base])
-    rungs = {name: (base, (*budget, *s)) for name, s in ladder.items()}
+    the ``cpu`` preset the last two rungs are runs of the ``speedrun`` preset, the
+    last itself and the one before it with the cpu preset's batches."""
+    config = PRESETS["translate"][base]
+    rungs = {
+        name: (base, (*budget, *s)) for name, s in speedrun_ladder(config).items()
+    }
     if base == "cpu":
-        rungs[list(ladder)[-1]] = ("speedrun", ())
+        rungs["attn0"] = ("speedrun", (f"max_tokens={config.max_tokens}",))
+        rungs["tokens"] = ("speedrun", ())
     return rungs
 
 
 def speedrun_name(rung: str) -> str:
     """The run of a rung: the last is ``translate-speedrun`` (the preset)."""
-    return "translate-speedrun" + ("" if rung == "attn0" else f"-{rung}")
+    return "translate-speedrun" + ("" if rung == "tokens" else f"-{rung}")
 
 
 def _speedrun() -> list[BookRun]:
@@ -225,7 +230,7 @@ def _speedrun() -> list[BookRun]:
             threads=2,
         )
         for name, (preset, settings) in rungs.items()
-        for suffix, seed in SEEDS[: 2 if name in ("cpu", "attn0") else 1]
+        for suffix, seed in SEEDS[: 2 if name in ("cpu", "tokens") else 1]
     ]
 
 
