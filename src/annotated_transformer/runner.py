@@ -299,16 +299,12 @@ class Run:
         )
         if resume:
             self.resume_from(candidates)
-            if (
-                dist.world_size() > 1
-            ):  # every rank restored rank 0's generators: re-split them
-                torch.manual_seed(
-                    config.seed + 1000 * self.trainer.step + dist.rank()
-                )
-        elif dist.world_size() > 1:
-            torch.manual_seed(
-                config.seed + dist.rank()
-            )  # different dropout on each rank
+            # Every rank restored rank 0's generators: split them again.
+            if dist.world_size() > 1:
+                step = self.trainer.step
+                torch.manual_seed(config.seed + 1000 * step + dist.rank())
+        elif dist.world_size() > 1:  # a different dropout on each rank
+            torch.manual_seed(config.seed + dist.rank())
 
     # --- resuming
     def resumable(self) -> tuple[list[Path], dict[str, Any]]:
@@ -542,10 +538,9 @@ class Run:
                 "--resume"
             )
             return False
-        if (
-            self.task.score[0] not in self.trainer.rows[-1]
-        ):  # the end is not a validation step
-            self.trainer.rows[-1].update(self.validate())
+        last_row = self.trainer.rows[-1]
+        if self.task.score[0] not in last_row:  # the end was not a validation step
+            last_row.update(self.validate())
             self.trainer.save()
             self.write_history()
         # finish() runs on rank 0 alone: give it the whole model
@@ -590,9 +585,7 @@ class Run:
         metrics = {
             **run_config(self.task_name, self.preset, self.config),
             "steps": self.trainer.step,
-            "train_seconds": round(
-                float(self.trainer.history["seconds"].iloc[-1]), 1
-            ),
+            "train_seconds": round(float(self.trainer.rows[-1]["seconds"]), 1),
             "parameters": count_parameters(self.model),
             "final": pick,
             "validation": {k: float(v) for k, v in choice.items()},

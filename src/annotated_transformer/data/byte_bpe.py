@@ -189,10 +189,9 @@ class ByteBPE:
 
     def _encode_piece(self, piece: str) -> list[int]:
         word = list(piece)
-        while (
-            len(word) > 1
-        ):  # apply the earliest-learned merge present, as learning did
-            never = len(self.ranks)
+        never = len(self.ranks)
+        # Apply the earliest-learned merge present, as learning did.
+        while len(word) > 1:
             rank, pair = min(
                 (self.ranks.get(p, never), p) for p in itertools.pairwise(word)
             )

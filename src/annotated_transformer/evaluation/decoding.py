@@ -203,7 +203,6 @@ def beam_search(
         ys = torch.cat([ys.index_select(0, rows), token.view(-1, 1)], dim=1)
         if bool(done.all()):
             break
-    best = (logp / gnmt_length_penalty(length, length_penalty)).argmax(
-        dim=-1
-    )  # (batch,)
+    score = logp / gnmt_length_penalty(length, length_penalty)
+    best = score.argmax(dim=-1)  # (batch,)
     return ys.view(batch, K, -1)[torch.arange(batch, device=device), best]

@@ -234,39 +234,38 @@ class Trainer:
         )
 
     def train_step(self, micro_batches: Sequence[Any]) -> dict[str, float]:
-        """One optimiser step over ``micro_batches``; returns the
-        step's loss per token etc."""
+        """One optimiser step over ``micro_batches``; returns the step's row of the
+        history (loss per token, lr, tokens, grad_norm, ...)."""
         start = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        total_loss, total_tokens, per = 0.0, 0, 1
+        total_loss, total_tokens = 0.0, 0
+        # fp16 backpropagates the sums divided by the first micro-batch's token
+        # count, lest they overflow; the gradients are multiplied back below.
+        divisor = 1
         for i, batch in enumerate(micro_batches):
             last = i == len(micro_batches) - 1
-            # DDP, FSDP: reduce the gradients once, after the last
-            # micro-batch's backward.
+            # DDP, FSDP: reduce the gradients once, after the last backward.
             if hasattr(self.model, "set_requires_gradient_sync"):
                 self.model.set_requires_gradient_sync(last)
             no_sync = getattr(self.model, "no_sync", None)
             with contextlib.nullcontext() if last or no_sync is None else no_sync():
                 loss_sum, n_tokens = self._forward(batch)
-                if (
-                    i == 0 and self.scaler.is_enabled()
-                ):  # fp16: the scale is per token
-                    per = max(n_tokens, 1)
-                self.scaler.scale(
-                    loss_sum / per
-                ).backward()  # sums: gradients add up
+                if i == 0 and self.scaler.is_enabled():
+                    divisor = max(n_tokens, 1)
+                # the gradients of the micro-batches' sums add up
+                self.scaler.scale(loss_sum / divisor).backward()
             total_loss += loss_sum.item()
             total_tokens += n_tokens
         # fp16: divide by the loss scale before clipping
         self.scaler.unscale_(self.optimizer)
         params = [p for p in self.model.parameters() if p.grad is not None]
         for p in params:  # the gradient of the mean loss over the step's tokens
-            p.grad.div_(max(total_tokens, 1) / per)
+            p.grad.div_(max(total_tokens, 1) / divisor)
         norm = nn.utils.clip_grad_norm_(params, self.clip_norm or math.inf)
-        grad_norm = float(
-            norm.full_tensor() if hasattr(norm, "full_tensor") else norm
-        )
+        if hasattr(norm, "full_tensor"):  # FSDP: a norm sharded across ranks
+            norm = norm.full_tensor()
+        grad_norm = float(norm)
         scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
         if not math.isfinite(grad_norm) and scale is None:
             self.optimizer.zero_grad(set_to_none=True)
@@ -281,6 +280,8 @@ class Trainer:
             self.scheduler.step()
         self.step += 1
         seconds = time.perf_counter() - start
+        # the training time so far, evaluation not included
+        elapsed = (self.rows[-1]["seconds"] if self.rows else 0.0) + seconds
         row = {
             "step": self.step,
             "epoch": self.epoch,
@@ -289,8 +290,7 @@ class Trainer:
             "tokens": total_tokens,
             "tokens_per_s": total_tokens / seconds,
             "grad_norm": grad_norm,
-            "seconds": (self.rows[-1]["seconds"] if self.rows else 0.0)
-            + seconds,  # training
+            "seconds": elapsed,
         }
         if scale is not None:  # fp16: the scale this step's loss was multiplied by
             row["loss_scale"] = scale
@@ -384,9 +384,8 @@ class Trainer:
             )
         if distributed.rank() != 0 and not is_sharded(self.model):
             return None
-        model, optimizer = full_state_dicts(
-            self.model, self.optimizer
-        )  # FSDP: collective
+        # FSDP: every rank takes part in gathering the full weights
+        model, optimizer = full_state_dicts(self.model, self.optimizer)
         if distributed.rank() != 0:
             return None
         if self.before_save is not None:
