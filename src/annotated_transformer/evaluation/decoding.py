@@ -26,7 +26,7 @@ from torch import Tensor
 from annotated_transformer.blocks.kv_cache import DecoderCache
 from annotated_transformer.blocks.masks import subsequent_mask
 from annotated_transformer.models.encoder_decoder import EncoderDecoder, Transformer
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 
 
 def _check(src: Tensor, src_mask: Tensor, max_len: int) -> None:

@@ -32,7 +32,7 @@ from torch import Tensor
 
 from annotated_transformer.blocks.embeddings import check_ids
 from annotated_transformer.models.decoder_only import DecoderLM
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 
 
 def context_start(total: int, start: int, max_len: int) -> int:

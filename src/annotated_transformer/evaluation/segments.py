@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from annotated_transformer.evaluation.metrics import BitsPerByte
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 from annotated_transformer.training.progress import tqdm
 
 

@@ -97,7 +97,7 @@ from annotated_transformer.evaluation.sampling import (
 )
 from annotated_transformer.evaluation.segments import Segments
 from annotated_transformer.models.decoder_only import DecoderLM
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 from annotated_transformer.tasks.base import (
     Task,
     TrainConfig,

@@ -59,7 +59,7 @@ import torch
 import torch.utils.checkpoint
 from torch import Tensor, nn
 
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 from annotated_transformer.training import distributed
 from annotated_transformer.training.checkpoints import (
     CheckpointError,
