@@ -1,47 +1,22 @@
-"""Training: the optimiser of the paper and one loop for every task.
+"""Training: the paper's optimiser and one loop for every task.
 
-The loop knows nothing about translation (the sentence-pair batches are
-:mod:`~annotated_transformer.data.batching`'s, the translation loss
-:mod:`~annotated_transformer.training.loss`'s). A task gives it
+A task gives the loop two functions:
 
-- ``batches(epoch) -> iterable of batches``: the training data of one epoch, the
-  *same* batches in the same order every time it is called with the same epoch (seed
-  a ``torch.Generator`` from the epoch; never draw from the global generators), so
-  that a resumed run skips to the exact batch where it stopped;
+- ``batches(epoch)``: the training batches of one epoch, the *same* batches in the
+  same order every time (seeded from the epoch, never from the global generators),
+  so that a resumed run continues at the exact batch where it stopped;
 - ``loss_fn(model, batch) -> (loss_sum, n_tokens)``: the loss *summed* over the
-  batch's tokens (or examples) and their count. Sums let the loop divide by the
-  tokens of the whole optimiser step, so 4 micro-batches of b sentences give the
+  batch's tokens, and their count. The loop divides the gradients once by the
+  tokens of the whole optimiser step, so 4 micro-batches of b sentences make the
   same update as one batch of 4b.
 
-What one optimiser step does (``Trainer.train_step``):
-
-1. for each of ``accumulate`` micro-batches: forward (in bf16 or fp16 if asked, see
-   :mod:`~annotated_transformer.training.precision`; weights stay fp32 and the loss
-   is computed from fp32 logits), stop if the loss is not finite, backward (under
-   fp16 of the loss times the loss scale, see below);
-2. divide the summed gradients by the step's token count,
-   clip their norm (optional);
-3. one Adam update, one scheduler step (per optimiser step, not per micro-batch).
-
-fp16 keeps 10 bits of mantissa but only 5 of exponent: gradients below 2⁻²⁴ ≈ 6e-8
-become 0. ``torch.amp.GradScaler`` multiplies the loss by a scale S (65536 to start)
-so that the backward pass runs on numbers S times larger, divides the gradients by S
-before clipping ("unscale"), and skips the update of a step whose gradients
-overflowed to inf, halving S (it doubles S again after 2000 good steps). A skipped
-step is part of fp16 training, not an error; its scale is saved in checkpoints so
-that a resumed run continues exactly. bf16 has fp32's 8 exponent bits and needs no
-scaling. The losses here are *sums* over a batch's tokens, thousands of times the
-mean; their gradients would overflow fp16 at any useful S, so under fp16 the scaled
-loss is also divided by the first micro-batch's token count (and the gradients
-multiplied back).
-
-``Trainer.fit`` repeats it, calls an evaluation hook every so many steps (its
-results join that step's row of the history), writes checkpoints, shows a progress
-bar (loss, learning rate, tokens/s) and keeps the history as a pandas DataFrame.
-A ``DistributedDataParallel`` or FSDP (``fully_shard``) model passes through:
-micro-batches before the last skip the gradient all-reduce (``no_sync``,
-``set_requires_gradient_sync``), and only rank 0 shows progress and writes
-checkpoints (an FSDP model's full weights are gathered from every rank first).
+:meth:`Trainer.train_step` is one optimiser step: forward and backward over the
+micro-batches, gradient clipping, one update, one scheduler step.
+:meth:`Trainer.fit` repeats it, evaluates, writes checkpoints and keeps the
+history. Under fp16 a ``GradScaler`` multiplies the loss by a scale S, divides the
+gradients by S before clipping, and skips a step whose gradients overflowed
+(halving S): a skipped step is part of fp16 training, not an error. Under DDP or
+FSDP only rank 0 shows progress and writes checkpoints.
 """
 
 from __future__ import annotations
