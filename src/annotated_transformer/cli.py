@@ -1,7 +1,6 @@
 """The command line: ``python -m annotated_transformer TASK COMMAND ...``.
 
     python -m annotated_transformer translate train --preset cpu --out runs/t
-    python -m annotated_transformer translate train --out runs/t --resume
     python -m annotated_transformer translate evaluate \\
         --checkpoint runs/t/final.pt --split test2016 --beam 4
     python -m annotated_transformer translate predict \\

@@ -1,6 +1,5 @@
 """A byte-level language model: predict each next byte of Tiny Shakespeare or
-enwik8. The vocabulary is the 256 byte values (no tokenizer), or with
-``tokens="bpe"`` a byte-level BPE learned on the training split.
+enwik8, one of 256 byte values (or a token of a byte-level BPE, ``tokens="bpe"``).
 
 - Model: the decoder-only family named by ``block``
   (:mod:`~annotated_transformer.tasks.variants`): ``"2017"``
