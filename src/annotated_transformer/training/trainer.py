@@ -58,8 +58,8 @@ def make_optimizer(model: nn.Module, lr: float = 1.0) -> torch.optim.Adam:
 
 
 def mean_loss(model: nn.Module, loss_fn: LossFn, batches: Iterable[Any]) -> float:
-    """The loss per token over ``batches`` (a validation loss): in
-    eval mode, without autograd.
+    """The loss per token over ``batches`` (a validation loss), in eval mode and
+    without autograd.
 
     The sums of ``loss_fn`` are added up and divided once by the total token count,
     so every token weighs the same whatever batch it sits in.
@@ -68,9 +68,9 @@ def mean_loss(model: nn.Module, loss_fn: LossFn, batches: Iterable[Any]) -> floa
     total, count = 0.0, 0
     with evaluating(model):
         for batch in batches:
-            loss_sum, n = loss_fn(
-                model, batch.to(device) if hasattr(batch, "to") else batch
-            )
+            if hasattr(batch, "to"):
+                batch = batch.to(device)
+            loss_sum, n = loss_fn(model, batch)
             total, count = total + loss_sum.item(), count + int(n)
     return total / max(count, 1)
 
@@ -107,8 +107,7 @@ def checkpoint_blocks(model: nn.Module, blocks: tuple[type, ...]) -> int:
 
 
 class NonFiniteLossError(FloatingPointError):
-    """The loss or the gradient norm became inf/NaN; the
-    weights were not updated."""
+    """The loss or gradient norm became inf/NaN; the weights were not updated."""
 
 
 def _every(step: int, period: int) -> bool:
@@ -116,8 +115,8 @@ def _every(step: int, period: int) -> bool:
 
 
 class Trainer:
-    """Runs optimiser steps of ``loss_fn`` on ``model`` and keeps
-    the state needed to resume.
+    """Runs optimiser steps of ``loss_fn`` on ``model`` and keeps the state needed
+    to resume.
 
     accumulate: micro-batches per optimiser step; clip_norm: max gradient norm
         (None: no clipping, as in the paper); precision: "fp32", "bf16" or "fp16",
@@ -158,11 +157,8 @@ class Trainer:
             )
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.scheduler = scheduler
-        self.accumulate, self.clip_norm, self.precision = (
-            accumulate,
-            clip_norm,
-            precision,
-        )
+        self.accumulate, self.clip_norm = accumulate, clip_norm
+        self.precision = precision
         self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
         self.config, self.stream = config or {}, stream
         self.before_save, self.folder = before_save, folder
@@ -430,8 +426,7 @@ def check_position(
     """Refuse (:class:`CheckpointError`) a checkpoint that :meth:`Trainer.resume`
     cannot continue from: no data position (``epoch``, ``batch_in_epoch``: counts),
     a history that is not one row per step done (a dict of numbers with its step
-    and the seconds trained), or a step beyond ``max_steps`` (the run's
-    length)."""
+    and the seconds trained), or a step beyond ``max_steps`` (the run's length)."""
     extra = state["extra"]
     position = [extra.get("epoch"), extra.get("batch_in_epoch")]
     history = extra.get("history")
