@@ -733,11 +733,9 @@ def ensure_run(
     if fresh:
         shutil.rmtree(out, ignore_errors=True)
     wanted = new_config(task, preset, settings)
-    record = (
-        None
-        if fresh
-        else records.matching_record(task, preset, wanted, weights=weights)
-    )
+    record = None
+    if not fresh:
+        record = records.matching_record(task, preset, wanted, weights=weights)
     if record is not None:  # a recorded run of this config: never retrained
         return records.load_result(record, data_dir=data_dir, weights=weights)
     last = out / LAST
