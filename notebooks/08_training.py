@@ -43,7 +43,7 @@ from annotated_transformer.book.source import show_source
 from annotated_transformer.data.batching import Batch
 from annotated_transformer.data.copy_task import copy_task_batches
 from annotated_transformer.models.encoder_decoder import make_model
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 from annotated_transformer.training.loss import (
     LabelSmoothing,
     seq2seq_loss,

@@ -8,7 +8,7 @@ the bottom:
    writes, full disks): the standard library only.
 1. ``blocks/``: attention, masks, embeddings, positions, norms, feed-forwards,
    caches, the encoder and decoder layers.
-2. ``models/``: whole models built from blocks (and ``models.modes``, the eval
+2. ``models/``: whole models built from blocks (and ``models.eval_mode``, the eval
    mode every evaluation runs in); ``data/``: corpora, tokenizers, vocabularies,
    batches. Models and data know nothing of each other.
 3. ``training/``: the trainer, losses, schedules, checkpoints,
@@ -154,7 +154,7 @@ def test_imports_are_found_wherever_they_stand() -> None:
 from typing import TYPE_CHECKING
 import torch
 from annotated_transformer import paths
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 if TYPE_CHECKING:
     from annotated_transformer.tasks.base import Task
 def late():
@@ -164,7 +164,7 @@ def late():
     found = imports(source, f"{ROOT}.data.download", is_package=False)
     assert [m.removeprefix(f"{ROOT}.") for _, m in found] == [
         "paths",
-        "models.modes",
+        "models.eval_mode",
         "tasks.base",
         "runner",
         "cli",

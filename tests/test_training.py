@@ -17,7 +17,7 @@ from annotated_transformer.models.encoder_decoder import (
     Transformer,
     TransformerConfig,
 )
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 from annotated_transformer.training.checkpoints import load_checkpoint
 from annotated_transformer.training.loss import seq2seq_loss
 from annotated_transformer.training.schedules import make_scheduler, rate

@@ -1,49 +1,32 @@
-"""The command line: ``python -m annotated_transformer TASK
-{train,evaluate,predict} ...``.
+"""The command line: ``python -m annotated_transformer TASK COMMAND ...``.
 
-    python -m annotated_transformer translate train --preset cpu \\
-        --out runs/translate-cpu
-    python -m annotated_transformer translate train --out runs/translate-cpu \\
-        --resume
+    python -m annotated_transformer translate train --preset cpu --out runs/t
     python -m annotated_transformer translate evaluate \\
-        --checkpoint runs/translate-cpu/final.pt \\
-        --split test2016 --beam 4
+        --checkpoint runs/t/final.pt --split test2016 --beam 4
     python -m annotated_transformer translate predict \\
-        --checkpoint runs/translate-cpu/final.pt \\
-        "Ein Mann fährt Fahrrad."
-    python -m annotated_transformer classify evaluate \\
-        --checkpoint runs/a/final.pt \\
-        --checkpoint runs/b/final.pt
+        --checkpoint runs/t/final.pt "Ein Mann fährt Fahrrad."
     python -m annotated_transformer classify train --preset cpu \\
         --set tokenizer=bpe --out runs/x
-    python -m annotated_transformer lm train --preset cpu \\
-        --set dataset=enwik8_prefix --out runs/y
+    python -m annotated_transformer classify evaluate \\
+        --checkpoint results/a --checkpoint runs/b/final.pt
     python -m annotated_transformer lm predict \\
         --checkpoint runs/y/final.pt "ROMEO:" --top-k 40
     python -m annotated_transformer record runs/imdb-cpu --name imdb-cpu --weights
-    python -m annotated_transformer classify predict --checkpoint results/x "Good."
-    python -m annotated_transformer classify evaluate \\
-        --checkpoint results/a --checkpoint runs/b/final.pt
     python -m annotated_transformer.launch --nproc_per_node=4 translate train \\
         --preset base --out b
 
-TASK is translate (Multi30k German→English), classify (IMDb sentiment) or lm (a
-byte-level language model). ``--preset`` picks a recipe from ``PRESETS[task]``;
-``--set KEY=VALUE`` (repeatable) changes one of its settings, parsed to the
-setting's type. ``train`` writes its checkpoints and logs into ``--out`` (see
-:mod:`annotated_transformer.runner`); ``--resume`` continues a killed run exactly
-where its last checkpoint stopped. ``record`` promotes a finished run into
-``results/NAME`` (:mod:`annotated_transformer.records`); ``evaluate`` and
-``predict`` take a record with weights as ``--checkpoint`` (a model soup may mix
-records and checkpoints), and ``classify --set init=`` a pretrained run's
-record as well as its folder.
+TASK is one of those listed below; COMMAND is train, evaluate or predict.
+``--preset`` picks a recipe from ``PRESETS[task]``; ``--set KEY=VALUE`` (repeatable)
+changes one of its settings. ``train`` writes into ``--out``; ``--resume`` continues
+a killed run where its last checkpoint stopped. ``record`` promotes a finished run
+into ``results/NAME``; ``evaluate`` and ``predict`` take a record with weights or a
+checkpoint (several make a model soup).
 
-Every error is one line on stderr and a non-zero exit status: 2 for a bad command
-line, 1 for bad input (a missing file, an unknown setting, a device that is not
-there) or a resource that ran out (memory, disk), 130 when interrupted by Ctrl-C or
-SIGTERM (``__main__`` turns SIGTERM into Ctrl-C). Under torchrun, start it with
-:mod:`annotated_transformer.launch` (torchrun's options, then the command line
-above): a failure is then this line and status too, not the launcher's traceback.
+Every error is one line on stderr and an exit status: 2 for a bad command line, 1
+for bad input or a resource that ran out (memory, disk), 130 when interrupted by
+Ctrl-C or SIGTERM. Under torchrun, start it with :mod:`annotated_transformer.launch`
+(torchrun's options first), whose failure is this one line too, not the launcher's
+traceback.
 """
 
 from __future__ import annotations

@@ -138,9 +138,8 @@ def run_precision(
 
 @dataclass
 class RunResult:
-    """A finished run: its folder, task (with its data), model (final
-    weights), history and metrics (``metrics["parameters"]``: the model's
-    parameter count).
+    """A finished run: its folder, task (with its data), model (final weights),
+    history and metrics (``metrics["parameters"]``: the model's parameter count).
 
     A run record read without weights (``ensure_run(..., weights=False)``, a
     record that publishes none) holds ``None`` as its model: reading ``model``

@@ -1,46 +1,21 @@
 """One runner for every task: what happens around the training loop, written once.
 
 A task (:mod:`annotated_transformer.tasks`) says what to train on and how to score
-it; the runner owns the rest:
+it; :class:`Run` does the rest, in a folder that holds one run and is trained by
+one process at a time (an OS lock on the folder, :func:`holding`):
 
-- **resume checks**: a folder holds one run, trained by one process at a time (an
-  OS lock on the folder itself, :func:`holding`: moved while it trains, the run
-  stops); ``resume`` continues it from ``last.pt`` with the config saved there,
-  or from ``last.previous.pt`` when ``last.pt`` is damaged, and a finished run is
-  reused instead of trained again
-  (:func:`ensure_run`; when only its ``test_only`` settings differ, such as a beam
-  size, it is re-tested);
-- **device, threads and precision**: ``auto`` picks CUDA, then Apple's MPS, then the
-  CPU; ``precision`` is fp32, bf16, fp16 (with loss scaling) or ``auto``: bf16 where
-  its matrix products are faster than fp32's, decided once when the run is built;
-  every forward pass of the run, training, validation, test and a loaded run's
-  predictions, runs in it (:func:`~annotated_transformer.finished.run_precision`);
-  ``activation_checkpointing`` recomputes every layer's activations in the
-  backward pass instead of keeping them;
-- **optimiser and schedule**: Adam (the paper's) or AdamW,
-  ``schedule.make_scheduler``;
-- **checkpoints**, every file written atomically and checked when read: ``last.pt``
-  (everything needed to resume; the one before stays as ``last.previous.pt``),
-  ``best.pt`` (the best validation score), ``keep-NNNNNN.pt`` (the last
-  ``keep_last`` validations, averaged at the end into ``averaged.pt``) and
-  ``final.pt`` (the weights of the finished run: the last, or the best of best and
-  averaged);
-- **interruptions**: Ctrl-C (and SIGTERM, which ``python -m annotated_transformer``
-  turns into Ctrl-C) abandons the step and ends in one line that names the
-  checkpoint to resume from, when there is one; a damaged ``best.pt`` is chosen
-  again from the intact checkpoints;
-- **logs**: ``history.csv`` (one row per optimiser step, validation metrics on the
-  steps where they were measured), ``metrics.json`` (the finished run's numbers, the
-  test included) and ``train.log`` (what was printed, for people);
-- **many processes**: under ``torchrun`` every rank takes every R-th batch and the
-  loss is normalised by the global token count
-  (:mod:`annotated_transformer.training.distributed`); the model is replicated
-  (DDP) or, with ``sharding="fsdp"``, sharded layer by layer (:func:`stack_layers`).
+- builds the model on its device (``auto``: CUDA, then Apple's MPS, then the CPU)
+  in the run's precision, with the optimiser and the learning-rate schedule;
+- trains, validates every so often and writes every file atomically: ``last.pt``
+  (to resume), ``best.pt``, ``keep-NNNNNN.pt`` (averaged at the end), ``final.pt``
+  (the weights tested), ``history.csv``, ``metrics.json`` and ``train.log``;
+- resumes a killed run exactly where its last intact checkpoint stopped, and
+  reuses a finished run instead of training it again (:func:`ensure_run`);
+- under ``torchrun``, gives every rank its share of the batches and replicates
+  the model (DDP) or shards it layer by layer (FSDP, :func:`stack_layers`).
 
-What a chapter calls is :func:`ensure_run`; the command line is
-:mod:`annotated_transformer.cli`. What a finished run's checkpoint says about
-it, and the result a chapter gets, are :mod:`annotated_transformer.finished`'s:
-the records read them too.
+Chapters call :func:`ensure_run`, the command line :mod:`annotated_transformer.cli`;
+a finished run is read back by :mod:`annotated_transformer.finished`.
 """
 
 from __future__ import annotations
@@ -100,9 +75,7 @@ from annotated_transformer.training.checkpoints import (
     read_checkpoint,
     save_checkpoint,
 )
-from annotated_transformer.training.precision import (
-    resolve_precision,
-)
+from annotated_transformer.training.precision import resolve_precision
 from annotated_transformer.training.progress import tqdm
 from annotated_transformer.training.published import read_weights
 from annotated_transformer.training.schedules import make_scheduler
@@ -303,16 +276,12 @@ class Run:
         )
         if resume:
             self.resume_from(candidates)
-            if (
-                dist.world_size() > 1
-            ):  # every rank restored rank 0's generators: re-split them
-                torch.manual_seed(
-                    config.seed + 1000 * self.trainer.step + dist.rank()
-                )
-        elif dist.world_size() > 1:
-            torch.manual_seed(
-                config.seed + dist.rank()
-            )  # different dropout on each rank
+            # Every rank restored rank 0's generators: split them again.
+            if dist.world_size() > 1:
+                step = self.trainer.step
+                torch.manual_seed(config.seed + 1000 * step + dist.rank())
+        elif dist.world_size() > 1:  # a different dropout on each rank
+            torch.manual_seed(config.seed + dist.rank())
 
     # --- resuming
     def resumable(self) -> tuple[list[Path], dict[str, Any]]:
@@ -547,10 +516,9 @@ class Run:
                 "--resume"
             )
             return False
-        if (
-            self.task.score[0] not in self.trainer.rows[-1]
-        ):  # the end is not a validation step
-            self.trainer.rows[-1].update(self.validate())
+        last_row = self.trainer.rows[-1]
+        if self.task.score[0] not in last_row:  # the end was not a validation step
+            last_row.update(self.validate())
             self.trainer.save()
             self.write_history()
         # finish() runs on rank 0 alone: give it the whole model
@@ -595,9 +563,7 @@ class Run:
         metrics = {
             **run_config(self.task_name, self.preset, self.config),
             "steps": self.trainer.step,
-            "train_seconds": round(
-                float(self.trainer.history["seconds"].iloc[-1]), 1
-            ),
+            "train_seconds": round(float(self.trainer.rows[-1]["seconds"]), 1),
             "parameters": count_parameters(self.model),
             "final": pick,
             "validation": {k: float(v) for k, v in choice.items()},
@@ -772,11 +738,9 @@ def ensure_run(
     if fresh:
         shutil.rmtree(out, ignore_errors=True)
     wanted = new_config(task, preset, settings)
-    record = (
-        None
-        if fresh
-        else records.matching_record(task, preset, wanted, weights=weights)
-    )
+    record = None
+    if not fresh:
+        record = records.matching_record(task, preset, wanted, weights=weights)
     if record is not None:  # a recorded run of this config: never retrained
         return records.load_result(record, data_dir=data_dir, weights=weights)
     last = out / LAST

@@ -67,12 +67,8 @@ TONES = {
 }
 ON = "#2c5aa0"  # a mask cell that may attend
 OFF = "#e6e8ec"  # a hidden one
-SEGMENT_TONES = (
-    "grey",
-    "blue",
-    "orange",
-    "green",
-)  # packing: padding, pair 1, 2, 3
+# packing: padding, pair 1, 2, 3
+SEGMENT_TONES = ("grey", "blue", "orange", "green")
 
 
 class Canvas:
@@ -99,13 +95,12 @@ class Canvas:
         fit: float | None = None,
         attrs: dict[str, str] | None = None,
     ) -> None:
-        """One line of text, baseline at y; squeezed to
-        ``fit`` units if it is wider."""
+        """One line of text, baseline at y; squeezed to ``fit`` units if it is
+        wider."""
         extra = "".join(f' {k}="{escape(v)}"' for k, v in (attrs or {}).items())
         width = len(s) * size * (0.6 if mono or bold else 0.55)
-        if (
-            fit is None and mono
-        ):  # monospace widths are known: keep the line in the card
+        # Monospace widths are known: keep the line inside the card.
+        if fit is None and mono:
             fit = {"start": WIDTH - 8 - x, "end": x - 8}.get(
                 anchor, 2 * min(x, WIDTH - x) - 16
             )
@@ -1476,9 +1471,8 @@ def xl_memory(seg_len: int = 4, n_blocks: int = 2) -> str:
         13,
         fill=TONES["blue"][1],
     )
-    ys = [
-        72 + 64 * (n_blocks - level) for level in range(n_blocks + 1)
-    ]  # input at bottom
+    # the height of each level, the input's at the bottom
+    ys = [72 + 64 * (n_blocks - level) for level in range(n_blocks + 1)]
     for level in range(1, n_blocks + 1):
         for j in range(seg_len, 2 * seg_len):
             focus = j == 2 * seg_len - 1

@@ -203,8 +203,7 @@ STAND_IN_PNG = one_pixel_png()
 
 
 def add_chart_stand_ins(notebook: dict[str, Any]) -> None:
-    """Give each chart output a stand-in PNG, so that JupyterLab leaves it as it
-    is.
+    """Give each chart output a stand-in PNG, so that JupyterLab leaves it as it is.
 
     JupyterLab (and Notebook 7) draws a chart, then writes a PNG of it into the
     output unless the output has one, which marks a notebook that was only read

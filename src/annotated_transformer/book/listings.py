@@ -54,9 +54,8 @@ def _resolve(name: str, path: str) -> Any:
 
 
 def _defining_module(name: str, stem: str) -> Any:
-    """The package module whose own top level defines ``name``; where several
-    do (two datasets' ``tokenize``), the one whose file is still called
-    ``stem``."""
+    """The package module whose own top level defines ``name``; where several do
+    (two datasets' ``tokenize``), the one whose file is still called ``stem``."""
     found = []
     for info in pkgutil.walk_packages(
         annotated_transformer.__path__, "annotated_transformer."

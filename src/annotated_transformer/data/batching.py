@@ -45,9 +45,8 @@ from annotated_transformer.blocks.masks import (
     segment_positions,
 )
 
-Length = (
-    int | Sequence[int]
-)  # tokens of one example, or of each side of a pair (src, tgt)
+# The tokens of one example, or of each side of a pair (src, tgt).
+Length = int | Sequence[int]
 T = TypeVar("T")
 
 
@@ -137,9 +136,8 @@ def pack_rows(lengths: Sequence[Length], width: int) -> list[list[int]]:
     totals = [sum(side) for side in zip(*sides, strict=True)]
     n_rows = math.ceil(max(totals) / width)
     rows: list[list[int]] = [[] for _ in range(n_rows)]
-    loads = [
-        [0] * len(totals) for _ in range(n_rows)
-    ]  # per row, the tokens on each side
+    # per row, the tokens on each side
+    loads = [[0] * len(totals) for _ in range(n_rows)]
     order = sorted(
         range(len(sides)), key=lambda i: _sort_key(lengths[i]), reverse=True
     )
@@ -232,9 +230,8 @@ def padding_ratio(
             ]
             for row in rows
         ]
-        for side in zip(
-            *row_lengths, strict=True
-        ):  # per side: (n_rows,) token counts
+        # per side: the (n_rows,) token counts
+        for side in zip(*row_lengths, strict=True):
             width = pad_to if pad_to is not None else max(side)
             real += sum(min(length, width) for length in side)
             padded += width * len(side)

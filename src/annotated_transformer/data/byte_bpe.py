@@ -1,35 +1,25 @@
 """Byte-level BPE, GPT-2's tokenizer (Radford et al. 2019, §2.2).
 
-Chapter 12's :class:`~annotated_transformer.data.bpe.BPE` starts from the
-*characters* of the training text and spells unseen ones in bytes. GPT-2 starts
-from the 256 *byte values*: every byte string has an encoding, no character is ever
-unknown, and the base vocabulary is 256 whatever the script. The merges are learned
-as chapter 12 learns them (:func:`~annotated_transformer.data.bpe.learn_merges`);
-only the symbols change.
+:class:`~annotated_transformer.data.bpe.BPE` starts from the *characters* of the
+training text; GPT-2 starts from the 256 *byte values*, so every byte string has an
+encoding and no character is ever unknown. The merges are learned the same way
+(:func:`~annotated_transformer.data.bpe.learn_merges`); only the symbols change.
 
-- Pieces: the *text* is cut into pieces and merges stay inside them, so the bytes of
-  one character share a piece ("café" is one piece, and can become one token). The
-  bytes are read as UTF-8; a byte that is not valid UTF-8 stands alone as one
-  character (``surrogateescape``), so every byte string has pieces and
-  ``decode(encode(data)) == data``. Two patterns (``PATTERNS``): ``"words"``,
-  chapter 12's :func:`~annotated_transformer.data.bpe.pretokenize` (runs of word
-  characters or of punctuation, each with the space before it), and ``"gpt2"``,
-  GPT-2's own, which also splits off English contractions (``it|'s``) and keeps runs
-  of spaces together. The space stays a byte, 0x20: ``" the"`` is one token.
+- Pieces: the text is cut into pieces (``PATTERNS``: ``"words"``, as
+  :func:`~annotated_transformer.data.bpe.pretokenize` cuts it, or ``"gpt2"``,
+  GPT-2's own, which also splits off English contractions) and merges stay inside
+  them, so the bytes of one character share a piece. A byte that is not valid
+  UTF-8 stands alone (``surrogateescape``): ``decode(encode(data)) == data``.
 - Bytes as symbols: a piece's bytes are held as the Latin-1 string with one
-  character per byte (``bytes.decode("latin-1")`` is a bijection), so merged symbols
-  are ordinary strings.
-- Ties: among equally frequent pairs, the pair of *older* symbols is merged first,
-  bytes ordered by value, merged symbols by when they were made (chapter 12's rule).
-  Hugging Face ``tokenizers`` breaks ties the same way but orders the bytes by
-  GPT-2's printable stand-ins (:func:`byte_stand_ins`), which put the space (Ġ,
-  U+0120) after every printable ASCII byte: where pairs tie, the two trainers may
-  pick different merges.
-- Special tokens (GPT-2's ``<|endoftext|>``): their text is cut out before the
-  pieces, so training never merges into them and encoding turns each occurrence into
-  its one id.
-- Ids: byte b is id b, then each distinct merged symbol in the order it was learned,
-  then the special tokens. :meth:`ByteBPE.from_files` reads GPT-2's published
+  character per byte, so merged symbols are ordinary strings.
+- Ties: among equally frequent pairs, the pair of *older* symbols is merged first.
+  Hugging Face ``tokenizers`` orders the bytes by GPT-2's printable stand-ins
+  (:func:`byte_stand_ins`) instead, so where pairs tie the two may pick different
+  merges.
+- Special tokens (``<|endoftext|>``) are cut out before the pieces: never merged
+  into, each encoded as its one id.
+- Ids: byte b is id b, then each merged symbol in the order it was learned, then
+  the special tokens. :meth:`ByteBPE.from_files` reads GPT-2's published
   ``vocab.json`` and ``merges.txt`` instead, and keeps their ids.
 """
 
@@ -189,10 +179,9 @@ class ByteBPE:
 
     def _encode_piece(self, piece: str) -> list[int]:
         word = list(piece)
-        while (
-            len(word) > 1
-        ):  # apply the earliest-learned merge present, as learning did
-            never = len(self.ranks)
+        never = len(self.ranks)
+        # Apply the earliest-learned merge present, as learning did.
+        while len(word) > 1:
             rank, pair = min(
                 (self.ranks.get(p, never), p) for p in itertools.pairwise(word)
             )

@@ -1,5 +1,5 @@
 """The copy task (Annotated Transformer): random sequences whose target is the
-source, the first task chapters 08 and 09 train an encoder-decoder on.
+source, the first task an encoder-decoder learns.
 
 Batches of it are :class:`~annotated_transformer.data.batching.Batch`es, seeded,
 so ``lambda epoch: copy_task_batches(..., seed=epoch)`` is a resumable data
@@ -31,8 +31,8 @@ def copy_task_batches(
     drawn). Seeded, so ``lambda epoch: copy_task_batches(..., seed=epoch)``
     is a resumable data source.
 
-    ``variable=True`` is chapter 09's version, closer to translation: sources of 1
-    to ``seq_len`` symbols drawn from 3..vocab-1, closed by an end symbol 2 and
+    ``variable=True`` is a version closer to translation: sources of 1 to
+    ``seq_len`` symbols drawn from 3..vocab-1, closed by an end symbol 2 and
     padded with 0, src (batch, seq_len + 1); the target is the start symbol 1
     followed by the source, so the decoder must learn when to stop.
     """

@@ -136,9 +136,8 @@ def _read_reviews(source: Path) -> Iterator[tuple[str, str]]:
             if _MEMBER.search(name):
                 yield name, file.read_text(encoding="utf-8")
         return
-    with tarfile.open(
-        source, "r|*"
-    ) as archive:  # one streaming pass, nothing extracted
+    # one streaming pass, nothing extracted
+    with tarfile.open(source, "r|*") as archive:
         for member in archive:
             if member.isfile() and _MEMBER.search(member.name):
                 yield (

@@ -32,10 +32,8 @@ from annotated_transformer.blocks.embeddings import check_ids
 from annotated_transformer.blocks.masks import check_integer_ids
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index
-MASK_SHARE, RANDOM_SHARE = (
-    0.8,
-    0.1,
-)  # of the selected tokens; the remaining 0.1 stay unchanged
+# Of the selected tokens: masked, replaced at random; the remaining 0.1 stay.
+MASK_SHARE, RANDOM_SHARE = 0.8, 0.1
 
 
 def _check_arguments(
@@ -86,9 +84,8 @@ def mask_tokens(
     special = torch.zeros(vocab_size, dtype=torch.bool, device=tokens.device)
     special[list(special_ids)] = True
     special[mask_id] = True
-    ordinary_ids = (
-        (~special).nonzero().squeeze(1)
-    )  # the ids a random replacement may take
+    # the ids a random replacement may take
+    ordinary_ids = (~special).nonzero().squeeze(1)
     if ordinary_ids.numel() == 0:
         raise ValueError(
             "every id in the vocabulary is special, so there is nothing to select "
@@ -102,9 +99,8 @@ def mask_tokens(
     # torch.rand lies in [0, 1): u < 0 never holds and u < 1 always does, so p = 0
     # and p = 1 select nothing and every ordinary token.
     selected = (uniform() < p) & ~special[tokens]
-    action = (
-        uniform()
-    )  # one draw decides: [0, 0.8) mask, [0.8, 0.9) random, [0.9, 1) keep
+    # One draw decides: [0, 0.8) mask, [0.8, 0.9) random, [0.9, 1) keep.
+    action = uniform()
     to_mask = selected & (action < MASK_SHARE)
     to_random = (
         selected & (action >= MASK_SHARE) & (action < MASK_SHARE + RANDOM_SHARE)

@@ -65,9 +65,7 @@ class Vocab:
         counts = Counter(token for sentence in sentences for token in sentence)
         special = set(specials)
         kept = [t for t, n in counts.items() if n >= min_freq and t not in special]
-        kept.sort(
-            key=lambda t: (-counts[t], t)
-        )  # frequent first, then alphabetical
+        kept.sort(key=lambda t: (-counts[t], t))  # frequent first, ties by name
         if max_size is not None:
             kept = kept[: max_size - len(specials)]
         return cls([*specials, *kept], default=default)

@@ -26,7 +26,7 @@ from torch import Tensor
 from annotated_transformer.blocks.kv_cache import DecoderCache
 from annotated_transformer.blocks.masks import subsequent_mask
 from annotated_transformer.models.encoder_decoder import EncoderDecoder, Transformer
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 
 
 def _check(src: Tensor, src_mask: Tensor, max_len: int) -> None:
@@ -203,7 +203,6 @@ def beam_search(
         ys = torch.cat([ys.index_select(0, rows), token.view(-1, 1)], dim=1)
         if bool(done.all()):
             break
-    best = (logp / gnmt_length_penalty(length, length_penalty)).argmax(
-        dim=-1
-    )  # (batch,)
+    score = logp / gnmt_length_penalty(length, length_penalty)
+    best = score.argmax(dim=-1)  # (batch,)
     return ys.view(batch, K, -1)[torch.arange(batch, device=device), best]

@@ -32,7 +32,7 @@ from torch import Tensor
 
 from annotated_transformer.blocks.embeddings import check_ids
 from annotated_transformer.models.decoder_only import DecoderLM
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 
 
 def context_start(total: int, start: int, max_len: int) -> int:
@@ -51,13 +51,11 @@ def context_start(total: int, start: int, max_len: int) -> int:
 def next_byte_distribution(
     logits: Tensor, temperature: float = 1.0, top_k: int | None = None
 ) -> Tensor:
-    """Probabilities (batch, vocab) of the next byte from its
-    logits (batch, vocab)."""
+    """Probabilities (batch, vocab) of the next byte from its logits (batch, vocab),
+    cooled by ``temperature`` and cut to the ``top_k`` likeliest."""
     scaled = logits.float() / temperature
     if top_k is not None and top_k < scaled.size(-1):
-        kth = scaled.topk(top_k, dim=-1).values[
-            :, -1:
-        ]  # (batch, 1), the k-th largest
+        kth = scaled.topk(top_k, dim=-1).values[:, -1:]  # (batch, 1)
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
     return scaled.softmax(dim=-1)
 

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from annotated_transformer.evaluation.metrics import BitsPerByte
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 from annotated_transformer.training.progress import tqdm
 
 
@@ -78,19 +78,18 @@ def stream_segments(
     )
     batches = []
     for t in range(steps):
-        chunk = streams[
-            :, t * seg_len : (t + 1) * seg_len + 1
-        ].long()  # (batch, seg_len + 1)
+        # (batch, seg_len + 1): the segment and the byte after it
+        chunk = streams[:, t * seg_len : (t + 1) * seg_len + 1].long()
         batches.append(Segments(chunk[:, :-1], chunk[:, 1:], fresh=t == 0))
     return batches
 
 
 class Memory:
-    """The per-layer memories one training batch leaves to the
-    next (None: no memory yet).
+    """The per-layer memories one training batch leaves to the next (None: no
+    memory yet).
 
-    ``state_dict``/``load_state_dict`` as for an optimiser, so
-    that checkpoints keep it.
+    ``state_dict``/``load_state_dict`` as for an optimiser, so that checkpoints
+    keep it.
     """
 
     def __init__(self) -> None:
@@ -119,13 +118,11 @@ def segment_loss(
     device = next(model.parameters()).device
     past = None if batch.fresh or memory.tensors is None else memory.tensors
     past = None if past is None else [m.to(device) for m in past]
-    logits, memory.tensors = model(
-        batch.x.to(device), past
-    )  # (batch, seg_len, 256)
+    # logits: (batch, seg_len, 256)
+    logits, memory.tensors = model(batch.x.to(device), past)
     flat = logits.float().flatten(0, 1)
-    return F.cross_entropy(
-        flat, batch.y.to(device).flatten(), reduction="sum"
-    ), batch.y.numel()
+    loss = F.cross_entropy(flat, batch.y.to(device).flatten(), reduction="sum")
+    return loss, batch.y.numel()
 
 
 def segment_bits_per_byte(

@@ -4,7 +4,7 @@ constructor and parameter counts. The paper's encoder-decoder
 ``modern_decoder``, the Llama-style one; ``gpt2`` with ``gpt2_weights``, its
 published checkpoints; ``transformer_xl``), encoder-only models
 (``encoder_only``: a classifier and BERT's masked language model), and
-``modes``, the eval mode every evaluation runs in. Models may import blocks and
+``eval_mode``, the eval mode every evaluation runs in. Models may import blocks and
 layer 0 only, never data (their sibling at layer 2) nor anything above; see
 ``tests/test_layout.py``.
 """

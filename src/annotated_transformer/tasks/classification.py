@@ -45,7 +45,7 @@ from annotated_transformer.models.encoder_only import (
     EncoderConfig,
     load_encoder,
 )
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 from annotated_transformer.tasks.base import (
     Task,
     TrainConfig,

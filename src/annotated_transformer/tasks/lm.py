@@ -1,71 +1,32 @@
-"""A byte-level language model (Part V): predict each next byte of
-Tiny Shakespeare or enwik8.
+"""A byte-level language model: predict each next byte of Tiny Shakespeare or
+enwik8, one of 256 byte values (or a token of a byte-level BPE, ``tokens="bpe"``).
 
-- Data: one long stream of bytes per split
-  (:mod:`annotated_transformer.data.byte_corpora`); the vocabulary is the 256 byte
-  values, so there is no tokenizer at all.
-- Model: the decoder-only variant named by ``block``, built by its entry in
-  :mod:`annotated_transformer.tasks.variants`: ``"2017"``
-  (:class:`~annotated_transformer.models.decoder_only.DecoderLM`, the 2017 block
-  with a causal mask and learned positions, chapter 14), ``"modern"``
-  (:class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM`, today's
-  block: pre-norm RMSNorm, rotary positions, grouped-query attention with
-  ``kv_heads`` key/value heads, SwiGLU of width ``swiglu_width(d_ff)``, no biases;
-  its switches ``norm``, ``positions``, ``feed_forward`` and ``bias`` step from one
-  to the other, chapter 15), ``"gpt2"``
-  (:class:`~annotated_transformer.models.gpt2.GPT2LM`, GPT-2's recipe, chapter 16)
-  or ``"xl"``
-  (:class:`~annotated_transformer.models.transformer_xl.TransformerXLLM`, relative
-  positions and a memory of ``mem_len`` states per layer, chapter 18).
-- Reading the text: a model without memory reads independent windows of
-  ``max_len`` + 1 bytes (:class:`RandomWindows`: a seeded draw per epoch; an epoch
-  is as many windows as cover the training bytes once on average). A model with a
-  memory (Transformer-XL) reads ``max_len``-byte segments of the text in order
+- Model: the decoder-only family named by ``block``
+  (:mod:`~annotated_transformer.tasks.variants`): ``"2017"``
+  (:class:`~annotated_transformer.models.decoder_only.DecoderLM`), ``"modern"``
+  (:class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM`: RMSNorm,
+  rotary positions, grouped-query attention, SwiGLU, no biases), ``"gpt2"``
+  (:class:`~annotated_transformer.models.gpt2.GPT2LM`) or ``"xl"``
+  (:class:`~annotated_transformer.models.transformer_xl.TransformerXLLM`, with a
+  memory of ``mem_len`` states per layer). ``attention="strided"`` or ``"fixed"``
+  makes every block's attention block-sparse.
+- Data: a model without memory reads seeded random windows of ``max_len`` + 1
+  bytes (:class:`RandomWindows`); Transformer-XL reads the text in order
   (:class:`~annotated_transformer.tasks.lm_segments.ConsecutiveSegments`).
-- Tokens (chapter 16): ``tokens="bytes"`` (the default) or ``"bpe"``, a byte-level
-  BPE of ``bpe_merges`` merges (:mod:`~annotated_transformer.data.byte_bpe`)
-  learned on the training split only and saved in the task's state; the model
-  then reads ``max_len`` *tokens*.
-- Sparse attention (chapter 18): ``attention="strided"`` or ``"fixed"`` replaces
-  every block's attention (``block=modern`` or ``gpt2``) by block-sparse attention
-  under that pattern's union mask
-  (:func:`~annotated_transformer.blocks.sparse_attention.sparsify_`), blocks of
-  ``sparse_stride`` positions and, for "fixed", ``sparse_summary`` summary
-  positions each.
 - Loss: next-byte cross-entropy summed over the batch's positions.
-- Validation: the loss on the first ``eval_bytes`` of the validation split in
-  consecutive windows (quick, for the learning curve); test: bits per byte of the
-  *whole* validation split with overlapping windows
-  (:func:`windowed_bits_per_byte`). Transformer-XL is validated and tested on
-  consecutive segments with its memory instead
-  (:func:`~annotated_transformer.evaluation.segments.segment_bits_per_byte`).
+- Validation: the loss on the first ``eval_bytes`` of the validation split. Test:
+  bits per byte of the whole split, the mean of −log₂ p(xₜ | context) over every
+  byte after the first (a mean, as published enwik8 numbers are). The model reads
+  at most ``max_len`` bytes, so the text is scored in overlapping windows that
+  advance by ``stride`` (half the context by default): every byte is scored once,
+  with at least ``context − stride + 1`` bytes of context (:func:`window_plan`);
+  Transformer-XL reads consecutive segments with its memory instead. A BPE
+  model's bits are divided by the bytes its scored tokens spell, so the figure
+  compares with a byte model's (an upper bound: it scores only the one
+  tokenization BPE produces).
 
-Bits per byte over a whole text: the mean of −log₂ p(xₜ | context) over every byte
-xₜ after the first. The model reads at most ``max_len`` bytes, so the text is scored
-in overlapping windows of ``context`` bytes that advance by ``stride``: the first
-window scores all its positions, each later one only the positions no window scored
-before (its last ``stride``), the last window is aligned with the end of the text.
-Every byte after the first is scored exactly once, with at least
-``context − stride + 1`` bytes of context (all the bytes before it near the start).
-``stride = context`` would be the cheapest and the worst (some bytes with one byte
-of context), ``stride = 1`` the best and ``context`` times dearer. The default is
-``context // 2``. (Bloem's ``former`` printed the *total* bits of a batch and called
-it bits per byte, issue #38; published enwik8 numbers are means, like this one.)
-
-Bits per byte of a BPE model: the validation text is encoded whole, the *token*
-stream is scored with the same overlapping windows (so no token is ever cut by a
-window: windows are made of whole tokens), and the total bits of the scored tokens
-are divided by the total bytes those tokens spell: bits per byte = Σ −log₂
-p(tokenₜ | context) / Σ bytes(tokenₜ). Every byte after the first token is counted
-once, so the figure is comparable with the byte model's on the same text (which
-counts every byte after the first). Two honest caveats: a context of ``max_len``
-tokens spans several times more bytes than ``max_len`` bytes do; and the model
-scores the one tokenization BPE produces, not the sum over every tokenization of the
-same bytes, so its bits per byte are an upper bound on what the model itself assigns
-the text.
-
-Scores on ``enwik8_prefix`` (the first 10⁶ bytes) are not comparable with published
-enwik8 results, which train on 90M bytes and score the last 5M.
+Scores on ``enwik8_prefix`` (the first 10⁶ bytes) are not comparable with
+published enwik8 results, which train on 90M bytes and score the last 5M.
 """
 
 from __future__ import annotations
@@ -97,7 +58,7 @@ from annotated_transformer.evaluation.sampling import (
 )
 from annotated_transformer.evaluation.segments import Segments
 from annotated_transformer.models.decoder_only import DecoderLM
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 from annotated_transformer.tasks.base import (
     Task,
     TrainConfig,

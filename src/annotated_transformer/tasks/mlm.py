@@ -41,7 +41,7 @@ from annotated_transformer.data.masking import mask_tokens
 from annotated_transformer.data.vocab import MASK, SPECIALS
 from annotated_transformer.evaluation import metrics
 from annotated_transformer.models.encoder_only import MaskedLanguageModel
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 from annotated_transformer.tasks.base import check_texts, epoch_generator
 from annotated_transformer.tasks.classification import PRESETS as CLASSIFY_PRESETS
 from annotated_transformer.tasks.classification import (

@@ -57,7 +57,7 @@ from annotated_transformer.models.encoder_decoder import (
     TransformerConfig,
     tie_weights,
 )
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 from annotated_transformer.tasks.base import Task, TrainConfig, check_texts
 from annotated_transformer.training.loss import seq2seq_loss
 

@@ -104,11 +104,8 @@ def _check_plain(value: Any, where: str) -> None:
 def unwrap(model: nn.Module) -> nn.Module:
     """The model inside a ``DistributedDataParallel`` (or
     similar ``.module``) wrapper."""
-    return (
-        model.module
-        if isinstance(getattr(model, "module", None), nn.Module)
-        else model
-    )
+    inner = getattr(model, "module", None)
+    return inner if isinstance(inner, nn.Module) else model
 
 
 def is_sharded(model: nn.Module) -> bool:
@@ -211,6 +208,8 @@ def save_checkpoint(
         are created as needed.
     """
     path = Path(path)
+    if hasattr(optimizer, "state_dict"):
+        optimizer = optimizer.state_dict()
     state = {
         "format": FORMAT,
         "version": VERSION,
@@ -219,9 +218,7 @@ def save_checkpoint(
         "extra": extra or {},
         "rng": rng_state(),
         "model": model if isinstance(model, dict) else unwrap(model).state_dict(),
-        "optimizer": optimizer.state_dict()
-        if hasattr(optimizer, "state_dict")
-        else optimizer,
+        "optimizer": optimizer,
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
     }
     _check_plain(state["config"], "config")

@@ -75,12 +75,9 @@ def init_distributed(
     """
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     use_cuda = device.type == "cuda"
-    target = (
-        torch.device("cuda", local_rank)
-        if use_cuda and launched_by_torchrun()
-        else device
-    )
+    target = device
     if use_cuda and launched_by_torchrun():
+        target = torch.device("cuda", local_rank)
         if local_rank >= torch.cuda.device_count():
             raise ValueError(
                 f"LOCAL_RANK={local_rank} but only {torch.cuda.device_count()} "

@@ -124,10 +124,9 @@ def no_weights(folder: str | Path, record: dict[str, Any]) -> RecordError:
 
 def tensors(folder: Path) -> dict[str, torch.Tensor]:
     """The state dict in ``folder/model.safetensors`` (float32 or float16
-    tensors): every name of a shared tensor restored, float16 (``--half``) back
-    to the float32 it was. In a record
-    (a ``record.json`` beside it; not while a record is being written) the file
-    is :func:`read_checked`."""
+    tensors): every name of a shared tensor restored, float16 (``--half``)
+    back to the float32 it was. In a record (a ``record.json`` beside it; not
+    while a record is being written) the file is :func:`read_checked`."""
     path = folder / WEIGHTS
     if is_record(folder):
         data = read_checked(folder, WEIGHTS, read_record(folder))

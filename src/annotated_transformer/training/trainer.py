@@ -1,47 +1,22 @@
-"""Training: the optimiser of the paper and one loop for every task.
+"""Training: the paper's optimiser and one loop for every task.
 
-The loop knows nothing about translation (the sentence-pair batches are
-:mod:`~annotated_transformer.data.batching`'s, the translation loss
-:mod:`~annotated_transformer.training.loss`'s). A task gives it
+A task gives the loop two functions:
 
-- ``batches(epoch) -> iterable of batches``: the training data of one epoch, the
-  *same* batches in the same order every time it is called with the same epoch (seed
-  a ``torch.Generator`` from the epoch; never draw from the global generators), so
-  that a resumed run skips to the exact batch where it stopped;
+- ``batches(epoch)``: the training batches of one epoch, the *same* batches in the
+  same order every time (seeded from the epoch, never from the global generators),
+  so that a resumed run continues at the exact batch where it stopped;
 - ``loss_fn(model, batch) -> (loss_sum, n_tokens)``: the loss *summed* over the
-  batch's tokens (or examples) and their count. Sums let the loop divide by the
-  tokens of the whole optimiser step, so 4 micro-batches of b sentences give the
+  batch's tokens, and their count. The loop divides the gradients once by the
+  tokens of the whole optimiser step, so 4 micro-batches of b sentences make the
   same update as one batch of 4b.
 
-What one optimiser step does (``Trainer.train_step``):
-
-1. for each of ``accumulate`` micro-batches: forward (in bf16 or fp16 if asked, see
-   :mod:`~annotated_transformer.training.precision`; weights stay fp32 and the loss
-   is computed from fp32 logits), stop if the loss is not finite, backward (under
-   fp16 of the loss times the loss scale, see below);
-2. divide the summed gradients by the step's token count,
-   clip their norm (optional);
-3. one Adam update, one scheduler step (per optimiser step, not per micro-batch).
-
-fp16 keeps 10 bits of mantissa but only 5 of exponent: gradients below 2⁻²⁴ ≈ 6e-8
-become 0. ``torch.amp.GradScaler`` multiplies the loss by a scale S (65536 to start)
-so that the backward pass runs on numbers S times larger, divides the gradients by S
-before clipping ("unscale"), and skips the update of a step whose gradients
-overflowed to inf, halving S (it doubles S again after 2000 good steps). A skipped
-step is part of fp16 training, not an error; its scale is saved in checkpoints so
-that a resumed run continues exactly. bf16 has fp32's 8 exponent bits and needs no
-scaling. The losses here are *sums* over a batch's tokens, thousands of times the
-mean; their gradients would overflow fp16 at any useful S, so under fp16 the scaled
-loss is also divided by the first micro-batch's token count (and the gradients
-multiplied back).
-
-``Trainer.fit`` repeats it, calls an evaluation hook every so many steps (its
-results join that step's row of the history), writes checkpoints, shows a progress
-bar (loss, learning rate, tokens/s) and keeps the history as a pandas DataFrame.
-A ``DistributedDataParallel`` or FSDP (``fully_shard``) model passes through:
-micro-batches before the last skip the gradient all-reduce (``no_sync``,
-``set_requires_gradient_sync``), and only rank 0 shows progress and writes
-checkpoints (an FSDP model's full weights are gathered from every rank first).
+:meth:`Trainer.train_step` is one optimiser step: forward and backward over the
+micro-batches, gradient clipping, one update, one scheduler step.
+:meth:`Trainer.fit` repeats it, evaluates, writes checkpoints and keeps the
+history. Under fp16 a ``GradScaler`` multiplies the loss by a scale S, divides the
+gradients by S before clipping, and skips a step whose gradients overflowed
+(halving S): a skipped step is part of fp16 training, not an error. Under DDP or
+FSDP only rank 0 shows progress and writes checkpoints.
 """
 
 from __future__ import annotations
@@ -60,7 +35,7 @@ import torch
 import torch.utils.checkpoint
 from torch import Tensor, nn
 
-from annotated_transformer.models.modes import evaluating
+from annotated_transformer.models.eval_mode import evaluating
 from annotated_transformer.training import distributed
 from annotated_transformer.training.checkpoints import (
     CheckpointError,
@@ -85,8 +60,8 @@ def make_optimizer(model: nn.Module, lr: float = 1.0) -> torch.optim.Adam:
 
 
 def mean_loss(model: nn.Module, loss_fn: LossFn, batches: Iterable[Any]) -> float:
-    """The loss per token over ``batches`` (a validation loss): in
-    eval mode, without autograd.
+    """The loss per token over ``batches`` (a validation loss), in eval mode and
+    without autograd.
 
     The sums of ``loss_fn`` are added up and divided once by the total token count,
     so every token weighs the same whatever batch it sits in.
@@ -95,9 +70,9 @@ def mean_loss(model: nn.Module, loss_fn: LossFn, batches: Iterable[Any]) -> floa
     total, count = 0.0, 0
     with evaluating(model):
         for batch in batches:
-            loss_sum, n = loss_fn(
-                model, batch.to(device) if hasattr(batch, "to") else batch
-            )
+            if hasattr(batch, "to"):
+                batch = batch.to(device)
+            loss_sum, n = loss_fn(model, batch)
             total, count = total + loss_sum.item(), count + int(n)
     return total / max(count, 1)
 
@@ -134,8 +109,7 @@ def checkpoint_blocks(model: nn.Module, blocks: tuple[type, ...]) -> int:
 
 
 class NonFiniteLossError(FloatingPointError):
-    """The loss or the gradient norm became inf/NaN; the
-    weights were not updated."""
+    """The loss or gradient norm became inf/NaN; the weights were not updated."""
 
 
 def _every(step: int, period: int) -> bool:
@@ -173,8 +147,8 @@ class Budget:
 
 
 class Trainer:
-    """Runs optimiser steps of ``loss_fn`` on ``model`` and keeps
-    the state needed to resume.
+    """Runs optimiser steps of ``loss_fn`` on ``model`` and keeps the state needed
+    to resume.
 
     accumulate: micro-batches per optimiser step; clip_norm: max gradient norm
         (None: no clipping, as in the paper); precision: "fp32", "bf16" or "fp16",
@@ -216,11 +190,8 @@ class Trainer:
             )
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.scheduler = scheduler
-        self.accumulate, self.clip_norm, self.precision = (
-            accumulate,
-            clip_norm,
-            precision,
-        )
+        self.accumulate, self.clip_norm = accumulate, clip_norm
+        self.precision = precision
         self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
         self.config, self.stream = config or {}, stream
         self.before_save, self.folder = before_save, folder
@@ -268,39 +239,38 @@ class Trainer:
         )
 
     def train_step(self, micro_batches: Sequence[Any]) -> dict[str, float]:
-        """One optimiser step over ``micro_batches``; returns the
-        step's loss per token etc."""
+        """One optimiser step over ``micro_batches``; returns the step's row of the
+        history (loss per token, lr, tokens, grad_norm, ...)."""
         start = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        total_loss, total_tokens, per = 0.0, 0, 1
+        total_loss, total_tokens = 0.0, 0
+        # fp16 backpropagates the sums divided by the first micro-batch's token
+        # count, lest they overflow; the gradients are multiplied back below.
+        divisor = 1
         for i, batch in enumerate(micro_batches):
             last = i == len(micro_batches) - 1
-            # DDP, FSDP: reduce the gradients once, after the last
-            # micro-batch's backward.
+            # DDP, FSDP: reduce the gradients once, after the last backward.
             if hasattr(self.model, "set_requires_gradient_sync"):
                 self.model.set_requires_gradient_sync(last)
             no_sync = getattr(self.model, "no_sync", None)
             with contextlib.nullcontext() if last or no_sync is None else no_sync():
                 loss_sum, n_tokens = self._forward(batch)
-                if (
-                    i == 0 and self.scaler.is_enabled()
-                ):  # fp16: the scale is per token
-                    per = max(n_tokens, 1)
-                self.scaler.scale(
-                    loss_sum / per
-                ).backward()  # sums: gradients add up
+                if i == 0 and self.scaler.is_enabled():
+                    divisor = max(n_tokens, 1)
+                # the gradients of the micro-batches' sums add up
+                self.scaler.scale(loss_sum / divisor).backward()
             total_loss += loss_sum.item()
             total_tokens += n_tokens
         # fp16: divide by the loss scale before clipping
         self.scaler.unscale_(self.optimizer)
         params = [p for p in self.model.parameters() if p.grad is not None]
         for p in params:  # the gradient of the mean loss over the step's tokens
-            p.grad.div_(max(total_tokens, 1) / per)
+            p.grad.div_(max(total_tokens, 1) / divisor)
         norm = nn.utils.clip_grad_norm_(params, self.clip_norm or math.inf)
-        grad_norm = float(
-            norm.full_tensor() if hasattr(norm, "full_tensor") else norm
-        )
+        if hasattr(norm, "full_tensor"):  # FSDP: a norm sharded across ranks
+            norm = norm.full_tensor()
+        grad_norm = float(norm)
         scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
         if not math.isfinite(grad_norm) and scale is None:
             self.optimizer.zero_grad(set_to_none=True)
@@ -315,6 +285,8 @@ class Trainer:
             self.scheduler.step()
         self.step += 1
         seconds = time.perf_counter() - start
+        # the training time so far, evaluation not included
+        elapsed = (self.rows[-1]["seconds"] if self.rows else 0.0) + seconds
         row = {
             "step": self.step,
             "epoch": self.epoch,
@@ -323,8 +295,7 @@ class Trainer:
             "tokens": total_tokens,
             "tokens_per_s": total_tokens / seconds,
             "grad_norm": grad_norm,
-            "seconds": (self.rows[-1]["seconds"] if self.rows else 0.0)
-            + seconds,  # training
+            "seconds": elapsed,
         }
         if scale is not None:  # fp16: the scale this step's loss was multiplied by
             row["loss_scale"] = scale
@@ -431,9 +402,8 @@ class Trainer:
             )
         if distributed.rank() != 0 and not is_sharded(self.model):
             return None
-        model, optimizer = full_state_dicts(
-            self.model, self.optimizer
-        )  # FSDP: collective
+        # FSDP: every rank takes part in gathering the full weights
+        model, optimizer = full_state_dicts(self.model, self.optimizer)
         if distributed.rank() != 0:
             return None
         if self.before_save is not None:
@@ -508,8 +478,7 @@ def check_position(
     """Refuse (:class:`CheckpointError`) a checkpoint that :meth:`Trainer.resume`
     cannot continue from: no data position (``epoch``, ``batch_in_epoch``: counts),
     a history that is not one row per step done (a dict of numbers with its step
-    and the seconds trained), or a step beyond ``max_steps`` (the run's
-    length)."""
+    and the seconds trained), or a step beyond ``max_steps`` (the run's length)."""
     extra = state["extra"]
     position = [extra.get("epoch"), extra.get("batch_in_epoch")]
     history = extra.get("history")
