@@ -33,6 +33,7 @@ from annotated_transformer.data.byte_corpora import load_splits
 from annotated_transformer.data.multi30k import load_split
 from annotated_transformer.evaluation.decoding import beam_search
 from annotated_transformer.tasks import PRESETS, TASKS
+from annotated_transformer.tasks.base import flat_settings
 from annotated_transformer.training import trainer as training
 from annotated_transformer.training.checkpoints import (
     read_checkpoint,
@@ -181,7 +182,7 @@ def test_train_prints_the_test_metrics_and_writes_the_run(trained, task):
 @pytest.mark.parametrize("task", list(TASKS))
 def test_set_reaches_the_saved_config_the_model_and_the_optimiser(trained, task):
     out, _ = trained(task)
-    expected = dataclasses.asdict(PRESETS[task]["tiny"]) | SETTINGS[task]
+    expected = flat_settings(PRESETS[task]["tiny"]) | SETTINGS[task]
     for name in ("last.pt", "final.pt"):
         saved = read_checkpoint(out / name)["config"]
         assert (saved["task"], saved["preset"], saved["config"]) == (
@@ -376,7 +377,7 @@ def test_bad_settings_and_presets_are_one_line(task, tmp_path, capsys):
     err = fails(
         capsys, [*train, "--set", "nope=1"], "--set nope: unknown key; valid keys:"
     )
-    valid = [f.name for f in dataclasses.fields(PRESETS[task]["tiny"])]
+    valid = list(flat_settings(PRESETS[task]["tiny"]))
     assert err.strip().endswith(", ".join(valid))
     fails(capsys, [*train, "--set", "lr=abc"], "lr takes float")
     fails(capsys, [*train, "--set", "N=2.5"], "N takes int")

@@ -30,7 +30,9 @@
 TASK is translate (Multi30k German→English), classify (IMDb sentiment) or lm (a
 byte-level language model). ``--preset`` picks a recipe from ``PRESETS[task]``;
 ``--set KEY=VALUE`` (repeatable) changes one of its settings, parsed to the
-setting's type. ``train`` writes its checkpoints and logs into ``--out`` (see
+setting's type; the model's sizes too go by their own names (``--set
+d_model=256``, into the model config the task's config holds). ``train`` writes
+its checkpoints and logs into ``--out`` (see
 :mod:`annotated_transformer.runner`); ``--resume`` continues a killed run exactly
 where its last checkpoint stopped. ``record`` promotes a finished run into
 ``results/NAME`` (:mod:`annotated_transformer.records`); ``evaluate`` and
@@ -49,7 +51,6 @@ above): a failure is then this line and status too, not the launcher's traceback
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -69,7 +70,7 @@ from annotated_transformer.data import multi30k
 from annotated_transformer.files import DiskFullError, disk_full, is_disk_full
 from annotated_transformer.finished import run_precision
 from annotated_transformer.tasks import PRESETS, TASKS, Task
-from annotated_transformer.tasks.base import LARGEST
+from annotated_transformer.tasks.base import LARGEST, flat_settings
 from annotated_transformer.tasks.classification import Classification
 from annotated_transformer.tasks.lm import LanguageModel
 from annotated_transformer.tasks.translation import Translation
@@ -311,8 +312,8 @@ def options(task: str) -> TaskOptions:
 
 
 def _settings_help(task: str) -> str:
-    config = PRESETS[task]["tiny"]
-    return "settings: " + ", ".join(f.name for f in dataclasses.fields(config))
+    names = ", ".join(flat_settings(PRESETS[task]["tiny"]))
+    return f"settings (the model's sizes by their own names, e.g. d_model): {names}"
 
 
 def build_parser() -> argparse.ArgumentParser:
