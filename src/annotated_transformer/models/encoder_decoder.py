@@ -120,21 +120,23 @@ def make_model(
     """The Transformer of the paper (base model by default: N=6,
     d_model=512, d_ff=2048, h=8).
 
-    Matrices get Glorot/Xavier-uniform initialisation, as in the Annotated
-    Transformer; biases keep PyTorch's defaults and LayerNorms start as the
-    identity. :class:`Transformer` builds the same model, weight for weight,
-    with what the later chapters add.
+    The sizes are checked once, as a :class:`TransformerConfig` (``s``). Matrices
+    get Glorot/Xavier-uniform initialisation, as in the Annotated Transformer;
+    biases keep PyTorch's defaults and LayerNorms start as the identity.
+    :class:`Transformer` builds the same model, weight for weight, with what the
+    later chapters add.
     """
+    s = TransformerConfig(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout)
     c = copy.deepcopy
-    attn = MultiHeadedAttention(h, d_model, dropout)
-    ff = PositionwiseFeedForward(d_model, d_ff, dropout)
-    position = PositionalEncoding(d_model, dropout)
+    attn = MultiHeadedAttention(s.h, s.d_model, s.dropout)
+    ff = PositionwiseFeedForward(s.d_model, s.d_ff, s.dropout)
+    position = PositionalEncoding(s.d_model, s.dropout)
     model = EncoderDecoder(
-        Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout), N),
-        Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout), N),
-        TokenAndPosition(Embeddings(d_model, src_vocab), c(position)),
-        TokenAndPosition(Embeddings(d_model, tgt_vocab), c(position)),
-        Generator(d_model, tgt_vocab),
+        Encoder(EncoderLayer(s.d_model, c(attn), c(ff), s.dropout), s.N),
+        Decoder(DecoderLayer(s.d_model, c(attn), c(attn), c(ff), s.dropout), s.N),
+        TokenAndPosition(Embeddings(s.d_model, src_vocab), c(position)),
+        TokenAndPosition(Embeddings(s.d_model, tgt_vocab), c(position)),
+        Generator(s.d_model, tgt_vocab),
     )
     for p in model.parameters():
         if p.dim() > 1:
