@@ -26,12 +26,12 @@ Tiny Shakespeare or enwik8.
   BPE of ``bpe_merges`` merges (:mod:`~annotated_transformer.data.byte_bpe`)
   learned on the training split only and saved in the task's state; the model
   then reads ``max_len`` *tokens*.
-- Sparse attention (chapter 18): ``attention="strided"`` or ``"fixed"`` replaces
-  every block's attention (``block=modern`` or ``gpt2``) by block-sparse attention
+- Sparse attention (chapter 18): ``attention="strided"`` or ``"fixed"`` builds
+  every block's attention (``block=modern`` or ``gpt2``) as block-sparse attention
   under that pattern's union mask
-  (:func:`~annotated_transformer.blocks.sparse_attention.sparsify_`), blocks of
-  ``sparse_stride`` positions and, for "fixed", ``sparse_summary`` summary
-  positions each.
+  (:class:`~annotated_transformer.blocks.sparse_attention.SparseSelfAttention`),
+  blocks of ``sparse_stride`` positions and, for "fixed", ``sparse_summary``
+  summary positions each.
 - Loss: next-byte cross-entropy summed over the batch's positions.
 - Validation: the loss on the first ``eval_bytes`` of the validation split in
   consecutive windows (quick, for the learning curve); test: bits per byte of the
@@ -81,7 +81,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from annotated_transformer.blocks.sparse_attention import sparsify_
 from annotated_transformer.data.byte_bpe import ByteBPE
 from annotated_transformer.data.byte_corpora import (
     DATASETS,
@@ -109,7 +108,6 @@ from annotated_transformer.tasks.variants import (
     PATTERNS,
     VARIANTS,
     check_choices,
-    pattern_named,
     variants_with,
 )
 from annotated_transformer.training.progress import tqdm
@@ -661,14 +659,9 @@ class LanguageModel(Task):
             )
 
     def build_model(self) -> nn.Module:
-        """The variant's model, built by its registry entry; sparse attention
-        (``attention``) replaces its attention afterwards."""
-        c = self.config
-        model = self.variant.build(c, self.vocab)
-        if c.attention != "dense":
-            stride, summary = c.sparse_stride, c.sparse_summary or 1
-            sparsify_(model, pattern_named(c.attention, stride, summary))
-        return model
+        """The variant's model, built by its entry in
+        :mod:`~annotated_transformer.tasks.variants` (sparse attention included)."""
+        return self.variant.build(self.config, self.vocab)
 
     def batches(self, epoch: int) -> list[tuple[Tensor, Tensor]] | list[Segments]:
         """The epoch's training batches, the same for the same epoch (the
