@@ -53,7 +53,6 @@ from annotated_transformer.data.batching import (
 )
 from annotated_transformer.models.encoder_decoder import (
     Transformer,
-    TransformerConfig,
 )
 from annotated_transformer.tasks.translation import (
     PRESETS,
@@ -102,9 +101,8 @@ def train_once(name, index, pairs, task, val_batches, precision) -> dict:
         batches = [make_batch(pairs, i, vocab, pad_to) for i in index]
     torch.manual_seed(0)
     config = task.config
-    model = Transformer(
-        TransformerConfig(len(task.src_vocab), len(task.tgt_vocab), **config.model)
-    )
+    vocabs = {"src_vocab": len(task.src_vocab), "tgt_vocab": len(task.tgt_vocab)}
+    model = Transformer(dataclasses.replace(config.model, **vocabs))
     optimizer = make_optimizer(model)
     warmup = max(1, len(batches) // 10)
     scheduler = make_scheduler(

@@ -24,13 +24,15 @@ import time
 
 import torch
 
+from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.encoder_decoder import Transformer
 from annotated_transformer.training.memory import (
     measured_training_memory,
     sharding_table,
     training_memory,
 )
 
-VOCAB = {"lm": 256, "seq2seq": 8000}
+VOCAB = {DecoderLM: 256, Transformer: 8000}
 # (d_model, N, length, batch)
 FULL = [
     (128, 2, 64, 8),
@@ -62,13 +64,13 @@ def main() -> None:
         + (f", {args.threads} thread(s)" if args.device == "cpu" else "")
     )
     print(
-        f"{'model':8} {'d_model':>7} {'N':>2} {'len':>4} {'batch':>5} "
+        f"{'model':11} {'d_model':>7} {'N':>2} {'len':>4} {'batch':>5} "
         f"{'dropout':>7} {'predicted MiB':>13} {'measured MiB':>12} {'ratio':>6} "
         f"{'s':>5}"
     )
     start = time.perf_counter()
     sizes = QUICK if args.quick else FULL
-    for kind, (d_model, N, length, batch), dropout in itertools.product(
+    for family, (d_model, N, length, batch), dropout in itertools.product(
         VOCAB, sizes, (0.1, 0.0)
     ):
         config = dict(
@@ -76,16 +78,17 @@ def main() -> None:
             d_model=d_model,
             d_ff=4 * d_model,
             h=max(2, d_model // 64),
-            vocab=VOCAB[kind],
+            vocab=VOCAB[family],
             batch=batch,
             length=length,
             dropout=dropout,
         )
         t = time.perf_counter()
-        measured = measured_training_memory(kind, **config, device=args.device)
-        predicted = training_memory(kind, **config).total
+        measured = measured_training_memory(family, **config, device=args.device)
+        predicted = training_memory(family, **config).total
         print(
-            f"{kind:8} {d_model:7} {N:2} {length:4} {batch:5} {dropout:7} "
+            f"{family.__name__:11} {d_model:7} {N:2} {length:4} {batch:5} "
+            f"{dropout:7} "
             f"{predicted / 2**20:13.1f} {measured / 2**20:12.1f} "
             f"{predicted / measured:6.3f} {time.perf_counter() - t:5.1f}",
             flush=True,

@@ -41,6 +41,7 @@
 # last shows how the same training runs on several GPUs.
 
 # %%
+import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
@@ -160,9 +161,10 @@ show_source(tie_weights)
 # vocabulary × d_model. The sizes here are those of the preset; the identity holds for any.
 
 # %% tags=["nbval-ignore-output"]
-V, d = len(shared), preset.d_model
-untied = Transformer(preset.model(V, V))
-tied = tie_weights(Transformer(preset.model(V, V)), share_source=True)
+V, d = len(shared), preset.model.d_model
+sizes = dataclasses.replace(preset.model, src_vocab=V, tgt_vocab=V)
+untied = Transformer(sizes)
+tied = tie_weights(Transformer(sizes), share_source=True)
 count = {
     name: sum(p.numel() for p in m.parameters())
     for name, m in (("untied", untied), ("tied", tied))
@@ -367,7 +369,7 @@ folder = Path(tempfile.mkdtemp())
 paths = []
 for seed in (0, 1):
     torch.manual_seed(seed)
-    epoch = Transformer(preset.model(V, V))
+    epoch = Transformer(sizes)
     paths.append(save_checkpoint(folder / f"keep-{seed}.pt", epoch))
 a, b = (read_checkpoint(path)["model"] for path in paths)
 _, averaged = average_checkpoints(paths)

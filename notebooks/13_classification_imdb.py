@@ -63,6 +63,7 @@ from annotated_transformer.models.encoder_only import (
     EncoderConfig,
 )
 from annotated_transformer.runner import ensure_run, rows_with
+from annotated_transformer.tasks.base import flat_settings
 from annotated_transformer.tasks.classification import (
     LABELS,
     PRESETS,
@@ -92,8 +93,9 @@ shown = {  # the settings this chapter discusses; print(config) lists all of the
     ),
 }
 print(f"the {preset} preset")
+values = flat_settings(config)  # the model's sizes by their own names
 for group, names in shown.items():
-    settings = ", ".join(f"{name}={getattr(config, name)!r}" for name in names)
+    settings = ", ".join(f"{name}={values[name]!r}" for name in names)
     print(wrap(f"{group:>8}  {settings}", indent=" " * 10))
 
 # %% [markdown]
@@ -138,10 +140,11 @@ print(" ".join(imdb.tokenize(example)))
 
 # %% tags=["nbval-ignore-output"]
 lengths = pd.Series([len(imdb.tokenize(text)) for text in data["train"].texts])
+max_len = config.model.max_len
 print(
     f"tokens per review: mean {lengths.mean():.0f}, median {lengths.median():.0f}, "
     f"90th percentile {lengths.quantile(0.9):.0f}, longest {lengths.max()}\n"
-    f"{(lengths > config.max_len).mean():.0%} are cut at max_len={config.max_len}"
+    f"{(lengths > max_len).mean():.0%} are cut at max_len={max_len}"
 )
 bins = (lengths.clip(upper=1000) // 25 * 25).value_counts().sort_index()
 histogram = pd.DataFrame({"tokens": bins.index, "reviews": bins.values})
@@ -156,7 +159,7 @@ histogram = pd.DataFrame({"tokens": bins.index, "reviews": bins.values})
         tooltip=["tokens", "reviews"],
     )
     .properties(width=500, height=220)
-    + alt.Chart(pd.DataFrame({"max_len": [config.max_len]}))
+    + alt.Chart(pd.DataFrame({"max_len": [max_len]}))
     .mark_rule(color="firebrick")
     .encode(x="max_len:Q")
 )
@@ -428,7 +431,7 @@ for name, run in (("words", result), ("byte pairs", bpe_run)):
         {
             "tokens": name,
             "per review": tokens / len(train_ids),
-            "cut at max_len": sum(len(ids) == config.max_len for ids in train_ids)
+            "cut at max_len": sum(len(ids) == max_len for ids in train_ids)
             / len(train_ids),
             "<unk> share": sum(ids.count(unknown) for ids in train_ids) / tokens,
             "test accuracy": run.metrics["test"]["accuracy"],

@@ -264,7 +264,7 @@ show_source(Classification.build_model, check_pretrained)
 # a chapter runs in notebooks/, the command line at the top
 init = os.path.relpath(mlm.out)
 # what check_pretrained compares
-shape = [f"{k}={getattr(mlm.task.config, k)}" for k in SHAPES]
+shape = [f"{k}={getattr(mlm.task.config.model, k)}" for k in SHAPES]
 recipe = [*shape, "lr=1e-3"]  # built as the pretrained encoder was
 bert = runs_dir() / f"imdb-bert-{PRESET}"
 # The rows of a table and curves: records without weights will do.

@@ -522,7 +522,7 @@ from annotated_transformer.blocks.sparse_attention import (
     fixed_pairs,
     fixed_sparse_attention,
     reaches_all_earlier,
-    sparsify_,
+    sparsified,
     strided_masks,
     strided_pairs,
     two_layer_reach,
@@ -668,12 +668,13 @@ torch.testing.assert_close(fixed_sparse_attention(q, k, v, 16, 2), dense_out)
 # "merged" head), rather than half of the heads under each mask. The kernel computes both
 # parts in one softmax anyway; a union head reads everything the two split heads would; and
 # with union heads *any* two layers reach every earlier position, whatever their order, where
-# split heads need the right mask below the right one. `sparsify_` swaps the attention of each
-# block of [chapter 15](15_the_transformer_today.ipynb)'s model (or GPT-2's) for this module, keeping its weights; generation
+# split heads need the right mask below the right one. A model's config names this module as its
+# attention, with the pattern (`attention=SparseSelfAttention`); `sparsified` builds
+# [chapter 15](15_the_transformer_today.ipynb)'s model (or GPT-2's) again that way and keeps its weights; generation
 # from a key/value cache scores the few new queries densely under the same mask.
 
 # %%
-show_source(SparseSelfAttention.forward, sparsify_)
+show_source(SparseSelfAttention.forward, sparsified)
 
 # %% [markdown]
 # ### Time and memory, 512 to 8,192 positions

@@ -116,8 +116,8 @@ for d_model, N in memory_sizes:
     sizes = dict(
         N=N, d_model=d_model, d_ff=4 * d_model, h=4, vocab=256, batch=8, length=64
     )
-    predicted = training_memory("lm", **sizes, dropout=0.1)
-    measured = measured_training_memory("lm", **sizes, dropout=0.1)
+    predicted = training_memory(DecoderLM, **sizes, dropout=0.1)
+    measured = measured_training_memory(DecoderLM, **sizes, dropout=0.1)
     rows.append(
         {
             "model": f"d_model {d_model}, N {N}",
@@ -525,7 +525,7 @@ for N in pick([2, 4], [2, 4, 6, 8]):
         peak = peak_step_bytes(model, loss_fn, optimizer)
         seconds = step_seconds(model, loss_fn, optimizer, pick(2, 4))
         predicted = training_memory(
-            "lm",
+            DecoderLM,
             N=N,
             d_model=128,
             d_ff=512,

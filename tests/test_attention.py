@@ -13,6 +13,7 @@ from annotated_transformer.blocks.attention import (
 )
 from annotated_transformer.blocks.kv_cache import KVCache
 from annotated_transformer.blocks.masks import check_rows
+from annotated_transformer.models.encoder_decoder import make_model
 
 B, H, Q, K, D = 2, 4, 5, 7, 8
 D_MODEL = H * D
@@ -183,7 +184,7 @@ def test_dropout_only_in_training_mode():
     ("call", "message"),
     [
         (
-            lambda: MultiHeadedAttention(3, 512),
+            lambda: make_model(11, 11, d_model=512, h=3),
             "d_model=512 is not divisible by h=3",
         ),
         (

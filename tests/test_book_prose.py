@@ -9,7 +9,6 @@ table ("far less than", "more than a year") fit the stored table.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import re
 import shlex
@@ -21,6 +20,7 @@ import pytest
 
 from annotated_transformer.book import runs as book_runs
 from annotated_transformer.runner import new_config
+from annotated_transformer.tasks.base import flat_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
@@ -43,7 +43,7 @@ def prose_commands(py: Path) -> list[tuple[str, list[str]]]:
 def config_of(task: str, preset: str, settings: list[str]) -> dict:
     # a fine-tune names its pretraining's run; the book's is its record
     settings = [s.replace("init=runs/", "init=results/") for s in settings]
-    return dataclasses.asdict(new_config(task, preset, settings))
+    return flat_settings(new_config(task, preset, settings))
 
 
 def described(task: str, words: list[str]) -> tuple[str | None, dict]:

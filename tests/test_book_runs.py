@@ -3,7 +3,6 @@ committed records, names one config once, and builds every config it names."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import itertools
 import shutil
@@ -15,7 +14,7 @@ import pytest
 from annotated_transformer import records
 from annotated_transformer.book import runs as book_runs
 from annotated_transformer.runner import new_config
-from annotated_transformer.tasks.base import run_folder, run_path
+from annotated_transformer.tasks.base import flat_settings, run_folder, run_path
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 RECORDED = records.all_records(RESULTS)
@@ -41,7 +40,7 @@ def test_each_config_is_listed_once():
     configs = [
         (
             run.task,
-            dataclasses.asdict(new_config(run.task, run.preset, run.settings)),
+            flat_settings(new_config(run.task, run.preset, run.settings)),
         )
         for run in book_runs.RUNS
     ]

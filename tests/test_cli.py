@@ -10,7 +10,6 @@ for a bad command line.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import io
 import json
@@ -33,6 +32,7 @@ from annotated_transformer.data.byte_corpora import load_splits
 from annotated_transformer.data.multi30k import load_split
 from annotated_transformer.evaluation.decoding import beam_search
 from annotated_transformer.tasks import PRESETS, TASKS
+from annotated_transformer.tasks.base import flat_settings, setting_types
 from annotated_transformer.training import trainer as training
 from annotated_transformer.training.checkpoints import (
     read_checkpoint,
@@ -181,7 +181,7 @@ def test_train_prints_the_test_metrics_and_writes_the_run(trained, task):
 @pytest.mark.parametrize("task", list(TASKS))
 def test_set_reaches_the_saved_config_the_model_and_the_optimiser(trained, task):
     out, _ = trained(task)
-    expected = dataclasses.asdict(PRESETS[task]["tiny"]) | SETTINGS[task]
+    expected = flat_settings(PRESETS[task]["tiny"]) | SETTINGS[task]
     for name in ("last.pt", "final.pt"):
         saved = read_checkpoint(out / name)["config"]
         assert (saved["task"], saved["preset"], saved["config"]) == (
@@ -376,7 +376,7 @@ def test_bad_settings_and_presets_are_one_line(task, tmp_path, capsys):
     err = fails(
         capsys, [*train, "--set", "nope=1"], "--set nope: unknown key; valid keys:"
     )
-    valid = [f.name for f in dataclasses.fields(PRESETS[task]["tiny"])]
+    valid = list(flat_settings(PRESETS[task]["tiny"]))
     assert err.strip().endswith(", ".join(valid))
     fails(capsys, [*train, "--set", "lr=abc"], "lr takes float")
     fails(capsys, [*train, "--set", "N=2.5"], "N takes int")
@@ -602,6 +602,7 @@ ZERO_MEANS_SOMETHING = {
     *("pool_size", "pack_width", "bpe_merges", "kv_heads", "tail", "window"),
     *("mem_len", "sparse_stride", "sparse_summary", "alpha", "weight_decay"),
     *("dropout", "attn_dropout", "label_smoothing", "word_dropout"),
+    "budget_minutes",
 }
 SHARES = {"dropout", "attn_dropout", "label_smoothing", "word_dropout", "mask_p"}
 
@@ -637,14 +638,13 @@ def test_every_setting_of_every_task_is_range_checked(
 
     monkeypatch.setattr(runner, "Run", accepted)  # an accepted value fails here
     config = PRESETS[task]["tiny"]
-    hints = typing.get_type_hints(type(config))
     untested = []
-    for field in dataclasses.fields(config):
-        values = invalid_values(field.name, hints[field.name], config)
+    for name, kind in setting_types(type(config)).items():  # the model's sizes too
+        values = invalid_values(name, kind, config)
         for value in values:
             argv = [task, "train", "--out", str(tmp_path / "run"), "--set"]
-            fails(capsys, [*argv, f"{field.name}={value}"], field.name)
-        untested += [] if values else [field.name]
+            fails(capsys, [*argv, f"{name}={value}"], name)
+        untested += [] if values else [name]
     assert untested in ([], ["init"])
     assert not (tmp_path / "run").exists()
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors import safe_open
 
+from annotated_transformer import records
 from annotated_transformer.blocks.layers import TransformerBlock
 from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.models.encoder_decoder import (
@@ -30,6 +32,12 @@ from annotated_transformer.models.transformer_xl import (
     TransformerXLBlock,
     TransformerXLLM,
     XLConfig,
+)
+from annotated_transformer.tasks import PRESETS
+from annotated_transformer.tasks.base import (
+    apply_settings,
+    flat_settings,
+    from_settings,
 )
 
 SIZES = {"d_model": 24, "h": 3, "N": 2, "d_ff": 40}
@@ -115,6 +123,56 @@ def test_gpt2_is_the_modern_model_with_gpt2s_choices():
     assert model.to_logits.weight is model.embed.weight
     assert model.to_logits.bias is None
     assert model.config is config
+
+
+# ------------------------- a task's config holds its model's; the records load
+
+NESTED = {
+    "translate": TransformerConfig,
+    "classify": EncoderConfig,
+    "mlm": EncoderConfig,
+}
+
+
+@pytest.mark.parametrize("task", sorted(NESTED))
+def test_a_task_config_holds_its_models_config_and_no_size_besides(task):
+    config = PRESETS[task]["tiny"]
+    assert type(config.model) is NESTED[task]
+    own = {f.name for f in dataclasses.fields(config)}
+    assert not own & {f.name for f in dataclasses.fields(config.model)}
+    # a size set flat, as --set gives it, lands in the model's config
+    wider = apply_settings(config, ["d_model=96", "h=4", "lr=0.5"])
+    assert (wider.model.d_model, wider.model.h, wider.lr) == (96, 4, 0.5)
+    assert wider.model.N == config.model.N
+    assert from_settings(type(config), flat_settings(config)) == config
+    with pytest.raises(ValueError, match="not divisible by h=7"):
+        apply_settings(config, ["h=7"])
+
+
+def one_record_with_weights_per_task() -> list[Path]:
+    """The first published record of each task that publishes its weights."""
+    chosen: dict[str, Path] = {}
+    for folder, record in records.all_records():
+        if record.get("weights") and record["task"] not in chosen:
+            chosen[record["task"]] = folder
+    return sorted(chosen.values())
+
+
+@pytest.mark.parametrize(
+    "folder", one_record_with_weights_per_task(), ids=lambda f: f.name
+)
+def test_a_published_record_rebuilds_its_model_from_its_flat_config(folder):
+    """A record's flat config (``d_model``, not ``model.d_model``) rebuilds the
+    model its weights were trained in: every tensor of its safetensors file loads
+    by name and shape (``load_model`` is strict), and the model has the number of
+    parameters the record states."""
+    record = records.read_record(folder)
+    task, model = records.load_model(folder)
+    settings = flat_settings(task.config)
+    assert {k: settings[k] for k in record["config"]} == record["config"]
+    assert sum(p.numel() for p in model.parameters()) == record["parameters"]
+    with safe_open(str(folder / "model.safetensors"), "pt") as weights:
+        assert set(weights.keys()) <= set(model.state_dict())
 
 
 # ------------------------------------- checks at the edge, variants as classes

@@ -29,7 +29,7 @@ def build(
     kind, N, d_model, d_ff, h, vocab, shared=False, dropout=0.1, attention="fused"
 ):
     torch.manual_seed(0)
-    if kind == "lm":
+    if kind is DecoderLM:
         model = DecoderLM(DecoderConfig(vocab, d_model, h, N, 12, d_ff, dropout))
     else:
         model = Transformer(
@@ -43,7 +43,8 @@ def build(
 
 
 @pytest.mark.parametrize(
-    ("kind", "shared"), [("lm", False), ("seq2seq", False), ("seq2seq", True)]
+    ("kind", "shared"),
+    [(DecoderLM, False), (Transformer, False), (Transformer, True)],
 )
 def test_parameter_count_equals_the_models(kind, shared):
     sizes = dict(N=2, d_model=32, d_ff=64, h=4, vocab=50)
@@ -74,7 +75,7 @@ def saved_bytes(kind, model, b, n, vocab):
 
     gen = torch.Generator().manual_seed(0)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        if kind == "lm":
+        if kind is DecoderLM:
             x, y = torch.randint(vocab, (2, b, n), generator=gen)
             F.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="sum")
         else:
@@ -90,7 +91,7 @@ def saved_bytes(kind, model, b, n, vocab):
     return sum(v for k, v in storages.items() if k not in weights)
 
 
-@pytest.mark.parametrize("kind", ["lm", "seq2seq"])
+@pytest.mark.parametrize("kind", [DecoderLM, Transformer])
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
 @pytest.mark.parametrize("attention", ["fused", "explicit"])
 def test_activations_equal_what_autograd_saves(kind, dropout, attention):
@@ -106,7 +107,7 @@ def test_activations_equal_what_autograd_saves(kind, dropout, attention):
     assert predicted > 0
 
 
-@pytest.mark.parametrize("kind", ["lm", "seq2seq"])
+@pytest.mark.parametrize("kind", [DecoderLM, Transformer])
 def test_formula_within_10_percent_of_measured_peak(kind):
     # 10%: over benchmarks/memory.py's grid the ratio ranges 0.92-1.01; the worst
     # case is a small batch whose weights' gradients overlap the activations (see
@@ -119,7 +120,7 @@ def test_formula_within_10_percent_of_measured_peak(kind):
     assert predicted == pytest.approx(measured, rel=0.10)
 
 
-@pytest.mark.parametrize("kind", ["lm", "seq2seq"])
+@pytest.mark.parametrize("kind", [DecoderLM, Transformer])
 def test_checkpointing_keeps_less(kind):
     config = dict(N=4, d_model=64, d_ff=256, h=4, vocab=100, batch=8, length=64)
     plain = training_memory(kind, **config)
@@ -135,7 +136,7 @@ def test_checkpointing_keeps_less(kind):
 
 def test_ddp_and_fsdp_bytes_of_the_base_model():
     base = training_memory(
-        "seq2seq",
+        Transformer,
         N=6,
         d_model=512,
         d_ff=2048,
@@ -162,10 +163,10 @@ def test_ddp_and_fsdp_bytes_of_the_base_model():
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="scheme"):
-        per_device_bytes("zero", training_memory("lm", **TINY), 2)
+        per_device_bytes("zero", training_memory(DecoderLM, **TINY), 2)
     with pytest.raises(ValueError, match="world_size"):
-        per_device_bytes("ddp", training_memory("lm", **TINY), 0)
-    with pytest.raises(ValueError, match="kind"):
-        training_memory("bert", **TINY)
+        per_device_bytes("ddp", training_memory(DecoderLM, **TINY), 0)
+    with pytest.raises(ValueError, match="family must be DecoderLM or Transformer"):
+        training_memory(torch.nn.Linear, **TINY)
     with pytest.raises(ValueError, match="divisible by h"):
-        training_memory("lm", **{**TINY, "h": 3})
+        training_memory(DecoderLM, **{**TINY, "h": 3})

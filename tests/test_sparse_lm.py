@@ -1,4 +1,4 @@
-"""Sparse attention inside a model (sparse.SparseSelfAttention, sparsify_, lm
+"""Sparse attention inside a model (sparse.SparseSelfAttention, sparsified, lm
 attention=...) against dense attention under masks built from the patterns'
 rules with Python loops."""
 
@@ -14,7 +14,7 @@ from annotated_transformer.blocks.sparse_attention import (
     SparseSelfAttention,
     Strided,
     sparse_attention,
-    sparsify_,
+    sparsified,
 )
 from annotated_transformer.models.modern_decoder import (
     ModernConfig,
@@ -63,9 +63,13 @@ def test_sparse_self_attention_equals_dense_attention_under_the_rule_mask(
     pattern, n, stride, c
 ):
     torch.manual_seed(0)
-    module = SparseSelfAttention(
-        16, 4, pattern_named(pattern, stride, c), bias=True
-    ).double()
+    sizes = {"d_model": 16, "h": 4, "kv_heads": 4, "bias": True}
+    config = ModernConfig(
+        **sizes,
+        attention=SparseSelfAttention,
+        pattern=pattern_named(pattern, stride, c),
+    )
+    module = SparseSelfAttention(config).double()
     x = torch.randn(2, n, 16, dtype=torch.float64)
     expected = reference_attention(module, x, rule_mask(pattern, n, stride, c))
     torch.testing.assert_close(module(x), expected)
@@ -91,12 +95,8 @@ def test_a_sparsified_model_keeps_its_weights_and_its_short_range_predictions():
     dense = ModernDecoderLM(
         ModernConfig(50, 32, 4, 2, max_len=32, kv_heads=4)
     ).eval()
-    sparse = sparsify_(
-        ModernDecoderLM(ModernConfig(50, 32, 4, 2, max_len=32, kv_heads=4)),
-        Strided(8),
-    )
-    sparse.load_state_dict(dense.state_dict())  # the same parameter names
-    sparse.eval()
+    sparse = sparsified(dense, Strided(8)).eval()  # the same parameter names
+    assert type(sparse) is ModernDecoderLM and sparse.config.pattern == Strided(8)
     assert all(isinstance(b.attention, SparseSelfAttention) for b in sparse.blocks)
     x = torch.randint(0, 50, (2, 24))
     with torch.no_grad():

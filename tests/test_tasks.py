@@ -448,7 +448,7 @@ def test_bad_inputs_raise_clear_errors():
 
 def test_every_classification_preset_turns_attention_dropout_off():
     presets = PRESETS["classify"].values()
-    assert all(c.attn_dropout == 0 and c.dropout > 0 for c in presets)
+    assert all(c.model.attn_dropout == 0 and c.model.dropout > 0 for c in presets)
 
 
 # ----------------------------------------------------- tokenizers in the checkpoint

@@ -16,11 +16,11 @@
         --preset base --out b
 
 TASK is one of those listed below; COMMAND is train, evaluate or predict.
-``--preset`` picks a recipe from ``PRESETS[task]``; ``--set KEY=VALUE`` (repeatable)
-changes one of its settings. ``train`` writes into ``--out``; ``--resume`` continues
-a killed run where its last checkpoint stopped. ``record`` promotes a finished run
-into ``results/NAME``; ``evaluate`` and ``predict`` take a record with weights or a
-checkpoint (several make a model soup).
+``--preset`` picks a recipe from ``PRESETS[task]``; ``--set KEY=VALUE`` changes one
+of its settings (the model's sizes too: ``--set d_model=256``). ``train`` writes
+into ``--out``; ``--resume`` continues a killed run where it stopped. ``record``
+promotes a finished run into ``results/NAME``; ``evaluate`` and ``predict`` take a
+record with weights or a checkpoint (several make a model soup).
 
 Every error is one line on stderr and an exit status: 2 for a bad command line, 1
 for bad input or a resource that ran out (memory, disk), 130 when interrupted by
@@ -32,7 +32,6 @@ traceback.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -52,7 +51,7 @@ from annotated_transformer.data import multi30k
 from annotated_transformer.files import DiskFullError, disk_full, is_disk_full
 from annotated_transformer.finished import run_precision
 from annotated_transformer.tasks import PRESETS, TASKS, Task
-from annotated_transformer.tasks.base import LARGEST
+from annotated_transformer.tasks.base import LARGEST, flat_settings
 from annotated_transformer.tasks.classification import Classification
 from annotated_transformer.tasks.lm import LanguageModel
 from annotated_transformer.tasks.translation import Translation
@@ -294,8 +293,8 @@ def options(task: str) -> TaskOptions:
 
 
 def _settings_help(task: str) -> str:
-    config = PRESETS[task]["tiny"]
-    return "settings: " + ", ".join(f.name for f in dataclasses.fields(config))
+    names = ", ".join(flat_settings(PRESETS[task]["tiny"]))
+    return f"settings (the model's sizes by their own names, e.g. d_model): {names}"
 
 
 def build_parser() -> argparse.ArgumentParser:

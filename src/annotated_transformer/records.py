@@ -78,7 +78,7 @@ from annotated_transformer.machine import (
 )
 from annotated_transformer.paths import results_dir
 from annotated_transformer.tasks import PRESETS, TASKS, Task
-from annotated_transformer.tasks.base import saved_config
+from annotated_transformer.tasks.base import flat_settings, saved_config
 from annotated_transformer.training.checkpoints import read_checkpoint
 from annotated_transformer.training.published import (
     CHECKSUMS,
@@ -210,7 +210,7 @@ def train_command(saved: dict[str, Any], name: str, threads: int | None) -> str:
             f"the run's preset {preset!r} is none of {task}'s "
             f"({', '.join(PRESETS[task])}): give its train command with --command"
         )
-    base = dataclasses.asdict(PRESETS[task][preset])
+    base = flat_settings(PRESETS[task][preset])
     words = ["python -m annotated_transformer", task, "train", "--preset", preset]
     for key, value in config.items():
         resolved = key == "precision" and base[key] == "auto"

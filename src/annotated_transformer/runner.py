@@ -62,7 +62,7 @@ from annotated_transformer.finished import (
 from annotated_transformer.machine import write_provenance
 from annotated_transformer.models.encoder_decoder import count_parameters
 from annotated_transformer.tasks import PRESETS, TASKS, Task
-from annotated_transformer.tasks.base import apply_settings
+from annotated_transformer.tasks.base import apply_settings, flat_settings
 from annotated_transformer.tasks.variants import VARIANTS
 from annotated_transformer.training import distributed as dist
 from annotated_transformer.training.checkpoints import (
@@ -175,7 +175,7 @@ def new_config(
 
 def run_config(task: str, preset: str, config: Any) -> dict[str, Any]:
     """What a checkpoint says about its run: task, preset name and every setting."""
-    return {"task": task, "preset": preset, "config": dataclasses.asdict(config)}
+    return {"task": task, "preset": preset, "config": flat_settings(config)}
 
 
 class Run:

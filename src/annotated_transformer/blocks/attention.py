@@ -27,7 +27,8 @@ from annotated_transformer.blocks.kv_cache import KVCache
 
 
 def check_heads(h: int, d_model: int) -> None:
-    """Raise a ValueError unless h heads split d_model features evenly."""
+    """Raise a ValueError unless h heads split d_model features evenly: what every
+    model's config checks once, where it is made (the layers trust it)."""
     if h <= 0 or d_model % h != 0:
         raise ValueError(
             f"d_model={d_model} is not divisible by h={h} heads; "
@@ -77,7 +78,6 @@ class MultiHeadedAttention(nn.Module):
 
     def __init__(self, h: int, d_model: int, dropout: float = 0.1) -> None:
         super().__init__()
-        check_heads(h, d_model)
         self.h, self.d_k = h, d_model // h
         # W^Q, W^K, W^V (every head at once, d_model → d_model), then W^O
         self.linears = nn.ModuleList(nn.Linear(d_model, d_model) for _ in range(4))

@@ -44,13 +44,13 @@ reach every earlier position.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from annotated_transformer.blocks.grouped_query_attention import ALiBiAttention
 from annotated_transformer.blocks.kv_cache import KVCache
 from annotated_transformer.blocks.rope import rotate_pairs
 
@@ -372,6 +372,15 @@ def sparse_attention(
     return pattern.attend(q, k, v)[..., :n, :]
 
 
+class SparseSizes(Protocol):
+    """The fields of a model's config sparse attention is built from."""
+
+    d_model: int
+    h: int
+    bias: bool
+    pattern: SparsePattern
+
+
 class SparseSelfAttention(nn.Module):
     """Causal multi-head self-attention, each head under ``pattern``'s union mask.
 
@@ -391,13 +400,12 @@ class SparseSelfAttention(nn.Module):
 
     takes_padding = False
 
-    def __init__(
-        self, d_model: int, h: int, pattern: SparsePattern, bias: bool = False
-    ) -> None:
+    def __init__(self, config: SparseSizes) -> None:
         super().__init__()
-        self.h, self.d_k, self.pattern = h, d_model // h, pattern
+        c = config
+        self.h, self.d_k, self.pattern = c.h, c.d_model // c.h, c.pattern
         self.w_q, self.w_k, self.w_v, self.w_o = (
-            nn.Linear(d_model, d_model, bias=bias) for _ in range(4)
+            nn.Linear(c.d_model, c.d_model, bias=c.bias) for _ in range(4)
         )
 
     def forward(
@@ -430,18 +438,11 @@ class SparseSelfAttention(nn.Module):
         return self.w_q, self.w_k, self.w_v
 
 
-def sparsify_(model: nn.Module, pattern: SparsePattern) -> nn.Module:
-    """Replace the attention of every block of a ModernDecoderLM (or
-    GPT2LM) by :class:`SparseSelfAttention` under ``pattern`` with the same
-    weights, in place; returns the model."""
-    for block in model.blocks:
-        dense = block.attention
-        if dense.kv_heads != dense.h or isinstance(dense, ALiBiAttention):
-            raise ValueError(
-                "sparse attention needs one key/value head per head and no ALiBi"
-            )
-        bias = dense.w_q.bias is not None
-        sparse = SparseSelfAttention(dense.d_model, dense.h, pattern, bias)
-        sparse.load_state_dict(dense.state_dict())
-        block.attention = sparse.to(dense.w_q.weight.device)
-    return model
+def sparsified(model: nn.Module, pattern: SparsePattern) -> nn.Module:
+    """``model`` (a ModernDecoderLM or GPT2LM) with block-sparse attention under
+    ``pattern``: the same class built again from its config, with
+    :class:`SparseSelfAttention` as its attention, and ``model``'s weights."""
+    config = replace(model.config, attention=SparseSelfAttention, pattern=pattern)
+    sparse = type(model)(config)
+    sparse.load_state_dict(model.state_dict())
+    return sparse

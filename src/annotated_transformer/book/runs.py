@@ -253,7 +253,7 @@ def _bert() -> list[BookRun]:
     """Chapter 16: masked-LM pretraining, its fine-tune, and the from-scratch
     classifiers it is compared with (chapter 13's with four times its steps)."""
     mlm, imdb = PRESETS["mlm"]["cpu"], PRESETS["classify"]["cpu"]
-    shape = tuple(f"{key}={getattr(mlm, key)}" for key in SHAPES)
+    shape = tuple(f"{key}={getattr(mlm.model, key)}" for key in SHAPES)
     return [
         BookRun("mlm-cpu", "mlm", weights="half", chapters=(16,)),
         BookRun(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -119,21 +120,23 @@ def make_model(
     """The Transformer of the paper (base model by default: N=6,
     d_model=512, d_ff=2048, h=8).
 
-    Matrices get Glorot/Xavier-uniform initialisation, as in the Annotated
-    Transformer; biases keep PyTorch's defaults and LayerNorms start as the
-    identity. :class:`Transformer` builds the same model, weight for weight,
-    with what the later chapters add.
+    The sizes are checked once, as a :class:`TransformerConfig` (``s``). Matrices
+    get Glorot/Xavier-uniform initialisation, as in the Annotated Transformer;
+    biases keep PyTorch's defaults and LayerNorms start as the identity.
+    :class:`Transformer` builds the same model, weight for weight, with what the
+    later chapters add.
     """
+    s = TransformerConfig(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout)
     c = copy.deepcopy
-    attn = MultiHeadedAttention(h, d_model, dropout)
-    ff = PositionwiseFeedForward(d_model, d_ff, dropout)
-    position = PositionalEncoding(d_model, dropout)
+    attn = MultiHeadedAttention(s.h, s.d_model, s.dropout)
+    ff = PositionwiseFeedForward(s.d_model, s.d_ff, s.dropout)
+    position = PositionalEncoding(s.d_model, s.dropout)
     model = EncoderDecoder(
-        Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout), N),
-        Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout), N),
-        TokenAndPosition(Embeddings(d_model, src_vocab), c(position)),
-        TokenAndPosition(Embeddings(d_model, tgt_vocab), c(position)),
-        Generator(d_model, tgt_vocab),
+        Encoder(EncoderLayer(s.d_model, c(attn), c(ff), s.dropout), s.N),
+        Decoder(DecoderLayer(s.d_model, c(attn), c(attn), c(ff), s.dropout), s.N),
+        TokenAndPosition(Embeddings(s.d_model, src_vocab), c(position)),
+        TokenAndPosition(Embeddings(s.d_model, tgt_vocab), c(position)),
+        Generator(s.d_model, tgt_vocab),
     )
     for p in model.parameters():
         if p.dim() > 1:
@@ -146,14 +149,16 @@ class TransformerConfig:
     """The encoder-decoder's sizes, checked once: the one object
     :class:`Transformer` is built from.
 
-    src_vocab, tgt_vocab: the vocabularies; N, d_model, d_ff, h, dropout:
-    :func:`make_model`'s; max_len: the longest sequence (the positional table's
-    length); attn_dropout: dropout on the attention weights (None: ``dropout``, as
-    in the paper's code; 0 lets PyTorch use its fused kernels in training too).
+    src_vocab, tgt_vocab: the vocabularies (None until the data gives them: a
+    task's config holds the model's sizes before it has read its data); N,
+    d_model, d_ff, h, dropout: :func:`make_model`'s; max_len: the longest
+    sequence (the positional table's length); attn_dropout: dropout on the
+    attention weights (None: ``dropout``, as in the paper's code; 0 lets PyTorch
+    use its fused kernels in training too).
     """
 
-    src_vocab: int
-    tgt_vocab: int
+    src_vocab: int | None = None
+    tgt_vocab: int | None = None
     N: int = 6
     d_model: int = 512
     d_ff: int = 2048
@@ -162,8 +167,12 @@ class TransformerConfig:
     max_len: int = 5000
     attn_dropout: float | None = None
 
+    # The sizes the data gives, not the run's settings.
+    from_data: ClassVar[tuple[str, ...]] = ("src_vocab", "tgt_vocab")
+
     def __post_init__(self) -> None:
-        check_sizes(self, ("src_vocab", "tgt_vocab", "N", "d_ff", "max_len"))
+        vocabs = tuple(k for k in self.from_data if getattr(self, k) is not None)
+        check_sizes(self, (*vocabs, "N", "d_ff", "max_len"))
         if self.d_model % 2 != 0 or self.d_model < 2:
             raise ValueError(
                 f"d_model={self.d_model} must be a positive even number (sin/cos "
@@ -189,6 +198,11 @@ class Transformer(EncoderDecoder):
 
     def __init__(self, config: TransformerConfig) -> None:
         c, clone = config, copy.deepcopy
+        if c.src_vocab is None or c.tgt_vocab is None:
+            raise ValueError(
+                "the config has no vocabularies: give src_vocab and tgt_vocab "
+                "(dataclasses.replace(config, src_vocab=..., tgt_vocab=...))"
+            )
         attn_dropout = c.dropout if c.attn_dropout is None else c.attn_dropout
         attn = CachedAttention(c.h, c.d_model, attn_dropout)
         ff = PositionwiseFeedForward(c.d_model, c.d_ff, c.dropout)

@@ -52,6 +52,8 @@ class EncoderConfig:
     window: int = 0
 
     causal: ClassVar[bool] = False
+    # The sizes the data gives, not the run's settings.
+    from_data: ClassVar[tuple[str, ...]] = ("vocab", "n_classes", "pad")
 
     def __post_init__(self) -> None:
         check_sizes(self, ("vocab", "n_classes", "N", "max_len", "d_ff"))

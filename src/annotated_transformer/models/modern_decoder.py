@@ -57,9 +57,14 @@ from annotated_transformer.blocks.masks import (
 )
 from annotated_transformer.blocks.norms import rms_norm
 from annotated_transformer.blocks.positional import (
+    ALiBiPositions,
     NoPositions,
     PositionTerms,
     RotaryPositions,
+)
+from annotated_transformer.blocks.sparse_attention import (
+    SparsePattern,
+    SparseSelfAttention,
 )
 from annotated_transformer.models.decoder_only import check_lm_input, check_sizes
 from annotated_transformer.models.encoder_decoder import count_parameters
@@ -80,6 +85,8 @@ class ModernConfig:
         class, built from (d_model, d_ff, dropout, bias).
     tie_embeddings: the output layer is the token embedding itself (no output
         bias), as in GPT-2 and the 2017 paper's §3.4.
+    pattern: the block-sparse pattern of ``attention=SparseSelfAttention``
+        (:mod:`~annotated_transformer.blocks.sparse_attention`); None otherwise.
     """
 
     vocab: int = 256
@@ -93,11 +100,12 @@ class ModernConfig:
     rope_base: float = 10000.0
     norm: Callable[[int, bool, float | None], nn.Module] = rms_norm
     positions: type[NoPositions] = RotaryPositions
-    attention: type[GroupedQueryAttention] = RotaryAttention
+    attention: type[GroupedQueryAttention | SparseSelfAttention] = RotaryAttention
     feed_forward: type[nn.Module] = SwiGLU
     bias: bool = False
     eps: float | None = None
     tie_embeddings: bool = False
+    pattern: SparsePattern | None = None
 
     def __post_init__(self) -> None:
         check_sizes(self, ("vocab", "N", "max_len"))
@@ -113,6 +121,17 @@ class ModernConfig:
         if self.d_ff is None:
             width = self.feed_forward.width(4 * self.d_model)
             object.__setattr__(self, "d_ff", width)
+        sparse = self.attention is SparseSelfAttention
+        if sparse != (self.pattern is not None):
+            raise ValueError(
+                "a sparse pattern goes with attention=SparseSelfAttention: give "
+                "both or neither"
+            )
+        if sparse and (self.kv_heads != self.h or self.positions is ALiBiPositions):
+            raise ValueError(
+                "sparse attention needs one key/value head per head (kv_heads=h) "
+                "and no ALiBi"
+            )
 
 
 class ModernBlock(nn.Module):

@@ -46,8 +46,6 @@ from annotated_transformer.training.precision import PRECISION_SETTINGS
 from annotated_transformer.training.schedules import SCHEDULES
 from annotated_transformer.training.trainer import mean_loss
 
-"""The shared hyper-parameter names, those ``make_model`` took from the original."""
-
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -144,9 +142,9 @@ def check_numbers(config: Any) -> None:
     """Refuse, naming the setting, a number of ``config`` out of its range: NaN or
     infinite, negative, an integer above :data:`LARGEST`, 0 where
     ``config.positive`` needs more, a share outside [0, 1) (``config.shares``), or
-    a width ``d_model`` that ``h`` heads do not divide."""
-    for field in fields(config):
-        key, value = field.name, getattr(config, field.name)
+    a width ``d_model`` that ``h`` heads do not divide. The model's sizes count
+    by their flat names (:func:`settings`)."""
+    for key, value in flat_settings(config).items():
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if not number:  # None, a bool or a string
             continue
@@ -162,6 +160,57 @@ def check_numbers(config: Any) -> None:
     d_model, h = getattr(config, "d_model", None), getattr(config, "h", None)
     if d_model is not None and h is not None and d_model % h:
         raise ValueError(f"d_model={d_model} must be a multiple of h={h}")
+
+
+def setting_types(cls: type) -> dict[str, Any]:
+    """The settings of the task config class ``cls`` and their types: its own
+    fields and, in place of ``model``, the fields of the model config it holds,
+    but for the sizes the data gives (the model config's ``from_data``, e.g. the
+    vocabularies). These flat names (``d_model``, not ``model.d_model``) are what
+    ``--set`` takes and what checkpoints and records save."""
+    hints, flat = typing.get_type_hints(cls), {}
+    for field in fields(cls):
+        if field.name != "model":
+            flat[field.name] = hints[field.name]
+            continue
+        inner = hints["model"]
+        sizes = typing.get_type_hints(inner)
+        flat |= {
+            f.name: sizes[f.name]
+            for f in fields(inner)
+            if f.name not in inner.from_data
+        }
+    return flat
+
+
+def flat_settings(config: Any) -> dict[str, Any]:
+    """``config`` as its flat settings (:func:`setting_types`' names)."""
+    flat = {}
+    for field in fields(config):
+        value = getattr(config, field.name)
+        if field.name == "model":
+            flat |= {
+                f.name: getattr(value, f.name)
+                for f in fields(value)
+                if f.name not in value.from_data
+            }
+        else:
+            flat[field.name] = value
+    return flat
+
+
+def from_settings(cls: type, values: dict[str, Any]) -> Any:
+    """The config of class ``cls`` from flat settings (any of
+    :func:`setting_types`' names; the others keep their defaults): the one place
+    where a size given flat, by ``--set`` or in a saved config, goes into the
+    model config that the task config holds."""
+    own = {f.name: f for f in fields(cls)}
+    if "model" not in own:
+        return cls(**values)
+    task = {k: v for k, v in values.items() if k in own}
+    sizes = {k: v for k, v in values.items() if k not in own}
+    model = dataclasses.replace(own["model"].default_factory(), **sizes)
+    return cls(**task, model=model)
 
 
 def parse_value(text: str, kind: Any, key: str) -> Any:
@@ -219,8 +268,8 @@ def saved_config(cls: type, values: Any, source: str | Path) -> Any:
             f"{source} holds a {kind} as its config, not settings: it is "
             "damaged or not a run's; use another, or train again"
         )
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in fields(cls)}
+    hints = setting_types(cls)
+    known = set(hints)
     unknown = sorted(set(values) - known)
     wrong = sorted(k for k in known & set(values) if not fits(values[k], hints[k]))
     if unknown or wrong:
@@ -232,7 +281,7 @@ def saved_config(cls: type, values: Any, source: str | Path) -> Any:
             "or train again"
         )
     try:
-        return cls(**values)
+        return from_settings(cls, values)
     except ValueError as error:
         raise ValueError(f"{source}: {error}; train again") from None
 
@@ -240,8 +289,8 @@ def saved_config(cls: type, values: Any, source: str | Path) -> Any:
 def apply_settings(config: Any, settings: Sequence[str]) -> Any:
     """``config`` with ``KEY=VALUE`` settings applied, each
     parsed to its field's type."""
-    hints = typing.get_type_hints(type(config))
-    valid = [f.name for f in fields(config)]
+    hints = setting_types(type(config))
+    valid = list(hints)
     changes = {}
     for setting in settings:
         key, sep, text = setting.partition("=")
@@ -255,7 +304,7 @@ def apply_settings(config: Any, settings: Sequence[str]) -> Any:
                 f"--set {key}: unknown key; valid keys: {', '.join(valid)}"
             )
         changes[key] = parse_value(text, hints[key], key)
-    return dataclasses.replace(config, **changes)
+    return from_settings(type(config), flat_settings(config) | changes)
 
 
 def check_texts(inputs: Sequence[str], what: str, item: str) -> None:

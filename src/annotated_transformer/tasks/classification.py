@@ -25,7 +25,7 @@ encoder-only Transformer (Part V).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
@@ -51,6 +51,7 @@ from annotated_transformer.tasks.base import (
     TrainConfig,
     check_texts,
     epoch_generator,
+    flat_settings,
     run_folder,
     run_path,
 )
@@ -78,7 +79,6 @@ class ReviewsConfig(TrainConfig):
         "word"  # "word": lower-cased words; "bpe": byte pairs of those words
     )
     vocab_size: int = 20_000  # most frequent training tokens, specials included
-    max_len: int = 512  # reviews are cut to their first max_len tokens
     # > 0: a longer review keeps its first max_len - tail and last tail tokens
     tail: int = 0
     val_size: int = (
@@ -91,18 +91,11 @@ class ReviewsConfig(TrainConfig):
         None  # evaluate on this many test reviews (None: all 25,000)
     )
     max_tokens: int = 8_192  # padded tokens per batch (batch size × longest review)
-    N: int = 6
-    d_model: int = 128
-    d_ff: int = 512
-    h: int = 8
-    dropout: float = 0.1
-    attn_dropout: float = (
-        0.0  # > 0 takes SDPA off its fast kernel (see the module docstring)
-    )
-    cls: bool = False  # pool at a [CLS] vector instead of the mean over tokens
-    window: int = (
-        0  # > 0: the first block attends within ±window tokens (chapter 16)
-    )
+    # the encoder: its sizes, set flat (--set d_model=256); the vocabulary, the
+    # classes and the padding id come from the data; reviews are cut to its
+    # max_len tokens; cls: pool at a [CLS] vector; window > 0: the first block
+    # attends within ±window tokens (chapter 16)
+    model: EncoderConfig = field(default_factory=EncoderConfig)
     # a finished mlm run's folder, or its record with weights, that starts this run
     init: str = ""
 
@@ -114,21 +107,13 @@ class ReviewsConfig(TrainConfig):
     )
     shares = ("dropout", "attn_dropout")
 
-    def model(self, vocab: int, n_classes: int, pad: int) -> EncoderConfig:
-        """The encoder's config: these sizes over the data's vocabulary."""
-        return EncoderConfig(
-            vocab, n_classes, self.d_model, self.h, self.N, self.max_len,
-            self.d_ff, self.dropout, self.attn_dropout, pad, self.cls, self.window,
-        )  # fmt: skip
-
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.tokenizer not in ("word", "bpe"):
             raise ValueError(f"tokenizer={self.tokenizer!r}: use word or bpe")
-        if not 0 <= self.tail < self.max_len:
-            raise ValueError(
-                f"tail={self.tail} must lie in [0, max_len={self.max_len})"
-            )
+        max_len = self.model.max_len
+        if not 0 <= self.tail < max_len:
+            raise ValueError(f"tail={self.tail} must lie in [0, max_len={max_len})")
         if self.train_subset is not None and self.val_size >= self.train_subset:
             raise ValueError(
                 f"val_size={self.val_size} validation reviews are taken out of "
@@ -167,14 +152,10 @@ PRESETS = {
     # 1,200 reviews cut to 64 tokens, a one-block model: a check in seconds.
     "tiny": ClassificationConfig(
         vocab_size=5_000,
-        max_len=64,
         val_size=300,
         train_subset=1_500,
         test_subset=500,
-        N=1,
-        d_model=32,
-        d_ff=128,
-        h=2,
+        model=EncoderConfig(N=1, d_model=32, d_ff=128, h=2, max_len=64),
         steps=40,
         max_tokens=2_048,
         optimizer="adamw",
@@ -193,12 +174,9 @@ PRESETS = {
     # slower).
     "cpu": ClassificationConfig(
         vocab_size=20_000,
-        max_len=512,
-        N=2,
-        d_model=64,
-        d_ff=256,
-        h=4,
-        dropout=0.2,
+        model=EncoderConfig(
+            N=2, d_model=64, d_ff=256, h=4, dropout=0.2, max_len=512
+        ),
         steps=1_300,
         max_tokens=8_192,
         optimizer="adamw",
@@ -214,11 +192,7 @@ PRESETS = {
     # epoch is ~4.8M tokens).
     "gpu": ClassificationConfig(
         vocab_size=30_000,
-        max_len=512,
-        N=6,
-        d_model=256,
-        d_ff=1_024,
-        h=8,
+        model=EncoderConfig(N=6, d_model=256, d_ff=1_024, h=8, max_len=512),
         steps=1_500,
         max_tokens=32_768,
         optimizer="adamw",
@@ -243,12 +217,12 @@ def check_pretrained(saved: dict[str, Any], config: ReviewsConfig) -> None:
             "one"
         )
     # a run saved before a field existed had that field's default
-    defaults = {f.name: f.default for f in fields(ReviewsConfig)}
-    have = defaults | saved["config"]
+    here = flat_settings(config)
+    have = flat_settings(ReviewsConfig()) | saved["config"]
     differ = [
-        f"{k}={have[k]} there, {getattr(config, k)} here"
+        f"{k}={have[k]} there, {here[k]} here"
         for k in (*SHAPES, *SHARED)
-        if have[k] != getattr(config, k)
+        if have[k] != here[k]
     ]
     if differ:
         raise ValueError(
@@ -441,7 +415,7 @@ class ReviewsTask(Task):
         """A review with no words at all becomes a single <unk>."""
         c = self.config
         ids = imdb.encode(
-            [t or ["<unk>"] for t in tokens], self.vocab, c.max_len, c.tail
+            [t or ["<unk>"] for t in tokens], self.vocab, c.model.max_len, c.tail
         )
         return Reviews(texts, ids, labels)
 
@@ -479,8 +453,9 @@ class Classification(ReviewsTask):
     def build_model(self) -> EncoderClassifier:
         """The classifier; a new run with ``init`` starts from
         the pretrained encoder."""
-        config = self.config.model(
-            len(self.vocab), len(LABELS), self.vocab["<pad>"]
+        vocab, pad = len(self.vocab), self.vocab["<pad>"]
+        config = replace(
+            self.config.model, vocab=vocab, n_classes=len(LABELS), pad=pad
         )
         model = EncoderClassifier(config)
         if self.pretrained is not None:
@@ -549,7 +524,7 @@ class Classification(ReviewsTask):
                 data="the English film reviews it learned from",
             )
             ids = imdb.encode(
-                [tokens], self.vocab, self.config.max_len, self.config.tail
+                [tokens], self.vocab, self.config.model.max_len, self.config.tail
             )
             probs = self.probabilities(model, Reviews([text], ids, [0]))[0]
             label = int(probs.argmax())

@@ -42,7 +42,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from annotated_transformer.blocks.sparse_attention import sparsify_
 from annotated_transformer.data.byte_bpe import ByteBPE
 from annotated_transformer.data.byte_corpora import (
     DATASETS,
@@ -70,7 +69,6 @@ from annotated_transformer.tasks.variants import (
     PATTERNS,
     VARIANTS,
     check_choices,
-    pattern_named,
     variants_with,
 )
 from annotated_transformer.training.progress import tqdm
@@ -622,14 +620,9 @@ class LanguageModel(Task):
             )
 
     def build_model(self) -> nn.Module:
-        """The variant's model, built by its registry entry; sparse attention
-        (``attention``) replaces its attention afterwards."""
-        c = self.config
-        model = self.variant.build(c, self.vocab)
-        if c.attention != "dense":
-            stride, summary = c.sparse_stride, c.sparse_summary or 1
-            sparsify_(model, pattern_named(c.attention, stride, summary))
-        return model
+        """The variant's model, built by its entry in
+        :mod:`~annotated_transformer.tasks.variants` (sparse attention included)."""
+        return self.variant.build(self.config, self.vocab)
 
     def batches(self, epoch: int) -> list[tuple[Tensor, Tensor]] | list[Segments]:
         """The epoch's training batches, the same for the same epoch (the

@@ -29,7 +29,7 @@ classifier's encoder (BERT, Part V).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -42,7 +42,13 @@ from annotated_transformer.data.vocab import MASK, SPECIALS
 from annotated_transformer.evaluation import metrics
 from annotated_transformer.models.encoder_only import MaskedLanguageModel
 from annotated_transformer.models.eval_mode import evaluating
-from annotated_transformer.tasks.base import check_texts, epoch_generator
+from annotated_transformer.tasks.base import (
+    check_texts,
+    epoch_generator,
+    flat_settings,
+    from_settings,
+    setting_types,
+)
 from annotated_transformer.tasks.classification import PRESETS as CLASSIFY_PRESETS
 from annotated_transformer.tasks.classification import (
     Reviews,
@@ -67,7 +73,7 @@ class MaskedLMConfig(ReviewsConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.cls:
+        if self.model.cls:
             raise ValueError(
                 "cls=true: the masked language model has no [CLS] vector; use false"
             )
@@ -77,14 +83,12 @@ def from_classifier(preset: str, **changes: Any) -> MaskedLMConfig:
     """``classify``'s preset ``preset`` as a pretraining run (the same
     reviews, vocabulary, encoder and optimiser), with ``changes``: so that its
     encoder fits the classifier."""
-    source = CLASSIFY_PRESETS[preset]
+    own = setting_types(MaskedLMConfig)
     shared = {
-        f.name: getattr(source, f.name)
-        for f in fields(MaskedLMConfig)
-        if hasattr(source, f.name)
+        k: v for k, v in flat_settings(CLASSIFY_PRESETS[preset]).items() if k in own
     }
     unread = {"test_subset": None}  # pretraining never reads the test reviews
-    return MaskedLMConfig(**(shared | unread | changes))
+    return from_settings(MaskedLMConfig, shared | unread | changes)
 
 
 PRESETS = {
@@ -192,9 +196,10 @@ class MaskedLM(ReviewsTask):
     def build_model(self) -> MaskedLanguageModel:
         """The model; a new run with ``init`` starts from all that run's weights
         (pretraining goes on under a new schedule)."""
-        vocab = len(self.vocab)
-        config = self.config.model(vocab, vocab, self.vocab["<pad>"])
-        model = MaskedLanguageModel(config)
+        vocab, pad = len(self.vocab), self.vocab["<pad>"]
+        model = MaskedLanguageModel(
+            replace(self.config.model, vocab=vocab, pad=pad)
+        )
         if self.pretrained is not None:
             model.load_state_dict(self.pretrained)
         return model
@@ -240,7 +245,7 @@ class MaskedLM(ReviewsTask):
         tokens = [
             t for piece in pieces[:-1] for t in (*self.tokenizer(piece), MASK)
         ]
-        return (tokens + self.tokenizer(pieces[-1]))[: self.config.max_len]
+        return (tokens + self.tokenizer(pieces[-1]))[: self.config.model.max_len]
 
     def fill(
         self, model: nn.Module, text: str, top: int = 3

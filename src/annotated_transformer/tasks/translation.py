@@ -25,8 +25,8 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field, replace
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -66,8 +66,9 @@ Pair = tuple[list[int], list[int]]  # (source ids, target ids), without <s> and 
 
 @dataclass(frozen=True)
 class TranslationConfig(TrainConfig):
-    """A translation run: data and tokens, the model
-    (``make_model``'s names), the loss."""
+    """A translation run: data and tokens, the model (a
+    :class:`~annotated_transformer.models.encoder_decoder.TransformerConfig`
+    without its vocabularies, which the data gives), the loss."""
 
     train_limit: int | None = None  # the first N training pairs (None: all 29,000)
     eval_limit: int | None = None  # the first N pairs of every evaluation split
@@ -87,15 +88,11 @@ class TranslationConfig(TrainConfig):
     pack_width: int = (
         0  # >0: random batches of max_tokens real tokens, packed in rows this wide
     )
-    N: int = 6
-    d_model: int = 512
-    d_ff: int = 2_048
-    h: int = 8
-    dropout: float = 0.1
-    attn_dropout: float | None = (
-        None  # on the attention weights (None: dropout; 0: fused kernel)
+    # the model: its sizes, set flat (--set d_model=256); the vocabularies come
+    # from the data; max_len: the longest sentence, <s> and </s> included
+    model: TransformerConfig = field(
+        default_factory=partial(TransformerConfig, max_len=256)
     )
-    max_len: int = 256  # positions: the longest sentence, <s> and </s> included
     label_smoothing: float = 0.1
     beam: int = 4  # for the test score
     alpha: float = (
@@ -109,13 +106,6 @@ class TranslationConfig(TrainConfig):
         *("N", "d_model", "d_ff", "h"),
     )
     shares = ("dropout", "attn_dropout", "label_smoothing")
-
-    def model(self, src_vocab: int, tgt_vocab: int) -> TransformerConfig:
-        """The model's config: these sizes over the data's vocabularies."""
-        return TransformerConfig(
-            src_vocab, tgt_vocab, self.N, self.d_model, self.d_ff, self.h,
-            self.dropout, self.max_len, self.attn_dropout,
-        )  # fmt: skip
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -142,10 +132,7 @@ PRESETS = {
         train_limit=1_000,
         eval_limit=50,
         max_tokens=1_200,
-        N=1,
-        d_model=64,
-        d_ff=128,
-        h=4,
+        model=TransformerConfig(N=1, d_model=64, d_ff=128, h=4, max_len=256),
         epochs=2,
         lr=3e-3,
         warmup=10,
@@ -162,10 +149,7 @@ PRESETS = {
         tokens="bpe",
         pack_width=48,
         max_tokens=2_500,
-        N=3,
-        d_model=256,
-        d_ff=1_024,
-        h=8,
+        model=TransformerConfig(N=3, d_model=256, d_ff=1_024, h=8, max_len=256),
         epochs=12,
         lr=1e-3,
         warmup=400,
@@ -184,11 +168,9 @@ PRESETS = {
         bpe_merges=4_000,
         pack_width=48,
         max_tokens=2_500,
-        N=3,
-        d_model=256,
-        d_ff=1_024,
-        h=8,
-        attn_dropout=0.0,
+        model=TransformerConfig(
+            N=3, d_model=256, d_ff=1_024, h=8, attn_dropout=0.0, max_len=256
+        ),
         epochs=20,
         budget_minutes=30,
         lr=2e-3,
@@ -216,10 +198,9 @@ PRESETS = {
     # The paper's big model: d_model 1024, 16 heads, dropout 0.3.
     "big": TranslationConfig(
         max_tokens=8_000,
-        d_model=1_024,
-        d_ff=4_096,
-        h=16,
-        dropout=0.3,
+        model=TransformerConfig(
+            d_model=1_024, d_ff=4_096, h=16, dropout=0.3, max_len=256
+        ),
         epochs=30,
         schedule="noam",
         lr=(1_024 * 4_000) ** -0.5,
@@ -486,7 +467,7 @@ class Translation(Task):
     def train_pairs(self) -> list[Pair]:
         """The training pairs that fit the model's positions."""
         pairs = self.encode(self.split("train"))
-        limit = min(self.config.max_len, self.config.max_tokens)
+        limit = min(self.config.model.max_len, self.config.max_tokens)
         fits = [max(lengths) <= limit for lengths in pair_lengths(pairs)]
         return [pair for pair, ok in zip(pairs, fits, strict=True) if ok]
 
@@ -518,9 +499,11 @@ class Translation(Task):
 
     # --- model and loss
     def build_model(self) -> EncoderDecoder:
-        model = Transformer(
-            self.config.model(len(self.src_vocab), len(self.tgt_vocab))
-        )
+        vocabularies = {
+            "src_vocab": len(self.src_vocab),
+            "tgt_vocab": len(self.tgt_vocab),
+        }
+        model = Transformer(replace(self.config.model, **vocabularies))
         return tie_weights(model, share_source=True) if self.config.tie else model
 
     def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
@@ -537,7 +520,7 @@ class Translation(Task):
     def translator(self, model: nn.Module | None) -> Translator:
         c = self.config
         vocabs = self.src_vocab, self.tgt_vocab
-        options = {"lower": c.lower, "max_len": c.max_len}
+        options = {"lower": c.lower, "max_len": c.model.max_len}
         return Translator(model, *vocabs, bpe=self.bpe, **options)
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:

@@ -55,6 +55,7 @@ from annotated_transformer.blocks.positional import (
 from annotated_transformer.blocks.sparse_attention import (
     Fixed,
     SparsePattern,
+    SparseSelfAttention,
     Strided,
 )
 from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
@@ -136,8 +137,8 @@ class Variant:
         from one to the next (``forward(x, memories, mem_len) -> (logits,
         memories)``, an attribute ``mem_len``: the memory it was trained with);
         otherwise it reads independent windows (``forward(x) -> logits``).
-    sparse: its attention can be made block-sparse
-        (:func:`~annotated_transformer.blocks.sparse_attention.sparsify_`).
+    sparse: its config takes block-sparse attention (``attention=strided`` or
+        ``fixed``), :class:`~.blocks.sparse_attention.SparseSelfAttention`.
     samples: it has a key/value cache (``forward(x, cache)``, ``new_cache()``), so
         :func:`~annotated_transformer.evaluation.sampling.sample` generates from it.
     """
@@ -157,11 +158,20 @@ def build_2017(c: Any, vocab: int) -> DecoderLM:
     )
 
 
+def sparse_parts(c: Any) -> dict[str, Any]:
+    """The attention class and pattern of the config's ``attention`` (nothing
+    for "dense": the variant's own attention)."""
+    if c.attention == "dense":
+        return {}
+    pattern = pattern_named(c.attention, c.sparse_stride, c.sparse_summary or 1)
+    return {"attention": SparseSelfAttention, "pattern": pattern}
+
+
 def build_modern(c: Any, vocab: int) -> ModernDecoderLM:
     """The Llama-style model, its parts from the config. SwiGLU is
     ``swiglu_width(d_ff)`` wide, the parameter count of a ReLU feed-forward of
     width ``d_ff``; ``kv_heads=0`` means one key/value head per query head."""
-    parts = modern_parts(c.norm, c.positions, c.feed_forward)
+    parts = modern_parts(c.norm, c.positions, c.feed_forward) | sparse_parts(c)
     modern = ModernConfig(
         vocab, c.d_model, c.h, c.N, c.max_len,
         parts["feed_forward"].width(c.d_ff), kv_heads=c.kv_heads or None,
@@ -173,8 +183,9 @@ def build_modern(c: Any, vocab: int) -> ModernDecoderLM:
 def build_gpt2(c: Any, vocab: int) -> GPT2LM:
     """GPT-2: pre-norm LayerNorm, GELU, tied embeddings."""
     sizes = GPTConfig(
-        vocab, c.d_model, c.h, c.N, c.max_len, c.d_ff, dropout=c.dropout
-    )
+        vocab, c.d_model, c.h, c.N, c.max_len, c.d_ff, dropout=c.dropout,
+        **sparse_parts(c),
+    )  # fmt: skip
     return GPT2LM(sizes)
 
 

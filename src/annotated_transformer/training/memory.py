@@ -82,7 +82,8 @@ from annotated_transformer.models.encoder_decoder import (
 )
 from annotated_transformer.training.loss import smoothed_cross_entropy
 
-KINDS = ("lm", "seq2seq")
+# The families the formula is written for: a decoder-only LM, an encoder-decoder.
+FAMILIES = (DecoderLM, Transformer)
 ATTENTION = ("fused", "explicit")
 # bytes: weights, gradients and each Adam moment (mixed precision keeps them fp32)
 FP32 = 4
@@ -264,7 +265,7 @@ def decoder_layer_bytes(
 
 
 def activation_bytes(
-    kind: str,
+    family: type[nn.Module],
     *,
     N: int,
     d_model: int,
@@ -281,11 +282,11 @@ def activation_bytes(
     """A, the bytes saved for the backward pass (source and
     target both ``length`` long).
 
-    lm:      A = N·a_block + 2·8·b·n + 8·n (input, target and position
+    DecoderLM: A = N·a_block + 2·8·b·n + 8·n (input, target and position
              ids) + s·b·n·d (the last block's output, input of the logits
              layer) + [dropout] s·b·n·d (embedding dropout mask) + 4·b·n·V (the
              loss's log-softmax, fp32)
-    seq2seq: A = N·(a_enc + a_dec) + 3·8·b·n (source, target and loss-target
+    Transformer: A = N·(a_enc + a_dec) + 3·8·b·n (source, target and loss-target
              ids) + 4·s·b·n·d (input of each final norm, the encoder output (memory)
              and the decoder output) + 2·8·b·n (the final norms'
              statistics) + [dropout] 2·s·b·n·d (embedding dropout
@@ -300,7 +301,7 @@ def activation_bytes(
     sizes = (b, n, d_model, d_ff, h, s, dropout, attention)
     loss = FP32 * b * n * vocab
     drop = s * bnd if dropout else 0
-    if kind == "lm":
+    if family is DecoderLM:
         layers = [lm_block_bytes(*sizes)] * N
         ends = INDEX * (2 * b * n + n) + s * bnd + drop + loss
     else:
@@ -321,7 +322,7 @@ def activation_bytes(
 
 
 def parameter_count(
-    kind: str,
+    family: type[nn.Module],
     *,
     N: int,
     d_model: int,
@@ -333,15 +334,15 @@ def parameter_count(
     """P in closed form, from
     :func:`~annotated_transformer.models.encoder_decoder.parameter_formula`.
 
-    lm: V·d (tokens) + max_len·d (learned positions) + N·(4(d²+d) + 2·d·d_ff
+    DecoderLM: V·d (tokens) + max_len·d (learned positions) + N·(4(d²+d) + 2·d·d_ff
         + d_ff + d + 4d) (a block has an encoder layer's
         parameters) + d·V + V (the logits layer).
-    seq2seq: the paper's model, minus 2·V·d when ``shared`` (one vocabulary, and one
-        matrix for the source and target embeddings and the generator:
+    Transformer: the paper's model, minus 2·V·d when ``shared`` (one vocabulary,
+        and one matrix for the source and target embeddings and the generator:
         ``tie_weights(share_source=True)``).
     """
     counts = parameter_formula(vocab, vocab, N, d_model, d_ff)
-    if kind == "lm":
+    if family is DecoderLM:
         block = counts["encoder.layers.0"]
         return (
             vocab * d_model
@@ -353,9 +354,11 @@ def parameter_count(
     return sum(counts.values()) - (2 * vocab * d_model if shared else 0)
 
 
-def _check(kind: str, attention: str, d_model: int, d_ff: int, h: int) -> None:
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+def _check(
+    family: type[nn.Module], attention: str, d_model: int, d_ff: int, h: int
+) -> None:
+    if family not in FAMILIES:
+        raise ValueError(f"family must be DecoderLM or Transformer, got {family!r}")
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
     if h < 1 or d_model % h != 0:
@@ -363,7 +366,7 @@ def _check(kind: str, attention: str, d_model: int, d_ff: int, h: int) -> None:
 
 
 def training_memory(
-    kind: str,
+    family: type[nn.Module],
     *,
     N: int,
     d_model: int,
@@ -379,8 +382,8 @@ def training_memory(
     shared: bool = False,
     activation_checkpointing: bool = False,
 ) -> MemoryBreakdown:
-    """Bytes of one training step of a ``DecoderLM`` (kind "lm") or a
-    ``Transformer`` (kind "seq2seq"), with Adam, batch × length
+    """Bytes of one training step of a ``family``, ``DecoderLM`` or
+    ``Transformer``, with Adam, batch × length
     tokens (source and target).
 
     attention: "fused" (``F.scaled_dot_product_attention``, the default) or
@@ -390,15 +393,15 @@ def training_memory(
         sinusoid tables' length (default 5000, two fp32 (max_len, d) buffers);
         shared: the seq2seq model with all three matrices tied.
     """
-    _check(kind, attention, d_model, d_ff, h)
-    if kind == "lm":
+    _check(family, attention, d_model, d_ff, h)
+    if family is DecoderLM:
         max_len = length if max_len is None else max_len
         buffers = 0
     else:
         max_len = 5000 if max_len is None else max_len
         buffers = 2 * FP32 * max_len * d_model
     P = parameter_count(
-        kind,
+        family,
         N=N,
         d_model=d_model,
         d_ff=d_ff,
@@ -407,10 +410,14 @@ def training_memory(
         shared=shared,
     )
     counts = parameter_formula(vocab, vocab, N, d_model, d_ff)
-    layer = counts["encoder.layers.0" if kind == "lm" else "decoder.layers.0"]
-    in_layers = N * (layer if kind == "lm" else layer + counts["encoder.layers.0"])
+    layer = counts[
+        "encoder.layers.0" if family is DecoderLM else "decoder.layers.0"
+    ]
+    in_layers = N * (
+        layer if family is DecoderLM else layer + counts["encoder.layers.0"]
+    )
     activations = activation_bytes(
-        kind,
+        family,
         N=N,
         d_model=d_model,
         d_ff=d_ff,
@@ -483,7 +490,7 @@ def sharding_table(world_size: int = 8, vocab: int = 37000) -> pd.DataFrame:
     rows = []
     for name, sizes in PAPER_MODELS.items():
         mem = training_memory(
-            "seq2seq", **sizes, vocab=vocab, batch=1, length=1, shared=True
+            Transformer, **sizes, vocab=vocab, batch=1, length=1, shared=True
         )
         rows.append(
             {
@@ -598,7 +605,7 @@ def peak_step_bytes(
 
 
 def measured_training_memory(
-    kind: str,
+    family: type[nn.Module],
     *,
     N: int,
     d_model: int,
@@ -619,11 +626,11 @@ def measured_training_memory(
     cross-entropy, the translation model's label-smoothed one (ε = 0.1), both on
     fp32 logits as in training.
     """
-    _check(kind, attention, d_model, d_ff, h)
+    _check(family, attention, d_model, d_ff, h)
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     dev = torch.device(device)
-    if kind == "lm":
+    if family is DecoderLM:
         config = DecoderConfig(vocab, d_model, h, N, length, d_ff, dropout)
         model = DecoderLM(config).to(dev)
         x, y = torch.randint(vocab, (2, batch, length), generator=gen).to(dev)
