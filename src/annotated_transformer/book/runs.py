@@ -171,7 +171,7 @@ def _levers() -> list[BookRun]:
     ]
 
 
-# Chapter 12's speedrun: the budget every rung trains for, on 2 threads.
+# The speedrun's ladder: the budget every rung trains for, on 2 threads.
 SPEEDRUN_BUDGET = (
     *("budget_minutes=30", "epochs=20"),
     *("precision=fp32", "keep_last=3"),
@@ -180,7 +180,7 @@ SEEDS = (("", ()), ("-s1", ("seed=1",)))
 
 
 def speedrun_ladder(config: TranslationConfig) -> dict[str, tuple[str, ...]]:
-    """Chapter 12's ladder from the translation ``config`` to the speedrun: each
+    """The ladder from the translation ``config`` to the speedrun: each
     rung adds one change to the rung before, by its name."""
     changes = {
         "cpu": (),
@@ -221,7 +221,7 @@ def speedrun_name(rung: str) -> str:
 
 
 def _speedrun() -> list[BookRun]:
-    """Chapter 12: the speedrun's ladder at its budget, two seeds at both ends,
+    """The speedrun's ladder at its budget, two seeds at both ends,
     and the changes tried that did not help."""
     rungs = speedrun_rungs("cpu", SPEEDRUN_BUDGET)
     speedrun = PRESETS["translate"]["speedrun"]
@@ -231,7 +231,6 @@ def _speedrun() -> list[BookRun]:
             "translate",
             preset=preset,
             settings=(*settings, *seed),
-            chapters=(12,),
             threads=2,
         )
         for name, (preset, settings) in rungs.items()
@@ -242,7 +241,6 @@ def _speedrun() -> list[BookRun]:
             "translate",
             preset="speedrun",
             settings=settings,
-            chapters=(12,),
             threads=2,
         )
         for name, settings in speedrun_tried(speedrun).items()

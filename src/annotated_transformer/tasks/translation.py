@@ -160,7 +160,7 @@ PRESETS = {
         beam=4,  # beam and α: the best on the validation set (Results page)
         alpha=1.0,
     ),
-    # The laptop speedrun (chapter 12, section 5): the cpu preset's model trained
+    # The laptop speedrun: the cpu preset's model trained
     # for 30 minutes of 2 threads in fp32, with twice its learning rate, half its
     # merges and no dropout on the attention weights.
     "speedrun": TranslationConfig(
