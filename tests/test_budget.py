@@ -11,6 +11,7 @@ import pytest
 import torch
 from test_training import PAD, resume_data, tiny_model
 
+from annotated_transformer.book import results as results_page
 from annotated_transformer.training import trainer as trainer_module
 from annotated_transformer.training.loss import seq2seq_loss
 from annotated_transformer.training.schedules import make_scheduler
@@ -90,3 +91,11 @@ def test_a_resumed_budget_run_repeats_the_same_steps(
         whole["loss"].tolist(), rel=1e-6, abs=1e-7
     )
     assert history["lr"].tolist() == pytest.approx(whole["lr"].tolist())
+
+
+def test_the_results_page_gives_a_budget_runs_budget_not_its_epoch_cap() -> None:
+    run = {"steps": 1574, "config": {"budget_minutes": 30, "epochs": 20}}
+    assert results_page.steps(run) == "1,574 (a budget of 30 minutes)"
+    assert results_page.steps({"steps": 2460, "config": {"epochs": 12}}) == (
+        "2,460 (12 epochs)"
+    )

@@ -151,8 +151,12 @@ def scored(record: dict[str, Any]) -> str:
 
 
 def steps(record: dict[str, Any]) -> str:
-    """Optimiser steps, and the epochs of a run set in epochs."""
-    epochs = record["config"].get("epochs") or 0
+    """Optimiser steps, and the epochs of a run set in epochs, or the budget
+    of a run set in minutes (the epochs are then its longest)."""
+    config = record["config"]
+    if budget := config.get("budget_minutes"):
+        return f"{record['steps']:,} (a budget of {budget:g} minutes)"
+    epochs = config.get("epochs") or 0
     return f"{record['steps']:,}" + (f" ({epochs} epochs)" if epochs else "")
 
 
