@@ -40,6 +40,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from annotated_transformer.blocks.attention import check_heads
 from annotated_transformer.paths import repository_root, results_dir
 from annotated_transformer.training.distributed import SHARDINGS
 from annotated_transformer.training.precision import PRECISION_SETTINGS
@@ -158,8 +159,8 @@ def check_numbers(config: Any) -> None:
         if isinstance(value, int) and value > LARGEST:
             raise ValueError(f"{key}={value} must be at most {LARGEST} (2**31 - 1)")
     d_model, h = getattr(config, "d_model", None), getattr(config, "h", None)
-    if d_model is not None and h is not None and d_model % h:
-        raise ValueError(f"d_model={d_model} must be a multiple of h={h}")
+    if d_model is not None and h is not None:
+        check_heads(h, d_model)
 
 
 def setting_types(cls: type) -> dict[str, Any]:
