@@ -125,6 +125,19 @@ def test_gpt2_is_the_modern_model_with_gpt2s_choices():
     assert model.config is config
 
 
+def test_the_masked_language_model_is_built_with_its_output_tied():
+    """The MLM's output matrix is its embedding from the start, with a bias of its
+    own; its weights keep the classifier's names (one tensor fewer than a
+    classifier of vocab classes holds)."""
+    config = EncoderConfig(50, max_len=30, **SIZES)
+    model = MaskedLanguageModel(config)
+    assert model.to_classes.weight is model.embed.lut.weight
+    classifier = EncoderClassifier(dataclasses.replace(config, n_classes=50))
+    assert list(model.state_dict()) == list(classifier.state_dict())
+    saved = sum(p.numel() for p in classifier.parameters()) - 50 * SIZES["d_model"]
+    assert sum(p.numel() for p in model.parameters()) == saved
+
+
 # ------------------------- a task's config holds its model's; the records load
 
 NESTED = {
