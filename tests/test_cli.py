@@ -654,7 +654,7 @@ def test_every_setting_of_every_task_is_range_checked(
 def test_a_model_width_its_heads_do_not_divide_is_refused(task, tmp_path, capsys):
     argv = [task, "train", "--out", str(tmp_path / "run")]
     argv += ["--set", "h=3", "--set", "d_model=64"]
-    fails(capsys, argv, "d_model=64 must be a multiple of h=3")
+    fails(capsys, argv, "d_model=64 is not divisible by h=3")
 
 
 def test_an_init_run_that_is_not_there_is_refused(tmp_path, capsys, mirror):
