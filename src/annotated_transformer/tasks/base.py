@@ -5,8 +5,8 @@ schedule, checkpoints, logs, resuming — is the runner's
 
 A task is a config dataclass and a class with six methods:
 
-- ``build_model()``: the model, from the config's sizes (the ``lm`` task: by its
-  variant's entry in :mod:`annotated_transformer.tasks.variants`);
+- ``build_model()``: the model, from the model config the task's config holds
+  (``model``) and what the data gives (the vocabularies);
 - ``loss(model, batch) -> (loss_sum, n)``: the loss *summed* over the batch's tokens
   (or examples) and their count, the
   :class:`~annotated_transformer.training.trainer.Trainer`'s contract;
@@ -99,37 +99,6 @@ class TrainConfig:
     positive: ClassVar = ("lr", "warmup", "clip_norm", "accumulate")
     shares: ClassVar = ()
 
-    # A config that holds its model's config (a field ``model``) names that
-    # config's settings flat (setting_types): by default, the model config's
-    # fields but those the data gives (its ``from_data``), with their own names
-    # and types. The lm task's names its variant's (tasks/variants.py).
-
-    @classmethod
-    def model_types(cls) -> dict[str, Any]:
-        """The flat settings of the model config and their types."""
-        inner = typing.get_type_hints(cls)["model"]
-        sizes = typing.get_type_hints(inner)
-        return {
-            f.name: sizes[f.name]
-            for f in fields(inner)
-            if f.name not in inner.from_data
-        }
-
-    @staticmethod
-    def model_settings(model: Any) -> dict[str, Any]:
-        """``model`` (a model config) as flat settings."""
-        return {
-            f.name: getattr(model, f.name)
-            for f in fields(model)
-            if f.name not in model.from_data
-        }
-
-    @classmethod
-    def model_named(cls, sizes: dict[str, Any]) -> Any:
-        """The model config of the flat ``sizes`` (the others: the default's)."""
-        model = next(f for f in fields(cls) if f.name == "model")
-        return dataclasses.replace(model.default_factory(), **sizes)
-
     def __post_init__(self) -> None:
         """Refuse a setting that cannot work now, not after hours of training."""
         check_numbers(self)
@@ -188,19 +157,59 @@ def check_ranges(values: dict[str, Any], rules: Any) -> None:
             raise ValueError(f"{key}={value} must be at most {LARGEST} (2**31 - 1)")
 
 
+# A task config that holds its model's config (a field ``model``) names that
+# config's settings flat: by default, the model config's fields but those the data
+# gives (its ``from_data``), with their own names and types. A task config class
+# may name them its own way with classmethods of the same names (the ``lm`` task:
+# by its variant, tasks/variants.py).
+
+
+def model_types(cls: type) -> dict[str, Any]:
+    """The flat settings of the model config that ``cls`` holds, and their
+    types."""
+    if hasattr(cls, "model_types"):
+        return cls.model_types()
+    inner = typing.get_type_hints(cls)["model"]
+    sizes = typing.get_type_hints(inner)
+    return {
+        f.name: sizes[f.name]
+        for f in fields(inner)
+        if f.name not in inner.from_data
+    }
+
+
+def model_settings(cls: type, model: Any) -> dict[str, Any]:
+    """``model``, the model config a ``cls`` holds, as flat settings."""
+    if hasattr(cls, "model_settings"):
+        return cls.model_settings(model)
+    return {
+        f.name: getattr(model, f.name)
+        for f in fields(model)
+        if f.name not in model.from_data
+    }
+
+
+def model_named(cls: type, sizes: dict[str, Any]) -> Any:
+    """The model config of ``cls`` that the flat ``sizes`` name (the others: the
+    default's)."""
+    if hasattr(cls, "model_named"):
+        return cls.model_named(sizes)
+    model = next(f for f in fields(cls) if f.name == "model")
+    return dataclasses.replace(model.default_factory(), **sizes)
+
+
 def setting_types(cls: type) -> dict[str, Any]:
     """The settings of the task config class ``cls`` and their types: its own
     fields and, in place of ``model``, the flat settings of the model config it
-    holds (``cls.model_types()``). These flat names (``d_model``, not
+    holds (:func:`model_types`). These flat names (``d_model``, not
     ``model.d_model``) are what ``--set`` takes and what checkpoints and records
     save."""
     hints, flat = typing.get_type_hints(cls), {}
     for field in fields(cls):
-        flat |= (
-            cls.model_types()
-            if field.name == "model"
-            else {field.name: hints[field.name]}
-        )
+        if field.name == "model":
+            flat |= model_types(cls)
+        else:
+            flat[field.name] = hints[field.name]
     return flat
 
 
@@ -210,7 +219,7 @@ def flat_settings(config: Any) -> dict[str, Any]:
     for field in fields(config):
         value = getattr(config, field.name)
         if field.name == "model":
-            flat |= config.model_settings(value)
+            flat |= model_settings(type(config), value)
         else:
             flat[field.name] = value
     return flat
@@ -220,14 +229,14 @@ def from_settings(cls: type, values: dict[str, Any]) -> Any:
     """The config of class ``cls`` from flat settings (any of
     :func:`setting_types`' names; the others keep their defaults): the one place
     where a size given flat, by ``--set`` or in a saved config, goes into the
-    model config that the task config holds (``cls.model_named``)."""
+    model config that the task config holds (:func:`model_named`)."""
     own = {f.name for f in fields(cls)}
     if "model" not in own:
         return cls(**values)
     check_ranges(values, cls)  # named flat, before the model's config sees them
     task = {k: v for k, v in values.items() if k in own}
     sizes = {k: v for k, v in values.items() if k not in own}
-    return cls(**task, model=cls.model_named(sizes))
+    return cls(**task, model=model_named(cls, sizes))
 
 
 def parse_value(text: str, kind: Any, key: str) -> Any:

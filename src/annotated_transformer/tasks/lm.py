@@ -4,13 +4,14 @@ Tiny Shakespeare or enwik8.
 - Data: one long stream of bytes per split
   (:mod:`annotated_transformer.data.byte_corpora`); the vocabulary is the 256 byte
   values, so there is no tokenizer at all.
-- Model: the decoder-only variant named by ``block``, built by its entry in
-  :mod:`annotated_transformer.tasks.variants`: ``"2017"``
+- Model: the decoder-only variant named by ``block``, whose model config the
+  task's config holds (:mod:`annotated_transformer.tasks.variants`): ``"2017"``
   (:class:`~annotated_transformer.models.decoder_only.DecoderLM`, the 2017 block
   with a causal mask and learned positions, chapter 14), ``"modern"``
   (:class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM`, today's
   block: pre-norm RMSNorm, rotary positions, grouped-query attention with
-  ``kv_heads`` key/value heads, SwiGLU of width ``swiglu_width(d_ff)``, no biases;
+  ``kv_heads`` key/value heads, SwiGLU with the weights of a ReLU feed-forward
+  ``d_ff`` wide, no biases;
   its switches ``norm``, ``positions``, ``feed_forward`` and ``bias`` step from one
   to the other, chapter 15), ``"gpt2"``
   (:class:`~annotated_transformer.models.gpt2.GPT2LM`, GPT-2's recipe, chapter 16)
@@ -101,6 +102,7 @@ from annotated_transformer.models.gpt2 import GPTConfig
 from annotated_transformer.models.modern_decoder import ModernConfig
 from annotated_transformer.models.modes import evaluating
 from annotated_transformer.models.transformer_xl import XLConfig
+from annotated_transformer.tasks import variants
 from annotated_transformer.tasks.base import (
     Task,
     TrainConfig,
@@ -112,8 +114,6 @@ from annotated_transformer.tasks.variants import (
     SIZES,
     VARIANTS,
     Options,
-    model_named,
-    model_settings,
     variant_of,
     variants_with,
 )
@@ -160,11 +160,11 @@ class LanguageModelConfig(TrainConfig):
 
     @staticmethod
     def model_settings(model: Any) -> dict[str, Any]:
-        return model_settings(model)
+        return variants.model_settings(model)
 
     @classmethod
     def model_named(cls, sizes: dict[str, Any]) -> Any:
-        return model_named(sizes, cls().model)
+        return variants.model_named(sizes, cls().model)
 
     @property
     def block(self) -> str:
@@ -601,8 +601,8 @@ class LanguageModel(Task):
             )
 
     def build_model(self) -> nn.Module:
-        """The variant's model, built by its entry in
-        :mod:`~annotated_transformer.tasks.variants` (sparse attention included)."""
+        """The variant's model, from the config's model config and the
+        vocabulary of the tokens."""
         return self.variant.model(replace(self.config.model, vocab=self.vocab))
 
     def batches(self, epoch: int) -> list[tuple[Tensor, Tensor]] | list[Segments]:

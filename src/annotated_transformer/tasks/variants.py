@@ -3,12 +3,13 @@ gives them: one entry per ``block`` name (``--set block=NAME``), and the parts o
 the modern block by name (``--set norm=…``, ``positions=…``, ``feed_forward=…``),
 each read here once and turned into the classes the model's config names.
 
-An entry (:class:`Variant`) says how to build the model from the task's config,
-which layer class the model stacks, and what the task needs to know about how the
+An entry (:class:`Variant`) names the model's config class and model class, the
+layer class the model stacks, and what the task needs to know about how the
 model reads text. A new variant is a model file under ``models/`` (its layers under
 ``blocks/``) and one entry in :data:`VARIANTS`; from the entry
 
-- the config accepts ``block=NAME`` and refuses another variant's options
+- the task's config holds a model config of that class when ``block=NAME``, and
+  refuses another variant's options
   (``LanguageModelConfig`` in :mod:`annotated_transformer.tasks.lm`);
 - the task builds, trains, scores and samples the model
   (:class:`~annotated_transformer.tasks.lm.LanguageModel`);
@@ -16,12 +17,10 @@ model reads text. A new variant is a model file under ``models/`` (its layers un
   (:func:`annotated_transformer.runner.stack_layers`);
 - ``tests/test_registry.py`` trains it one step and checks its cache.
 
-The models themselves know no names: their configs hold classes.
-
-A builder takes the config (a ``LanguageModelConfig``: ``N``, ``d_model``, ``d_ff``,
-``h``, ``dropout``, ``max_len`` and the variant's own options) and the vocabulary
-size, and builds the model's own config object from them, the one object the
-model passes to every layer.
+The models themselves know no names: their configs hold classes. The command line
+and saved configs name a model flat: ``block``, the sizes every variant has
+(:data:`SIZES`) and the :class:`Options`; :func:`model_named` turns those into the
+model config, :func:`model_settings` back.
 """
 
 from __future__ import annotations
