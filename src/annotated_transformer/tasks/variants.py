@@ -135,7 +135,7 @@ class Options:
     kv_heads: int = 0  # modern: key/value heads (0: h, multi-head; 1: multi-query)
     norm: str = "rms"  # modern: rms or layer
     positions: str = "rope"  # modern: rope, alibi, learned, sinusoidal or none
-    feed_forward: str = "swiglu"  # modern: swiglu (as many weights as relu), relu
+    feed_forward: str = "swiglu"  # modern: swiglu, relu, gelu or relu2
     bias: bool = False  # modern: biases in the linear layers and LayerNorm
     mem_len: int | None = None  # xl: states kept per layer (None: max_len)
     attention: str = "dense"  # dense, strided or fixed (block-sparse)
@@ -289,7 +289,14 @@ VARIANTS: dict[str, Variant] = {
 
 def variant_of(config: Any) -> str:
     """The name of the variant whose model config ``config`` is."""
-    return next(k for k, v in VARIANTS.items() if type(config) is v.config)
+    for name, variant in VARIANTS.items():
+        if type(config) is variant.config:
+            return name
+    known = ", ".join(v.config.__name__ for v in VARIANTS.values())
+    raise ValueError(
+        f"a {type(config).__name__} is no language model's config: use one of "
+        f"{known}"
+    )
 
 
 def variants_with(flag: str) -> str:
