@@ -18,6 +18,7 @@ from annotated_transformer.blocks.layers import TransformerBlock
 from annotated_transformer.blocks.masks import padding_mask
 from annotated_transformer.book import figures
 from annotated_transformer.data.masking import mask_tokens
+from annotated_transformer.models.decoder_only import DecoderLM
 from annotated_transformer.models.encoder_decoder import (
     Transformer,
     TransformerConfig,
@@ -296,7 +297,7 @@ def test_bert_figure_states_mask_tokens_rule() -> None:
 
 def test_parallelism_figure_bytes_are_the_memory_model() -> None:
     b = training_memory(
-        "lm", N=2, d_model=16, d_ff=32, h=2, vocab=50, batch=2, length=8
+        DecoderLM, N=2, d_model=16, d_ff=32, h=2, vocab=50, batch=2, length=8
     )
     per_param = figures.STATE_BYTES
     assert b.params == per_param["weights"] * b.parameters
