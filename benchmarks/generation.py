@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import replace
 
 import pandas as pd
 import torch
 
 from annotated_transformer.evaluation.sampling import sample
 from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.tasks.base import with_settings
 from annotated_transformer.tasks.lm import PRESETS
-from annotated_transformer.tasks.variants import build_2017
 
 
 def time_sampling(
@@ -55,8 +54,8 @@ def main() -> None:
     args = parser.parse_args()
     prompt_len, length = (16, 64) if args.quick else (64, 256)
     torch.manual_seed(0)
-    config = replace(PRESETS[args.preset], max_len=prompt_len + length)
-    model = build_2017(config, vocab=256).to(args.device).eval()
+    config = with_settings(PRESETS[args.preset], {"max_len": prompt_len + length})
+    model = DecoderLM(config.model).to(args.device).eval()
     rows = []
     for batch in (1, 16):
         prompt = torch.randint(0, 256, (batch, prompt_len), device=args.device)
@@ -76,7 +75,8 @@ def main() -> None:
             "cached bytes/s": batch * length / seconds[True],
             "speed-up": seconds[False] / seconds[True],
         })  # fmt: skip
-    shape = f"N={config.N}, d_model={config.d_model}, max_len={config.max_len}"
+    m = config.model
+    shape = f"N={m.N}, d_model={m.d_model}, max_len={m.max_len}"
     print(f"model: preset {args.preset!r} ({shape}), device {args.device}")
     print(
         pd.DataFrame(rows).to_string(

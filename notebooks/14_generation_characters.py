@@ -65,6 +65,7 @@ from annotated_transformer.evaluation.sampling import (
 )
 from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.runner import ensure_run, rows_with
+from annotated_transformer.tasks.base import flat_settings
 from annotated_transformer.tasks.lm import (
     PRESETS,
     RandomWindows,
@@ -280,7 +281,7 @@ show_source(RandomWindows.batches, RandomWindows.loss)
 # %%
 preset = pick(ci="tiny", full="cpu")
 pd.DataFrame(
-    {name: pd.Series(vars(p), dtype=object) for name, p in PRESETS.items()}
+    {name: pd.Series(flat_settings(p), dtype=object) for name, p in PRESETS.items()}
 )
 
 # %% tags=["nbval-ignore-output"]

@@ -33,11 +33,13 @@ from annotated_transformer.models.transformer_xl import (
     TransformerXLLM,
     XLConfig,
 )
-from annotated_transformer.tasks import PRESETS
+from annotated_transformer.tasks import PRESETS, TASKS
 from annotated_transformer.tasks.base import (
     apply_settings,
     flat_settings,
     from_settings,
+    model_types,
+    saved_config,
 )
 
 SIZES = {"d_model": 24, "h": 3, "N": 2, "d_ff": 40}
@@ -125,21 +127,47 @@ def test_gpt2_is_the_modern_model_with_gpt2s_choices():
     assert model.config is config
 
 
+def test_the_masked_language_model_is_built_with_its_output_tied():
+    """The MLM's output matrix is its embedding from the start, with a bias of its
+    own; its weights keep the classifier's names (one tensor fewer than a
+    classifier of vocab classes holds)."""
+    config = EncoderConfig(50, max_len=30, **SIZES)
+    model = MaskedLanguageModel(config)
+    assert model.to_classes.weight is model.embed.lut.weight
+    classifier = EncoderClassifier(dataclasses.replace(config, n_classes=50))
+    assert list(model.state_dict()) == list(classifier.state_dict())
+    saved = sum(p.numel() for p in classifier.parameters()) - 50 * SIZES["d_model"]
+    assert sum(p.numel() for p in model.parameters()) == saved
+
+
 # ------------------------- a task's config holds its model's; the records load
 
 NESTED = {
     "translate": TransformerConfig,
     "classify": EncoderConfig,
     "mlm": EncoderConfig,
+    "lm": DecoderConfig,
 }
+MODEL_CONFIGS = (
+    TransformerConfig,
+    EncoderConfig,
+    DecoderConfig,
+    ModernConfig,
+    GPTConfig,
+    XLConfig,
+)
 
 
-@pytest.mark.parametrize("task", sorted(NESTED))
+@pytest.mark.parametrize("task", sorted(TASKS))
 def test_a_task_config_holds_its_models_config_and_no_size_besides(task):
+    """No task config keeps a field that names a size of any model config, or a
+    flat model setting: the sizes live in the model config it holds."""
     config = PRESETS[task]["tiny"]
     assert type(config.model) is NESTED[task]
-    own = {f.name for f in dataclasses.fields(config)}
-    assert not own & {f.name for f in dataclasses.fields(config.model)}
+    model_names = {f.name for m in MODEL_CONFIGS for f in dataclasses.fields(m)}
+    model_names |= set(model_types(type(config)))
+    own = {f.name for f in dataclasses.fields(config)} - {"model"}
+    assert not own & model_names
     # a size set flat, as --set gives it, lands in the model's config
     wider = apply_settings(config, ["d_model=96", "h=4", "lr=0.5"])
     assert (wider.model.d_model, wider.model.h, wider.lr) == (96, 4, 0.5)
@@ -149,30 +177,75 @@ def test_a_task_config_holds_its_models_config_and_no_size_besides(task):
         apply_settings(config, ["h=7"])
 
 
-def one_record_with_weights_per_task() -> list[Path]:
-    """The first published record of each task that publishes its weights."""
-    chosen: dict[str, Path] = {}
-    for folder, record in records.all_records():
-        if record.get("weights") and record["task"] not in chosen:
-            chosen[record["task"]] = folder
-    return sorted(chosen.values())
-
-
 @pytest.mark.parametrize(
-    "folder", one_record_with_weights_per_task(), ids=lambda f: f.name
+    "block, model_config",
+    [
+        ("2017", DecoderConfig),
+        ("modern", ModernConfig),
+        ("gpt2", GPTConfig),
+        ("xl", XLConfig),
+    ],
 )
+def test_the_lm_block_names_the_class_of_the_model_config(block, model_config):
+    tiny = PRESETS["lm"]["tiny"]
+    config = apply_settings(tiny, [f"block={block}", "d_model=96", "h=4"])
+    assert type(config.model) is model_config and config.block == block
+    assert (config.model.d_model, config.model.N) == (96, tiny.model.N)
+    assert config.max_len == config.model.max_len == tiny.model.max_len
+    assert from_settings(type(config), flat_settings(config)) == config
+
+
+def test_the_lm_d_ff_of_a_swiglu_model_is_the_relu_width_it_matches():
+    """--set d_ff=96 with SwiGLU: three matrices 2/3 as wide as a ReLU
+    feed-forward's two of width 96; saved as 96."""
+    tiny = PRESETS["lm"]["tiny"]
+    config = apply_settings(tiny, ["block=modern", "d_ff=96", "d_model=32"])
+    assert config.model.d_ff == 96 * 2 // 3
+    assert flat_settings(config)["d_ff"] == 96
+    relu = apply_settings(config, ["feed_forward=relu"])
+    assert relu.model.d_ff == 96
+
+
+def records_to_rebuild() -> list[Path]:
+    """Every published lm record, and the first record of each other task that
+    publishes its weights."""
+    chosen: dict[str, Path] = {}
+    lm = []
+    for folder, record in records.all_records():
+        if record["task"] == "lm":
+            lm.append(folder)
+        elif record.get("weights") and record["task"] not in chosen:
+            chosen[record["task"]] = folder
+    return sorted([*chosen.values(), *lm])
+
+
+@pytest.mark.parametrize("folder", records_to_rebuild(), ids=lambda f: f.name)
 def test_a_published_record_rebuilds_its_model_from_its_flat_config(folder):
     """A record's flat config (``d_model``, not ``model.d_model``) rebuilds the
-    model its weights were trained in: every tensor of its safetensors file loads
-    by name and shape (``load_model`` is strict), and the model has the number of
-    parameters the record states."""
+    model it was trained in: the config reads back the same, the model has the
+    number of parameters the record states, and every tensor of its safetensors
+    file (where it publishes one) loads by name and shape (``load_model`` is
+    strict)."""
     record = records.read_record(folder)
-    task, model = records.load_model(folder)
+    if record.get("weights"):
+        task, model = records.load_model(folder)
+    else:  # bytes: the vocabulary needs no data
+        config = saved_config(
+            TASKS[record["task"]].Config, record["config"], folder
+        )
+        task = TASKS[record["task"]](config)
+        model = task.build_model()
     settings = flat_settings(task.config)
     assert {k: settings[k] for k in record["config"]} == record["config"]
     assert sum(p.numel() for p in model.parameters()) == record["parameters"]
-    with safe_open(str(folder / "model.safetensors"), "pt") as weights:
-        assert set(weights.keys()) <= set(model.state_dict())
+    if record.get("weights"):
+        with safe_open(str(folder / "model.safetensors"), "pt") as weights:
+            saved = set(weights.keys())
+        state = model.state_dict()
+        assert saved <= set(state)
+        # a tensor left out is a tied one: the same memory as a saved tensor
+        kept = {state[k].data_ptr() for k in saved}
+        assert all(state[k].data_ptr() in kept for k in set(state) - saved)
 
 
 # ------------------------------------- checks at the edge, variants as classes

@@ -1,7 +1,6 @@
 """GPT-2's recipe (gpt2.py), byte-level BPE (byte_bpe.py) and BPE bits
 per byte (tasks/lm.py)."""
 
-import dataclasses
 import math
 
 import pytest
@@ -13,6 +12,7 @@ from annotated_transformer.blocks.feed_forward import GELUFeedForward
 from annotated_transformer.data.byte_bpe import ByteBPE
 from annotated_transformer.models.gpt2 import GPT2LM, GPTConfig
 from annotated_transformer.runner import PRESETS
+from annotated_transformer.tasks.base import from_settings, with_settings
 from annotated_transformer.tasks.lm import (
     LanguageModel,
     LanguageModelConfig,
@@ -144,9 +144,8 @@ def test_token_bits_per_byte_is_total_bits_over_total_bytes():
 
 
 def bpe_task(**changes) -> LanguageModel:
-    config = dataclasses.replace(
-        PRESETS["lm"]["tiny"], tokens="bpe", bpe_merges=30, block="gpt2", **changes
-    )
+    settings = {"tokens": "bpe", "bpe_merges": 30, "block": "gpt2", **changes}
+    config = with_settings(PRESETS["lm"]["tiny"], settings)
     task = LanguageModel(config)
     text = b"the cat sat on the mat. the dog sat on the log. " * 40
     task.splits = {
@@ -206,10 +205,10 @@ def test_bpe_validation_and_test_are_bits_per_byte_of_the_same_text():
 
 def test_bad_token_settings_are_refused():
     with pytest.raises(ValueError, match="bpe_merges >= 1"):
-        LanguageModelConfig(tokens="bpe")
+        from_settings(LanguageModelConfig, dict(tokens="bpe"))
     with pytest.raises(ValueError, match="bytes need bpe_merges=0"):
-        LanguageModelConfig(bpe_merges=10)
+        from_settings(LanguageModelConfig, dict(bpe_merges=10))
     with pytest.raises(ValueError, match="tokens='words'"):
-        LanguageModelConfig(tokens="words")
+        from_settings(LanguageModelConfig, dict(tokens="words"))
     with pytest.raises(ValueError, match="block=gpt2 has no norm"):
-        LanguageModelConfig(block="gpt2", norm="layer")
+        from_settings(LanguageModelConfig, dict(block="gpt2", norm="layer"))

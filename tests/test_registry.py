@@ -6,6 +6,7 @@ trained and checkpointed by the task and the runner."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from torch import Tensor, nn
 
 from annotated_transformer import runner
 from annotated_transformer.evaluation.sampling import sample
+from annotated_transformer.tasks.base import from_settings
 from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
 from annotated_transformer.tasks.variants import VARIANTS, Variant
 from annotated_transformer.training.trainer import checkpoint_blocks
@@ -28,7 +30,9 @@ def random_bytes(n: int, seed: int = 0) -> Tensor:
 
 def tiny_task(block: str, **changes) -> LanguageModel:
     """The lm task with ``block`` at a tiny size, on random bytes (no download)."""
-    task = LanguageModel(LanguageModelConfig(block=block, **TINY, **changes))
+    task = LanguageModel(
+        from_settings(LanguageModelConfig, dict(block=block, **TINY, **changes))
+    )
     task.splits = {"train": random_bytes(400), "val": random_bytes(90, seed=1)}
     return task
 
@@ -98,49 +102,39 @@ class ToyBlock(nn.Module):
         return h + torch.relu(self.linear(h))
 
 
+@dataclass(frozen=True)
+class ToyConfig:
+    """The toy's sizes: the lm task's settings of these names."""
+
+    vocab: int = 256
+    d_model: int = 16
+    N: int = 2
+    max_len: int = 64
+
+
 class ToyLM(nn.Module):
     """Each next byte from the current byte alone: embed, N toy blocks, logits."""
 
-    def __init__(self, vocab: int, d_model: int, N: int, max_len: int) -> None:
+    def __init__(self, config: ToyConfig) -> None:
         super().__init__()
-        self.max_len = max_len
-        self.embed = nn.Embedding(vocab, d_model)
-        self.blocks = nn.Sequential(*(ToyBlock(d_model) for _ in range(N)))
-        self.to_logits = nn.Linear(d_model, vocab)
+        self.max_len = config.max_len
+        self.embed = nn.Embedding(config.vocab, config.d_model)
+        self.blocks = nn.Sequential(
+            *(ToyBlock(config.d_model) for _ in range(config.N))
+        )
+        self.to_logits = nn.Linear(config.d_model, config.vocab)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.to_logits(self.blocks(self.embed(x)))
-
-
-def build_toy(config: LanguageModelConfig, vocab: int) -> ToyLM:
-    return ToyLM(
-        vocab=vocab, d_model=config.d_model, N=config.N, max_len=config.max_len
-    )
-
-
-@pytest.mark.parametrize("block", ["2017", "gpt2", "xl"])
-def test_the_task_sizes_reach_every_layer(block):
-    """One config object from the task to every block: each linear layer maps
-    between the task's d_model, d_ff and the 256 byte ids, and every dropout has
-    the task's rate (no layer falls back to a default size)."""
-    model = tiny_task(block, dropout=0.25).build_model()
-    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-    widths = {w for m in linears for w in (m.in_features, m.out_features)}
-    assert widths == {TINY["d_model"], TINY["d_ff"], 256}
-    rates = {m.p for m in model.modules() if isinstance(m, nn.Dropout)}
-    assert rates == {0.25}
-    if VARIANTS[block].memory:  # the memory: mem_len, else one segment
-        assert model.mem_len == TINY["max_len"]
-        assert tiny_task(block, mem_len=5).build_model().mem_len == 5
-    else:
-        assert model.max_len == TINY["max_len"]
 
 
 @pytest.fixture
 def toy_variant(monkeypatch):
     """block=toy, registered for one test (no sampling: the toy has no cache)."""
     with monkeypatch.context() as patch:
-        patch.setitem(VARIANTS, "toy", Variant(build_toy, ToyBlock, samples=False))
+        patch.setitem(
+            VARIANTS, "toy", Variant(ToyConfig, ToyLM, ToyBlock, samples=False)
+        )
         yield
     assert "toy" not in VARIANTS
 
@@ -158,7 +152,7 @@ def test_a_new_variant_needs_one_registry_entry(toy_variant):
     with pytest.raises(ValueError, match="predict does not sample from block=toy"):
         task.predict(model, ["a"])
     with pytest.raises(ValueError, match="block=toy has no kv_heads"):
-        LanguageModelConfig(block="toy", kv_heads=1)
+        from_settings(LanguageModelConfig, dict(block="toy", kv_heads=1))
 
 
 def test_the_runner_trains_a_new_variant_end_to_end(

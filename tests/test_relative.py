@@ -247,7 +247,8 @@ def test_evaluation_may_keep_more_memory_than_training():
     with pytest.raises(ValueError, match="mem_len=-1 must be >= 0"):
         model(tokens(3), mem_len=-1)
     for bad in ({"N": 0}, {"vocab": 0}, {"mem_len": -1}):
-        with pytest.raises(ValueError, match="need vocab >= 1, N >= 1, mem_len"):
+        message = "need vocab, N and max_len >= 1, mem_len"
+        with pytest.raises(ValueError, match=message):
             XLConfig(**bad)  # refused where the config is made, in one line
 
 

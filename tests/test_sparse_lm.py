@@ -2,7 +2,6 @@
 attention=...) against dense attention under masks built from the patterns'
 rules with Python loops."""
 
-import dataclasses
 import math
 
 import pytest
@@ -21,6 +20,7 @@ from annotated_transformer.models.modern_decoder import (
     ModernDecoderLM,
 )
 from annotated_transformer.runner import PRESETS
+from annotated_transformer.tasks.base import from_settings, with_settings
 from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
 from annotated_transformer.tasks.variants import pattern_named
 
@@ -116,12 +116,14 @@ def test_a_sparsified_model_keeps_its_weights_and_its_short_range_predictions():
 
 
 def test_the_lm_option_builds_a_sparse_model_that_trains():
-    config = dataclasses.replace(
+    config = with_settings(
         PRESETS["lm"]["tiny"],
-        block="gpt2",
-        attention="fixed",
-        sparse_stride=8,
-        sparse_summary=2,
+        {
+            "block": "gpt2",
+            "attention": "fixed",
+            "sparse_stride": 8,
+            "sparse_summary": 2,
+        },
     )
     task = LanguageModel(config)
     task.splits = {"train": torch.randint(0, 256, (2000,), dtype=torch.uint8)}
@@ -172,4 +174,4 @@ def test_the_lm_option_builds_a_sparse_model_that_trains():
 )
 def test_bad_sparse_settings_are_refused(changes, message):
     with pytest.raises(ValueError, match=message):
-        LanguageModelConfig(**changes)
+        from_settings(LanguageModelConfig, changes)

@@ -5,7 +5,6 @@ that checkpoints carry."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from pathlib import Path
@@ -27,6 +26,7 @@ from annotated_transformer.models.encoder_only import (
     EncoderConfig,
 )
 from annotated_transformer.tasks import PRESETS
+from annotated_transformer.tasks.base import with_settings
 from annotated_transformer.tasks.classification import ReviewTokenizer
 from annotated_transformer.tasks.lm import (
     LanguageModel,
@@ -259,7 +259,7 @@ def test_fixed_windows_are_consecutive_slices():
 def lm_task(**changes) -> LanguageModel:
     """The tiny language-model task with its data replaced by
     ``random_text`` (no download)."""
-    config = dataclasses.replace(PRESETS["lm"]["tiny"], **changes)
+    config = with_settings(PRESETS["lm"]["tiny"], changes)
     task = LanguageModel(config)
     task.splits = {"train": random_text(1000), "val": random_text(300, seed=9)}
     return task

@@ -17,6 +17,7 @@ from annotated_transformer.blocks.feed_forward import (
     ReLU2FeedForward,
 )
 from annotated_transformer.models.gpt2 import GPT2LM, GPTConfig
+from annotated_transformer.tasks.base import from_settings
 from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
 from annotated_transformer.tasks.variants import (
     FEED_FORWARDS,
@@ -101,7 +102,9 @@ def test_gpt2_names_its_gelu_feed_forward_instead_of_swapping_one_in():
 
 def test_an_unknown_name_is_one_clear_error():
     with pytest.raises(ValueError, match="feed_forward='relu3': use one of swiglu"):
-        LanguageModelConfig(block="modern", feed_forward="relu3", **TINY)
+        from_settings(
+            LanguageModelConfig, dict(block="modern", feed_forward="relu3", **TINY)
+        )
 
 
 def test_relu2_is_max_0_squared():
@@ -116,7 +119,9 @@ def test_relu2_is_max_0_squared():
 
 
 def tiny_model_task(feed_forward: str) -> LanguageModel:
-    config = LanguageModelConfig(block="modern", feed_forward=feed_forward, **TINY)
+    config = from_settings(
+        LanguageModelConfig, dict(block="modern", feed_forward=feed_forward, **TINY)
+    )
     task = LanguageModel(config)
     g = torch.Generator().manual_seed(0)
     train, val = (

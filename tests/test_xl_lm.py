@@ -5,7 +5,6 @@ references, and the refused settings."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from annotated_transformer.evaluation.segments import (
 )
 from annotated_transformer.models.transformer_xl import TransformerXLLM, XLConfig
 from annotated_transformer.tasks import PRESETS
+from annotated_transformer.tasks.base import from_settings, with_settings
 from annotated_transformer.tasks.lm import LanguageModel, LanguageModelConfig
 from annotated_transformer.training.checkpoints import read_checkpoint
 
@@ -43,8 +43,8 @@ def xl_task(**changes) -> LanguageModel:
         "max_len": 8,
         "batch_size": 3,
     }
-    config = dataclasses.replace(
-        PRESETS["lm"]["tiny"], **{"block": "xl", **small, **changes}
+    config = with_settings(
+        PRESETS["lm"]["tiny"], {"block": "xl", **small, **changes}
     )
     task = LanguageModel(config)
     task.splits = {"train": random_text(400), "val": random_text(90, seed=9)}
@@ -263,7 +263,7 @@ def test_a_resumed_xl_run_continues_with_its_memory(
 )
 def test_bad_xl_settings_are_refused_in_one_line(changes, message):
     with pytest.raises(ValueError, match=message):
-        LanguageModelConfig(**changes)
+        from_settings(LanguageModelConfig, changes)
 
 
 def test_xl_only_options_are_refused_elsewhere():

@@ -101,7 +101,12 @@ class EncoderClassifier(nn.Module):
             c.d_model, c.max_len + int(c.cls), c.dropout
         )
         self.blocks = nn.ModuleList(TransformerBlock(c) for _ in range(c.N))
-        self.to_classes = nn.Linear(c.d_model, c.n_classes)
+        self.to_classes = self.output_layer(c)
+
+    def output_layer(self, c: EncoderConfig) -> nn.Linear:
+        """The last layer: pooled vector (batch, d_model) -> logits (batch,
+        n_classes)."""
+        return nn.Linear(c.d_model, c.n_classes)
 
     def forward(self, tokens: Tensor) -> Tensor:
         """tokens: integer (batch, len), padded with
@@ -170,7 +175,13 @@ class MaskedLanguageModel(EncoderClassifier):
                 "cls=True: a masked language model predicts every token; use False"
             )
         super().__init__(replace(config, n_classes=config.vocab))
-        self.to_classes.weight = self.embed.lut.weight  # (vocab, d_model), shared
+
+    def output_layer(self, c: EncoderConfig) -> nn.Linear:
+        """x Eᵀ + b: the embedding's matrix E (vocab, d_model) itself, and a
+        bias of its own."""
+        tied = nn.Linear(c.d_model, c.vocab)
+        tied.weight = self.embed.lut.weight
+        return tied
 
     def forward(self, tokens: Tensor, where: Tensor | None = None) -> Tensor:
         """tokens: integer (batch, len) -> logits (batch, len,

@@ -75,10 +75,12 @@ class ModernConfig:
     """The Llama-style model, its sizes and its parts (classes): checked once,
     then the one object every block is built from (``ModernBlock(config)``).
 
-    d_ff: the feed-forward's hidden width; None takes ``width(4 · d_model)`` of
-        the chosen feed-forward (4 · d_model for ReLU, the same parameter count for
-        SwiGLU). kv_heads: key/value heads, dividing h (None: h, one per query
-        head). eps: the norms' (None: each norm's usual one).
+    d_ff: the feed-forward's hidden width; None takes ``width(relu_d_ff)`` of
+        the chosen feed-forward: the width with the parameters of a ReLU
+        feed-forward ``relu_d_ff`` wide (None: 4 · d_model), so relu_d_ff itself
+        for ReLU, 2/3 of it for SwiGLU. kv_heads: key/value heads, dividing h
+        (None: h, one per query head). eps: the norms' (None: each norm's
+        usual one).
     norm: builds a norm from (d_model, bias, eps); positions: the model's
         :class:`~annotated_transformer.blocks.positional.NoPositions` class;
         attention: the attention class that applies them; feed_forward: its
@@ -106,6 +108,7 @@ class ModernConfig:
     eps: float | None = None
     tie_embeddings: bool = False
     pattern: SparsePattern | None = None
+    relu_d_ff: int | None = None
 
     def __post_init__(self) -> None:
         check_sizes(self, ("vocab", "N", "max_len"))
@@ -118,9 +121,14 @@ class ModernConfig:
                 f"kv_heads={self.kv_heads}; kv_heads must divide h (1: "
                 "multi-query, h: multi-head)"
             )
+        width = self.feed_forward.width(self.relu_d_ff or 4 * self.d_model)
         if self.d_ff is None:
-            width = self.feed_forward.width(4 * self.d_model)
             object.__setattr__(self, "d_ff", width)
+        elif self.relu_d_ff is not None and self.d_ff != width:
+            raise ValueError(
+                f"d_ff={self.d_ff} is not the width of relu_d_ff={self.relu_d_ff} "
+                f"({width}): give one of them"
+            )
         sparse = self.attention is SparseSelfAttention
         if sparse != (self.pattern is not None):
             raise ValueError(

@@ -47,8 +47,8 @@ class XLConfig:
     and every block are built from (``TransformerXLLM(config)``).
 
     mem_len: the states each layer keeps from earlier segments, by default (a
-    call may keep another number). No max_len: the relative attention has no
-    table to outgrow.
+    call may keep another number). max_len: the segment it reads in training; the
+    relative attention has no table to outgrow, so it may read longer ones.
     """
 
     vocab: int = 256
@@ -58,12 +58,13 @@ class XLConfig:
     d_ff: int = 512
     mem_len: int = 64
     dropout: float = 0.1
+    max_len: int = 64
 
     def __post_init__(self) -> None:
-        if self.vocab < 1 or self.N < 1 or self.mem_len < 0:
+        if min(self.vocab, self.N, self.max_len) < 1 or self.mem_len < 0:
             raise ValueError(
-                f"need vocab >= 1, N >= 1, mem_len >= 0; got {self.vocab}, "
-                f"{self.N}, {self.mem_len}"
+                "need vocab, N and max_len >= 1, mem_len >= 0; got "
+                f"{self.vocab}, {self.N}, {self.max_len}, {self.mem_len}"
             )
         check_heads(self.h, self.d_model)
         if self.d_model % 2:

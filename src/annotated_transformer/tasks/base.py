@@ -5,8 +5,8 @@ schedule, checkpoints, logs, resuming — is the runner's
 
 A task is a config dataclass and a class with six methods:
 
-- ``build_model()``: the model, from the config's sizes (the ``lm`` task: by its
-  variant's entry in :mod:`annotated_transformer.tasks.variants`);
+- ``build_model()``: the model, from the model config the task's config holds
+  (``model``) and what the data gives (the vocabularies);
 - ``loss(model, batch) -> (loss_sum, n)``: the loss *summed* over the batch's tokens
   (or examples) and their count, the
   :class:`~annotated_transformer.training.trainer.Trainer`'s contract;
@@ -40,7 +40,6 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from annotated_transformer.blocks.attention import check_heads
 from annotated_transformer.paths import repository_root, results_dir
 from annotated_transformer.training.distributed import SHARDINGS
 from annotated_transformer.training.precision import PRECISION_SETTINGS
@@ -140,47 +139,85 @@ LARGEST = 2**31 - 1
 
 
 def check_numbers(config: Any) -> None:
-    """Refuse, naming the setting, a number of ``config`` out of its range: NaN or
-    infinite, negative, an integer above :data:`LARGEST`, 0 where
-    ``config.positive`` needs more, a share outside [0, 1) (``config.shares``), or
-    a width ``d_model`` that ``h`` heads do not divide. The model's sizes count
-    by their flat names (:func:`settings`)."""
-    for key, value in flat_settings(config).items():
+    """Refuse, naming the setting, a number of ``config`` out of its range
+    (:func:`check_ranges`); the model's sizes count by their flat names
+    (:func:`flat_settings`)."""
+    check_ranges(flat_settings(config), config)
+
+
+def check_ranges(values: dict[str, Any], rules: Any) -> None:
+    """Refuse, naming the setting, a number of the flat settings ``values`` out of
+    its range: NaN or infinite, negative, an integer above :data:`LARGEST`, 0
+    where ``rules.positive`` (a config or its class) needs more, or a share
+    outside [0, 1) (``rules.shares``)."""
+    for key, value in values.items():
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if not number:  # None, a bool or a string
             continue
         if not math.isfinite(value):
             raise ValueError(f"{key}={value} must be a finite number")
-        positive = key in config.positive
+        positive = key in rules.positive
         if value < 0 or (positive and value == 0):
             raise ValueError(f"{key}={value} must be {'>' if positive else '>='} 0")
-        if key in config.shares and value >= 1:
+        if key in rules.shares and value >= 1:
             raise ValueError(f"{key}={value} must lie in [0, 1): a share it drops")
         if isinstance(value, int) and value > LARGEST:
             raise ValueError(f"{key}={value} must be at most {LARGEST} (2**31 - 1)")
-    d_model, h = getattr(config, "d_model", None), getattr(config, "h", None)
-    if d_model is not None and h is not None:
-        check_heads(h, d_model)
+
+
+# A task config that holds its model's config (a field ``model``) names that
+# config's settings flat: by default, the model config's fields but those the data
+# gives (its ``from_data``), with their own names and types. A task config class
+# may name them its own way with classmethods of the same names (the ``lm`` task:
+# by its variant, tasks/variants.py).
+
+
+def model_types(cls: type) -> dict[str, Any]:
+    """The flat settings of the model config that ``cls`` holds, and their
+    types."""
+    if hasattr(cls, "model_types"):
+        return cls.model_types()
+    inner = typing.get_type_hints(cls)["model"]
+    sizes = typing.get_type_hints(inner)
+    return {
+        f.name: sizes[f.name]
+        for f in fields(inner)
+        if f.name not in inner.from_data
+    }
+
+
+def model_settings(cls: type, model: Any) -> dict[str, Any]:
+    """``model``, the model config a ``cls`` holds, as flat settings."""
+    if hasattr(cls, "model_settings"):
+        return cls.model_settings(model)
+    return {
+        f.name: getattr(model, f.name)
+        for f in fields(model)
+        if f.name not in model.from_data
+    }
+
+
+def model_named(cls: type, sizes: dict[str, Any]) -> Any:
+    """The model config of ``cls`` that the flat ``sizes`` name (the others: the
+    default's)."""
+    if hasattr(cls, "model_named"):
+        return cls.model_named(sizes)
+    model = next(f for f in fields(cls) if f.name == "model")
+    return dataclasses.replace(model.default_factory(), **sizes)
 
 
 def setting_types(cls: type) -> dict[str, Any]:
     """The settings of the task config class ``cls`` and their types: its own
-    fields and, in place of ``model``, the fields of the model config it holds,
-    but for the sizes the data gives (the model config's ``from_data``, e.g. the
-    vocabularies). These flat names (``d_model``, not ``model.d_model``) are what
-    ``--set`` takes and what checkpoints and records save."""
+    fields and, in place of ``model``, the flat settings of the model config it
+    holds (:func:`model_types`). These flat names (``d_model``, not
+    ``model.d_model``) are what ``--set`` takes and what checkpoints and records
+    save."""
     hints, flat = typing.get_type_hints(cls), {}
     for field in fields(cls):
-        if field.name != "model":
+        if field.name == "model":
+            flat |= model_types(cls)
+        else:
             flat[field.name] = hints[field.name]
-            continue
-        inner = hints["model"]
-        sizes = typing.get_type_hints(inner)
-        flat |= {
-            f.name: sizes[f.name]
-            for f in fields(inner)
-            if f.name not in inner.from_data
-        }
     return flat
 
 
@@ -190,11 +227,7 @@ def flat_settings(config: Any) -> dict[str, Any]:
     for field in fields(config):
         value = getattr(config, field.name)
         if field.name == "model":
-            flat |= {
-                f.name: getattr(value, f.name)
-                for f in fields(value)
-                if f.name not in value.from_data
-            }
+            flat |= model_settings(type(config), value)
         else:
             flat[field.name] = value
     return flat
@@ -204,14 +237,14 @@ def from_settings(cls: type, values: dict[str, Any]) -> Any:
     """The config of class ``cls`` from flat settings (any of
     :func:`setting_types`' names; the others keep their defaults): the one place
     where a size given flat, by ``--set`` or in a saved config, goes into the
-    model config that the task config holds."""
-    own = {f.name: f for f in fields(cls)}
+    model config that the task config holds (:func:`model_named`)."""
+    own = {f.name for f in fields(cls)}
     if "model" not in own:
         return cls(**values)
+    check_ranges(values, cls)  # named flat, before the model's config sees them
     task = {k: v for k, v in values.items() if k in own}
     sizes = {k: v for k, v in values.items() if k not in own}
-    model = dataclasses.replace(own["model"].default_factory(), **sizes)
-    return cls(**task, model=model)
+    return cls(**task, model=model_named(cls, sizes))
 
 
 def parse_value(text: str, kind: Any, key: str) -> Any:
@@ -305,6 +338,11 @@ def apply_settings(config: Any, settings: Sequence[str]) -> Any:
                 f"--set {key}: unknown key; valid keys: {', '.join(valid)}"
             )
         changes[key] = parse_value(text, hints[key], key)
+    return with_settings(config, changes)
+
+
+def with_settings(config: Any, changes: dict[str, Any]) -> Any:
+    """``config`` with the flat settings ``changes`` (values, not text)."""
     return from_settings(type(config), flat_settings(config) | changes)
 
 

@@ -1,8 +1,8 @@
 """A byte-level language model: predict each next byte of Tiny Shakespeare or
 enwik8, one of 256 byte values (or a token of a byte-level BPE, ``tokens="bpe"``).
 
-- Model: the decoder-only family named by ``block``
-  (:mod:`~annotated_transformer.tasks.variants`): ``"2017"``
+- Model: the decoder-only family named by ``block``, whose model config the
+  task's config holds (:mod:`~annotated_transformer.tasks.variants`): ``"2017"``
   (:class:`~annotated_transformer.models.decoder_only.DecoderLM`), ``"modern"``
   (:class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM`: RMSNorm,
   rotary positions, grouped-query attention, SwiGLU, no biases), ``"gpt2"``
@@ -32,9 +32,10 @@ published enwik8 results, which train on 90M bytes and score the last 5M.
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, fields
-from functools import cached_property
+from dataclasses import dataclass, field, replace
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +57,12 @@ from annotated_transformer.evaluation.sampling import (
     sample,
 )
 from annotated_transformer.evaluation.segments import Segments
-from annotated_transformer.models.decoder_only import DecoderLM
+from annotated_transformer.models.decoder_only import DecoderConfig, DecoderLM
 from annotated_transformer.models.eval_mode import evaluating
+from annotated_transformer.models.gpt2 import GPTConfig
+from annotated_transformer.models.modern_decoder import ModernConfig
+from annotated_transformer.models.transformer_xl import XLConfig
+from annotated_transformer.tasks import variants
 from annotated_transformer.tasks.base import (
     Task,
     TrainConfig,
@@ -66,9 +71,10 @@ from annotated_transformer.tasks.base import (
 )
 from annotated_transformer.tasks.lm_segments import ConsecutiveSegments
 from annotated_transformer.tasks.variants import (
-    PATTERNS,
+    SIZES,
     VARIANTS,
-    check_choices,
+    Options,
+    variant_of,
     variants_with,
 )
 from annotated_transformer.training.progress import tqdm
@@ -81,51 +87,54 @@ PREFIX_NOTE = (
 
 @dataclass(frozen=True)
 class LanguageModelConfig(TrainConfig):
-    """A language-model run: the text, the window, the model variant
-    (``block``, :mod:`annotated_transformer.tasks.variants`) and its sizes."""
+    """A language-model run: the text, the window, and the model's config, whose
+    class is the variant's (``block``, :mod:`annotated_transformer.tasks.variants`);
+    set flat, by the names of :func:`~.tasks.variants.model_settings`
+    (``--set block=modern --set d_model=256``)."""
 
     dataset: str = "tinyshakespeare"  # tinyshakespeare, enwik8 or enwik8_prefix
-    block: str = "2017"  # tasks/variants.py's VARIANTS: 2017, modern, gpt2, xl
-    kv_heads: int = 0  # modern: key/value heads (0: h, multi-head; 1: multi-query)
-    norm: str = "rms"  # modern: rms or layer
-    positions: str = "rope"  # modern: rope, alibi, learned, sinusoidal or none
-    feed_forward: str = (
-        "swiglu"  # modern: swiglu (width swiglu_width(d_ff)) or relu
-    )
-    bias: bool = False  # modern: biases in the linear layers and LayerNorm
     batch_size: int = 32  # windows per batch
     eval_bytes: int = 65_536  # validation bytes scored at every validation
-    N: int = 4
-    d_model: int = 128
-    d_ff: int = 512
-    h: int = 4
-    dropout: float = 0.0
-    max_len: int = (
-        128  # the context: bytes (or tokens) per window (xl: per segment)
-    )
-    # block="xl" (Transformer-XL) only
-    mem_len: int | None = (
-        None  # states kept per layer from earlier segments (None: max_len)
+    # the model; max_len: the context, bytes (or tokens) per window (xl: per
+    # segment); the vocabulary comes from the tokens
+    model: DecoderConfig | ModernConfig | GPTConfig | XLConfig = field(
+        default_factory=partial(DecoderConfig, max_len=128, dropout=0.0)
     )
     # GPT-2's tokens (chapter 16)
     tokens: str = (
         "bytes"  # "bytes" (256 ids) or "bpe" (byte-level BPE learned on train)
     )
     bpe_merges: int = 0  # tokens=bpe: merges learned (vocabulary 256 + merges)
-    # Sparse attention (chapter 18)
-    attention: str = (
-        "dense"  # dense, strided or fixed (block-sparse, every head the union)
-    )
-    sparse_stride: int = 0  # sparse: l, the block length and stride
-    sparse_summary: int = (
-        0  # fixed: c, summary positions at the end of every block (1..l)
-    )
 
     positive = (
         *TrainConfig.positive,
         *("batch_size", "eval_bytes", "N", "d_model", "d_ff", "h", "max_len"),
     )
     shares = ("dropout",)
+
+    @classmethod
+    def model_types(cls) -> dict[str, Any]:
+        """The variant's name, the sizes every variant has, and the options."""
+        sizes = typing.get_type_hints(DecoderConfig)
+        return typing.get_type_hints(Options) | {k: sizes[k] for k in SIZES}
+
+    @staticmethod
+    def model_settings(model: Any) -> dict[str, Any]:
+        return variants.model_settings(model)
+
+    @classmethod
+    def model_named(cls, sizes: dict[str, Any]) -> Any:
+        return variants.model_named(sizes, cls().model)
+
+    @property
+    def block(self) -> str:
+        """The variant's name (tasks/variants.py's VARIANTS)."""
+        return variant_of(self.model)
+
+    @property
+    def max_len(self) -> int:
+        """The context: bytes (or tokens) per window (xl: per segment)."""
+        return self.model.max_len
 
     def __post_init__(self) -> None:
         """Refuse, in one line, a setting the chosen variant cannot take."""
@@ -134,16 +143,6 @@ class LanguageModelConfig(TrainConfig):
             raise ValueError(
                 f"dataset={self.dataset!r}: use one of {', '.join(DATASETS)}"
             )
-        if self.block not in VARIANTS:
-            raise ValueError(
-                f"block={self.block!r}: use one of {', '.join(VARIANTS)}"
-            )
-        if self.kv_heads and self.h % self.kv_heads:
-            raise ValueError(
-                f"kv_heads={self.kv_heads} must divide h={self.h} (0: h)"
-            )
-        check_choices(self.norm, self.positions, self.feed_forward)
-        self._check_options()
         if self.tokens not in ("bytes", "bpe"):
             raise ValueError(f"tokens={self.tokens!r}: use bytes or bpe")
         if (self.tokens == "bpe") != (self.bpe_merges > 0):
@@ -151,59 +150,8 @@ class LanguageModelConfig(TrainConfig):
                 f"tokens={self.tokens} with bpe_merges={self.bpe_merges}: BPE "
                 "needs bpe_merges >= 1, bytes need bpe_merges=0"
             )
-        self._check_sparse()
         if VARIANTS[self.block].memory:
             self._check_memory()
-
-    def _check_options(self) -> None:
-        """Refuse another variant's options (``Variant.options``) changed from
-        their defaults: they would be silently ignored."""
-        own = VARIANTS[self.block].options
-        default = {f.name: f.default for f in fields(self)}
-        for name, variant in VARIANTS.items():
-            changed = [
-                k
-                for k in variant.options
-                if k not in own and getattr(self, k) != default[k]
-            ]
-            if changed:
-                raise ValueError(
-                    f"block={self.block} has no {', '.join(changed)}: use "
-                    f"block={name}"
-                )
-
-    def _check_sparse(self) -> None:
-        if self.attention not in ("dense", *PATTERNS):
-            raise ValueError(
-                f"attention={self.attention!r}: use dense, {', '.join(PATTERNS)}"
-            )
-        if self.attention == "dense":
-            if self.sparse_stride or self.sparse_summary:
-                raise ValueError(
-                    "sparse_stride and sparse_summary need attention=strided/fixed"
-                )
-            return
-        other_block = not VARIANTS[self.block].sparse or self.positions == "alibi"
-        if other_block or self.kv_heads not in (0, self.h):
-            raise ValueError(
-                f"attention={self.attention} needs "
-                f"block={variants_with('sparse')}, "
-                "kv_heads=0 and no ALiBi"
-            )
-        if self.sparse_stride < 1:
-            raise ValueError(f"attention={self.attention} needs sparse_stride >= 1")
-        if self.attention == "strided" and self.sparse_summary:
-            raise ValueError(
-                "sparse_summary is the fixed pattern's: use attention=fixed"
-            )
-        if (
-            self.attention == "fixed"
-            and not 1 <= self.sparse_summary <= self.sparse_stride
-        ):
-            raise ValueError(
-                f"sparse_summary={self.sparse_summary} must lie in [1, "
-                f"sparse_stride={self.sparse_stride}]"
-            )
 
     def _check_memory(self) -> None:
         """A model with a memory (Transformer-XL) reads bytes in order, and its
@@ -223,11 +171,9 @@ PRESETS = {
     # 137k parameters, 150 steps: a check in under a minute. Learns spaces,
     # frequent letters and the XML skeleton, not words.
     "tiny": LanguageModelConfig(
-        N=2,
-        d_model=64,
-        d_ff=256,
-        h=4,
-        max_len=64,
+        model=DecoderConfig(
+            N=2, d_model=64, d_ff=256, h=4, max_len=64, dropout=0.0
+        ),
         batch_size=16,
         steps=150,
         schedule="noam",
@@ -242,11 +188,9 @@ PRESETS = {
     # fused attention kernel on (attention dropout leaves it): a short run gains
     # more from speed than from regularisation.
     "cpu": LanguageModelConfig(
-        N=4,
-        d_model=128,
-        d_ff=512,
-        h=4,
-        max_len=128,
+        model=DecoderConfig(
+            N=4, d_model=128, d_ff=512, h=4, max_len=128, dropout=0.0
+        ),
         batch_size=32,
         steps=3_000,
         schedule="noam",
@@ -261,12 +205,9 @@ PRESETS = {
     # (~18 passes over enwik8's 90M training bytes). Not run in this project's CI.
     "gpu": LanguageModelConfig(
         dataset="enwik8",
-        N=12,
-        d_model=512,
-        d_ff=2_048,
-        h=8,
-        dropout=0.1,
-        max_len=512,
+        model=DecoderConfig(
+            N=12, d_model=512, d_ff=2_048, h=8, max_len=512, dropout=0.1
+        ),
         batch_size=32,
         steps=100_000,
         schedule="noam",
@@ -620,9 +561,9 @@ class LanguageModel(Task):
             )
 
     def build_model(self) -> nn.Module:
-        """The variant's model, built by its entry in
-        :mod:`~annotated_transformer.tasks.variants` (sparse attention included)."""
-        return self.variant.build(self.config, self.vocab)
+        """The variant's model, from the config's model config and the
+        vocabulary of the tokens."""
+        return self.variant.model(replace(self.config.model, vocab=self.vocab))
 
     def batches(self, epoch: int) -> list[tuple[Tensor, Tensor]] | list[Segments]:
         """The epoch's training batches, the same for the same epoch (the
