@@ -95,7 +95,7 @@ def test_a_resumed_budget_run_repeats_the_same_steps(
 
 def test_the_results_page_gives_a_budget_runs_budget_not_its_epoch_cap() -> None:
     run = {"steps": 1574, "config": {"budget_minutes": 30, "epochs": 20}}
-    assert results_page.steps(run) == "1,574 (a budget of 30 minutes)"
+    assert results_page.steps(run) == "1,574 (`budget_minutes=30`)"
     assert results_page.steps({"steps": 2460, "config": {"epochs": 12}}) == (
         "2,460 (12 epochs)"
     )

@@ -155,7 +155,7 @@ def steps(record: dict[str, Any]) -> str:
     of a run set in minutes (the epochs are then its longest)."""
     config = record["config"]
     if budget := config.get("budget_minutes"):
-        return f"{record['steps']:,} (a budget of {budget:g} minutes)"
+        return f"{record['steps']:,} (`budget_minutes={budget:g}`)"
     epochs = config.get("epochs") or 0
     return f"{record['steps']:,}" + (f" ({epochs} epochs)" if epochs else "")
 
