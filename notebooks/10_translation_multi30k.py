@@ -75,7 +75,7 @@ from annotated_transformer.models.encoder_decoder import (
     TransformerConfig,
 )
 from annotated_transformer.runner import Run, ensure_run, rows_with
-from annotated_transformer.tasks.base import TrainConfig
+from annotated_transformer.tasks.base import TrainConfig, flat_settings
 from annotated_transformer.tasks.translation import (
     PRESETS,
     Translation,
@@ -442,7 +442,7 @@ show_source(TrainConfig, TranslationConfig)
 # beams 4 and 8 with five values of α ([chapter 12](12_tricks_from_the_paper.ipynb) has the grid and explains both).
 
 # %% tags=["hide-output"]
-presets = {name: vars(PRESETS[name]) for name in ("tiny", "cpu", "base")}
+presets = {name: flat_settings(PRESETS[name]) for name in ("tiny", "cpu", "base")}
 table = pd.DataFrame(presets).rename_axis("setting")
 table.map(lambda v: f"{v:.3g}" if isinstance(v, float) else str(v))  # 3 digits
 
