@@ -13,9 +13,15 @@ from test_training import PAD, resume_data, tiny_model
 
 from annotated_transformer.book import results as results_page
 from annotated_transformer.training import trainer as trainer_module
+from annotated_transformer.training.checkpoints import CheckpointError
 from annotated_transformer.training.loss import seq2seq_loss
 from annotated_transformer.training.schedules import make_scheduler
-from annotated_transformer.training.trainer import Budget, Trainer, make_optimizer
+from annotated_transformer.training.trainer import (
+    Budget,
+    Trainer,
+    check_position,
+    make_optimizer,
+)
 
 STEP = 0.25  # seconds of every step on the fake clock
 WARMUP, MOST = 4, 50
@@ -99,3 +105,16 @@ def test_the_results_page_gives_a_budget_runs_budget_not_its_epoch_cap() -> None
     assert results_page.steps({"steps": 2460, "config": {"epochs": 12}}) == (
         "2,460 (12 epochs)"
     )
+
+
+@pytest.mark.parametrize("plan", ["20", -3, 0, 10**12, 2.5, True])
+def test_a_checkpoint_whose_plan_is_not_a_count_is_refused_in_one_line(
+    plan: object,
+) -> None:
+    """A checkpoint that passes its checksum (one someone rewrote and signed
+    again) still carries a plan that must be a count of the run's steps."""
+    rows = [{"step": 1, "seconds": 0.25}]
+    extra = {"epoch": 0, "batch_in_epoch": 1, "history": rows}
+    check_position({"step": 1, "extra": extra | {"planned": 20}}, "ok", MOST)
+    with pytest.raises(CheckpointError, match=f"its budget's plan is {plan!r},"):
+        check_position({"step": 1, "extra": extra | {"planned": plan}}, "x", MOST)

@@ -492,11 +492,21 @@ def check_position(
         what = f"its step {state['step']} is not its history's {len(history)} rows"
     elif max_steps is not None and state["step"] > max_steps:
         what = f"its step {state['step']} lies beyond the run's {max_steps} steps"
+    elif "planned" in extra and not (
+        type(extra["planned"]) is int
+        and 1 <= extra["planned"] <= (max_steps or 2**31)
+    ):
+        what = f"its budget's plan is {extra['planned']!r}, not a count of steps"
     else:
         return
     raise CheckpointError(
         f"{path} is damaged: {what}; use an earlier checkpoint, or train again"
     )
+
+
+def _count(value: Any, most: int | None) -> bool:
+    """Is ``value`` a number of steps, 1 to ``most``?"""
+    return type(value) is int and 1 <= value <= (most or value)
 
 
 def _row(row: Any, step: int) -> bool:
