@@ -1,44 +1,16 @@
-"""Sparse attention: each position attends to O(√n) others,
-not n (Child et al. 2019).
+"""Sparse attention (Child et al. 2019): each query reads O(√n) keys, not n.
 
-Full causal self-attention scores n(n+1)/2 pairs: time and memory grow like n². The
-Sparse Transformer *factorises* it: each head looks at a sparse set of earlier
-positions, chosen so that information can still flow from every position to every
-later one in two steps.
-Masks are boolean ``(n, n)``, ``True`` = may attend; i is the
-query, j the key; all causal.
+Masks are bool (n, n), True = may attend, query i, key j, all causal (j ≤ i).
+Strided pattern, stride l (data with a period, e.g. image rows): local
+``0 ≤ i − j < l`` and strided ``(i − j) mod l = 0``. Fixed pattern (text), blocks
+of l with c summary positions: block ``⌊j / l⌋ = ⌊i / l⌋`` and summary
+``j mod l ≥ l − c``. Two layers reach every j ≤ i (:func:`two_layer_reach`): local
+then strided, or block then block | summary. With l ≈ √n: about n√n pairs, not n².
 
-Strided pattern (for data with a period, e.g. image rows), with stride l:
-
-- local:   ``0 ≤ i − j < l``               (the previous l positions, i included);
-- strided: ``j ≤ i`` and ``(i − j) mod l = 0`` (every l-th position back).
-
-Fixed pattern (for text), with blocks of l positions and c
-"summary" positions per block:
-
-- block:   ``j ≤ i`` and ``⌊j / l⌋ = ⌊i / l⌋`` (the earlier
-  positions of i's own block);
-- summary: ``j ≤ i`` and ``j mod l ≥ l − c``  (the last c positions of every block).
-
-How two layers combine: a head whose mask is M lets i read j when ``M[i, j]``; one
-layer whose heads use masks A and B (or one head with the union) reads ``A | B``; a
-layer with mask S on top of a layer with mask F lets i read j when some k has
-``S[i, k]`` and ``F[k, j]``: the boolean matrix product, :func:`two_layer_reach`.
-Strided: local then strided (or strided then local) reaches every j ≤ i. Fixed:
-block then summary does not reach the earlier positions of i's own block, so the
-second layer must use the union: block then (block | summary) reaches every j ≤ i.
-
-With l ≈ √n each query attends to O(√n) keys, n√n pairs in all.
-:func:`strided_sparse_attention` and :func:`fixed_sparse_attention` compute exactly
-dense attention under the union mask (local | strided, block | summary: both
-patterns in one head) block by block, without ever forming an (n, n) score matrix.
-
-In a model (:class:`SparseSelfAttention`, :func:`sparsify_`), every head attends
-under the *union* of the pattern's two masks (the paper's "merged" head) rather than
-half the heads under each mask: the block-sparse kernels compute both parts in one
-softmax anyway, a union head reads everything a split pair of heads would, and one
-layer of union heads already passes information along both masks, so any two layers
-reach every earlier position.
+The kernels compute dense attention under a pattern's union (local | strided,
+block | summary) block by block, never forming an (n, n) score matrix. In a model
+every head uses the union (the paper's "merged" head), so any two layers reach
+every earlier position.
 """
 
 from __future__ import annotations
@@ -65,8 +37,7 @@ def _check_pattern(n: int, stride: int, c: int | None = None) -> None:
 
 
 def _grid(n: int) -> tuple[Tensor, Tensor]:
-    """Query and key indices (n, 1) and (1, n), so that
-    expressions broadcast to (n, n)."""
+    """Query and key indices (n, 1) and (1, n), to broadcast to (n, n)."""
     i = torch.arange(n)
     return i[:, None], i[None, :]
 
@@ -98,10 +69,9 @@ def fixed_masks(n: int, stride: int, c: int) -> tuple[Tensor, Tensor]:
 def two_layer_reach(first: Tensor, second: Tensor) -> Tensor:
     """Which positions a query reads through two stacked attention layers.
 
-    first: bool (n, n), the lower layer's mask; second: bool (n, n), the upper
-        layer's (pass ``A | B`` for a layer whose heads use masks A and B).
-    returns bool (n, n): reach[i, j] = ∃ k: second[i, k] and first[k, j],
-        i.e. (second @ first) > 0
+    first, second: bool (n, n), the lower and the upper layer's masks (``A | B``
+        for a layer whose heads use masks A and B)
+    returns bool (n, n): reach[i, j] = ∃ k: second[i, k] and first[k, j]
     """
     if (
         first.shape != second.shape
@@ -116,16 +86,14 @@ def two_layer_reach(first: Tensor, second: Tensor) -> Tensor:
 
 
 def reaches_all_earlier(first: Tensor, second: Tensor) -> bool:
-    """True when two layers (``first`` below ``second``) let
-    every i read every j ≤ i."""
+    """True when two layers (``first`` below ``second``) let i read every j ≤ i."""
     n = first.size(0)
     causal = torch.ones(n, n, dtype=torch.bool).tril()
     return bool(two_layer_reach(first, second)[causal].all())
 
 
 def attended_pairs(mask: Tensor) -> int:
-    """The number of (query, key) pairs a bool mask lets
-    attend: the work of one head."""
+    """The (query, key) pairs a bool mask lets attend: the work of one head."""
     return int(mask.sum())
 
 
@@ -139,11 +107,8 @@ def _check_blocks(n: int, stride: int, c: int | None = None) -> None:
 
 
 def strided_pairs(n: int, stride: int) -> int:
-    """Pairs under local | strided, closed form, for n a multiple of stride.
-
-    Query i reads min(i + 1, stride) local keys and ⌊i / stride⌋
-    strided ones further back.
-    """
+    """Pairs under local | strided, for n a multiple of stride: query i reads
+    min(i + 1, stride) local keys and ⌊i / stride⌋ strided ones further back."""
     _check_blocks(n, stride)
     m = n // stride
     return (
@@ -154,11 +119,8 @@ def strided_pairs(n: int, stride: int) -> int:
 
 
 def fixed_pairs(n: int, stride: int, c: int) -> int:
-    """Pairs under block | summary, closed form, for n a multiple of stride.
-
-    Query i in block b reads (i mod stride) + 1 keys of its block
-    and c of each earlier block.
-    """
+    """Pairs under block | summary, for n a multiple of stride: query i reads
+    (i mod stride) + 1 keys of its block and c of each earlier block."""
     _check_blocks(n, stride, c)
     m = n // stride
     return m * stride * (stride + 1) // 2 + c * stride * m * (m - 1) // 2
@@ -178,9 +140,8 @@ def _check_qkv(
 def _softmax_parts(
     parts: list[Tensor], masks: list[Tensor], scale: float
 ) -> list[Tensor]:
-    """One softmax over the concatenated key sets of ``parts`` (scores, masked by
-    ``masks``), returned split back into the same parts. Every query keeps at least
-    itself, so no row is empty."""
+    """One softmax over the key sets of ``parts`` (scores, masked by ``masks``),
+    split back into the parts. Every query keeps itself, so no row is empty."""
     masked = [
         s.masked_fill(~m, float("-inf")) for s, m in zip(parts, masks, strict=True)
     ]
@@ -192,18 +153,14 @@ def _softmax_parts(
 def fixed_sparse_attention(
     q: Tensor, k: Tensor, v: Tensor, stride: int, c: int
 ) -> Tensor:
-    """Causal attention under the fixed pattern's union,
-    block | summary, block by block.
+    """Causal attention under the fixed pattern's union, block | summary.
 
     q, k: (batch, heads, n, d_k); v: (batch, heads, n, d_v); n a multiple of stride
-    returns (batch, heads, n, d_v), equal to softmax(Q Kᵀ / √d_k) V
-        with mask block | summary.
+    returns (batch, heads, n, d_v) = softmax(Q Kᵀ / √d_k) V under block | summary
 
-    The sequence is cut into m = n / stride blocks. Each query block attends to its
-    own block (causally, stride × stride scores) and to the c summary keys of every
-    block, gathered into one (m·c)-long tensor, of which it keeps those of earlier
-    blocks (its own block's summary keys are already in its block). Scores:
-    n · (stride + m·c) instead of n².
+    Each of the m = n / stride query blocks scores its own block (stride × stride)
+    and the m·c summary keys, of which it keeps those of earlier blocks:
+    n · (stride + m·c) scores instead of n².
     """
     _check_qkv(q, k, v, stride, c)
     batch, heads, n, d_k = q.shape
@@ -213,22 +170,15 @@ def fixed_sparse_attention(
     k_sum = kb[..., stride - c :, :].reshape(batch, heads, 1, m * c, d_k)
     v_sum = vb[..., stride - c :, :].reshape(batch, heads, 1, m * c, v.size(-1))
 
-    own = torch.ones(
-        stride, stride, dtype=torch.bool, device=q.device
-    ).tril()  # (stride, stride)
+    # (stride, stride)
+    own = torch.ones(stride, stride, dtype=torch.bool, device=q.device).tril()
     block = torch.arange(m, device=q.device)
-    earlier = (block[None, :].repeat_interleave(c, dim=1) < block[:, None])[
-        :, None, :
-    ]
+    # (m, 1, m·c): the summary keys of the blocks before the query's
+    earlier = (block.repeat_interleave(c)[None, :] < block[:, None])[:, None, :]
+    # scores (.., m, stride, stride) and (.., m, stride, m·c), one softmax
     w_own, w_sum = _softmax_parts(
-        [
-            qb @ kb.transpose(-2, -1),
-            qb @ k_sum.transpose(-2, -1),
-        ],  # (.., m, stride, stride|m·c)
-        [
-            own,
-            earlier,
-        ],  # earlier: (m, 1, m·c), summary keys of blocks before the query's
+        [qb @ kb.transpose(-2, -1), qb @ k_sum.transpose(-2, -1)],
+        [own, earlier],
         1 / math.sqrt(d_k),
     )
     out = w_own @ vb + w_sum @ v_sum  # (batch, heads, m, stride, d_v)
@@ -236,8 +186,7 @@ def fixed_sparse_attention(
 
 
 def _with_previous_row(x: Tensor) -> Tensor:
-    """(.., m, stride, d) -> (.., m, 2·stride, d): row a - 1 (zeros
-    for a = 0), then row a."""
+    """(.., m, stride, d) -> (.., m, 2·stride, d): rows a − 1 (0 for a = 0), a."""
     previous = torch.cat([torch.zeros_like(x[:, :, :1]), x[:, :, :-1]], dim=2)
     return torch.cat([previous, x], dim=3)
 
@@ -245,22 +194,14 @@ def _with_previous_row(x: Tensor) -> Tensor:
 def strided_sparse_attention(
     q: Tensor, k: Tensor, v: Tensor, stride: int
 ) -> Tensor:
-    """Causal attention under the strided pattern's union,
-    local | strided, on an (m, stride) grid.
+    """Causal attention under the strided pattern's union, local | strided.
 
     q, k: (batch, heads, n, d_k); v: (batch, heads, n, d_v); n a multiple of stride
-    returns (batch, heads, n, d_v), equal to softmax(Q Kᵀ / √d_k) V
-        with mask local | strided.
+    returns (batch, heads, n, d_v) = softmax(Q Kᵀ / √d_k) V under local | strided
 
-    Position i = a·stride + r sits at row a, column r of an
-    (m = n / stride, stride) grid.
-    - local: keys i − stride + 1 .. i lie in row a (columns ≤ r) and row a − 1
-      (columns > r), so each row attends to itself and the row before:
-      2·stride scores per query;
-    - strided: keys i − stride, i − 2·stride, ... are column r of the rows a' < a
-      (a' = a is the query itself, already a local key): attention along the
-      columns, m scores per query.
-    Scores: n · (2·stride + m) instead of n².
+    Position i = a·stride + r is row a, column r of an (m = n / stride, stride)
+    grid: its local keys lie in rows a − 1 and a (2·stride scores), its strided keys
+    in column r of the rows before a (m scores): n · (2·stride + m) instead of n².
     """
     _check_qkv(q, k, v, stride)
     batch, heads, n, d_k = q.shape
@@ -298,7 +239,7 @@ def strided_sparse_attention(
 
 @dataclass(frozen=True)
 class SparsePattern:
-    """A pattern of stride (or block size) l: its two masks and its block-sparse
+    """A pattern of stride (or block size) l: its two masks, and block-sparse
     attention under their union."""
 
     stride: int
@@ -350,8 +291,7 @@ class Fixed(SparsePattern):
 
 
 def sparse_mask(pattern: SparsePattern, n: int) -> Tensor:
-    """The union of a pattern's masks, bool (n, n):
-    local | strided, or block | summary."""
+    """A pattern's union mask, bool (n, n): local | strided, block | summary."""
     first, second = pattern.masks(n)
     return first | second
 
@@ -359,13 +299,11 @@ def sparse_mask(pattern: SparsePattern, n: int) -> Tensor:
 def sparse_attention(
     q: Tensor, k: Tensor, v: Tensor, pattern: SparsePattern
 ) -> Tensor:
-    """Block-sparse causal attention under ``pattern``'s
-    union mask, for any length n.
+    """Block-sparse causal attention under ``pattern``'s union mask, any length n.
 
-    q, k: (batch, heads, n, d_k); v: (batch, heads, n, d_v); returns (batch, heads,
-        n, d_v). n is padded at the end to a multiple of stride: the padded
-        positions come after every real query, so the causal masks never let a real
-        query read them; their outputs are cut.
+    q, k: (batch, heads, n, d_k); v: (batch, heads, n, d_v); returns like v.
+    n is padded at the end to a multiple of stride: no real query reads a later
+    (padded) key, and the padded outputs are cut.
     """
     n, pad = q.size(-2), -q.size(-2) % pattern.stride
     q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
@@ -384,17 +322,13 @@ class SparseSizes(Protocol):
 class SparseSelfAttention(nn.Module):
     """Causal multi-head self-attention, each head under ``pattern``'s union mask.
 
-    The projections W^Q, W^K, W^V, W^O of grouped-query attention
-    (:class:`~.grouped_query_attention.GroupedQueryAttention`; same names, so its
-    weights load), with one key/value head per query head.
-    Training and scoring (no cache) run :func:`sparse_attention`, block by block;
-    with a :class:`KVCache` (generation) the new queries attend densely under rows
-    past … past + new of :func:`sparse_mask`, the same function. No dropout on the
-    attention weights.
+    Grouped-query attention's W^Q, W^K, W^V, W^O with kv_heads = h, under the same
+    names, so a dense model's weights load. Without a cache it runs
+    :func:`sparse_attention`; with a :class:`KVCache` the new queries attend densely
+    under rows past … past + new of :func:`sparse_mask`. No attention dropout.
 
-    x: (batch, new, d_model); terms: optional (cos, sin) tables of the new
-        positions (RoPE); no mask (left padding): the patterns assume unpadded rows
-        (``takes_padding``, checked where a batch enters the model).
+    x: (batch, new, d_model); terms: optional RoPE (cos, sin) of the new positions;
+        no mask: the patterns assume unpadded rows (``takes_padding``).
     returns (batch, new, d_model)
     """
 
