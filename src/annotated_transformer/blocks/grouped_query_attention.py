@@ -1,31 +1,16 @@
-"""Grouped-query attention (Ainslie et al. 2023): fewer
-key/value heads than query heads.
+"""Grouped-query attention (Ainslie et al. 2023): fewer key/value than query heads.
 
-When a decoder generates, every layer keeps the keys and values of all earlier
-positions in its cache (:mod:`~annotated_transformer.blocks.kv_cache`),
-``2 · heads · d_k`` numbers per position and layer. For long contexts and large
-batches that cache, not the weights, fills the accelerator's memory, and reading it
-back at every step bounds the decoding speed.
+h query heads share ``kv_heads`` key/value heads, in groups of h / kv_heads
+(d_k = d_model / h):
 
-Grouped-query attention keeps h query heads but only ``kv_heads`` key/value heads,
-shared by groups of h / kv_heads query heads: query head j attends with key/value
-head ⌊j / (h / kv_heads)⌋,
+    head_j = softmax(Q_j K_gᵀ / √d_k) V_g,  g = ⌊j · kv_heads / h⌋.
 
-    head_j = softmax(Q_j K_gᵀ / √d_k) V_g,  g = ⌊j · kv_heads / h⌋,
-        d_k = d_model / h.
-
-The cache (and W^K, W^V) shrink by h / kv_heads. ``kv_heads = h`` is ordinary
-multi-head attention; ``kv_heads = 1`` is multi-query attention (Shazeer 2019).
-Llama 2 70B and later use groups of 8.
-
-This module is the self-attention of a decoder-only model: causal, and told
-positions by its class. :class:`GroupedQueryAttention` applies none (the model
-added them to its input, or gives none); :class:`RotaryAttention` rotates the
-queries and keys (:mod:`~annotated_transformer.blocks.rope`);
-:class:`ALiBiAttention` adds ALiBi's distance penalties
-(:mod:`~annotated_transformer.blocks.alibi`) to the scores. Keys are rotated
-*before* they are cached, each by its own absolute position, so cached keys never
-need to be rotated again.
+Why: in long generations the key/value cache, not the weights, fills the memory
+and bounds the speed; it (and W^K, W^V) shrinks by h / kv_heads. ``kv_heads = h``
+is multi-head attention, ``kv_heads = 1`` multi-query attention (Shazeer 2019).
+Causal self-attention of a decoder-only model; :class:`RotaryAttention` rotates
+queries and keys (keys before they are cached, so never again),
+:class:`ALiBiAttention` adds ALiBi's distance penalties to the scores.
 """
 
 from __future__ import annotations
@@ -55,13 +40,11 @@ class AttentionSizes(Protocol):
 
 
 class GroupedQueryAttention(nn.Module):
-    """Causal self-attention with h query heads sharing
-    ``kv_heads`` key/value heads; no positions inside.
+    """Causal self-attention, h query heads sharing ``kv_heads`` key/value heads.
 
-    Projections W^Q (d_model → h·d_k), W^K and W^V (d_model → kv_heads·d_k), W^O
-    (h·d_k → d_model), without biases unless ``config.bias``. ``config.dropout``
-    applies to the attention weights. Its subclasses add positions:
-    :class:`RotaryAttention` and :class:`ALiBiAttention`.
+    W^Q: d_model → h·d_k; W^K, W^V: d_model → kv_heads·d_k; W^O: h·d_k → d_model;
+    biases only if ``config.bias``; ``config.dropout`` on the attention weights. No
+    positions inside: the subclasses add them.
     """
 
     # It takes a mask for left-padded rows (sparse attention does not).
@@ -91,14 +74,10 @@ class GroupedQueryAttention(nn.Module):
     ) -> Tensor:
         """Each position attends to itself and every earlier one.
 
-        x: (batch, new, d_model); with a cache, the new positions follow
-            ``cache.length`` cached ones, whose keys and values (batch, kv_heads,
-            past, d_k) the call extends.
-        terms: what the model's positions give the attention (RoPE's tables,
-            ALiBi's bias), computed once for all layers; computed here when omitted.
+        x: (batch, new, d_model), after the ``cache.length`` cached positions
+        terms: RoPE's tables or ALiBi's bias, made once for all layers (or here)
         mask: bool (batch, new, past + new), True = may attend, for left-padded
-            rows; replaces the causal mask (it includes it, see
-            :func:`~annotated_transformer.blocks.masks.left_padding_mask`).
+            rows; it replaces the causal mask, which it includes
         returns (batch, new, d_model)
         """
         past = 0 if cache is None else cache.length
@@ -132,13 +111,9 @@ class GroupedQueryAttention(nn.Module):
     def scores_mask(
         self, q: Tensor, terms: PositionTerms, mask: Tensor | None, past: int
     ) -> tuple[Tensor | None, bool]:
-        """SDPA's ``attn_mask`` and ``is_causal``: new query i (position
-        past + i) sees keys 0 … past + i.
-
-        Without a cache that is the usual lower triangle (is_causal); SDPA's
-        is_causal aligns it top-left, which would be wrong for new queries after
-        cached keys, so those get the offset mask instead.
-        """
+        """SDPA's ``attn_mask`` and ``is_causal``: new query i (position past + i)
+        sees keys 0 … past + i. SDPA's is_causal aligns the triangle top-left, right
+        only without cached keys; after them, the offset mask."""
         if mask is not None:
             # (batch, 1, new, past + new): the same for every head
             return mask.unsqueeze(1), False
@@ -149,11 +124,10 @@ class GroupedQueryAttention(nn.Module):
 
 class RotaryAttention(GroupedQueryAttention):
     """Grouped-query attention that rotates queries and keys by their positions
-    (RoPE, base ``base``); d_model / h must be even.
+    (RoPE); d_model / h must be even.
 
-    terms: (cos, sin) tables (new, d_k / 2) for positions past … past + new − 1,
-    from :func:`~annotated_transformer.blocks.rope.rope_tables`; left-padded rows:
-    (batch, 1, new, d_k / 2), each row's own positions.
+    terms: (cos, sin) of positions past … past + new − 1, (new, d_k / 2), or
+    (batch, 1, new, d_k / 2) for left-padded rows, each row's own positions
     """
 
     def __init__(self, config: AttentionSizes) -> None:
@@ -175,9 +149,8 @@ class RotaryAttention(GroupedQueryAttention):
 class ALiBiAttention(GroupedQueryAttention):
     """Grouped-query attention whose scores get ALiBi's penalty −m_h · (i − j).
 
-    terms: the bias (h, new, past + new) of
-    :func:`~annotated_transformer.blocks.alibi.alibi_bias`; it carries the causal
-    mask as −inf, for any past.
+    terms: :func:`~annotated_transformer.blocks.alibi.alibi_bias`'s
+    (h, new, past + new), which carries the causal mask as −inf
     """
 
     def scores_mask(

@@ -1,21 +1,9 @@
 """Attention masks: which keys each query may look at (Vaswani et al. 2017, §3.2.3).
 
-All masks are boolean and ``True`` means *may attend* (the convention of
-``torch.nn.functional.scaled_dot_product_attention``). Shapes leave out the head
-axis; :class:`~annotated_transformer.blocks.attention.MultiHeadedAttention` adds it.
-
-- :func:`padding_mask` ``(batch, 1, len)``: hide padded keys from every query;
-- :func:`subsequent_mask` ``(1, len, len)``: hide the future
-  (position i sees keys 0..i);
-- :func:`make_std_mask` (alias :func:`target_mask`) ``(batch, len, len)``:
-  both, for the decoder's self-attention, with padded query rows handled so
-  that nothing becomes NaN;
-- :func:`segment_mask` ``(batch, q_len, k_len)`` and :func:`segment_positions`: for
-  rows that hold several sentences one after another (sequence packing), each token
-  sees only its own sentence and counts its position from that sentence's start;
-- :func:`left_padding_mask` ``(batch, new, past + new)`` and
-  :func:`left_padding_positions`: prompts of different lengths, padded on the left,
-  generated in one batch.
+Masks are bool, ``True`` = *may attend* (the convention of PyTorch's
+``scaled_dot_product_attention``), without the head axis (attention adds it):
+padding, look-ahead, both (the decoder's), rows packed with several sentences, and
+prompts padded on the left to be generated in one batch.
 """
 
 from __future__ import annotations
@@ -51,12 +39,9 @@ def subsequent_mask(
 ) -> Tensor:
     """Look-ahead mask: query position i may attend to key positions j ≤ i.
 
-    size: number of query positions; offset: positions already
-        decoded before them (cached
-    decoding: the queries are positions offset..offset+size-1,
-        the keys 0..offset+size-1)
-    returns bool (1, size, offset + size), lower-triangular
-        (diagonal included) for offset=0
+    size: number of queries; offset: positions decoded before them (with a cache the
+        queries are positions offset … offset + size − 1, the keys 0 … that)
+    returns bool (1, size, offset + size), lower-triangular (diagonal included)
     """
     if size < 1:
         raise ValueError(
@@ -69,12 +54,9 @@ def subsequent_mask(
 def window_mask(
     size: int, window: int, device: torch.device | str | None = None
 ) -> Tensor:
-    """Sliding-window mask: position i may attend to
-    position j when |i − j| ≤ window.
+    """Sliding-window mask, both ways: i may attend to j when |i − j| ≤ window.
 
-    The local pattern of sparse and long-document encoders, both directions (no
-    look-ahead rule); returns bool (1, size, size), a band of width
-    2·window + 1 around the diagonal.
+    returns bool (1, size, size), a band of width 2·window + 1 around the diagonal
     """
     if window < 0:
         raise ValueError(
@@ -95,24 +77,14 @@ def padding_mask(tokens: Tensor, pad: int) -> Tensor:
 
 
 def make_std_mask(tgt: Tensor, pad: int) -> Tensor:
-    """Decoder self-attention mask: no look-ahead and no
-    padding (the original's name).
+    """Decoder self-attention mask: no look-ahead, no padding (the original's name).
 
     tgt: integer (batch, len), the decoder input; pad: the padding token id
     returns bool (batch, len, len), ``mask[b, i, j]`` = may query i attend to key j
 
-    The original ``make_std_mask`` only hides padded *keys*
-    (harvardnlp/annotated-transformer #137): a query at a padded position still
-    attends to the real tokens before it. Its output is never used, but it is
-    computed from real tokens, and with left padding a padded query can end up with
-    no key at all, so the softmax gives NaN. Here, "correct" means:
-
-    - a real query i attends to real keys j ≤ i, never to padded
-      keys (as in the original);
-    - a padded query attends only to itself. Every row then has one allowed key (no
-      NaN, a fully masked row would be 0/0), padded positions get no information
-      from the real ones, and their outputs are ignored anyway because the loss
-      skips padded targets.
+    A real query i attends to the real keys j ≤ i; a padded query only to itself.
+    The original hides padded keys only (harvardnlp/annotated-transformer #137), so
+    a left-padded query can have no key at all: its softmax gives NaN.
     """
     check_tokens(tgt, "tgt")
     real = tgt != pad  # (batch, len)
@@ -131,16 +103,12 @@ def segment_mask(
 ) -> Tensor:
     """Attention inside packed rows: a query sees only the keys of its own sentence.
 
-    q_segments: integer (batch, q_len), k_segments: integer (batch, k_len): which
-        sentence of the row each token belongs to, numbered from 1; 0 marks padding.
-        causal: also hide later keys (the decoder's self-attention, where queries
-        and keys are the same tokens).
-    returns bool (batch, q_len, k_len):
-        ``mask[b, i, j]`` = may query i attend to key j
+    q_segments: integer (batch, q_len), k_segments: integer (batch, k_len), each
+        token's sentence in its row, numbered from 1, 0 for padding; causal: also
+        hide later keys (the decoder's self-attention)
+    returns bool (batch, q_len, k_len), ``mask[b, i, j]`` = may query i attend to j
 
-    A real query attends to the keys of its segment (j ≤ i if causal), so packing
-    several sentences in a row computes exactly what one row per sentence would. A
-    padding query attends to every key: its row is never empty (no NaN) and its
+    A padding query attends to every key: its row is never empty (no NaN), and its
     output is never used.
     """
     # (batch, q_len, k_len)
@@ -154,12 +122,10 @@ def segment_mask(
 
 
 def segment_positions(segments: Tensor) -> Tensor:
-    """Each token's position within its own segment: 0, 1, 2,
-    ... restarting at every one.
+    """Each token's position within its own segment, restarting at every one.
 
-    segments: integer (batch, len), as in :func:`segment_mask` -> long (batch, len).
-    E.g. segments [1, 1, 1, 2, 2, 0] -> positions [0, 1, 2, 0, 1, 0] (padding counts
-    too; its position is never used).
+    segments: integer (batch, len), as in :func:`segment_mask` -> long (batch, len);
+    segments [1, 1, 1, 2, 2, 0] -> positions [0, 1, 2, 0, 1, 0]
     """
     index = torch.arange(segments.size(-1), device=segments.device)
     index = index.expand_as(segments)
@@ -174,9 +140,8 @@ def left_padding_mask(real: Tensor, new: int) -> Tensor:
     """Which keys the last ``new`` queries may see in left-padded rows.
 
     real: bool (batch, past + new), True = a token, False = padding before it
-    returns bool (batch, new, past + new): query i (position past + i) sees key j
-    iff j ≤ past + i and j is a token. A padding query sees only itself: its output
-    is never read, and a row with no key would make the softmax NaN.
+    returns bool (batch, new, past + new): query i (position past + i) sees the
+    tokens j ≤ past + i; a padding query only itself (an empty row would be NaN)
     """
     if real.dtype != torch.bool or real.dim() != 2 or not 1 <= new <= real.size(1):
         raise ValueError(
@@ -197,13 +162,10 @@ def left_padding_positions(real: Tensor, new: int) -> Tensor:
 
 
 def check_rows(mask: Tensor, name: str = "mask") -> None:
-    """Raise a ValueError if a query row of ``mask`` (..., q_len,
-    k_len) has no key at all.
+    """Raise a ValueError if a query row of ``mask`` (..., q_len, k_len) has no key.
 
-    The softmax over an empty set is 0/0: such a row would make the attention output
-    NaN. This reads the mask's values, so it runs once per batch where the batch is
-    built (on the CPU, before the batch moves to a GPU), not in every attention
-    layer.
+    Such a row's softmax is 0/0, NaN. It reads the mask's values, so it runs once
+    where a batch is built, not in every attention layer.
     """
     if not bool(mask.any(dim=-1).all()):
         raise ValueError(
@@ -217,8 +179,7 @@ def check_rows(mask: Tensor, name: str = "mask") -> None:
 def check_mask(
     mask: Tensor, batch: int, q_len: int, k_len: int, name: str = "mask"
 ) -> None:
-    """Raise a ValueError unless ``mask`` is bool
-    ``(batch or 1, q_len or 1, k_len)``."""
+    """Raise a ValueError unless ``mask`` is bool (batch|1, q_len|1, k_len)."""
     if mask.dtype != torch.bool:
         raise ValueError(
             f"{name} must be boolean (True = may attend), got dtype {mask.dtype}"
