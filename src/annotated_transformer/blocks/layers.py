@@ -1,25 +1,10 @@
-"""The building blocks of the Transformer's stacks (Vaswani
-et al. 2017, §3.1, §3.3).
+"""The Transformer's layers and stacks (Vaswani et al. 2017, §3.1).
 
-Encoder-decoder (the paper, as coded in the Annotated Transformer — pre-norm):
-
-- :class:`SublayerConnection`: x + dropout(sublayer(norm(x)));
-- :class:`EncoderLayer` (self-attention, FFN), :class:`DecoderLayer` (masked
-  self-attention, source attention, FFN);
-- :class:`Encoder`, :class:`Decoder`: N layers and a final norm;
-- :class:`CachedDecoderLayer`, :class:`CachedDecoder`: the decoder with a
-  key/value cache for decoding, passed to each layer.
-
-One block for encoder-only and decoder-only models (Bloem's ``former`` — post-norm,
-as the paper's text): :class:`TransformerBlock`.
-
-Normalisation: :class:`~annotated_transformer.blocks.norms.LayerNorm` is the
-original's hand-written one, kept to teach the formula. The stacks use
-``nn.LayerNorm``: it is the exact formula of Ba et al. (biased variance, ε inside
-the square root), one fused kernel, and what ``nn.Transformer`` uses, so the model
-can be checked against PyTorch's. The original divides by the *unbiased* std plus ε
-instead, which scales outputs by √(n/(n-1)) relative to the standard
-(harvardnlp/annotated-transformer #122).
+The encoder-decoder's pre-norm layers as the Annotated Transformer codes them (and
+its decoder with a key/value cache), and Bloem's post-norm :class:`TransformerBlock`
+for encoder-only and decoder-only models. The stacks use ``nn.LayerNorm``, Ba et
+al.'s exact formula as ``nn.Transformer`` has it, not the original's, which divides
+by the unbiased std + ε (harvardnlp/annotated-transformer #122).
 """
 
 from __future__ import annotations
@@ -38,8 +23,7 @@ from annotated_transformer.blocks.masks import subsequent_mask
 
 
 def clones(module: nn.Module, N: int) -> nn.ModuleList:
-    """N independent deep copies of ``module`` (same initial
-    weights, trained separately)."""
+    """N independent copies of ``module``: same initial weights, trained apart."""
     return nn.ModuleList([copy.deepcopy(module) for _ in range(N)])
 
 
@@ -47,9 +31,9 @@ class SublayerConnection(nn.Module):
     """Pre-norm residual connection: x + dropout(sublayer(norm(x))).
 
     The paper writes post-norm, LayerNorm(x + Sublayer(x)); normalising first, as
-    the Annotated Transformer's code does, keeps a clean identity path from input to
-    output and trains deep stacks without a careful warm-up. x: (batch, len,
-    d_model) -> same.
+    the Annotated Transformer's code does, keeps an identity path from input to
+    output that trains deep stacks without a careful warm-up.
+    x: (batch, len, d_model) -> same
     """
 
     def __init__(self, d_model: int, dropout: float) -> None:
@@ -83,8 +67,8 @@ class EncoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """N encoder layers, then a final norm (needed with pre-norm: the last residual
-    sum is otherwise never normalised). x: (batch, src_len, d_model) -> same."""
+    """N encoder layers, then a final norm (with pre-norm, the last residual sum is
+    otherwise never normalised). x: (batch, src_len, d_model) -> same."""
 
     def __init__(self, layer: EncoderLayer, N: int) -> None:
         super().__init__()
@@ -98,8 +82,7 @@ class Encoder(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """Masked self-attention, source attention over the encoder memory,
-    feed-forward.
+    """Masked self-attention, attention over the encoder memory, feed-forward.
 
     x: (batch, tgt_len, d_model); memory: (batch, src_len, d_model)
     src_mask: bool (batch, 1, src_len)
@@ -156,13 +139,11 @@ class Decoder(nn.Module):
 
 
 class CachedDecoderLayer(DecoderLayer):
-    """:class:`DecoderLayer` with a key/value cache; its attentions
-    are :class:`~annotated_transformer.blocks.attention.CachedAttention`.
+    """:class:`DecoderLayer` whose attentions read and extend a key/value cache.
 
-    cache: this layer's ``(self_kv, src_kv)`` from a :class:`DecoderCache`, or
-        None; with it, x holds only the new positions (batch, new, d_model), the
-        earlier keys/values come from the cache, and tgt_mask is
-        (batch or 1, new, past + new).
+    cache: this layer's ``(self_kv, src_kv)``, or None; with it, x holds only the
+        new positions (batch, new, d_model) and tgt_mask is (batch or 1, new,
+        past + new)
     """
 
     def forward(
@@ -183,8 +164,8 @@ class CachedDecoderLayer(DecoderLayer):
 
 
 class CachedDecoder(Decoder):
-    """:class:`Decoder` of layers of :class:`CachedDecoderLayer`: with a
-    :class:`DecoderCache`, layer i gets ``cache.layers[i]``."""
+    """:class:`Decoder` of :class:`CachedDecoderLayer`; layer i gets
+    ``cache.layers[i]`` of a :class:`DecoderCache`."""
 
     def forward(
         self,
@@ -214,16 +195,14 @@ class BlockConfig(Protocol):
 class TransformerBlock(nn.Module):
     """Bloem's post-norm block for encoder-only and decoder-only models.
 
-    x = LayerNorm(x + dropout(SelfAttention(x))); x = LayerNorm(x +
-    dropout(FFN(x))) (the paper's text, §3.1 and §5.4;
-    ``nn.TransformerEncoderLayer`` with norm_first=False).
+    x = LayerNorm(x + dropout(SelfAttention(x))); x = LayerNorm(x + dropout(FFN(x)))
+    (the paper's text, §3.1 and §5.4; ``nn.TransformerEncoderLayer`` with
+    norm_first=False).
 
-    config: the model's sizes; ``config.causal`` also hides the future (a
-        decoder-only language model), ``config.attn_dropout`` drops attention
-        weights.
-    x: (batch, len, d_model); mask: bool (batch or 1, 1 or len, past + len),
-        e.g. a padding mask.
-    cache: a :class:`KVCache` for generation, then x holds only the new positions.
+    config: ``causal`` also hides the future (a decoder-only language model),
+        ``attn_dropout`` drops attention weights
+    x: (batch, len, d_model); mask: bool (batch or 1, 1 or len, past + len)
+    cache: a :class:`KVCache` for generation; then x holds only the new positions
     returns (batch, len, d_model)
     """
 

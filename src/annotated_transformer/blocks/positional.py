@@ -1,20 +1,10 @@
-"""Positional information: attention alone cannot tell word order
-(Vaswani et al. 2017, §3.5).
+"""Positions: attention alone cannot tell word order (Vaswani et al. 2017, §3.5).
 
-Self-attention is permutation-equivariant, so the model is told each token's
-position by adding a vector that depends only on the position to the token's
-embedding:
-
-- :class:`PositionalEncoding`: fixed sinusoids (the paper's choice),
-  PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos,
-  2i+1) = cos(pos / 10000^(2i/d_model));
-- :class:`PositionalEmbedding`: one learned vector per position
-  (Bloem's ``former``, BERT, GPT).
-
-Both take ``offset``: during cached decoding the new tokens start at position
-``offset = cache.length``, not 0. ``offset`` may also be a (batch, len) tensor
-holding each token's own position: rows packed with several sentences restart at 0
-for every sentence (:func:`~annotated_transformer.blocks.masks.segment_positions`).
+Self-attention is permutation-equivariant, so each token's embedding gets a vector
+that depends only on its position: fixed sinusoids (the paper's), PE(pos, 2i) =
+sin(pos·ω_i), PE(pos, 2i+1) = cos(pos·ω_i), ω_i = 10000^(−2i/d_model), or a learned
+vector per position. ``offset`` is the first position (``cache.length`` when
+decoding with a cache), or a (batch, len) tensor of each token's own position.
 """
 
 from __future__ import annotations
@@ -43,9 +33,8 @@ class PositionSizes(Protocol):
 
 
 def check_positions(length: int, offset: int | Tensor, max_len: int) -> None:
-    """Raise a ValueError unless a sequence of ``length`` tokens starting at
-    ``offset`` (or at each position of a (batch, length) long tensor) fits a table
-    of ``max_len`` positions. Called where input enters a model, not per layer."""
+    """Raise a ValueError unless ``length`` tokens from ``offset`` (or at the
+    positions of a (batch, length) long tensor) fit ``max_len`` positions."""
     if isinstance(offset, Tensor):
         if (
             offset.dim() != 2
@@ -73,20 +62,17 @@ def check_positions(length: int, offset: int | Tensor, max_len: int) -> None:
 
 
 def position_ids(offset: int | Tensor, x: Tensor) -> Tensor:
-    """x's positions: offset .. offset + len - 1 (len,), or the (batch, len)
-    tensor given."""
+    """x's positions, offset … offset + len − 1 (len,), or offset, (batch, len)."""
     if isinstance(offset, Tensor):
         return offset
     return torch.arange(offset, offset + x.size(1), device=x.device)
 
 
 def sinusoids(max_len: int, d_model: int) -> Tensor:
-    """The sinusoidal table, (max_len, d_model): sin on even
-    features, cos on odd ones.
+    """The sinusoidal table, (max_len, d_model): sin on even features, cos on odd.
 
-    Pair i has angular frequency ω_i = 10000^(-2i/d_model): wavelengths grow
-    geometrically from 2π to 10000·2π, so nearby positions differ in the fast pairs,
-    distant ones in the slow.
+    Pair i has angular frequency ω_i = 10000^(-2i/d_model): wavelengths from 2π to
+    10000·2π, so near positions differ in the fast pairs, distant ones in the slow.
     """
     # (max_len, 1)
     position = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
@@ -104,9 +90,7 @@ def sinusoids(max_len: int, d_model: int) -> Tensor:
 class PositionalEncoding(nn.Module):
     """Add fixed sinusoidal position vectors, then dropout (§3.5 and §5.4).
 
-    forward(x (batch, len, d_model), offset=0) -> (batch, len, d_model):
-    dropout(x + PE[offset : offset + len]), or dropout(x + PE[offset]) for a
-    (batch, len) tensor of positions
+    x: (batch, len, d_model) -> dropout(x + PE[offset : offset + len]), same shape
     """
 
     def __init__(self, d_model: int, dropout: float, max_len: int = 5000) -> None:
@@ -122,14 +106,11 @@ class PositionalEncoding(nn.Module):
 
 
 class PositionalEmbedding(nn.Module):
-    """Add a learned vector per position, then dropout (Bloem's
-    ``former``; BERT; GPT-2).
+    """Add a learned vector per position, then dropout (Bloem's ``former``, BERT,
+    GPT-2).
 
-    forward(x (batch, len, d_model), offset=0) -> (batch, len, d_model):
-    dropout(x + P[offset : offset + len]) with P a trained (max_len, d_model) table
-    (or P[offset] for a (batch, len) tensor of positions).
-    Unlike sinusoids it cannot extrapolate past max_len: those
-    positions were never trained.
+    x: (batch, len, d_model) -> dropout(x + P[offset : offset + len]), same shape,
+    P a trained (max_len, d_model) table: no position past max_len was trained.
     """
 
     def __init__(self, d_model: int, max_len: int, dropout: float = 0.0) -> None:
@@ -149,9 +130,7 @@ class PositionalEmbedding(nn.Module):
 
 
 class NoPositions(nn.Module):
-    """No position information at all: causal attention alone (an ablation).
-
-    config: the model's (``d_model``, ``h``, ``max_len``, ``rope_base``)."""
+    """No position information at all: causal attention alone (an ablation)."""
 
     def __init__(self, config: PositionSizes) -> None:
         super().__init__()
@@ -168,8 +147,8 @@ class NoPositions(nn.Module):
 
 
 class LearnedPositions(NoPositions):
-    """A learned vector per position, added to the input (GPT-2's); state-dict
-    names those of :class:`PositionalEmbedding` (``embedding.weight``)."""
+    """A learned vector per position, added to the input (GPT-2's); its state-dict
+    key is :class:`PositionalEmbedding`'s, ``embedding.weight``."""
 
     def __init__(self, config: PositionSizes) -> None:
         super().__init__(config)
@@ -211,8 +190,7 @@ class RotaryPositions(NoPositions):
         self.d_k, self.base = config.d_model // config.h, config.rope_base
 
     def terms(self, positions: Tensor, past: int, x: Tensor) -> PositionTerms:
-        """(cos, sin), (len, d_k / 2); with left padding (batch, 1, len, d_k / 2),
-        a table per row."""
+        """(cos, sin), (len, d_k / 2), or one per row, (batch, 1, len, d_k / 2)."""
         dtype = torch.promote_types(x.dtype, torch.float32)
         cos, sin = rope_tables(positions, self.d_k, self.base, dtype)
         if positions.dim() == 2:
