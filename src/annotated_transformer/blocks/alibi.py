@@ -1,17 +1,12 @@
-"""ALiBi, attention with linear biases (Press et al. 2022):
-position as a distance penalty.
+"""ALiBi, attention with linear biases (Press et al. 2022): position as a penalty.
 
-No position vector anywhere. Each head subtracts from the score of query i and key j
-a penalty proportional to how far back the key is:
+No position vector anywhere; each head penalises a key by how far back it is:
 
     score_h(i, j) = q_i · k_j / √d_k − m_h · (i − j),   j ≤ i,
 
-with a fixed slope per head, a geometric sequence m_h = 2^(−8h/H) for heads
-h = 1 … H (1/2, 1/4, … 1/256 for H = 8). Steep heads look at the last few tokens,
-gentle ones far back. The penalty depends on i − j only, like RoPE's rotation;
-unlike RoPE it never produces an angle the model has not seen during training (a
-longer context only adds larger distances, penalised more), which is why ALiBi was
-proposed for training short and evaluating long.
+with fixed slopes m_h = 2^(−8h/H), h = 1 … H (1/2, 1/4, … 1/256 for H = 8). Why: a
+longer context than in training only adds larger distances, penalised more, so
+ALiBi trains short and evaluates long.
 """
 
 from __future__ import annotations
@@ -30,13 +25,10 @@ def alibi_slopes(h: int) -> Tensor:
 def alibi_bias(
     h: int, new: int, past: int = 0, device: torch.device | None = None
 ) -> Tensor:
-    """The additive attention mask of ``new`` queries after
-    ``past`` cached keys, per head.
+    """The additive attention mask of ``new`` queries after ``past`` cached keys.
 
-    Query i sits at position past + i and sees keys 0 … past + i: the entry is
-    −m_h · (past + i − j) there and −inf for keys in its future.
-    returns float32 (h, new, past + new), to add to the
-        scores (SDPA's ``attn_mask``)
+    returns float32 (h, new, past + new), to add to the scores (SDPA's
+        ``attn_mask``): −m_h · (past + i − j) for keys j ≤ past + i, −inf after
     """
     queries = torch.arange(past, past + new, device=device)[:, None]  # (new, 1)
     keys = torch.arange(past + new, device=device)[None, :]  # (1, past + new)

@@ -1,19 +1,10 @@
-"""Scaled dot-product attention and multi-head attention
-(Vaswani et al. 2017, §3.2).
+"""Scaled dot-product and multi-head attention (Vaswani et al. 2017, §3.2).
 
-- :func:`attention`: the textbook form, matmul → softmax → matmul, every step
-  written out, returning the attention weights too;
-- :class:`MultiHeadedAttention`: h attentions side by side, the 2017 module as
-  the paper has it (it keeps the weights in ``attn``);
-- :class:`CachedAttention`: the same module with what later chapters add and
-  training uses: a key/value cache for decoding, PyTorch's fused
-  ``scaled_dot_product_attention`` kernel, and the explicit path only when the
-  weights are wanted (``keep_attention``, for drawing them). Same parameters, same
-  outputs (``tests/test_attention.py``).
-
-Masks are boolean and ``True`` means *may attend*, the convention of
-``torch.nn.functional.scaled_dot_product_attention``. Shapes and masks are
-checked once, where they enter a model (its top-level call), not here.
+:func:`attention` and :class:`MultiHeadedAttention` as the paper has them;
+:class:`CachedAttention`, the same module with a key/value cache and PyTorch's
+fused kernel, is the one that trains. Masks are bool, ``True`` = *may attend*
+(the convention of ``scaled_dot_product_attention``); shapes and masks are
+checked where they enter a model, not here.
 """
 
 from __future__ import annotations
@@ -27,8 +18,7 @@ from annotated_transformer.blocks.kv_cache import KVCache
 
 
 def check_heads(h: int, d_model: int) -> None:
-    """Raise a ValueError unless h heads split d_model features evenly: what every
-    model's config checks once, where it is made (the layers trust it)."""
+    """Raise a ValueError unless h heads split d_model features evenly."""
     if h <= 0 or d_model % h != 0:
         raise ValueError(
             f"d_model={d_model} is not divisible by h={h} heads; "
@@ -44,8 +34,7 @@ def attention(
     mask: Tensor | None = None,
     dropout: nn.Module | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Scaled dot-product attention, softmax(Q Kᵀ / √d_k) V
-    (Vaswani et al. 2017, eq. 1).
+    """Scaled dot-product attention, softmax(Q Kᵀ / √d_k) V (eq. 1).
 
     query: (..., q_len, d_k); key: (..., k_len, d_k); value: (..., k_len, d_v)
     mask:  bool, broadcastable to (..., q_len, k_len); True = may attend
@@ -64,16 +53,15 @@ def attention(
 
 
 class MultiHeadedAttention(nn.Module):
-    """h attention heads in parallel, each on its own d_k = d_model / h slice
-    (§3.2.2).
+    """h attention heads in parallel, each on its own d_k = d_model / h (§3.2.2).
 
     MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O,
     head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
     query: (batch, q_len, d_model); key, value: (batch, k_len, d_model)
     mask:  bool (batch or 1, 1 or q_len, k_len); True = may attend
-    returns (batch, q_len, d_model); the weights stay in ``attn``
-    (batch, h, q_len, k_len), to be drawn.
+    returns (batch, q_len, d_model); the weights (batch, h, q_len, k_len) stay in
+        ``attn``, to be drawn
     """
 
     def __init__(self, h: int, d_model: int, dropout: float = 0.1) -> None:
@@ -110,14 +98,14 @@ class MultiHeadedAttention(nn.Module):
 
 
 class CachedAttention(MultiHeadedAttention):
-    """:class:`MultiHeadedAttention` as training uses it: with a key/value
-    cache, and PyTorch's fused attention kernel unless the weights are wanted.
+    """:class:`MultiHeadedAttention` as training uses it: with a key/value cache,
+    and PyTorch's fused kernel unless the weights are wanted.
 
-    cache: during incremental decoding, earlier keys/values (see :mod:`kv_cache`);
-        then key/value hold only the new positions, and k_len counts the cached
-        ones too. A static cache (the source memory) is projected once.
-    Set ``keep_attention = True`` to run the explicit :func:`attention` and keep
-    the weights in ``attn`` (to draw attention maps); otherwise ``attn`` is None.
+    cache: the earlier keys/values; then key/value hold only the new positions and
+        k_len counts the cached ones too. A static cache (the source memory) is
+        projected once.
+    ``keep_attention = True`` runs :func:`attention` and keeps the weights in
+    ``attn`` (for attention maps); otherwise ``attn`` is None.
     """
 
     keep_attention = False

@@ -1,10 +1,7 @@
-"""Token embeddings: a learned vector per vocabulary entry
-(Vaswani et al. 2017, §3.4).
+"""Token embeddings: a learned vector per token id (Vaswani et al. 2017, §3.4).
 
-- :class:`Embeddings`: look up each token id, scale by √d_model;
-- :class:`TokenAndPosition`: embeddings followed by a positional encoding,
-  with the position ``offset`` that cached decoding needs (an
-  ``nn.Sequential`` cannot pass it through).
+:class:`TokenAndPosition` adds the positions, with the ``offset`` that cached
+decoding needs (which ``nn.Sequential`` cannot pass through).
 """
 
 from __future__ import annotations
@@ -19,12 +16,9 @@ class Embeddings(nn.Module):
 
     x: integer (batch, len), ids in [0, vocab); returns (batch, len, d_model)
 
-    Why × √d_model: the paper shares this matrix with the pre-softmax projection
-    (§3.4), whose weights are small (about 1/√d_model each, so that a logit, a sum
-    over d_model products, stays near 1) — the same order as Glorot initialisation
-    here. Such rows have a norm near 1, while a sinusoidal position vector has norm
-    √(d_model / 2). Multiplying by √d_model puts the token on the same scale as its
-    position, so the position does not drown the word.
+    Why × √d_model: the paper shares this matrix with the pre-softmax projection,
+    whose weights are about 1/√d_model (rows of norm near 1); scaled, a word is not
+    drowned by its sinusoidal position vector, of norm √(d_model / 2).
     """
 
     def __init__(self, d_model: int, vocab: int) -> None:
@@ -39,9 +33,7 @@ class Embeddings(nn.Module):
 def check_ids(ids: Tensor, vocab: int) -> None:
     """Raise a ValueError unless every id lies in [0, vocab).
 
-    Reads the values, so it runs where ids enter from outside (a prompt, a
-    hand-made batch), once, not in every forward pass: on a GPU each such
-    read waits for the device.
+    It reads the values (a GPU wait), so it runs once where ids enter, not per pass.
     """
     if ids.numel() > 0:
         low, high = int(ids.min()), int(ids.max())
@@ -56,9 +48,9 @@ def check_ids(ids: Tensor, vocab: int) -> None:
 class TokenAndPosition(nn.Module):
     """Embed tokens, then add positions: position(embed(tokens), offset).
 
-    tokens: integer (batch, len); offset: position of the first token (0, or
-        ``cache.length`` when decoding with a cache), or each token's position, a
-        (batch, len) tensor (packed rows); returns (batch, len, d_model)
+    tokens: integer (batch, len); offset: the first token's position (0, or
+        ``cache.length`` with a cache), or each token's, (batch, len)
+    returns (batch, len, d_model)
     """
 
     def __init__(self, embed: nn.Module, position: nn.Module) -> None:

@@ -1,15 +1,12 @@
-"""The SwiGLU feed-forward (Shazeer 2020, "GLU Variants Improve Transformer").
+"""Feed-forward layers: the paper's, max(0, x W₁ + b₁) W₂ + b₂, and its variants.
 
-The paper's feed-forward is max(0, x W₁) W₂. A gated linear unit multiplies a second
-linear map of x, element by element, by a nonlinear "gate" of the first; with the
-SiLU (swish) gate, silu(z) = z · σ(z):
+SwiGLU (Shazeer 2020) gates a second linear map of x by the SiLU of the first,
+silu(z) = z · σ(z):
 
     SwiGLU(x) = (silu(x W₁) ⊙ x W₃) W₂.
 
-Three matrices instead of two. To compare at equal cost, Shazeer shrinks the hidden
-width to 2/3 of the original d_ff: then 3 · d_model · (2/3 · d_ff) = 2 · d_model ·
-d_ff, the parameter count of the 2017 feed-forward without biases
-(:func:`swiglu_width`). PaLM and Llama use it.
+Three matrices instead of two: a hidden width of 2/3 · d_ff keeps the parameter
+count of the 2017 feed-forward without biases (:func:`swiglu_width`).
 """
 
 from __future__ import annotations
@@ -19,14 +16,10 @@ from torch import Tensor, nn
 
 
 def swiglu_width(d_ff: int, multiple_of: int = 8) -> int:
-    """The SwiGLU hidden width with the parameters of a
-    width-``d_ff`` ReLU feed-forward.
+    """The SwiGLU hidden width with the parameters of a width-``d_ff`` ReLU one.
 
-    2/3 · d_ff rounded up to a multiple of ``multiple_of`` (Llama's rule: matrix
-    sizes that are multiples of 8 or more run faster on GPUs). The rounding adds
-    fewer than 3 · d_model · multiple_of parameters per block, and none when
-    2 · d_ff is a multiple of 3 · multiple_of, e.g. 2048 → 1368 (+0.2 %), 96 → 64
-    (exactly equal).
+    2/3 · d_ff rounded up to a multiple of ``multiple_of`` (Llama's rule: such
+    matrix sizes run faster on GPUs), e.g. 2048 → 1368 (+0.2 % parameters), 96 → 64.
     """
     if d_ff < 1 or multiple_of < 1:
         raise ValueError(
@@ -38,8 +31,7 @@ def swiglu_width(d_ff: int, multiple_of: int = 8) -> int:
 class SwiGLU(nn.Module):
     """(silu(x W₁) ⊙ x W₃) W₂, dropout on the hidden units, no biases by default.
 
-    x: (..., d_model) -> (..., d_model); hidden width d_ff
-        (see :func:`swiglu_width`)
+    x: (..., d_model) -> (..., d_model); hidden width d_ff (:func:`swiglu_width`)
     """
 
     matrices = 3
@@ -63,11 +55,10 @@ class SwiGLU(nn.Module):
 
 
 class PositionwiseFeedForward(nn.Module):
-    """FFN(x) = max(0, x W₁ + b₁) W₂ + b₂, the same two-layer MLP
-    at every position (eq. 2).
+    """FFN(x) = max(0, x W₁ + b₁) W₂ + b₂, one MLP at every position (eq. 2).
 
-    x: (batch, len, d_model) -> (batch, len, d_model); hidden width d_ff (2048 in
-        the paper); ``bias=False`` drops b₁ and b₂ (the modern block's choice)
+    x: (batch, len, d_model) -> same; hidden width d_ff (2048 in the paper);
+        ``bias=False`` drops b₁ and b₂
     """
 
     def __init__(
@@ -83,10 +74,8 @@ class PositionwiseFeedForward(nn.Module):
 
 
 class ReLUFeedForward(PositionwiseFeedForward):
-    """The paper's feed-forward as a part of the modern block
-    (``ModernConfig.feed_forward``): with its count of weight matrices, for the
-    parameter formula, and the hidden width that has the parameters of a
-    width-``d_ff`` ReLU one (itself)."""
+    """The paper's feed-forward as a modern block's part, with :class:`SwiGLU`'s
+    ``matrices`` (2) and ``width`` (``d_ff`` itself: equal parameters)."""
 
     matrices = 2
 
@@ -96,8 +85,8 @@ class ReLUFeedForward(PositionwiseFeedForward):
 
 
 class GELUFeedForward(ReLUFeedForward):
-    """FFN(x) = GELU(x W₁ + b₁) W₂ + b₂, GELU(x) ≈ ½x(1 +
-    tanh(√(2/π)(x + 0.044715x³))).
+    """FFN(x) = GELU(x W₁ + b₁) W₂ + b₂, with the tanh approximation
+    GELU(x) ≈ ½x(1 + tanh(√(2/π)(x + 0.044715x³))).
 
     x: (batch, len, d_model) -> (batch, len, d_model)
     """
@@ -107,8 +96,7 @@ class GELUFeedForward(ReLUFeedForward):
 
 
 class ReLU2FeedForward(ReLUFeedForward):
-    """FFN(x) = max(0, x W₁ + b₁)² W₂ + b₂: squared ReLU (So et al. 2021,
-    "Primer"), a ReLU whose positive side grows quadratically.
+    """FFN(x) = max(0, x W₁ + b₁)² W₂ + b₂, squared ReLU (So et al. 2021, Primer).
 
     x: (batch, len, d_model) -> (batch, len, d_model)
     """

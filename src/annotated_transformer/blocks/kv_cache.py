@@ -1,16 +1,9 @@
 """Key/value caches for incremental decoding.
 
-A decoder generates one token at a time. Without a cache, step t re-runs the whole
-prefix of t tokens through every layer, so a sequence of length n costs O(n²)
-token-layer passes. The keys and values of earlier positions never change (the
-decoder is causal), so we keep their projections and compute only the new position's
-query, key and value at each step.
-
-Two kinds of cache per decoder layer:
-
-- self-attention: grows by one position per step (new keys/values are appended);
-- source attention: the encoder memory is fixed, so its keys and values are
-  projected once (``static=True``) and reused at every step.
+Why: a causal decoder's earlier keys and values never change, so each step computes
+only the new position's, not the whole prefix again (O(n) token-layer passes for n
+tokens, not O(n²)). Self-attention's cache grows by the new positions; source
+attention's (``static=True``) holds the encoder memory, projected once.
 """
 
 from __future__ import annotations
@@ -23,13 +16,10 @@ from torch import Tensor
 
 @dataclass
 class KVCache:
-    """Projected keys and values of one attention module,
-    ``(batch, heads, len, d_k)`` each.
+    """One attention's projected keys and values, (batch, heads, len, d_k) each.
 
-    ``static=False``: :meth:`update` appends the new positions and returns
-    everything so far. ``static=True``: the first :meth:`update` stores its
-    keys/values; later calls ignore their arguments and return the stored ones (the
-    source memory does not change while decoding).
+    :meth:`update` appends the new positions and returns all so far; a static cache
+    keeps its first keys/values and returns them, ignoring later arguments.
     """
 
     static: bool = False
@@ -43,13 +33,11 @@ class KVCache:
 
     @property
     def ready(self) -> bool:
-        """True when a static cache already holds its keys/values
-        (no projection needed)."""
+        """True when a static cache holds its keys/values (nothing to project)."""
         return self.static and self.key is not None
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
-        """Add ``key``/``value`` ``(batch, heads, new, d_k)``;
-        return all cached ones."""
+        """Add key and value (batch, heads, new, d_k); return all cached ones."""
         if self.key is None or self.value is None:
             self.key, self.value = key, value
         elif not self.static:
@@ -58,8 +46,7 @@ class KVCache:
         return self.key, self.value
 
     def reorder(self, index: Tensor) -> None:
-        """Keep batch rows ``index`` (beam search: follow the
-        surviving hypotheses)."""
+        """Keep batch rows ``index`` (beam search: the surviving hypotheses)."""
         if self.key is not None and self.value is not None:
             self.key = self.key.index_select(0, index)
             self.value = self.value.index_select(0, index)
@@ -67,11 +54,8 @@ class KVCache:
 
 @dataclass
 class DecoderCache:
-    """One ``(self_kv, src_kv)`` pair of :class:`KVCache` per decoder layer.
-
-    ``length`` is the number of target positions already decoded, i.e. the position
-    offset of the next token.
-    """
+    """One ``(self_kv, src_kv)`` pair of :class:`KVCache` per decoder layer;
+    ``length``, the positions decoded so far, is the next token's position."""
 
     n_layers: int
     layers: list[tuple[KVCache, KVCache]] = field(init=False)
@@ -93,8 +77,7 @@ class DecoderCache:
 
 
 def cache_bytes(caches: list[KVCache]) -> int:
-    """Bytes held by the keys and values of a list of self-attention
-    caches (one per layer)."""
+    """Bytes held by the keys and values of self-attention caches, one per layer."""
     return sum(
         t.numel() * t.element_size() for c in caches for t in (c.key, c.value)
     )

@@ -20,12 +20,10 @@ from annotated_transformer.blocks.positional import sinusoids
 
 
 def relative_positions(klen: int, d_model: int) -> Tensor:
-    """Sinusoids of the distances klen − 1, klen − 2, ..., 0,
-    in that (descending) order.
+    """Sinusoids of the distances klen − 1, klen − 2, …, 0, in that order.
 
-    returns (klen, d_model), float32: row t is the vector R_{klen−1−t} (sin on even
-        features, cos on odd ones, the frequencies of
-        :func:`~annotated_transformer.blocks.positional.sinusoids`)
+    returns (klen, d_model), float32: row t is R_{klen−1−t}, the sinusoidal
+        encoding of distance klen − 1 − t
     """
     if klen < 1 or d_model < 2 or d_model % 2 != 0:
         raise ValueError(
@@ -35,30 +33,17 @@ def relative_positions(klen: int, d_model: int) -> Tensor:
 
 
 def rel_shift(x: Tensor) -> Tensor:
-    """Turn scores against distances into scores against keys:
-    the relative-shift trick.
+    """Turn scores against distances into scores against keys (the relative shift).
 
     x: (..., qlen, klen), x[..., i, t] = score of query i against distance
-        klen − 1 − t (columns as in :func:`relative_positions`); the queries are the
-        last qlen of the klen keys, so query i sits at key position m + i with
-        m = klen − qlen (the memory length).
-    returns (..., qlen, klen), out[..., i, j] = score against distance m + i − j,
-        i.e. out[..., i, j] = x[..., i, j + qlen − 1 − i], for every key j ≤ m + i;
-        the entries for j > m + i (future keys, which the causal mask hides) are
-        meaningless.
+        klen − 1 − t; query i is key position m + i, m = klen − qlen (the memory)
+    returns (..., qlen, klen), out[..., i, j] = x[..., i, j + qlen − 1 − i], the
+        score against distance m + i − j, for every key j ≤ m + i (the later
+        entries, hidden by the causal mask, are meaningless)
 
-    Derivation. Row i must move left by qlen − 1 − i: the
-    further up the row, the further.
-    1. Pad a zero column in front: P (qlen, klen + 1), P[i,
-       s] = x[i, s − 1], P[i, 0] = 0.
-    2. Read P's qlen·(klen + 1) numbers, row-major, as a (klen + 1, qlen)
-       matrix and drop its first row: this drops the first qlen numbers, so
-       flat index f becomes f − qlen.
-    3. Read the remaining qlen·klen numbers as (qlen, klen). Entry (i, j) is flat
-       index i·klen + j + qlen of P = i·(klen + 1) + s with s = j + qlen − i: that
-       is P[i, s] as long as s ≤ klen, i.e. x[i, j + qlen − 1 − i]. Every row loses
-       i more leading numbers than the row above, which is exactly the shift we
-       need; no gather, one pad and two views.
+    Pad a zero column in front, read the numbers as (klen + 1, qlen), drop the first
+    row, read the rest as (qlen, klen): row i moves left by qlen − 1 − i. One pad
+    and two views, no gather.
     """
     *lead, qlen, klen = x.shape
     padded = F.pad(x, (1, 0)).reshape(*lead, klen + 1, qlen)
@@ -66,18 +51,13 @@ def rel_shift(x: Tensor) -> Tensor:
 
 
 class RelativeMultiHeadAttention(nn.Module):
-    """Multi-head attention with Transformer-XL's relative
-    position scores and memory.
+    """Multi-head attention with Transformer-XL's relative scores and memory.
 
-    forward(x, memory=None, mask=None):
-    x: (batch, len, d_model), the current segment (queries,
-        and the newest keys/values)
-    memory: (batch, mem_len, d_model) or None, the previous segment's hidden
-        states; detached, so no gradient reaches it. Keys and values come from
-        [memory; x], klen = mem_len + len.
-    mask: bool (len, klen) or (batch or 1, len, klen), True = may attend; None means
-        causal (query i sees keys j ≤ mem_len + i). It may hide more, never a future
-        key: the relative scores cover distances ≥ 0 only.
+    x: (batch, len, d_model), the current segment
+    memory: (batch, mem_len, d_model) or None, the previous segment's states,
+        detached; keys and values come from [memory; x], klen = mem_len + len
+    mask: bool (len, klen) or (batch or 1, len, klen), True = may attend, on top of
+        the causal mask (the relative scores cover distances ≥ 0 only)
     returns (batch, len, d_model)
     """
 
@@ -100,8 +80,7 @@ class RelativeMultiHeadAttention(nn.Module):
         return x.unflatten(-1, (self.h, self.d_k)).transpose(-3, -2)
 
     def _mask(self, mask: Tensor | None, x: Tensor, klen: int) -> Tensor:
-        """The causal mask, (1, len, klen), and the caller's if given: a future key
-        stays hidden whatever it says."""
+        """The causal mask (1, len, klen), and the caller's if given."""
         causal = subsequent_mask(
             x.size(1), offset=klen - x.size(1), device=x.device
         )
