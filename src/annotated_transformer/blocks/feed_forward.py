@@ -1,12 +1,8 @@
 """Feed-forward layers: the paper's, max(0, x W₁ + b₁) W₂ + b₂, and its variants.
 
 SwiGLU (Shazeer 2020) gates a second linear map of x by the SiLU of the first,
-silu(z) = z · σ(z):
-
-    SwiGLU(x) = (silu(x W₁) ⊙ x W₃) W₂.
-
-Three matrices instead of two: a hidden width of 2/3 · d_ff keeps the parameter
-count of the 2017 feed-forward without biases (:func:`swiglu_width`).
+SwiGLU(x) = (silu(x W₁) ⊙ x W₃) W₂, silu(z) = z · σ(z); a hidden width of
+2/3 · d_ff keeps the 2017 feed-forward's parameters without biases.
 """
 
 from __future__ import annotations

@@ -196,8 +196,7 @@ class TransformerBlock(nn.Module):
     """Bloem's post-norm block for encoder-only and decoder-only models.
 
     x = LayerNorm(x + dropout(SelfAttention(x))); x = LayerNorm(x + dropout(FFN(x)))
-    (the paper's text, §3.1 and §5.4; ``nn.TransformerEncoderLayer`` with
-    norm_first=False).
+    as in the paper's text (§3.1, §5.4) and ``nn.TransformerEncoderLayer``.
 
     config: ``causal`` also hides the future (a decoder-only language model),
         ``attn_dropout`` drops attention weights

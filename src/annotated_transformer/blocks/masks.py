@@ -106,10 +106,8 @@ def segment_mask(
     q_segments: integer (batch, q_len), k_segments: integer (batch, k_len), each
         token's sentence in its row, numbered from 1, 0 for padding; causal: also
         hide later keys (the decoder's self-attention)
-    returns bool (batch, q_len, k_len), ``mask[b, i, j]`` = may query i attend to j
-
-    A padding query attends to every key: its row is never empty (no NaN), and its
-    output is never used.
+    returns bool (batch, q_len, k_len), ``mask[b, i, j]`` = may query i attend to j;
+        a padding query attends to every key (no empty row, no NaN)
     """
     # (batch, q_len, k_len)
     same = q_segments.unsqueeze(-1) == k_segments.unsqueeze(-2)

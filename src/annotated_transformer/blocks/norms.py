@@ -1,14 +1,8 @@
-"""RMSNorm (Zhang & Sennrich 2019): layer norm without the mean.
+"""Norms: the original's layer norm, and RMSNorm (Zhang & Sennrich 2019).
 
-Layer norm recentres and rescales each vector,
-g ⊙ (x − mean) / √(var + ε) + b. RMSNorm keeps only the rescaling, by the
-root mean square of the features, and a gain g:
-
-    RMSNorm(x) = g ⊙ x / √(mean(x²) + ε).
-
-No mean to subtract and no bias: fewer operations per token and, in practice
-(T5, Llama and most large models since), the same quality. It is one of the
-changes of the "modern" block.
+Layer norm recentres and rescales, g ⊙ (x − mean) / √(var + ε) + b; RMSNorm only
+rescales, g ⊙ x / √(mean(x²) + ε): fewer operations per token and, in practice
+(T5, Llama), the same quality.
 """
 
 from __future__ import annotations
@@ -18,12 +12,9 @@ from torch import Tensor, nn
 
 
 class RMSNorm(nn.Module):
-    """g ⊙ x / √(mean(x²) + eps) over the last axis; g starts at 1
-    (the identity on unit-rms x).
+    """g ⊙ x / √(mean(x²) + eps) over the last axis; g starts at 1.
 
-    The gain is called ``weight``, as in ``torch.nn.RMSNorm``,
-    so their state dicts match.
-    x: (..., d_model) -> (..., d_model)
+    x: (..., d_model) -> (..., d_model); g is ``weight``, as in ``torch.nn.RMSNorm``
     """
 
     def __init__(self, d_model: int, eps: float = 1e-6) -> None:
@@ -51,13 +42,10 @@ def layer_norm(d_model: int, bias: bool, eps: float | None) -> nn.LayerNorm:
 
 
 class LayerNorm(nn.Module):
-    """The original's layer norm: a₂ ⊙ (x − mean) / (std +
-    eps) + b₂ over the last axis.
+    """The original's layer norm, a₂ ⊙ (x − mean) / (std + eps) + b₂, last axis.
 
-    std is the unbiased (n − 1) standard deviation and eps is added to it,
-    not to the variance; ``nn.LayerNorm`` computes (x − mean) / √(var + eps)
-    with the biased variance.
-    x: (..., d_model) -> (..., d_model)
+    x: (..., d_model) -> (..., d_model); std is unbiased (n − 1) and eps is added
+    to it, where ``nn.LayerNorm`` computes (x − mean) / √(var + eps), var biased
     """
 
     def __init__(self, d_model: int, eps: float = 1e-6) -> None:

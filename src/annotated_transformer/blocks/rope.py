@@ -1,29 +1,13 @@
-"""Rotary position embeddings, RoPE (Su et al. 2021,
-RoFormer): position as a rotation.
+"""Rotary position embeddings, RoPE (Su et al. 2021): position as a rotation.
 
-The paper adds a position vector to each token once, at the bottom of the stack.
-RoPE instead rotates every query and key, in every layer, by an angle proportional
-to its position. Split a vector x of width d into d/2 pairs (x₂ᵢ, x₂ᵢ₊₁) and turn
-pair i by the angle m·θᵢ at position m:
+In every layer, pair i of the features of a query or key at position m turns by
+the angle mθᵢ (θᵢ: the sinusoids' frequencies), x ↦ R(m) x:
 
     (x₂ᵢ, x₂ᵢ₊₁) ↦ (x₂ᵢ cos mθᵢ − x₂ᵢ₊₁ sin mθᵢ,  x₂ᵢ sin mθᵢ + x₂ᵢ₊₁ cos mθᵢ),
-    θᵢ = base^(−2i/d),  base = 10000,
+    θᵢ = base^(−2i/d)  (base 10000 by default).
 
-i.e. x ↦ R(m) x with R(m) block-diagonal, one 2×2 rotation per pair. The frequencies
-θᵢ are those of the sinusoidal encoding
-(:mod:`~annotated_transformer.blocks.positional`), where we found that
-moving k positions rotates each (sin, cos) pair by kθᵢ. Here that rotation is
-applied to the queries and keys themselves, and since rotations are orthogonal and
-compose,
-
-    ⟨R(m) q, R(n) k⟩ = qᵀ R(m)ᵀ R(n) k = qᵀ R(n − m) k:
-
-the attention score depends on the positions only through their offset
-n − m. Nothing is added to the token embeddings, norms are unchanged, and
-position 0 is the identity.
-
-:func:`rope_tables` computes cos mθᵢ and sin mθᵢ once (a model shares them across
-its layers); :func:`rotate_pairs` applies them; :func:`apply_rope` does both.
+Why: rotations compose, ⟨R(m) q, R(n) k⟩ = qᵀ R(n − m) k, so a score depends on
+the positions only through their offset n − m.
 """
 
 from __future__ import annotations
@@ -38,11 +22,9 @@ def rope_tables(
     base: float = 10000.0,
     dtype: torch.dtype = torch.float32,
 ) -> tuple[Tensor, Tensor]:
-    """cos(m θᵢ) and sin(m θᵢ) for every position m,
-    θᵢ = base^(−2i/d), i = 0 … d/2 − 1.
+    """cos(m θᵢ) and sin(m θᵢ) for every position m, θᵢ = base^(−2i/d), i < d/2.
 
-    positions: (..., len), integer positions m; d: the even
-        width of the vectors to rotate
+    positions: (..., len), integer; d: the even width of the vectors to rotate
     dtype: of the angles and tables (float32 unless the vectors are float64)
     returns (cos, sin), each (..., len, d/2)
     """
@@ -59,13 +41,10 @@ def rope_tables(
 
 
 def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate each pair (x₂ᵢ, x₂ᵢ₊₁) of ``x`` by the angle whose
-    cosine and sine are given.
+    """Rotate each pair (x₂ᵢ, x₂ᵢ₊₁) of ``x`` by the angle of the given cos, sin.
 
-    x: (..., len, d); cos, sin: broadcastable to (..., len,
-        d/2), from :func:`rope_tables`
-    returns (..., len, d), in x's dtype (computed in the tables'
-        precision if that is higher)
+    x: (..., len, d); cos, sin: broadcastable to (..., len, d/2)
+    returns (..., len, d), in x's dtype (computed in the tables' dtype if wider)
     """
     if x.size(-1) != 2 * cos.size(-1):
         raise ValueError(
@@ -83,8 +62,7 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 def apply_rope(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
     """RoPE: rotate pair i of the vector at position m by m θᵢ, θᵢ = base^(−2i/d).
 
-    x: (..., len, d) with d even; positions: integer (len,),
-        or broadcastable (..., len)
+    x: (..., len, d) with d even; positions: integer, broadcastable to (..., len)
     returns (..., len, d)
     """
     if positions.dim() == 0 or positions.size(-1) != x.size(-2):

@@ -7,10 +7,9 @@ of l with c summary positions: block ``⌊j / l⌋ = ⌊i / l⌋`` and summary
 ``j mod l ≥ l − c``. Two layers reach every j ≤ i (:func:`two_layer_reach`): local
 then strided, or block then block | summary. With l ≈ √n: about n√n pairs, not n².
 
-The kernels compute dense attention under a pattern's union (local | strided,
-block | summary) block by block, never forming an (n, n) score matrix. In a model
-every head uses the union (the paper's "merged" head), so any two layers reach
-every earlier position.
+The kernels compute dense attention under a pattern's union (the paper's "merged"
+head, with which any two layers reach every j ≤ i) block by block, never forming
+an (n, n) score matrix.
 """
 
 from __future__ import annotations
@@ -327,9 +326,8 @@ class SparseSelfAttention(nn.Module):
     :func:`sparse_attention`; with a :class:`KVCache` the new queries attend densely
     under rows past … past + new of :func:`sparse_mask`. No attention dropout.
 
-    x: (batch, new, d_model); terms: optional RoPE (cos, sin) of the new positions;
-        no mask: the patterns assume unpadded rows (``takes_padding``).
-    returns (batch, new, d_model)
+    x: (batch, new, d_model) -> same; terms: optional RoPE (cos, sin) of the new
+        positions; no mask: the patterns assume unpadded rows (``takes_padding``)
     """
 
     takes_padding = False
