@@ -40,9 +40,6 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from annotated_transformer.blocks.feed_forward import GELUFeedForward
-from annotated_transformer.blocks.grouped_query_attention import (
-    GroupedQueryAttention,
-)
 from annotated_transformer.blocks.norms import layer_norm
 from annotated_transformer.blocks.positional import LearnedPositions, NoPositions
 from annotated_transformer.models import gpt2_weights as hf_gpt2
@@ -50,6 +47,8 @@ from annotated_transformer.models.modern_decoder import (
     ModernConfig,
     ModernDecoderLM,
 )
+
+from ..blocks.grouped_query_attention import GroupedQueryAttention
 
 INIT_STD = 0.02  # GPT-2's weights and token embeddings
 POSITION_STD = 0.01  # GPT-2's learned position table

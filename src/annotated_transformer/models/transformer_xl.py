@@ -36,9 +36,8 @@ from torch import Tensor, nn
 from annotated_transformer.blocks.attention import check_heads
 from annotated_transformer.blocks.feed_forward import PositionwiseFeedForward
 from annotated_transformer.blocks.masks import check_tokens
-from annotated_transformer.blocks.relative_attention import (
-    RelativeMultiHeadAttention,
-)
+
+from ..blocks.relative_attention import RelativeMultiHeadAttention
 
 
 @dataclass(frozen=True)

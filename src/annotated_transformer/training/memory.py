@@ -88,9 +88,8 @@ ATTENTION = ("fused", "explicit")
 # bytes: weights, gradients and each Adam moment (mixed precision keeps them fp32)
 FP32 = 4
 INDEX = 8  # bytes of an int64 token id, saved by every embedding lookup
-STATS = (
-    2 * FP32
-)  # bytes a position of a LayerNorm: its mean and 1/std, kept in fp32
+# bytes a position of a LayerNorm: its mean and 1/std, kept in fp32
+STATS = 2 * FP32
 
 
 @dataclass(frozen=True)
