@@ -34,8 +34,6 @@ WAITING: dict[str, set[str]] = {
     "long_docstrings": {
         "blocks/sparse_attention.py",
         "models/modern_decoder.py",
-        "records.py",
-        "training/memory.py",
     },
 }
 
