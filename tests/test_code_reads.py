@@ -33,7 +33,6 @@ WAITING: dict[str, set[str]] = {
     "split_roles": set(),
     "long_docstrings": {
         "blocks/sparse_attention.py",
-        "models/modern_decoder.py",
     },
 }
 
