@@ -9,9 +9,6 @@
   most ``MODULE_DOCSTRING_LINES`` lines.
 - In the model code (``SCOPE``), a class or function docstring holds shapes, the
   equation and one line of why, in at most ``DEFINITION_DOCSTRING_LINES`` lines.
-
-``WAITING`` names the files still to be rewritten, per check; an entry that no
-longer fails its check must be removed, so the list only shrinks.
 """
 
 from __future__ import annotations
@@ -29,31 +26,6 @@ MODULE_DOCSTRING_LINES = 30
 DEFINITION_DOCSTRING_LINES = 15
 # Checks that look at some folders only; the others look at the whole package.
 SCOPE = {"long_definition_docstrings": ("blocks/", "models/")}
-
-WAITING: dict[str, set[str]] = {
-    "stranded_comments": {
-        "doctor.py",
-        "exercises/ch15.py",
-        "tasks/lm.py",
-        "tasks/mlm.py",
-        "tasks/translation.py",
-        "training/memory.py",
-        "training/schedules.py",
-    },
-    "wrapped_imports": {"models/gpt2.py", "models/transformer_xl.py"},
-    "split_roles": set(),
-    "long_docstrings": {
-        "models/modern_decoder.py",
-        "records.py",
-        "training/memory.py",
-    },
-    "long_definition_docstrings": {
-        "models/decoder_only.py",
-        "models/encoder_only.py",
-        "models/modern_decoder.py",
-        "models/transformer_xl.py",
-    },
-}
 
 
 def stranded_comments(source: str) -> list[int]:
@@ -147,20 +119,9 @@ def test_the_package_reads_as_written(check: str) -> None:
     found = {
         name: lines
         for name, source in modules(check).items()
-        if name not in WAITING[check] and (lines := CHECKS[check](source))
+        if (lines := CHECKS[check](source))
     }
     assert not found, f"{check}: {found}"
-
-
-@pytest.mark.parametrize("check", CHECKS)
-def test_every_waiting_file_still_waits(check: str) -> None:
-    sources = modules(check)
-    done = [
-        name
-        for name in sorted(WAITING[check])
-        if name not in sources or not CHECKS[check](sources[name])
-    ]
-    assert not done, f"{check}: remove {done} from WAITING, they pass now"
 
 
 STRANDED = """\

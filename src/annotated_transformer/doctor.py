@@ -162,9 +162,8 @@ def check_python() -> list[Check]:
     """Python 3.11 or newer (the lock is resolved for 3.11 and tested there)."""
     version = platform.python_version()
     where = f"{version} ({sys.executable})"
-    major_minor = sys.version_info[
-        :2
-    ]  # the doctor also runs on an older Python, to say so
+    # the doctor also runs on an older Python, to say so
+    major_minor = sys.version_info[:2]
     if major_minor < (3, 11):
         fix = (
             "install Python 3.11 (python.org, `brew install python@3.11` or "

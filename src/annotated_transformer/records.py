@@ -1,16 +1,14 @@
-"""Run records: a finished run promoted into ``results/NAME``, the figures the
-book cites.
+"""Run records: finished runs promoted into ``results/NAME``, the book's figures.
 
-A run's folder (``runs/X``, :mod:`annotated_transformer.runner`) is not kept: it
-holds pickled checkpoints of a few hundred MB. Its record is plain text plus
-safetensors, small enough to commit, and enough to cite, check and reuse the run:
+A run's folder (``runs/X``) holds pickled checkpoints of a few hundred MB and is
+not kept; its record, plain text plus safetensors, is small enough to commit and
+enough to cite, check and reuse the run:
 
 - ``record.json``: the resolved config, the exact command, the git commit, the
   machine (CPU or GPU, threads, torch's kernels, precision, torch version), the
-  training wall time, the run's ``metrics.json`` as it was, the headline figure
-  and, when weights are published, a score on a small fixed subset computed
-  from the published weights; and the sha256 of every other file of the record
-  (``checksums``), checked whenever one is read;
+  training wall time, the run's ``metrics.json`` as it was, the headline figure,
+  with published weights a score they give on a small fixed subset, and the
+  sha256 of every other file (``checksums``), checked whenever one is read;
 - ``history.csv`` and ``train.log``, copied;
 - ``state.json``: what the task learned before training (vocabularies, merges);
 - with ``--weights``: ``model.safetensors`` (``--half``: float16 parameters,
@@ -18,18 +16,17 @@ safetensors, small enough to commit, and enough to cite, check and reuse the run
 
 ``python -m annotated_transformer record runs/X --name X [--weights]`` writes
 one (``record results/X --name X --weights --half --replace`` stores a record's
-float32 weights in float16, on the same condition); :func:`matching_record`
-lets ``ensure_run`` load a record instead of training a run of the same config
-(a record without weights too, for a chapter that says it needs only the run's
-history and metrics); :func:`read_weights`
-gives a record's weights wherever a run's checkpoint is read: ``predict`` and
-``evaluate --checkpoint results/X`` (several: a model soup), and
-``classify --set init=results/X``.
+float32 weights in float16, on the same condition). :func:`matching_record` lets
+``ensure_run`` load a record instead of training a run of the same config (one
+without weights too, where a chapter needs only the history and metrics);
+:func:`read_weights` gives a record's weights wherever a run's checkpoint is read
+(``predict``, ``evaluate --checkpoint results/X``, several for a model soup, and
+``classify --set init=results/X``).
 
-A run's folder is read as data: no program runs in it (the commit comes from
-its provenance, or from this program's own checkout), and only regular files
-inside it are opened. A record is written whole and alone: under a lock on its
-name, into a folder only that command names, and put in place once complete.
+A run's folder is read as data: no program runs in it (the commit comes from its
+provenance or this program's checkout) and only its regular files are opened. A
+record is written whole and alone: under a lock on its name, into a folder only
+that command names, put in place once complete.
 """
 
 from __future__ import annotations

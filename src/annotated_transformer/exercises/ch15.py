@@ -80,10 +80,11 @@ def _alibi_reference(q, k, v):
     for h in range(heads):
         slope = 2 ** (-8 * (h + 1) / heads)
         for i in range(n):
+            # (b, i + 1)
             scores = torch.tensor(
                 [(q[:, h, i] * k[:, h, j]).sum(-1).tolist() for j in range(i + 1)],
                 dtype=q.dtype,
-            ).T / math.sqrt(d)  # (b, i + 1)
+            ).T / math.sqrt(d)
             scores = scores - slope * torch.arange(i, -1, -1, dtype=q.dtype)
             weights = scores.softmax(-1)  # (b, i + 1)
             out[:, h, i] = torch.einsum("bj,bjd->bd", weights, v[:, h, : i + 1])

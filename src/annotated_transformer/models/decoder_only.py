@@ -32,13 +32,11 @@ def check_sizes(config: object, names: tuple[str, ...]) -> None:
 
 @dataclass(frozen=True)
 class DecoderConfig:
-    """The decoder-only model's sizes: checked once, then the one object the model
-    is built from (``DecoderLM(config)``).
+    """The decoder-only model's sizes, checked once: the one object the model is
+    built from (``DecoderLM(config)``).
 
-    vocab: ids in [0, vocab); d_model: the width of every position's vector; h:
-    attention heads; N: blocks; max_len: the longest context (the position
-    table's length); d_ff: the feed-forward's hidden width; dropout: its rate,
-    on the attention weights too. Its blocks are causal.
+    max_len: the longest context (the position table's length); dropout: also on
+    the attention weights. Its blocks are causal.
     """
 
     vocab: int = 256
@@ -69,14 +67,13 @@ def check_lm_input(
     mask: Tensor | None = None,
     takes_padding: bool = True,
 ) -> int:
-    """Raise a ValueError unless ``x`` (batch, len) fits a decoder-only LM; return
-    the number of cached positions (the position of x's first token).
+    """Raise a ValueError unless ``x`` (batch, len) fits a decoder-only LM of
+    ``n_blocks`` blocks and a context of ``max_len``; return the number of cached
+    positions (the position of x's first token).
 
-    The model has ``n_blocks`` blocks and a context of ``max_len`` positions;
-    ``cache`` must hold one :class:`KVCache` per block; ``mask``, if given, is bool
-    (batch, past + len), and only for a model whose attention ``takes_padding``.
-    Shapes only: the ids' values are checked where they enter
-    (``embeddings.check_ids``), not in every forward pass.
+    ``cache``: one :class:`KVCache` per block; ``mask``: bool (batch, past + len),
+    only for a model whose attention ``takes_padding``. Shapes only: the ids'
+    values are checked where they enter (``embeddings.check_ids``).
     """
     check_tokens(x, "x")
     if cache is not None and len(cache) != n_blocks:
@@ -112,21 +109,17 @@ def check_lm_input(
 class DecoderLM(nn.Module):
     """A decoder-only (GPT-style) language model over bytes: predict each next byte.
 
-    logits = W · blocks(embed(x) + P[positions]) + b, with ``N`` causal post-norm
-    blocks, each a :class:`~annotated_transformer.blocks.layers.TransformerBlock`
-    (Bloem's ``former``; GPT without the encoder or the source attention of the
-    paper's decoder).
+    logits = W · blocks(embed(x) + P[positions]) + b, N causal post-norm blocks
+    (:class:`~annotated_transformer.blocks.layers.TransformerBlock`): the paper's
+    decoder without the encoder and its source attention.
 
-    config: the sizes (:class:`DecoderConfig`); each block takes its part of them.
     x: integer (batch, len), ids in [0, vocab); positions start at
-        ``cache[0].length`` (0 without a cache) and must stay below ``max_len``, the
-        longest context it was built for.
-    cache: from :meth:`new_cache`, one :class:`KVCache` per block; then x holds only
-        the new bytes and the cache is extended in place.
+        ``cache[0].length`` (0 without a cache) and stay below ``max_len``.
+    cache: from :meth:`new_cache`, one :class:`KVCache` per block; x then holds
+        only the new bytes, and the cache is extended in place.
     mask: bool (batch, past + len), False at the padding on the left of shorter
-    prompts: never attended to, and each row's positions start at its first token.
-    returns logits (batch, len, vocab): scores of the byte at
-        each position's next position
+        prompts: never attended to; each row's positions start at its first token.
+    returns logits (batch, len, vocab), the scores of each position's next byte
     """
 
     def __init__(self, config: DecoderConfig) -> None:

@@ -1,20 +1,9 @@
 """The paper's model: the encoder-decoder Transformer (Vaswani et al. 2017).
 
-- :class:`EncoderDecoder`: encode the source once, decode the target;
-- :class:`Generator`: the final linear layer and softmax over the target vocabulary;
-- :func:`make_model`: build the whole model from hyper-parameters,
-  Glorot-initialised;
-- :class:`Transformer`: the same model built from a :class:`TransformerConfig`, with
-  what later chapters add (inputs checked at the door, a key/value cache for
-  generating, packed rows): the model a translation run trains;
-- :func:`tie_weights`: share the target embeddings with the generator (and the
-  source);
-- :func:`count_parameters`, :func:`parameter_counts` (measured per block) and
-  :func:`parameter_formula` (closed form).
-
-The decoder-only and encoder-only models are in
-:mod:`~annotated_transformer.models.decoder_only` and
-:mod:`~annotated_transformer.models.encoder_only`.
+:class:`EncoderDecoder` and :func:`make_model` are the 2017 model as the Annotated
+Transformer wrote it; :class:`Transformer` is the same model, weight for weight,
+built from a :class:`TransformerConfig` with a key/value cache and packed rows: the
+model a translation run trains.
 """
 
 from __future__ import annotations
@@ -74,16 +63,9 @@ class EncoderDecoder(nn.Module):
     """A standard encoder-decoder: memory = encode(src);
     decode(memory, tgt) -> hidden states.
 
-    Built from an :class:`Encoder`, a :class:`Decoder`, two embeddings (token ids
-    -> (batch, len, d_model) vectors with positions) and a :class:`Generator`.
-
-    src: integer (batch, src_len); tgt: integer (batch, tgt_len), the
-        shifted-right target
-    src_mask: bool (batch, 1, src_len)
-        (:func:`~annotated_transformer.blocks.masks.padding_mask`)
-    tgt_mask: bool (batch, tgt_len, tgt_len)
-        (:func:`~annotated_transformer.blocks.masks.make_std_mask`)
-    returns (batch, tgt_len, d_model); apply ``generator`` for the vocabulary.
+    src: integer (batch, src_len); tgt: integer (batch, tgt_len), shifted right
+    src_mask: bool (batch, 1, src_len); tgt_mask: bool (batch, tgt_len, tgt_len)
+    returns (batch, tgt_len, d_model); ``generator`` maps it to the vocabulary.
     """
 
     def __init__(self, encoder, decoder, src_embed, tgt_embed, generator) -> None:
@@ -117,14 +99,11 @@ def make_model(
     h: int = 8,
     dropout: float = 0.1,
 ) -> EncoderDecoder:
-    """The Transformer of the paper (base model by default: N=6,
-    d_model=512, d_ff=2048, h=8).
+    """The paper's Transformer, the base model by default.
 
-    The sizes are checked once, as a :class:`TransformerConfig` (``s``). Matrices
-    get Glorot/Xavier-uniform initialisation, as in the Annotated Transformer;
-    biases keep PyTorch's defaults and LayerNorms start as the identity.
-    :class:`Transformer` builds the same model, weight for weight, with what the
-    later chapters add.
+    The sizes are checked once, as a :class:`TransformerConfig`. Matrices get
+    Glorot/Xavier-uniform initialisation, as in the Annotated Transformer; biases
+    keep PyTorch's defaults and LayerNorms start as the identity.
     """
     s = TransformerConfig(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout)
     c = copy.deepcopy
@@ -146,15 +125,12 @@ def make_model(
 
 @dataclass(frozen=True)
 class TransformerConfig:
-    """The encoder-decoder's sizes, checked once: the one object
-    :class:`Transformer` is built from.
+    """The encoder-decoder's sizes, checked once: what :class:`Transformer` is built
+    from.
 
-    src_vocab, tgt_vocab: the vocabularies (None until the data gives them: a
-    task's config holds the model's sizes before it has read its data); N,
-    d_model, d_ff, h, dropout: :func:`make_model`'s; max_len: the longest
-    sequence (the positional table's length); attn_dropout: dropout on the
-    attention weights (None: ``dropout``, as in the paper's code; 0 lets PyTorch
-    use its fused kernels in training too).
+    src_vocab, tgt_vocab: None until the data gives them; max_len: the positional
+    table's length; attn_dropout: on the attention weights (None: ``dropout``, as in
+    the paper's code; 0 lets PyTorch use its fused kernels in training too).
     """
 
     src_vocab: int | None = None
@@ -182,18 +158,15 @@ class TransformerConfig:
 
 
 class Transformer(EncoderDecoder):
-    """:func:`make_model`'s model, weight for weight, built from a
-    :class:`TransformerConfig` with the classes that add a key/value cache for
-    decoding (:class:`CachedAttention`, :class:`CachedDecoder`) and positions for
-    packed rows. The same parameters and state-dict keys; the model a translation
-    run trains.
+    """:func:`make_model`'s model, weight for weight and with the same state-dict
+    keys, built from a :class:`TransformerConfig` with a key/value cache for
+    decoding (:class:`CachedAttention`, :class:`CachedDecoder`): the model a
+    translation run trains.
 
-    Packed rows (several sentence pairs per row,
-    :class:`~annotated_transformer.training.trainer.PackedBatch`) also pass
-    ``memory_mask`` (batch, tgt_len, src_len), which target token may read which
-    source token (src_mask then is the encoder's (batch, src_len, src_len)), and
-    ``src_pos``/``tgt_pos`` (batch, len), each token's position within its own
-    sentence.
+    Packed rows (several sentence pairs per row) also pass ``memory_mask`` (batch,
+    tgt_len, src_len), which target token may read which source token (src_mask is
+    then (batch, src_len, src_len)), and ``src_pos``/``tgt_pos`` (batch, len), each
+    token's position within its own sentence.
     """
 
     def __init__(self, config: TransformerConfig) -> None:
@@ -322,13 +295,10 @@ def check_target(
 def tie_weights(
     model: EncoderDecoder, share_source: bool = False
 ) -> EncoderDecoder:
-    """Share the target embedding matrix with the generator
-    (Vaswani et al. 2017, §3.4).
-
-    The generator's logits become x · Eᵀ + b with E the (tgt_vocab, d_model)
-    embedding table, saving tgt_vocab × d_model parameters. With ``share_source``
-    (one vocabulary for source and target, e.g. a joint BPE) the source embeddings
-    use the same table too.
+    """Share the target embedding table E (tgt_vocab, d_model) with the generator:
+    logits = x Eᵀ + b (Vaswani et al. 2017, §3.4), tgt_vocab · d_model parameters
+    fewer. ``share_source`` (one vocabulary, e.g. a joint BPE) shares it with the
+    source embeddings too.
     """
     table = model.tgt_embed.embed.lut.weight  # (vocab, d_model)
     if model.generator.proj.weight.shape != table.shape:

@@ -24,16 +24,13 @@ class EncoderConfig:
     """An encoder-only model's sizes, checked once: the one object the model and
     every block are built from (``EncoderClassifier(config)``).
 
-    vocab: ids in [0, vocab); n_classes: the classifier's outputs; pad: the padding
-        id (ignored by attention and pooling); max_len: the longest token sequence
-        accepted (the learned position table has max_len, +1 for [CLS], rows);
-        attn_dropout: dropout on the attention weights, separate from ``dropout``
-        elsewhere because any value > 0 takes ``scaled_dot_product_attention`` off
-        its fast kernel (see the ``classify`` presets); cls: pool at a learned
-        [CLS] vector instead of the mean over the real tokens.
+    pad: the padding id, ignored by attention and pooling; max_len: the longest
+        token sequence (the position table has max_len rows, +1 for [CLS]);
+        cls: pool at a learned [CLS] vector, not the mean over the real tokens.
+    attn_dropout: dropout on the attention weights, apart from ``dropout`` as
+        any value > 0 takes ``scaled_dot_product_attention`` off its fast kernel.
     window: if > 0, the first block attends only to tokens at most ``window``
-        positions away (``masks.window_mask``, the local pattern of sparse
-        attention); the later blocks see every token. Learned positions start
+        positions away, the later blocks to every token. Learned positions start
         random, so a model must discover that neighbours matter; the window builds
         that in (without it masked-LM attention stays uniform).
     """
@@ -67,20 +64,14 @@ class EncoderConfig:
 
 
 class EncoderClassifier(nn.Module):
-    """An encoder-only classifier (Bloem's ``former``): embed, N
-    blocks, pool, one linear layer.
+    """An encoder-only classifier: embed, N blocks, pool, one linear layer.
 
-    tokens (batch, len) -> x = Embeddings(tokens) + P[positions]
-        (batch, len, d_model)
+    tokens (batch, len)
+    -> x = Embeddings(tokens) + P[positions]  (batch, len, d_model)
     -> N × TransformerBlock (post-norm self-attention over the real tokens only)
-    -> pool: the mean over the real tokens (padding excluded), or with
-       ``cls=True`` the output at a learned [CLS] vector put in front of
-       every sequence (BERT's choice)
-    -> logits = pooled W + b
-        (batch, n_classes); softmax gives the class probabilities.
-
-    config: the sizes (:class:`EncoderConfig`), the one object every block is
-    built from.
+    -> pool: the mean over the real tokens, or with ``cls=True`` the output at a
+       learned [CLS] vector put in front of every sequence (BERT's choice)
+    -> logits = pooled W + b (batch, n_classes)
     """
 
     def __init__(self, config: EncoderConfig) -> None:
@@ -152,21 +143,19 @@ class EncoderClassifier(nn.Module):
 
 
 class MaskedLanguageModel(EncoderClassifier):
-    """BERT's pretraining model: the classifier's encoder, whose
-    "classes" are the vocabulary.
+    """BERT's pretraining model: the classifier's encoder, whose "classes" are the
+    vocabulary.
 
-    tokens (batch, len) -> x = encode(tokens)
-        (batch, len, d_model), as the classifier's
-    -> logits = x W_embᵀ + b
-        (batch, len, vocab): one distribution over tokens per position.
+    tokens (batch, len) -> x = encode(tokens) (batch, len, d_model)
+    -> logits = x Eᵀ + b (batch, len, vocab), one distribution per position;
+    with ``where`` (batch, len) bool, only at those positions, (selected, vocab):
+    the output layer costs more than the encoder, and the loss needs it at ~15 %
+    of the tokens.
 
-    The output matrix is the input embedding's (tied, as in BERT and the paper's
-    §3.4), so the model adds only a bias to the encoder. Every other weight has the
-    name and shape it has in :class:`EncoderClassifier`: ``embed``, ``position`` and
-    ``blocks`` load into a classifier of the same sizes (``load_encoder``).
-    ``where`` (batch, len) bool computes the logits at those positions only,
-    (selected, vocab): the output layer, vocab × d_model multiply-adds per position,
-    costs more than the encoder, and the loss needs it at ~15 % of the tokens.
+    E is the input embedding's matrix (tied, as in BERT and the paper's §3.4), so
+    the model adds only a bias to the encoder; every other weight has its name and
+    shape in :class:`EncoderClassifier`, so ``embed``, ``position`` and ``blocks``
+    load into a classifier of the same sizes (:func:`load_encoder`).
     """
 
     def __init__(self, config: EncoderConfig) -> None:

@@ -1,30 +1,19 @@
-"""GPT-2's decoder-only recipe (Radford et al. 2019), from the package's blocks.
+"""GPT-2 (Radford et al. 2019): the 2017 decoder-only model with four changes.
 
-GPT-2 is the 2017 decoder-only model with four changes, and the modern block's
-parts already hold the first one:
+- pre-norm LayerNorm blocks and a final LayerNorm: a
+  :class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM` with
+  ``norm=layer_norm``, learned positions, biases and ``kv_heads=h``;
+- GELU instead of ReLU in the feed-forward, x · Φ(x) in the tanh approximation
+  GPT-2's code uses: a smooth ReLU that lets small negative values through;
+- tied input and output embeddings: logits h Eᵀ with the token table E itself (no
+  output bias), as the 2017 paper's §3.4 already did;
+- :func:`gpt2_init_`: weights N(0, 0.02²), biases zero, positions N(0, 0.01²), and
+  the two residual projections of each block (W^O and W₂) scaled by 1/√(2N), so
+  that the residual stream, a sum of 2N contributions, starts with about the
+  embeddings' variance at any depth.
 
-- pre-norm LayerNorm blocks, learned positions, biases, one key/value head per query
-  head: :class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM` with
-  ``norm=layer_norm, positions=LearnedPositions, bias=True, kv_heads=h`` (a final
-  LayerNorm before the output, too);
-- GELU instead of ReLU in the feed-forward
-  (:class:`~annotated_transformer.blocks.feed_forward.GELUFeedForward`, the tanh
-  approximation GPT-2's code uses): x · Φ(x), a smooth ReLU that lets small
-  negative values through;
-- tied input and output embeddings: the logits are h Eᵀ with the token table E
-  itself (no output bias), as the 2017 paper's §3.4 already did;
-- initialisation (:func:`gpt2_init_`): every weight drawn from N(0, 0.02²), biases
-  zero, the position table N(0, 0.01²), and the two *residual projections* of each
-  block (attention's W^O and the feed-forward's W₂, the layers that write into the
-  residual stream) scaled by 1/√(2N): "We scale the weights of residual layers at
-  initialization by a factor of 1/√N where N is the number of residual layers" — a
-  stack of N blocks has 2N of them. The residual stream is a sum of 2N
-  contributions; with the scaling its variance at initialisation stays near that of
-  the embeddings however deep the model is.
-
-GPT-2's tokens are byte-level BPE (:mod:`~annotated_transformer.data.byte_bpe`). The
-published checkpoints load with :meth:`GPT2LM.from_pretrained` (Hugging Face's
-layout, :mod:`~annotated_transformer.models.gpt2_weights`).
+:meth:`GPT2LM.from_pretrained` loads the published checkpoints
+(:mod:`~annotated_transformer.models.gpt2_weights`).
 """
 
 from __future__ import annotations
@@ -40,9 +29,6 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from annotated_transformer.blocks.feed_forward import GELUFeedForward
-from annotated_transformer.blocks.grouped_query_attention import (
-    GroupedQueryAttention,
-)
 from annotated_transformer.blocks.norms import layer_norm
 from annotated_transformer.blocks.positional import LearnedPositions, NoPositions
 from annotated_transformer.models import gpt2_weights as hf_gpt2
@@ -50,6 +36,8 @@ from annotated_transformer.models.modern_decoder import (
     ModernConfig,
     ModernDecoderLM,
 )
+
+from ..blocks.grouped_query_attention import GroupedQueryAttention
 
 INIT_STD = 0.02  # GPT-2's weights and token embeddings
 POSITION_STD = 0.01  # GPT-2's learned position table
@@ -98,14 +86,10 @@ class GPTConfig(ModernConfig):
 
 
 class GPT2LM(ModernDecoderLM):
-    """GPT-2: N pre-norm LayerNorm blocks with GELU, learned
-    positions, tied embeddings.
+    """GPT-2: N pre-norm LayerNorm blocks with GELU, learned positions, tied
+    embeddings, initialised as GPT-2 was (:func:`gpt2_init_`).
 
-    logits = LayerNorm(blocks(dropout(E[x] + P))) Eᵀ; the contract of
-    :class:`~annotated_transformer.models.modern_decoder.ModernDecoderLM`
-    (``forward(x, cache)``, ``new_cache()``, ``max_len``), built from a
-    :class:`GPTConfig` and initialised as GPT-2 was (:func:`gpt2_init_`).
-
+    logits = LayerNorm(blocks(dropout(E[x] + P))) Eᵀ
     x: integer (batch, len), ids in [0, vocab); returns logits (batch, len, vocab)
     """
 

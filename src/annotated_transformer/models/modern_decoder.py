@@ -1,39 +1,27 @@
-"""The Transformer today: a Llama-style decoder-only language
-model, and the way there.
+"""The Transformer today: a Llama-style decoder-only language model.
 
-Seven years of practice changed the 2017 decoder block in four
-places, each one module here:
+Practice since 2017 changed the decoder block in four places, each a part the
+config names by its class:
 
-- pre-norm with :class:`~annotated_transformer.blocks.norms.RMSNorm` instead of
-  post-norm LayerNorm;
-- rotary position embeddings (:mod:`~annotated_transformer.blocks.rope`) on queries
-  and keys, in every layer, instead of position vectors added to the input;
+- pre-norm :class:`~annotated_transformer.blocks.norms.RMSNorm` instead of
+  post-norm LayerNorm (``norm``);
+- rotary position embeddings (:mod:`~annotated_transformer.blocks.rope`) on
+  queries and keys in every layer, instead of position vectors added to the input
+  (``positions``, with the ``attention`` that applies them);
 - grouped-query attention
   (:mod:`~annotated_transformer.blocks.grouped_query_attention`): fewer key/value
-  heads, a smaller KV cache;
+  heads, a smaller KV cache (``kv_heads``);
 - the :class:`~annotated_transformer.blocks.feed_forward.SwiGLU` feed-forward
-  instead of ReLU;
+  instead of ReLU (``feed_forward``);
 
-and no biases anywhere. One block:
+and no biases (``bias``). One block:
 
     x = x + dropout(GQA(RMSNorm(x)))          (causal, RoPE)
     x = x + dropout(SwiGLU(RMSNorm(x)))
 
-:class:`ModernDecoderLM` stacks N blocks between a token embedding and a final
-RMSNorm and output projection. It keeps the contract of
-:class:`~annotated_transformer.models.decoder_only.DecoderLM`
-(``forward(x, cache)``, ``new_cache()``, ``max_len``), so
-:func:`~annotated_transformer.evaluation.sampling.sample` generates from either.
-
-Each change is also a part the config names by its class, so that they can be
-added one at a time to a pre-norm block and measured: ``norm`` (``rms_norm`` or
-``layer_norm``), ``positions`` with the ``attention`` that applies them
-(``RotaryPositions`` with ``RotaryAttention``, ``ALiBiPositions`` with
-``ALiBiAttention``, or ``LearnedPositions``, ``SinusoidalPositions`` or
-``NoPositions`` with ``GroupedQueryAttention``), ``feed_forward`` (``SwiGLU``,
-``ReLUFeedForward``, ...), ``bias`` and ``kv_heads``. With ``layer_norm``, learned
-positions, ReLU, biases and ``kv_heads=h`` the model is the 2017 decoder-only one,
-made pre-norm.
+The parts can be added to a pre-norm block one at a time and measured: with
+``layer_norm``, learned positions, ReLU, biases and ``kv_heads=h`` the model is
+the 2017 decoder-only one, made pre-norm.
 """
 
 from __future__ import annotations
@@ -72,23 +60,20 @@ from annotated_transformer.models.encoder_decoder import count_parameters
 
 @dataclass(frozen=True)
 class ModernConfig:
-    """The Llama-style model, its sizes and its parts (classes): checked once,
-    then the one object every block is built from (``ModernBlock(config)``).
+    """The Llama-style model's sizes and parts (classes), checked once: the one
+    object the model and every block are built from (``ModernBlock(config)``).
 
-    d_ff: the feed-forward's hidden width; None takes ``width(relu_d_ff)`` of
-        the chosen feed-forward: the width with the parameters of a ReLU
-        feed-forward ``relu_d_ff`` wide (None: 4 · d_model), so relu_d_ff itself
-        for ReLU, 2/3 of it for SwiGLU. kv_heads: key/value heads, dividing h
-        (None: h, one per query head). eps: the norms' (None: each norm's
-        usual one).
-    norm: builds a norm from (d_model, bias, eps); positions: the model's
-        :class:`~annotated_transformer.blocks.positional.NoPositions` class;
-        attention: the attention class that applies them; feed_forward: its
-        class, built from (d_model, d_ff, dropout, bias).
-    tie_embeddings: the output layer is the token embedding itself (no output
-        bias), as in GPT-2 and the 2017 paper's §3.4.
-    pattern: the block-sparse pattern of ``attention=SparseSelfAttention``
-        (:mod:`~annotated_transformer.blocks.sparse_attention`); None otherwise.
+    d_ff: the feed-forward's hidden width; None: the width with the parameters of a
+        ReLU feed-forward ``relu_d_ff`` wide (None: 4 · d_model), so relu_d_ff for
+        ReLU, 2/3 of it for SwiGLU. kv_heads: key/value heads, dividing h (None: h).
+    norm: built from (d_model, bias, eps), eps None for each norm's usual one;
+        feed_forward: built from (d_model, d_ff, dropout, bias); positions with the
+        attention that applies them: ``RotaryPositions`` with ``RotaryAttention``,
+        ``ALiBiPositions`` with ``ALiBiAttention``, the others with
+        ``GroupedQueryAttention``; pattern: the block-sparse pattern of
+        ``attention=SparseSelfAttention`` (None otherwise).
+    tie_embeddings: the output layer is the token embedding itself, no output bias
+        (GPT-2; the 2017 paper's §3.4).
     """
 
     vocab: int = 256
@@ -144,17 +129,13 @@ class ModernConfig:
 
 class ModernBlock(nn.Module):
     """Pre-norm block: x + dropout(GQA(RMSNorm(x))), then
-    x + dropout(SwiGLU(RMSNorm(x))).
+    x + dropout(SwiGLU(RMSNorm(x))), built from a :class:`ModernConfig`.
 
-    config: the sizes and parts (:class:`ModernConfig`); no biases unless
-        ``config.bias``; positions: rotary and ALiBi ones act here, in the
-        attention, the others at the input of the model.
-    x: (batch, new, d_model); cache: a :class:`KVCache` of
-        kv_heads heads for generation;
-    terms: what the positions give the attention (RoPE's tables, ALiBi's
-        bias), or None to compute them there;
-    mask: bool (batch, new, past + new) for left-padded rows
-    (:meth:`~.grouped_query_attention.GroupedQueryAttention.forward`).
+    x: (batch, new, d_model); cache: a :class:`KVCache` of kv_heads heads;
+    terms: what the positions give the attention (RoPE's tables, ALiBi's bias), or
+        None to compute them there: rotary and ALiBi positions act here, the others
+        at the model's input;
+    mask: bool (batch, new, past + new), for left-padded rows.
     returns (batch, new, d_model)
     """
 
@@ -181,35 +162,19 @@ class ModernBlock(nn.Module):
 
 
 class ModernDecoderLM(nn.Module):
-    """A decoder-only language model, N blocks of :class:`ModernBlock` (Llama's
-    recipe, small).
+    """A decoder-only language model of N :class:`ModernBlock` blocks (Llama's
+    recipe, small): logits = norm(blocks(dropout(E[x]))) Wᵀ.
 
-    logits = RMSNorm(blocks(dropout(E[x]))) Wᵀ, positions
-    entering only through RoPE.
-
-    The output matrix W (vocab, d_model) is *not* tied to the embedding E: Llama's
-    choice; over bytes E holds only vocab × d_model = 256 × d_model parameters, so
-    tying would save little, and untied the input and output tables can specialise.
-    All layers keep PyTorch's default initialisation, as
-    :class:`~annotated_transformer.models.decoder_only.DecoderLM` does.
-
-    config: the sizes and parts (:class:`ModernConfig`), the one object every
-        block is built from. norm, positions, feed_forward, bias: the parts of the
-        module docstring; learned and sinusoidal positions are added to the token
-        vectors, as in the 2017 decoder-only model. max_len: the longest context
-        (RoPE has no table to outgrow, but the model is trained, and
-        :func:`~annotated_transformer.evaluation.sampling.sample` crops, to this
-        length).
-
-    x: integer (batch, len), ids in [0, vocab); positions start at
-        ``cache[0].length`` (0 without a cache) and must stay below max_len.
-    cache: from :meth:`new_cache`, one :class:`KVCache` per block; then x holds only
-        the new bytes and the cache is extended in place.
-    mask: bool (batch, past + len), False at the padding on the left of shorter
-    prompts (cached places included): padding is never attended to and each row's
-    positions start at its first token, so a row's logits are its prompt's alone.
-    returns logits (batch, len, vocab): scores of the byte at
-        each position's next position
+    W is E itself only with ``tie_embeddings`` (Llama unties them; over bytes,
+    tying would save only 256 · d_model parameters, and untied tables can
+    specialise); every layer keeps PyTorch's default initialisation. Learned and
+    sinusoidal positions are added to E[x], rotary and ALiBi ones act in the
+    attention. It keeps the contract of
+    :class:`~annotated_transformer.models.decoder_only.DecoderLM` (x, cache and
+    mask as there, the mask covering cached places too; ``new_cache()``,
+    ``max_len``), so :func:`~annotated_transformer.evaluation.sampling.sample`
+    generates from either; max_len: the context it trains on and sample crops to.
+    returns logits (batch, len, vocab)
     """
 
     def __init__(self, config: ModernConfig) -> None:

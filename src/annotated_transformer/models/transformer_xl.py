@@ -1,29 +1,23 @@
-"""Transformer-XL: relative positions and a memory of the previous
-segment (Dai et al. 2019).
+"""Transformer-XL (Dai et al. 2019): relative positions and a memory of the
+previous segment.
 
-A language model trained on fixed-length segments forgets everything before the
-current segment. Transformer-XL keeps each layer's input hidden states of the
-previous segment as a *memory* and lets the current segment attend to
-``[memory; current]``. The memory is a constant (stop-gradient): training still
-back-propagates through one segment only, but information flows forward across
-segments, N layers reaching about N · mem_len positions back.
+Each layer keeps its input hidden states of the previous segment as a *memory*
+and the current segment attends to ``[memory; current]``. The memory is a
+constant (no gradient): training back-propagates through one segment only, but
+information flows forward across segments, N layers reaching about N · mem_len
+positions back.
 
 Absolute positions would clash (position 0 of this segment and of the memory), so
-the score between query i and key j depends on their *distance* i − j instead
+the score of query i and key j sees their *distance* i − j, not their positions
 (§3.3):
 
     A_ij = (q_i + u)ᵀ k_j  +  (q_i + v)ᵀ W_R R_{i−j}
            content            position
 
-q_i = W_q x_i, k_j = W_k h_j; R_d is the sinusoidal vector of distance d (the table
-of :func:`~annotated_transformer.blocks.positional.sinusoids`), W_R its projection;
-u and v are learned per-head vectors that replace the query in the terms that do
-not depend on i's content. The scores are scaled by 1/√d_k, masked (causal) and
-soft-maxed as usual.
-
-Computing (q_i + v)ᵀ W_R R_{i−j} for every (i, j) would need a (len, klen, d)
-tensor. Instead one matmul scores every query against every distance, and
-:func:`rel_shift` slides row i so that column j holds distance i − j.
+q_i = W_q x_i and k_j = W_k h_j over [memory; current]; R_d is the sinusoidal
+vector of distance d, W_R its projection; u and v are learned per-head vectors
+that replace the query in the terms that do not depend on i's content
+(:mod:`~annotated_transformer.blocks.relative_attention`).
 """
 
 from __future__ import annotations
@@ -36,9 +30,8 @@ from torch import Tensor, nn
 from annotated_transformer.blocks.attention import check_heads
 from annotated_transformer.blocks.feed_forward import PositionwiseFeedForward
 from annotated_transformer.blocks.masks import check_tokens
-from annotated_transformer.blocks.relative_attention import (
-    RelativeMultiHeadAttention,
-)
+
+from ..blocks.relative_attention import RelativeMultiHeadAttention
 
 
 @dataclass(frozen=True)
@@ -94,12 +87,11 @@ def check_xl_input(
 
 
 class TransformerXLBlock(nn.Module):
-    """Relative self-attention over [memory; x], then feed-forward,
-    post-norm (as Transformer-XL).
+    """Relative self-attention over [memory; x], then feed-forward, post-norm (as
+    Transformer-XL):
 
-    x = LayerNorm(x + dropout(RelAttn(x, memory)));
+    x = LayerNorm(x + dropout(RelAttn(x, memory)))
     x = LayerNorm(x + dropout(FFN(x)))
-    config: the sizes (:class:`XLConfig`).
     x: (batch, len, d_model); memory: (batch, mem_len, d_model) or None; mask as in
     :class:`RelativeMultiHeadAttention`. returns (batch, len, d_model)
     """
@@ -120,24 +112,19 @@ class TransformerXLBlock(nn.Module):
 
 
 class TransformerXLLM(nn.Module):
-    """A byte-level Transformer-XL language model: segments read one
-    after another with memory.
+    """A byte-level Transformer-XL language model: segments read one after another,
+    with memory. No position table: the relative attention supplies all positional
+    information, so a segment may follow any amount of history.
 
-    No position table: the relative attention supplies all positional information,
-    so a segment may follow any amount of history.
-
-    config: the sizes (:class:`XLConfig`), the one object every block is built
-        from.
     forward(x, memories=None, mem_len=None) -> (logits, new_memories)
     x: integer (batch, len), ids in [0, vocab)
-    memories: None (the first segment) or the ``new_memories`` of the previous call,
-        one (batch, m, d_model) tensor per block
-    mem_len: how many states to keep for the next segment (default: the ``mem_len``
-        the model was built with); evaluation may keep more than training did, the
-        relative scores extend to any distance
-    returns logits (batch, len, vocab) for each next byte, and
-        new_memories: per block the last mem_len of [memory; this segment's
-        inputs to the block], detached.
+    memories: None (the first segment) or the previous call's ``new_memories``, one
+        (batch, m, d_model) tensor per block
+    mem_len: the states to keep for the next segment (default: the config's);
+        evaluation may keep more than training did, the relative scores extend to
+        any distance
+    returns logits (batch, len, vocab) for each next byte, and new_memories: per
+        block the last mem_len of [memory; this segment's inputs to it], detached
     """
 
     def __init__(self, config: XLConfig) -> None:

@@ -281,9 +281,8 @@ def scored_windows(
         ):
             start, first = chunk[:, 0:1], chunk[:, 1:2]  # (b, 1) each
             windows = data[start + offsets].long()  # (b, L + 1)
-            positions = (
-                start + 1 + offsets[:-1]
-            )  # (b, L): the index of each target byte
+            # (b, L): the index of each target byte
+            positions = start + 1 + offsets[:-1]
             scored = positions >= first  # (b, L)
             logits = model(windows[:, :-1].to(device)).float()  # (b, L, 256)
             yield (
@@ -345,9 +344,8 @@ def fixed_windows(
     if n < 1:
         raise ValueError(f"{len(data)} bytes hold no window of {context} + 1 bytes")
     starts = torch.arange(n) * context
-    windows = data[
-        starts[:, None] + torch.arange(context + 1)
-    ].long()  # (n, context + 1)
+    # (n, context + 1)
+    windows = data[starts[:, None] + torch.arange(context + 1)].long()
     return [(w[:, :-1], w[:, 1:]) for w in windows.split(batch_size)]
 
 

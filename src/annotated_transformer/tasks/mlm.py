@@ -260,12 +260,10 @@ class MaskedLM(ReviewsTask):
             )
         device = next(model.parameters()).device
         with evaluating(model):
-            logits = (
-                model(ids.to(device), where.to(device)).float().cpu()
-            )  # (masks, vocab)
-            logits[
-                :, [self.vocab[token] for token in self.specials]
-            ] = -torch.inf  # words only
+            # (masks, vocab)
+            logits = model(ids.to(device), where.to(device)).float().cpu()
+            # words only
+            logits[:, [self.vocab[token] for token in self.specials]] = -torch.inf
             probs, best = logits.softmax(dim=-1).topk(top, dim=-1)
         return [
             [(self.vocab.itos[i], p) for i, p in zip(row, prob, strict=True)]

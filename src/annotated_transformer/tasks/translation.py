@@ -329,9 +329,8 @@ class Translator:
             src = collate([v.encode(tokens[i]) for i in index], pad, bos, eos)
             src = src.to(device)
             src_mask = padding_mask(src, pad)  # (batch, 1, src_len)
-            max_len = min(
-                self.max_len, src.size(1) + 50
-            )  # room for <s> + the output
+            # room for <s> + the output
+            max_len = min(self.max_len, src.size(1) + 50)
             if beam > 1:
                 ys = beam_search(
                     self.model, src, src_mask, max_len, bos, eos, beam, alpha
@@ -538,9 +537,8 @@ class Translation(Task):
         translator = self.translator(model)
         with evaluating(model):
             tokens = translator.translate_tokens(data.src, beam, alpha)
-        words = (
-            tokens if self.bpe is None else None
-        )  # words: scored as the model wrote them
+        # words: scored as the model wrote them
+        words = tokens if self.bpe is None else None
         decoding = {"beam": beam} if beam == 1 else {"beam": beam, "alpha": alpha}
         return {
             **decoding,

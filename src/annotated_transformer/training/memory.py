@@ -1,58 +1,32 @@
-"""Where the training memory goes: a formula for one
-training step, and a measurement.
+"""Where the training memory goes: a formula for one training step, and a
+measurement.
 
 One step (forward, backward, Adam update) of a model with P parameters holds
 
     M = 4P (weights) + 4P (gradients) + 8P (Adam's m, v) + B (buffers)
         + A (activations)
 
-bytes in fp32. The first three are fixed by the model (16 bytes a parameter);
-A, the tensors the forward pass saves for the backward pass, grows with the
-batch b and the length n:
+bytes in fp32. A, what the forward pass saves for the backward pass, grows with
+the batch b and the length n: per layer, terms in b·n·d_model (inputs of every
+linear layer and LayerNorm, dropout masks), b·n·d_ff (the feed-forward's hidden
+layer) and b·h·n² (attention weights, unless a fused kernel avoids them).
+:func:`training_memory` writes each term out for ``DecoderLM`` and
+``Transformer`` as this CPU build of PyTorch saves them (listed with
+``torch.autograd.graph.saved_tensors_hooks``: dropout keeps its mask in the
+activation dtype (CUDA's fused one: 1 byte); the flash kernel keeps a log-sum-exp
+and the mask made additive instead of the weights; with dropout the math kernel
+keeps three (b, h, n, n) tensors); :func:`measured_training_memory` runs a real
+step and reads the peak.
 
-    A = N · a_layer(b, n, d_model, d_ff, h) + a_ends(b, n, d_model, vocab)
+The peak comes where the forward pass ends and the backward pass begins: all
+activations alive, the weights' gradients not yet (``set_to_none=True``), the
+loss's gradient with respect to the logits being formed (:class:`MemoryBreakdown`):
 
-with, per layer, terms in b·n·d_model (inputs of every linear layer and LayerNorm,
-dropout masks), b·n·d_ff (the feed-forward's hidden layer) and b·h·n² (attention
-weights, unless a fused kernel avoids them). :func:`training_memory` writes each
-term out for the package's two generative models (``DecoderLM`` and ``make_model``'s
-``EncoderDecoder``); :func:`measured_training_memory` runs a real step and reads the
-peak, to check the formula.
+    peak = weights + Adam + buffers + max(A + transient, gradients)
 
-What this CPU build of PyTorch saves, found by listing the saved tensors
-(``torch.autograd.graph.saved_tensors_hooks``):
-
-- ``nn.Dropout`` on CPU saves its scaled keep-mask *in the activation dtype* (4
-  bytes an element in fp32); CUDA's fused dropout saves a 1-byte boolean mask.
-- ``F.scaled_dot_product_attention`` without dropout runs the CPU flash kernel: it
-  saves q, k, v, the output and a (b, h, n) log-sum-exp, never the (b, h, n, n)
-  weights, but it turns a boolean mask into an additive float mask and saves that
-  (one (b, 1, n, n) float tensor per decoder self-attention).
-- With dropout > 0 it falls back to the math kernel, which saves the softmax, the
-  dropout mask and the dropped weights: three (b, h, n, n) tensors, as many as the
-  explicit :func:`~annotated_transformer.blocks.attention.attention`
-  (``keep_attention = True``).
-
-The peak of a step comes where the forward pass ends and the backward pass begins:
-all activations are alive, the weights' gradients are not yet
-(``zero_grad(set_to_none=True)``), and the loss's gradient with respect to the
-logits, (b·n, vocab), is being formed. So
-
-    peak = weights + Adam + buffers + max(A + 2 · 4·b·n·vocab,  gradients)
-
-where the second branch (the optimiser step, activations freed) wins only for tiny
-batches, and with a small vocabulary the top feed-forward's backward, 2·s·b·n·d_ff,
-outgrows the first term's 2·4·b·n·vocab (:class:`MemoryBreakdown`). Measured on CPU
-(``benchmarks/memory.py``) it is within 3% for most sizes; it undershoots (by 8% at
-d_model 512, batch 8 × 64 tokens, no dropout) when the weights' gradients are as
-large as the activations, because the backward pass then peaks later, holding most
-gradients and some activations at once. :meth:`MemoryBreakdown.total` is that peak;
-:meth:`MemoryBreakdown.upper_bound` adds everything up, as if gradients and
-activations were alive at once.
-
-Sharding (:func:`per_device_bytes`): data parallelism (DDP) keeps a full copy of
-weights, gradients and Adam on each of W devices; FSDP shards the three over the W
-devices and gathers one layer's full weights (and gradients) at a time.
+It undershoots when the gradients are as large as the activations (the backward
+pass then peaks later, holding most gradients and some activations at once);
+:func:`per_device_bytes` gives the fixed part per device under DDP or FSDP.
 """
 
 from __future__ import annotations
@@ -88,9 +62,8 @@ ATTENTION = ("fused", "explicit")
 # bytes: weights, gradients and each Adam moment (mixed precision keeps them fp32)
 FP32 = 4
 INDEX = 8  # bytes of an int64 token id, saved by every embedding lookup
-STATS = (
-    2 * FP32
-)  # bytes a position of a LayerNorm: its mean and 1/std, kept in fp32
+# bytes a position of a LayerNorm: its mean and 1/std, kept in fp32
+STATS = 2 * FP32
 
 
 @dataclass(frozen=True)

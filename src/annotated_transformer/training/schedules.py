@@ -89,10 +89,8 @@ SCHEDULES: dict[str, Callable[..., float]] = {
     "linear": linear,
     "inverse_sqrt": inverse_sqrt,
 }
-ENDS_AT_TOTAL = (
-    "cosine",
-    "linear",
-)  # the shapes that need the total number of steps
+# the shapes that need the total number of steps
+ENDS_AT_TOTAL = ("cosine", "linear")
 
 
 def make_scheduler(
