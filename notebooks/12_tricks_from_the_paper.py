@@ -12,7 +12,7 @@
 # %% [markdown]
 # # 12 · Tricks from the paper
 #
-# - **You will learn** what the paper's tricks (a shared vocabulary with tied weights, beam search, checkpoint averaging, several GPUs) and the preset's other choices are worth on Multi30k.
+# - **You will learn** what the paper's tricks (a shared vocabulary with tied weights, beam search, checkpoint averaging, several GPUs) and the preset's other choices are worth on Multi30k, and how close a laptop's CPU gets to the full run on a time budget.
 # - **It assumes** [chapter 10](10_translation_multi30k.ipynb), and [chapter 09](09_copy_task.ipynb) for beam search.
 # - **Time:** about 15 minutes to read; it runs in about 9 minutes from its runs' records; training its 11 runs took 27.4–128.3 minutes each on one CPU thread.
 #
@@ -37,8 +37,9 @@
 # 3. **checkpoint averaging**: "we used a single model obtained by averaging the last 5
 #    checkpoints" (section 6.1).
 #
-# A fourth section measures every other choice of the `cpu` preset one at a time, and the
-# last shows how the same training runs on several GPUs.
+# A fourth section measures every other choice of the `cpu` preset one at a time, a fifth
+# puts the changes that pay together on a time budget, and the last shows how the same
+# training runs on several GPUs.
 
 # %%
 import dataclasses
@@ -53,7 +54,12 @@ import torch
 from annotated_transformer.blocks.embeddings import Embeddings
 from annotated_transformer.book import viz
 from annotated_transformer.book.page import wrap
-from annotated_transformer.book.runs import translation_levers
+from annotated_transformer.book.runs import (
+    SPEEDRUN_BUDGET,
+    speedrun_name,
+    speedrun_rungs,
+    translation_levers,
+)
 from annotated_transformer.book.sizes import pick, runs_dir
 from annotated_transformer.book.source import show_source
 from annotated_transformer.data import multi30k
@@ -78,6 +84,7 @@ from annotated_transformer.training.checkpoints import (
     read_checkpoint,
     save_checkpoint,
 )
+from annotated_transformer.training.trainer import Budget
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
@@ -529,7 +536,87 @@ alt.Chart(
 # merges, were measured on the short recipe only, where a model that learns faster early
 # need not end ahead.
 #
-# ## 5 · Several GPUs
+# ## 5 · A laptop speedrun
+#
+# Section 4 gave every change the same number of epochs. A reader with a laptop counts
+# time instead: how far does section 4's model get in
+# 30<!-- record translate-speedrun config.budget_minutes --> minutes of 2 CPU threads,
+# and which changes buy the most in that time? The `speedrun` preset answers both:
+#
+#     python -m annotated_transformer translate train --preset speedrun --threads 2 \
+#         --out runs/translate-speedrun
+#
+# `budget_minutes` counts the time of the training steps, as `train_minutes` does
+# (validations and checkpoints not included). A schedule that ends at zero has to know
+# where the end is, so the run measures its pace at the end of the warm-up and plans
+# the steps that fill the budget; the plan is saved with every checkpoint, so a resumed
+# run takes the same steps:
+
+# %%
+show_source(Budget)
+
+# %% [markdown]
+# The ladder goes from the `cpu` preset to the speedrun one change at a time, every rung
+# at the same budget on 2 threads (`book.runs.speedrun_ladder`; each rung is one command
+# of `python -m annotated_transformer.book.runs`), followed by a change that was tried
+# on the speedrun and did not help:
+
+# %% tags=["nbval-ignore-output"]
+BUDGET = pick(ci=("budget_minutes=0.05", "epochs=20", "keep_last=3"), full=SPEEDRUN_BUDGET)
+rung_labels = {
+    "cpu": "the cpu preset",
+    "lr2": "+ twice the peak rate, 5/8 of the warm-up",
+    "merges": f"+ half the merges ({preset.bpe_merges // 2:,})",
+    "attn0": "+ no attention dropout: the speedrun",
+    "small-batches": f"tried: {preset.max_tokens * 3 // 5:,}-token batches",
+}
+rung_runs = {
+    rung_labels[name]: ensure_run(
+        "translate",
+        rung_preset,
+        runs_dir() / speedrun_name(name),
+        settings=list(settings),
+        weights=False,
+    )
+    for name, (rung_preset, settings) in speedrun_rungs(PRESET, BUDGET).items()
+}
+ladder_table = pd.DataFrame(
+    {
+        rung: {
+            "steps": r.metrics["steps"],
+            "minutes": r.metrics["train_seconds"] / 60,
+            "val BLEU": val_bleu(r),
+            "test sacreBLEU": r.metrics["test"]["bleu"],
+        }
+        for rung, r in rung_runs.items()
+    }
+).T.astype({"steps": int})
+ladder_table.round(2)
+
+# %% [markdown]
+# Validation BLEU against the minutes trained, for the first rung and the last:
+
+# %% tags=["nbval-ignore-output"]
+ends = [rung_labels["cpu"], rung_labels["attn0"]]
+curves = pd.concat(
+    [
+        rows_with(rung_runs[rung].history, "val_bleu").assign(
+            rung=rung, minutes=lambda h: h["seconds"] / 60
+        )
+        for rung in ends
+    ]
+)
+alt.Chart(curves, title="The same budget, two recipes").mark_line(point=True).encode(
+    x=alt.X("minutes:Q", title="minutes of training"),
+    y=alt.Y("val_bleu:Q", title="validation BLEU (greedy, tokenized)"),
+    color=alt.Color("rung:N", title=None, legend=alt.Legend(orient="bottom")),
+    tooltip=["rung:N", "step:Q", alt.Tooltip("val_bleu:Q", format=".2f")],
+).properties(width=340, height=240)
+
+# %% [markdown]
+# SPEEDRUN-PROSE
+#
+# ## 6 · Several GPUs
 #
 # The paper trained on 8 GPUs. The runner does the same with PyTorch's
 # `DistributedDataParallel`, started by `torchrun`:
@@ -595,7 +682,8 @@ alt.Chart(verdict, title="The paper's tricks on Multi30k").mark_bar().encode(
 #
 # - share one vocabulary and tie embedding matrices;
 # - choose a beam size and length penalty on validation data;
-# - average checkpoints, and measure what each choice of a recipe is worth.
+# - average checkpoints, and measure what each choice of a recipe is worth;
+# - train to a time budget, and climb from one recipe to another one change at a time.
 #
 # **Next:** [chapter 13 · Sentiment classification on IMDb](13_classification_imdb.ipynb).
 
@@ -677,7 +765,7 @@ alt.Chart(verdict, title="The paper's tricks on Multi30k").mark_bar().encode(
 # the gradients are then *averaged* over the processes. If each process used the mean
 # loss over its own tokens, a process with few tokens would weigh as much as one with
 # many. Which loss must each process backpropagate, from its summed loss and the token
-# counts, so that the averaged gradient is that of the mean over all tokens (section 5)?
+# counts, so that the averaged gradient is that of the mean over all tokens (section 6)?
 # The grader simulates three processes with 2, 5 and 9 examples and compares with one
 # process that sees them all.
 #

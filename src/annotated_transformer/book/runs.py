@@ -195,24 +195,27 @@ def speedrun_ladder(config: TranslationConfig) -> dict[str, tuple[str, ...]]:
     return ladder
 
 
+def speedrun_tried(config: TranslationConfig) -> dict[str, tuple[str, ...]]:
+    """Changes to the speedrun measured at its budget that did not help, by the
+    name of their run (``config``: the ladder's base; the speedrun keeps its
+    batch size)."""
+    return {"small-batches": (f"max_tokens={config.max_tokens * 3 // 5}",)}
+
+
 def speedrun_rungs(
     base: str, budget: tuple[str, ...]
 ) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """Each rung's (preset, settings) over the ``base`` preset at ``budget``; over
-    the ``cpu`` preset the last rung is the ``speedrun`` preset itself."""
+    """Each rung's (preset, settings) over the ``base`` preset at ``budget``,
+    then each change tried over the last rung; over the ``cpu`` preset the last
+    rung is the ``speedrun`` preset itself."""
     config = PRESETS["translate"][base]
-    rungs = {
-        name: (base, (*budget, *s)) for name, s in speedrun_ladder(config).items()
-    }
-    if base == "cpu":
-        rungs["attn0"] = ("speedrun", ())
-    return rungs
-
-
-def speedrun_tried(config: TranslationConfig) -> dict[str, tuple[str, ...]]:
-    """Changes to the speedrun ``config`` measured at its budget that did not
-    help, by the name of their run."""
-    return {"small-batches": (f"max_tokens={config.max_tokens * 3 // 5}",)}
+    ladder = speedrun_ladder(config)
+    last = "speedrun" if base == "cpu" else base
+    top = () if base == "cpu" else (*budget, *ladder["attn0"])
+    rungs = {name: (base, (*budget, *s)) for name, s in ladder.items()}
+    rungs["attn0"] = (last, top)
+    tried = speedrun_tried(config).items()
+    return rungs | {name: (last, (*top, *s)) for name, s in tried}
 
 
 def speedrun_name(rung: str) -> str:
@@ -221,10 +224,9 @@ def speedrun_name(rung: str) -> str:
 
 
 def _speedrun() -> list[BookRun]:
-    """The speedrun's ladder at its budget, two seeds at both ends,
-    and the changes tried that did not help."""
-    rungs = speedrun_rungs("cpu", SPEEDRUN_BUDGET)
-    speedrun = PRESETS["translate"]["speedrun"]
+    """Chapter 12: the speedrun's ladder at its budget and the changes tried
+    that did not help; a second seed of the first rung and the last."""
+    runs = speedrun_rungs("cpu", SPEEDRUN_BUDGET).items()
     return [
         BookRun(
             speedrun_name(name) + suffix,
@@ -232,18 +234,10 @@ def _speedrun() -> list[BookRun]:
             preset=preset,
             settings=(*settings, *seed),
             threads=2,
+            chapters=() if seed else (12,),
         )
-        for name, (preset, settings) in rungs.items()
+        for name, (preset, settings) in runs
         for suffix, seed in SEEDS[: 2 if name in ("cpu", "attn0") else 1]
-    ] + [
-        BookRun(
-            speedrun_name(name),
-            "translate",
-            preset="speedrun",
-            settings=settings,
-            threads=2,
-        )
-        for name, settings in speedrun_tried(speedrun).items()
     ]
 
 
@@ -476,9 +470,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [BY_NAME[name] for name in args.names] or [
         run for run in RUNS if run.record() is None
     ]
+    threads = sorted({run.threads or args.threads for run in chosen})
     print(
         f"{len(chosen)} run(s) to train and record into {results_dir()}, "
-        f"{args.jobs} at a time on {args.threads} thread(s) each"
+        f"{args.jobs} at a time on {'/'.join(map(str, threads))} thread(s) each"
     )
     return 1 if train_all(chosen, args.threads, args.jobs) else 0
 
