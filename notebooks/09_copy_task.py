@@ -14,7 +14,7 @@
 #
 # - **You will learn** to train a small Transformer end to end, and to decode with it greedily, with a key/value cache and with beam search.
 # - **It assumes** [chapter 08](08_training.ipynb).
-# - **Time:** about 20 minutes to read; it runs in under a minute.
+# - **Time:** about 20 minutes to read; it runs in about 2 minutes.
 #
 # Before training on real translations, which takes far longer and can fail for a hundred reasons,
 # the Annotated Transformer trains on the simplest sequence-to-sequence task there is: given a

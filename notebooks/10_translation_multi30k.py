@@ -14,7 +14,7 @@
 #
 # - **You will learn** a real translation task end to end: data, tokenizers, vocabularies, batches with little padding, the task runner, training and BLEU.
 # - **It assumes** [chapter 09](09_copy_task.ipynb), and [chapter 03](03_tokens_and_embeddings.ipynb) for byte-pair encoding.
-# - **Time:** about 20 minutes to read; it runs in under a minute from its run's record; training its run took 128.3 minutes on one CPU thread.
+# - **Time:** about 20 minutes to read; it runs in about a minute from its run's record; training its run took 128.3 minutes on one CPU thread.
 #
 # :::{admonition} Where the outputs come from
 # :class: dropdown

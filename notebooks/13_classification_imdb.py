@@ -14,7 +14,7 @@
 #
 # - **You will learn** the same blocks as an encoder-only classifier: pooling that ignores padding, training through the runner, and where the model goes wrong.
 # - **It assumes** [chapter 07](07_the_full_model.ipynb) (the post-norm block), [chapter 08](08_training.ipynb) and [chapter 10](10_translation_multi30k.ipynb) (the runner).
-# - **Time:** about 15 minutes to read; it runs in about a minute from its runs' records; training its 2 runs took 8.2 minutes each on one CPU thread.
+# - **Time:** about 15 minutes to read; it runs in about 2 minutes from its runs' records; training its 2 runs took 8.2 minutes each on one CPU thread.
 #
 # The blocks of Parts I–III were built for translation, but nothing in a Transformer block is
 # specific to it. A block maps a sequence of vectors to a sequence of vectors of the same

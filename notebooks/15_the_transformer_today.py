@@ -14,7 +14,7 @@
 #
 # - **You will learn** the changes between the 2017 block and today's (RoPE, RMSNorm, SwiGLU, grouped-query attention, ALiBi) and what each buys on the same budget.
 # - **It assumes** [chapter 04](04_positional_encoding.ipynb) and [chapter 14](14_generation_characters.ipynb).
-# - **Time:** about 20 minutes to read; it runs in under a minute from its runs' records; training its 18 runs took 8.6–13.6 minutes each on one CPU thread.
+# - **Time:** about 20 minutes to read; it runs in about a minute from its runs' records; training its 18 runs took 8.6–13.6 minutes each on one CPU thread.
 #
 # A model released in 2026 still has the 2017 skeleton: embeddings, a stack of attention and
 # feed-forward blocks with residual connections, a softmax over the vocabulary. Its block

@@ -14,7 +14,7 @@
 #
 # - **You will learn** BERT's masked-language-model pretraining and fine-tuning, measured against classifiers trained from scratch and a bag of words.
 # - **It assumes** [chapter 13](13_classification_imdb.ipynb).
-# - **Time:** about 20 minutes to read; it runs in about 10 minutes from its runs' records; training its 5 runs took 8.2–251.7 minutes each on one or two CPU threads.
+# - **Time:** about 20 minutes to read; it runs in about 7 minutes from its runs' records; training its 5 runs took 8.2–251.7 minutes each on one or two CPU threads.
 #
 # :::{admonition} Where the outputs come from
 # :class: dropdown
