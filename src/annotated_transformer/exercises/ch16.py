@@ -112,7 +112,10 @@ def check_masked_accuracy(m: ModuleType) -> None:
     logits = torch.randn(6, 30, 11, generator=gen)
     labels = torch.randint(0, 11, (6, 30), generator=gen)
     hidden = torch.rand(6, 30, generator=gen) < 0.2
-    hidden[0, 0] = True  # at least one hidden word
+    # at least one hidden word predicted right and one word visible: an answer
+    # that divides by every position must then score lower
+    hidden[0, 0], hidden[0, 1] = True, False
+    labels[0, 0] = logits[0, 0].argmax()
     labels[~hidden] = -100
     right = total = 0
     for row in range(6):
