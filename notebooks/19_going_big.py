@@ -14,7 +14,7 @@
 #
 # - **You will learn** where the memory of a training step goes, and half precision, gradient accumulation, activation checkpointing, data-parallel and sharded training and `torch.compile`, each measured.
 # - **It assumes** [chapter 08](08_training.ipynb) and [chapter 10](10_translation_multi30k.ipynb) (the runner).
-# - **Time:** about 25 minutes to read; it runs in about 4 minutes.
+# - **Time:** about 25 minutes to read; it runs in about 2 minutes.
 #
 # Peter Bloem's *Transformers from scratch* ends with the tricks that let transformers grow:
 # half precision, gradient accumulation, gradient checkpointing and many GPUs. Every model in

@@ -496,8 +496,14 @@ def _held_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
 # Kineto, the profiler's C++ library, writes a line to the process's stderr when a
 # profile starts and when it stops ("USDT:<time> <pid>:<tid>
 # SyncActivityProfilerHandler.cpp:52] profiler_start"); its setting,
-# KINETO_LOG_LEVEL, turns them off only with its warnings and errors.
-_PROFILER_MARKS = re.compile(rb"^(?:USDT|STAGE):.*ActivityProfiler.*\n?", re.M)
+# KINETO_LOG_LEVEL, turns them off only with its warnings and errors. The
+# allocator's note that a block allocated before the profile was freed during it
+# goes too: that free has no size, so the running sum below is unchanged.
+_PROFILER_MARKS = re.compile(
+    rb"^(?:(?:USDT|STAGE):.*ActivityProfiler.*"
+    rb"|\[W.*CPUAllocator.*allocated before the profiling started.*)\n?",
+    re.M,
+)
 
 
 @contextmanager
