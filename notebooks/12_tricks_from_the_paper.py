@@ -562,7 +562,8 @@ show_source(Budget)
 # on the speedrun and did not help:
 
 # %% tags=["nbval-ignore-output"]
-BUDGET = pick(ci=("budget_minutes=0.05", "epochs=20", "keep_last=3"), full=SPEEDRUN_BUDGET)
+CI_BUDGET = ("budget_minutes=0.05", "epochs=20", "keep_last=3")
+BUDGET = pick(ci=CI_BUDGET, full=SPEEDRUN_BUDGET)
 rung_labels = {
     "cpu": "the cpu preset",
     "lr2": "+ twice the peak rate, 5/8 of the warm-up",
@@ -606,7 +607,8 @@ curves = pd.concat(
         for rung in ends
     ]
 )
-alt.Chart(curves, title="The same budget, two recipes").mark_line(point=True).encode(
+chart = alt.Chart(curves, title="The same budget, two recipes")
+chart.mark_line(point=True).encode(
     x=alt.X("minutes:Q", title="minutes of training"),
     y=alt.Y("val_bleu:Q", title="validation BLEU (greedy, tokenized)"),
     color=alt.Color("rung:N", title=None, legend=alt.Legend(orient="bottom")),
