@@ -209,11 +209,11 @@ def speedrun_rungs(
     then each change tried over the last rung; over the ``cpu`` preset the last
     rung is the ``speedrun`` preset itself."""
     config = PRESETS["translate"][base]
-    ladder = speedrun_ladder(config)
-    last = "speedrun" if base == "cpu" else base
-    top = () if base == "cpu" else (*budget, *ladder["attn0"])
-    rungs = {name: (base, (*budget, *s)) for name, s in ladder.items()}
-    rungs["attn0"] = (last, top)
+    ladder = speedrun_ladder(config).items()
+    rungs = {name: (base, (*budget, *s)) for name, s in ladder}
+    if base == "cpu":
+        rungs["attn0"] = ("speedrun", ())
+    last, top = rungs["attn0"]
     tried = speedrun_tried(config).items()
     return rungs | {name: (last, (*top, *s)) for name, s in tried}
 
