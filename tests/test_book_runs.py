@@ -3,10 +3,13 @@ committed records, names one config once, and builds every config it names."""
 
 from __future__ import annotations
 
+import csv
 import io
 import itertools
+import math
 import shutil
 from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -91,6 +94,35 @@ def test_the_speedrun_ladder_climbs_from_the_cpu_preset_to_the_speedrun_preset()
     assert run.train_words(1)[-4:] == [
         "--threads", "2", "--out", "runs/translate-speedrun-cpu-s1",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("rung", ["cpu", "attn0"])
+def test_a_second_seed_replays_the_steps_its_first_seed_planned(rung):
+    """Seed 1 trains, in place of a budget, the steps where seed 0's cosine ends:
+    each learning rate of seed 0's history after the warm-up, solved for the end
+    of ½·peak·(1 + cos π(t − warmup)/(end − warmup)), gives the same end."""
+    seed0 = book_runs.speedrun_name(rung)
+    seed1 = book_runs.BY_NAME[seed0 + "-s1"]
+    first = new_config(
+        "translate",
+        *book_runs.speedrun_rungs("cpu", book_runs.SPEEDRUN_BUDGET)[rung],
+    )
+    second = new_config("translate", seed1.preset, seed1.settings)
+    assert second.budget_minutes == 0 and second.epochs == 0 and second.seed == 1
+    assert second == replace(
+        first, seed=1, budget_minutes=0, epochs=0, steps=second.steps
+    )
+    with open(RESULTS / seed0 / "history.csv", newline="") as f:
+        rows = [(int(r["step"]), float(r["lr"])) for r in csv.DictReader(f)]
+    peak, warmup = first.lr, first.warmup
+    ends = [
+        warmup + (t - 1 - warmup) * math.pi / math.acos(2 * lr / peak - 1)
+        for t, lr in rows
+        if t - 1 > warmup and lr > peak / 100
+    ]
+    assert len(ends) > 500
+    assert max(ends) - min(ends) < 1e-3
+    assert round(ends[0]) == second.steps
 
 
 def test_a_record_is_named_results_name_wherever_the_records_are(
