@@ -125,6 +125,17 @@ def test_a_second_seed_replays_the_steps_its_first_seed_planned(rung):
     assert round(ends[0]) == second.steps
 
 
+def test_the_higher_rate_is_the_speedrun_at_its_steps_with_one_change():
+    """The rate tried over the speedrun takes the speedrun's own planned steps
+    and seed: it differs from translate-speedrun in the peak rate alone."""
+    run = book_runs.BY_NAME["translate-speedrun-higher-rate"]
+    tried = new_config("translate", run.preset, run.settings)
+    speedrun = new_config("translate", "speedrun")
+    assert tried == replace(
+        speedrun, lr=0.003, budget_minutes=0, epochs=0, steps=1613
+    )
+
+
 def test_a_record_is_named_results_name_wherever_the_records_are(
     tmp_path, monkeypatch
 ):

@@ -176,13 +176,22 @@ SPEEDRUN_BUDGET = (
     *("budget_minutes=30", "epochs=20"),
     *("precision=fp32", "keep_last=3"),
 )
-# The second seed of the first rung and the last: seed 1, taking the steps that
-# seed 0's budget planned on its machine (where the cosine in its history.csv
-# ends) in place of a budget, so that the two seeds differ in the seed alone.
-SPEEDRUN_PLANS = {
-    rung: ("seed=1", "budget_minutes=0", "epochs=0", f"steps={steps}")
-    for rung, steps in (("cpu", 1_324), ("attn0", 1_613))
-}
+# The steps that seed 0's budget planned for the first rung and the last, on its
+# machine (where the cosine in its history.csv ends): their second seeds take them.
+SPEEDRUN_PLANS = {"cpu": 1_324, "attn0": 1_613}
+
+
+def override(settings: tuple[str, ...], **values: float) -> tuple[str, ...]:
+    """``settings`` with ``values`` in place of what they set."""
+    kept = tuple(s for s in settings if s.split("=")[0] not in values)
+    return (*kept, *(f"{key}={value:g}" for key, value in values.items()))
+
+
+def replay(settings: tuple[str, ...], steps: int, seed: int) -> tuple[str, ...]:
+    """``settings`` with ``seed``, and ``steps`` in place of a budget: a budgeted
+    run's steps taken again on any machine, so that a run differs from it in the
+    seed or in its changes alone."""
+    return override(settings, seed=seed, budget_minutes=0, epochs=0, steps=steps)
 
 
 def speedrun_ladder(config: TranslationConfig) -> dict[str, tuple[str, ...]]:
@@ -224,6 +233,23 @@ def speedrun_rungs(
     return rungs | {name: (last, (*top, *s)) for name, s in tried}
 
 
+def speedrun_replays(
+    rungs: dict[str, tuple[str, tuple[str, ...]]], plans: dict[str, int]
+) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Runs that take the steps seed 0's budget planned (``plans``, by rung) in
+    place of a budget, each run's (preset, settings) by name: the second seed of
+    each rung planned, and the speedrun with 1.5 times its peak rate."""
+    replays = {}
+    for name, steps in plans.items():
+        preset, settings = rungs[name]
+        seed = "s1" if name == "attn0" else f"{name}-s1"
+        replays[seed] = (preset, replay(settings, steps, seed=1))
+    preset, settings = rungs["attn0"]
+    lr = 1.5 * new_config("translate", preset, list(settings)).lr
+    faster = replay(override(settings, lr=lr), plans["attn0"], seed=0)
+    return replays | {"higher-rate": (preset, faster)}
+
+
 def speedrun_name(rung: str) -> str:
     """The run of a rung: the last is ``translate-speedrun`` (the preset)."""
     return "translate-speedrun" + ("" if rung == "attn0" else f"-{rung}")
@@ -233,15 +259,17 @@ def _speedrun() -> list[BookRun]:
     """Chapter 12: the speedrun's ladder at its budget and the changes tried
     that did not help; a second seed of the first rung and the last."""
     rungs = speedrun_rungs("cpu", SPEEDRUN_BUDGET)
-    runs = [(speedrun_name(name), *rung) for name, rung in rungs.items()]
-    for name, plan in SPEEDRUN_PLANS.items():
-        preset, settings = rungs[name]
-        replaced = {setting.split("=")[0] for setting in plan}
-        kept = (s for s in settings if s.split("=")[0] not in replaced)
-        runs.append((speedrun_name(name) + "-s1", preset, (*kept, *plan)))
+    rungs |= speedrun_replays(rungs, SPEEDRUN_PLANS)
     return [
-        BookRun(name, "translate", preset, settings, threads=2, chapters=(12,))
-        for name, preset, settings in runs
+        BookRun(
+            speedrun_name(name),
+            "translate",
+            preset,
+            settings,
+            threads=2,
+            chapters=(12,),
+        )
+        for name, (preset, settings) in rungs.items()
     ]
 
 
