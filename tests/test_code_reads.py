@@ -60,6 +60,22 @@ def wrapped_imports(source: str) -> list[int]:
     ]
 
 
+def wrapped_values(source: str) -> list[int]:
+    """Lines of assignments of a one-line value that the formatter wrapped in
+    brackets over three lines or more (a comment beside the value made the line
+    too long): ``x: int = (\n    1  # why\n)``; the comment goes above."""
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    commented = {t.start[0] for t in tokens if t.type == tokenize.COMMENT}
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and node.value is not None
+        and node.value.lineno == node.value.end_lineno in commented
+        and node.end_lineno - node.lineno >= 2
+    ]
+
+
 ROLE_CUT = re.compile(r":(?:class|func|meth|mod|attr|data|exc):`[^`]*\n")
 
 
@@ -97,6 +113,7 @@ def long_definition_docstrings(source: str) -> list[int]:
 CHECKS = {
     "stranded_comments": stranded_comments,
     "wrapped_imports": wrapped_imports,
+    "wrapped_values": wrapped_values,
     "split_roles": split_roles,
     "long_docstrings": long_docstrings,
     "long_definition_docstrings": long_definition_docstrings,
@@ -159,6 +176,8 @@ def test_the_checks_find_what_they_look_for() -> None:
     assert stranded_comments(STRANDED) == [3, 6]
     assert stranded_comments(BESIDE) == []
     assert wrapped_imports(IMPORTS) == [1]
+    assert wrapped_values(BESIDE) == [4]
+    assert wrapped_values("# why\nx: int = 1\ny = (\n    'long'\n)\n") == []
     assert split_roles('"""See :class:`~a.b.\nC`s and :func:`d`."""\n') == [1]
     assert split_roles('"""See :class:`~a.b.C`\nand more."""\n') == []
     most = MODULE_DOCSTRING_LINES

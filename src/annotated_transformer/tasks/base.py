@@ -60,34 +60,27 @@ class TrainConfig:
 
     steps: int = 1_000
     epochs: int = 0
-    optimizer: str = (
-        "adam"  # "adam": the paper's β=(0.9, 0.98), ε=1e-9; "adamw": PyTorch's
-    )
+    # "adam": the paper's β=(0.9, 0.98), ε=1e-9; "adamw": PyTorch's
+    optimizer: str = "adam"
     lr: float = 1e-3
     schedule: str = "cosine"  # noam, cosine, linear, inverse_sqrt
     warmup: int = 100
     weight_decay: float = 0.0
     clip_norm: float | None = None
     accumulate: int = 1
-    precision: str = (
-        "fp32"  # fp32, bf16, fp16 (loss scaling), auto (bf16 where faster)
-    )
-    activation_checkpointing: bool = (
-        False  # recompute each block's activations in backward
-    )
-    sharding: str = (
-        "none"  # under torchrun: "none" (DDP) or "fsdp" (sharded weights, Adam)
-    )
+    # fp32, bf16, fp16 (loss scaling), auto (bf16 where faster)
+    precision: str = "fp32"
+    # recompute each block's activations in backward
+    activation_checkpointing: bool = False
+    # under torchrun: "none" (DDP) or "fsdp" (sharded weights, Adam)
+    sharding: str = "none"
     eval_every: int = 0  # steps between validations (0: at the end of every epoch)
-    checkpoint_every: int = (
-        0  # steps between saves of last.pt (0: at validations only)
-    )
-    keep_last: int = (
-        0  # checkpoints of the last validations kept, and averaged at the end
-    )
-    final: str = (
-        "last"  # final.pt: "last" weights, or the "best" validated (or averaged)
-    )
+    # steps between saves of last.pt (0: at validations only)
+    checkpoint_every: int = 0
+    # checkpoints of the last validations kept, and averaged at the end
+    keep_last: int = 0
+    # final.pt: "last" weights, or the "best" validated (or averaged)
+    final: str = "last"
     seed: int = 0
     # >0: stop after this many minutes of training steps, planned at the end of the
     # warm-up to fill them (training.trainer.Budget); steps/epochs cap the run.
@@ -412,9 +405,8 @@ class Task(ABC):
     title: ClassVar[str]  # a line for --help
     Config: ClassVar[type]
     score: ClassVar[tuple[str, str]]  # (metric, "max" or "min")
-    stream: Any = (
-        None  # carried from one training batch to the next, saved in last.pt
-    )
+    # carried from one training batch to the next, saved in last.pt
+    stream: Any = None
 
     def __init__(
         self,

@@ -75,21 +75,17 @@ class ReviewsConfig(TrainConfig):
     tokens and encoder in both.
     """
 
-    tokenizer: str = (
-        "word"  # "word": lower-cased words; "bpe": byte pairs of those words
-    )
+    # "word": lower-cased words; "bpe": byte pairs of those words
+    tokenizer: str = "word"
     vocab_size: int = 20_000  # most frequent training tokens, specials included
     # > 0: a longer review keeps its first max_len - tail and last tail tokens
     tail: int = 0
-    val_size: int = (
-        2_500  # validation reviews carved out of the 25,000 training reviews
-    )
-    train_subset: int | None = (
-        None  # use only this many training reviews (tiny runs)
-    )
-    test_subset: int | None = (
-        None  # evaluate on this many test reviews (None: all 25,000)
-    )
+    # validation reviews carved out of the 25,000 training reviews
+    val_size: int = 2_500
+    # use only this many training reviews (tiny runs)
+    train_subset: int | None = None
+    # evaluate on this many test reviews (None: all 25,000)
+    test_subset: int | None = None
     max_tokens: int = 8_192  # padded tokens per batch (batch size × longest review)
     # the encoder: its sizes, set flat (--set d_model=256); the vocabulary, the
     # classes and the padding id come from the data; reviews are cut to its
@@ -362,9 +358,8 @@ class ReviewsTask(Task):
         data_dir: str | Path | None = None,
         state: dict | None = None,
     ) -> None:
-        self.pretrained: dict[str, Tensor] | None = (
-            None  # the init run's weights, new runs only
-        )
+        # the init run's weights, new runs only
+        self.pretrained: dict[str, Tensor] | None = None
         if state is None and config.init:  # the pretrained run's vocabulary
             saved = pretrained_run(config.init)
             check_pretrained(saved["config"], config)

@@ -100,10 +100,8 @@ class LanguageModelConfig(TrainConfig):
     model: DecoderConfig | ModernConfig | GPTConfig | XLConfig = field(
         default_factory=partial(DecoderConfig, max_len=128, dropout=0.0)
     )
-    # GPT-2's tokens (chapter 16)
-    tokens: str = (
-        "bytes"  # "bytes" (256 ids) or "bpe" (byte-level BPE learned on train)
-    )
+    # "bytes" (256 ids) or "bpe" (GPT-2's byte-level BPE, learned on train)
+    tokens: str = "bytes"
     bpe_merges: int = 0  # tokens=bpe: merges learned (vocabulary 256 + merges)
 
     positive = (

@@ -73,21 +73,17 @@ class TranslationConfig(TrainConfig):
     train_limit: int | None = None  # the first N training pairs (None: all 29,000)
     eval_limit: int | None = None  # the first N pairs of every evaluation split
     lower: bool = False  # keep case: sacreBLEU scores cased text
-    tokens: str = (
-        "words"  # "words" (two vocabularies) or "bpe" (one shared, no <unk>)
-    )
+    # "words" (two vocabularies) or "bpe" (one shared, no <unk>)
+    tokens: str = "words"
     min_freq: int = 2  # words: rarer training words become <unk>
     bpe_merges: int = 8_000  # bpe: merges learned on German + English training text
     tie: bool = False  # bpe: one matrix for both embeddings and the generator
-    max_tokens: int = (
-        4_000  # padded tokens per batch (and per rank), <s>/</s> included
-    )
-    pool_size: int = (
-        0  # bucket within shuffled pools of this many pairs (0: sort them all)
-    )
-    pack_width: int = (
-        0  # >0: random batches of max_tokens real tokens, packed in rows this wide
-    )
+    # padded tokens per batch (and per rank), <s>/</s> included
+    max_tokens: int = 4_000
+    # bucket within shuffled pools of this many pairs (0: sort them all)
+    pool_size: int = 0
+    # >0: random batches of max_tokens real tokens, packed in rows this wide
+    pack_width: int = 0
     # the model: its sizes, set flat (--set d_model=256); the vocabularies come
     # from the data; max_len: the longest sentence, <s> and </s> included
     model: TransformerConfig = field(
@@ -95,9 +91,8 @@ class TranslationConfig(TrainConfig):
     )
     label_smoothing: float = 0.1
     beam: int = 4  # for the test score
-    alpha: float = (
-        0.6  # beam search's length penalty α (GNMT's; 0: none), for the test score
-    )
+    # beam search's length penalty α (GNMT's; 0: none), for the test score
+    alpha: float = 0.6
 
     test_only: ClassVar[tuple[str, ...]] = ("beam", "alpha")
     positive = (
