@@ -56,7 +56,9 @@ from annotated_transformer.book import viz
 from annotated_transformer.book.page import wrap
 from annotated_transformer.book.runs import (
     SPEEDRUN_BUDGET,
+    SPEEDRUN_PLANS,
     speedrun_name,
+    speedrun_replays,
     speedrun_rungs,
     translation_levers,
 )
@@ -70,6 +72,7 @@ from annotated_transformer.evaluation.decoding import (
     beam_search,
     gnmt_length_penalty,
 )
+from annotated_transformer.machine import short_cpu
 from annotated_transformer.models.encoder_decoder import (
     Generator,
     Transformer,
@@ -564,12 +567,18 @@ show_source(Budget)
 # %% tags=["nbval-ignore-output"]
 CI_BUDGET = ("budget_minutes=0.05", "epochs=20", "keep_last=3")
 BUDGET = pick(ci=CI_BUDGET, full=SPEEDRUN_BUDGET)
+PLANS = pick(ci={"cpu": 20, "attn0": 20}, full=SPEEDRUN_PLANS)
+rungs = speedrun_rungs(PRESET, BUDGET)
+rungs |= speedrun_replays(rungs, PLANS)
 rung_labels = {
     "cpu": "the cpu preset",
     "lr2": "+ twice the peak rate, 5/8 of the warm-up",
     "merges": f"+ half the merges ({preset.bpe_merges // 2:,})",
     "attn0": "+ no attention dropout: the speedrun",
     "small-batches": f"tried: {preset.max_tokens * 3 // 5:,}-token batches",
+    "cpu-s1": "the cpu preset, seed 1, its steps",
+    "s1": "the speedrun, seed 1, its steps",
+    "higher-rate": "tried: 1.5 × the rate, its steps",
 }
 rung_runs = {
     rung_labels[name]: ensure_run(
@@ -579,7 +588,7 @@ rung_runs = {
         settings=list(settings),
         weights=False,
     )
-    for name, (rung_preset, settings) in speedrun_rungs(PRESET, BUDGET).items()
+    for name, (rung_preset, settings) in rungs.items()
 }
 ladder_table = pd.DataFrame(
     {
@@ -588,10 +597,11 @@ ladder_table = pd.DataFrame(
             "minutes": r.metrics["train_seconds"] / 60,
             "val BLEU": val_bleu(r),
             "test sacreBLEU": r.metrics["test"]["bleu"],
+            "CPU": short_cpu(r.machine["cpu"]),
         }
         for rung, r in rung_runs.items()
     }
-).T.astype({"steps": int})
+).T.astype({"steps": int, "minutes": float, "val BLEU": float})
 ladder_table.round(2)
 
 # %% [markdown]

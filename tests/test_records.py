@@ -22,6 +22,7 @@ from safetensors import safe_open
 
 from annotated_transformer import cli, records, runner
 from annotated_transformer.book import results as page
+from annotated_transformer.machine import cpu_model, short_cpu
 from annotated_transformer.models.encoder_decoder import count_parameters
 from annotated_transformer.tasks import TASKS
 
@@ -213,6 +214,7 @@ def test_a_record_without_weights_serves_a_caller_that_needs_none(
     assert result.metrics == run.metrics
     assert result.history.equals(run.history)
     assert result.metrics["parameters"] == count_parameters(run.model)
+    assert result.machine["cpu"] == run.machine["cpu"] == cpu_model()
     assert result.task.vocab.itos == run.task.vocab.itos
     with pytest.raises(records.RecordError, match="publishes no weights") as error:
         result.model  # noqa: B018
@@ -223,6 +225,26 @@ def test_a_record_without_weights_serves_a_caller_that_needs_none(
     for weights in (True, False):
         loaded = records.load_result(res / "full", weights=weights)
         assert loaded.has_model and loaded.model.training is False
+
+
+@pytest.mark.parametrize(
+    ("name", "short"),
+    [
+        ("AMD EPYC (family 25, model 17)", "AMD EPYC"),
+        (
+            "Intel(R) Xeon(R) Processor @ 2.80GHz (family 6, model 106)",
+            "Intel Xeon",
+        ),
+        (
+            "Intel(R) Core(TM) i7-1165G7 @ 2.80GHz (family 6, model 140)",
+            "Intel Core i7-1165G7",
+        ),
+        ("AMD Ryzen 7 5800X 8-Core Processor", "AMD Ryzen 7 5800X 8-Core"),
+        ("Apple M2", "Apple M2"),
+    ],
+)
+def test_a_cpu_is_named_in_a_few_words(name, short):
+    assert short_cpu(name) == short
 
 
 def record_command(folder: Path) -> str:

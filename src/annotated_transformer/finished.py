@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 from torch import nn
 
+from annotated_transformer.machine import PROVENANCE, read_provenance
 from annotated_transformer.tasks import TASKS, Task
 from annotated_transformer.tasks.base import saved_config
 from annotated_transformer.training.checkpoints import CheckpointError
@@ -159,6 +160,14 @@ class RunResult:
         if self._model is None:
             raise no_weights(self.out, read_record(self.out))
         return self._model
+
+    @property
+    def machine(self) -> dict[str, Any]:
+        """Where the run trained (CPU or GPU, threads): its record's machine, or
+        its folder's provenance."""
+        if (self.out / "record.json").is_file():
+            return read_record(self.out)["machine"]
+        return read_provenance(self.out / PROVENANCE)["machine"]
 
     @property
     def has_model(self) -> bool:

@@ -44,6 +44,16 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+def short_cpu(name: str) -> str:
+    """A CPU's name in a few words, for a table: no trademarks, clock or
+    family numbers ("Intel Xeon", "AMD EPYC", "Apple M2")."""
+    for mark in ("(R)", "(TM)"):
+        name = name.replace(mark, "")
+    for tail in (" (family", " @", " Processor", " CPU"):
+        name = name.split(tail)[0]
+    return " ".join(name.split())
+
+
 def describe(device: torch.device | str = "cpu") -> dict[str, Any]:
     """This machine as a run's record states it: CPU (and GPU on a CUDA ``device``),
     intra-op threads, torch's CPU kernels (e.g. AVX2), torch and Python versions."""
