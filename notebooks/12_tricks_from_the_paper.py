@@ -14,7 +14,7 @@
 #
 # - **You will learn** what the paper's tricks (a shared vocabulary with tied weights, beam search, checkpoint averaging, several GPUs) and the preset's other choices are worth on Multi30k, and how close a laptop's CPU gets to the full run on a time budget.
 # - **It assumes** [chapter 10](10_translation_multi30k.ipynb), and [chapter 09](09_copy_task.ipynb) for beam search.
-# - **Time:** about 15 minutes to read; it runs in about 9 minutes from its runs' records; training its 16 runs took 26.9–128.3 minutes each on one or two CPU threads.
+# - **Time:** about 15 minutes to read; it runs in about 9 minutes from its runs' records; training its 19 runs took 26.9–128.3 minutes each on one or two CPU threads.
 #
 # :::{admonition} Where the outputs come from
 # :class: dropdown
