@@ -125,9 +125,8 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# Every core (pytest-xdist), each test file in one process.
 unit: setup
-	$(PY) -m pytest -q -n auto --dist loadfile tests
+	$(PY) -m pytest -q tests
 
 # Two groups of chapters at once, one thread each, of about equal time (a chapter reuses
 # only runs of its own group: 11 and 12 read 10's, 16 and 17 read 13's); the first group's
