@@ -660,7 +660,7 @@ chart.mark_line(point=True).encode(
 #
 # - The 2017 recipe's seeds score 38.28<!-- record translate-speedrun-cpu metrics.test.bleu --> and 38.47<!-- record translate-speedrun-cpu-s1 metrics.test.bleu --> on test2016 (validation
 #   35.83<!-- record translate-speedrun-cpu metrics.validation.best --> and 36.23<!-- record translate-speedrun-cpu-s1 metrics.validation.best -->).
-# - The speedrun's score 39.23<!-- record translate-speedrun metrics.test.bleu --> and 40.21<!-- record translate-speedrun-s1 metrics.test.bleu --> (validation 38.63<!-- record translate-speedrun metrics.validation.best --> and
+# - The speedrun's seeds score 39.23<!-- record translate-speedrun metrics.test.bleu --> and 40.21<!-- record translate-speedrun-s1 metrics.test.bleu --> (validation 38.63<!-- record translate-speedrun metrics.validation.best --> and
 #   38.84<!-- record translate-speedrun-s1 metrics.validation.best -->): the second seed passes 40, the first does not.
 #
 # A seed moves the test score by up to a point, more than the rungs after the first
