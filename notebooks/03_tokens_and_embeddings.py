@@ -546,11 +546,12 @@ viz.line_chart(
 # %%
 size, patch = 64, 16
 y, x = torch.meshgrid(torch.arange(size), torch.arange(size), indexing="ij")
-radius = ((x - 24.0) ** 2 + (y - 28.0) ** 2).sqrt()
+radius = ((x - 24.0) ** 2 + (y - 28.0) ** 2).sqrt().double()
 image = 0.5 + 0.5 * torch.sin(radius / 2.5) * (radius < 22)  # rings in a disc
 image = image + 0.4 * (x > 44) * ((y // 8) % 2)  # and a striped bar on the right
-# (batch, channels, height, width)
-image = image.clamp(0, 1).reshape(1, 1, size, size)
+# (batch, channels, height, width); drawn in float64 and rounded, so that every
+# CPU's sine gives the same pixels
+image = image.clamp(0, 1).round(decimals=3).float().reshape(1, 1, size, size)
 
 # F.unfold cuts out every 16×16 window with stride 16, (batch, channels·16·16,
 # patches); transposed: (1, 16, 256)
