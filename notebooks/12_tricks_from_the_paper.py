@@ -655,8 +655,8 @@ chart.mark_line(point=True).encode(
 # seed 1, which draws other initial weights, batches and dropout masks. The same minutes
 # hold another number of steps on another machine, so the second seed takes the steps
 # that its first seed's budget planned, 1,324<!-- record translate-speedrun-cpu-s1 metrics.config.steps --> and 1,613<!-- record translate-speedrun-s1 metrics.config.steps --> (`book.runs.replay`),
-# instead of a budget: the two seeds then differ in the seed alone. They ran on an Intel
-# Xeon, the ladder on an AMD EPYC, so their minutes in the table are the Xeon's.
+# instead of a budget: the two seeds then differ in the seed alone. They ran on another
+# CPU than the ladder (the table's last column), so their minutes are that CPU's.
 #
 # - The 2017 recipe's seeds score 38.28<!-- record translate-speedrun-cpu metrics.test.bleu --> and 38.47<!-- record translate-speedrun-cpu-s1 metrics.test.bleu --> on test2016 (validation
 #   35.83<!-- record translate-speedrun-cpu metrics.validation.best --> and 36.23<!-- record translate-speedrun-cpu-s1 metrics.validation.best -->).
@@ -672,7 +672,7 @@ chart.mark_line(point=True).encode(
 # Tried on the speedrun and dropped: batches of 1,500 tokens instead of 2,500 take
 # 2,338<!-- record translate-speedrun-small-batches steps --> steps instead of 1,574<!-- record translate-speedrun steps -->, but smaller matrix products run fewer tokens a second,
 # and the extra steps do not make up for it (38.31<!-- record translate-speedrun-small-batches metrics.test.bleu --> on test). So was 1.5 times the
-# speedrun's peak rate, at the speedrun's own steps and seed (on the Xeon): it trails the
+# speedrun's peak rate, at the speedrun's own steps and seed: it trails the
 # speedrun at every validation and ends at 37.77<!-- record translate-speedrun-higher-rate metrics.validation.best --> on validation and 38.02<!-- record translate-speedrun-higher-rate metrics.test.bleu --> on test.
 # Doubling the 2017 rate paid; raising it again does not. The other changes that lost
 # in section 4 (twice the tokens per batch, one tied matrix, length buckets) were not
